@@ -130,7 +130,11 @@ impl Error {
 
     /// Shorthand for [`Error::Invalid`].
     pub const fn invalid(layer: Layer, field: &'static str, value: u32) -> Self {
-        Error::Invalid { layer, field, value }
+        Error::Invalid {
+            layer,
+            field,
+            value,
+        }
     }
 }
 
@@ -140,14 +144,21 @@ impl fmt::Display for Error {
             Error::Truncated { layer, need, have } => {
                 write!(f, "{layer}: truncated, need {need} bytes, have {have}")
             }
-            Error::Invalid { layer, field, value } => {
+            Error::Invalid {
+                layer,
+                field,
+                value,
+            } => {
                 write!(f, "{layer}: invalid {field} {value:#x}")
             }
             Error::TooMany { layer, limit } => {
                 write!(f, "{layer}: chain longer than the limit of {limit}")
             }
             Error::BufferTooSmall { layer, need, have } => {
-                write!(f, "{layer}: output buffer too small, need {need} bytes, have {have}")
+                write!(
+                    f,
+                    "{layer}: output buffer too small, need {need} bytes, have {have}"
+                )
             }
         }
     }

@@ -1,1 +1,1 @@
-//! (being written)
+//! Fuzz harness entry points (being written).

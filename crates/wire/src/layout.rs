@@ -1,1 +1,623 @@
-//! (being written)
+//! One-pass frame layout: the kind and offset of every header in a frame.
+//!
+//! [`parse`] walks a frame once, from the outer Ethernet header (with up to two
+//! 802.1Q / 802.1ad tags) through IPv4 (options skipped) or IPv6 (extension headers
+//! walked, [`crate::ipv6::ext`]) to TCP, UDP, ICMP or GRE; if the outer L4 is a tunnel
+//! (VXLAN or GENEVE by UDP destination port, NVGRE as GRE carrying Ethernet), it
+//! decodes the tunnel header and walks the inner frame the same way. One level of
+//! encapsulation is decoded; a tunnel inside the inner frame is left as inner L4
+//! payload.
+//!
+//! The result, [`Layout`], is a small `Copy` value of offsets and kinds: it holds no
+//! borrow, so GRO, GSO and RSS keep it beside the frame and read or rewrite fields at
+//! the offsets it gives. Lengths are validated here once (every header lies inside
+//! the frame; IP and UDP length fields lie inside the frame; the inner frame lies
+//! inside the outer datagram), so later field reads at these offsets cannot fail.
+//! Checksums are not verified here: that is the offload layer's work.
+//!
+//! Tunnel UDP ports are configurable ([`Config`]): by default VXLAN on 4789 (IANA) and
+//! 8472 (Linux's default), GENEVE on 6081. As in Linux, only the destination port
+//! selects the tunnel.
+//!
+//! ```
+//! use linerate_wire::build::{FrameBuilder, Ip, L4};
+//! use linerate_wire::layout::{self, L4Kind};
+//!
+//! let frame = FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::udp(5000, 53))
+//!     .vlan(100)
+//!     .build(b"query");
+//! let l = layout::parse(&frame).unwrap();
+//! assert_eq!(l.outer.vlan_tags, 1);
+//! assert_eq!(l.outer.l3_offset, 18);
+//! assert_eq!(l.outer.l4, L4Kind::Udp);
+//! assert_eq!(l.payload, 18 + 20 + 8);
+//! ```
+
+use crate::error::{Error, Layer, Result};
+use crate::{geneve, gre, ipv6, vxlan};
+
+/// How many tunnel ports of one kind a [`Config`] holds.
+pub const MAX_PORTS: usize = 4;
+
+/// The most VLAN tags walked (802.1ad outer plus 802.1Q inner).
+pub const MAX_VLAN_TAGS: usize = 2;
+
+const ETH_LEN: usize = 14;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const ETHERTYPE_TEB: u16 = 0x6558;
+const PROTO_ICMP: u8 = 1;
+const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
+const PROTO_GRE: u8 = 47;
+const PROTO_ICMPV6: u8 = 58;
+
+/// A small fixed set of UDP ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortSet {
+    ports: [u16; MAX_PORTS],
+    len: u8,
+}
+
+impl PortSet {
+    /// The empty set.
+    pub const EMPTY: PortSet = PortSet {
+        ports: [0; MAX_PORTS],
+        len: 0,
+    };
+
+    /// A set holding `ports` (at most [`MAX_PORTS`], more are a typed error).
+    pub fn new(ports: &[u16]) -> core::result::Result<Self, TooManyPorts> {
+        let mut s = PortSet::EMPTY;
+        for &p in ports {
+            s.insert(p)?;
+        }
+        Ok(s)
+    }
+
+    /// Adds `port`; adding a port already present does nothing.
+    pub fn insert(&mut self, port: u16) -> core::result::Result<(), TooManyPorts> {
+        if self.contains(port) {
+            return Ok(());
+        }
+        let slot = self
+            .ports
+            .get_mut(usize::from(self.len))
+            .ok_or(TooManyPorts)?;
+        *slot = port;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// True if `port` is in the set.
+    #[inline]
+    pub fn contains(&self, port: u16) -> bool {
+        self.as_slice().contains(&port)
+    }
+
+    /// The ports, in insertion order.
+    pub fn as_slice(&self) -> &[u16] {
+        self.ports.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
+/// A [`PortSet`] already holds [`MAX_PORTS`] ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyPorts;
+
+impl core::fmt::Display for TooManyPorts {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "a tunnel port set holds at most {MAX_PORTS} ports")
+    }
+}
+
+impl std::error::Error for TooManyPorts {}
+
+/// Which UDP destination ports mean which tunnel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// VXLAN ports (default 4789 and 8472).
+    pub vxlan_ports: PortSet,
+    /// GENEVE ports (default 6081).
+    pub geneve_ports: PortSet,
+    /// Decode NVGRE (GRE carrying Ethernet, protocol 0x6558) as a tunnel (default on).
+    pub gre: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::DEFAULT
+    }
+}
+
+impl Config {
+    /// The default ports: VXLAN 4789 and 8472, GENEVE 6081, NVGRE on.
+    pub const DEFAULT: Config = Config {
+        vxlan_ports: PortSet {
+            ports: [vxlan::PORT, vxlan::LINUX_PORT, 0, 0],
+            len: 2,
+        },
+        geneve_ports: PortSet {
+            ports: [geneve::PORT, 0, 0, 0],
+            len: 1,
+        },
+        gre: true,
+    };
+
+    /// No tunnel decoding: every frame is parsed as plain.
+    pub const PLAIN: Config = Config {
+        vxlan_ports: PortSet::EMPTY,
+        geneve_ports: PortSet::EMPTY,
+        gre: false,
+    };
+
+    /// Parses `frame` with these tunnel ports.
+    pub fn parse(&self, frame: &[u8]) -> Result<Layout> {
+        let outer = parse_headers(frame, 0)?;
+        let mut layout = Layout {
+            outer,
+            tunnel: None,
+            inner: None,
+            payload: outer.payload,
+        };
+        let Some(tunnel) = self.tunnel(frame, &outer)? else {
+            return Ok(layout);
+        };
+        layout.tunnel = Some(tunnel);
+        if tunnel.carries_ethernet() {
+            // The inner frame ends where the outer datagram does, not at the end
+            // of the buffer (which may hold Ethernet padding).
+            let end = match outer.l4 {
+                L4Kind::Udp => {
+                    let l4 = usize::from(outer.l4_offset);
+                    l4 + usize::from(be16(frame, l4 + 4).unwrap_or(0))
+                }
+                _ => outer.l3_end(),
+            };
+            let within = frame.get(..end).unwrap_or_default();
+            let inner =
+                parse_headers(within, usize::from(tunnel.offset) + usize::from(tunnel.len))?;
+            layout.inner = Some(inner);
+            layout.payload = inner.payload;
+        } else {
+            layout.payload = tunnel.offset + tunnel.len;
+        }
+        Ok(layout)
+    }
+
+    fn tunnel(&self, frame: &[u8], outer: &Headers) -> Result<Option<Tunnel>> {
+        if outer.frag != Fragment::None {
+            return Ok(None);
+        }
+        let l4 = usize::from(outer.l4_offset);
+        match outer.l4 {
+            L4Kind::Udp => {
+                let dport = be16(frame, l4 + 2).unwrap_or(0);
+                // parse_l4 checked that the UDP length lies inside the IP packet.
+                let end = l4 + usize::from(be16(frame, l4 + 4).unwrap_or(0));
+                let body = frame
+                    .get(usize::from(outer.payload)..end)
+                    .unwrap_or_default();
+                if self.vxlan_ports.contains(dport) {
+                    let repr = vxlan::Repr::parse(&vxlan::Packet::new_checked(body)?)?;
+                    Ok(Some(Tunnel {
+                        kind: TunnelKind::Vxlan,
+                        offset: outer.payload,
+                        len: vxlan::HEADER_LEN as u16,
+                        vni: repr.vni,
+                        protocol: ETHERTYPE_TEB,
+                    }))
+                } else if self.geneve_ports.contains(dport) {
+                    let p = geneve::Packet::new_checked(body)?;
+                    Ok(Some(Tunnel {
+                        kind: TunnelKind::Geneve,
+                        offset: outer.payload,
+                        len: p.header_len() as u16,
+                        vni: p.vni(),
+                        protocol: p.protocol(),
+                    }))
+                } else {
+                    Ok(None)
+                }
+            }
+            L4Kind::Gre if self.gre => {
+                let body = frame.get(l4..outer.l3_end()).unwrap_or_default();
+                let p = gre::Packet::new_checked(body)?;
+                if p.protocol() != gre::PROTO_TEB {
+                    return Ok(None);
+                }
+                Ok(Some(Tunnel {
+                    kind: TunnelKind::Nvgre,
+                    offset: outer.l4_offset,
+                    len: p.header_len() as u16,
+                    vni: p.key().map_or(0, |k| k >> 8),
+                    protocol: ETHERTYPE_TEB,
+                }))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Parses `frame` with the default tunnel ports ([`Config::DEFAULT`]).
+#[inline]
+pub fn parse(frame: &[u8]) -> Result<Layout> {
+    Config::DEFAULT.parse(frame)
+}
+
+/// The kind of network-layer header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum L3Kind {
+    /// No network layer was found (only before parsing).
+    #[default]
+    None,
+    /// IPv4.
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+    /// ARP.
+    Arp,
+    /// Another EtherType, not decoded.
+    Other(u16),
+}
+
+/// The kind of transport-layer header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum L4Kind {
+    /// None: not IP, or a non-first fragment (no transport header in it).
+    #[default]
+    None,
+    /// TCP.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// ICMPv4.
+    Icmpv4,
+    /// ICMPv6.
+    Icmpv6,
+    /// GRE.
+    Gre,
+    /// Another IP protocol, not decoded.
+    Other(u8),
+}
+
+/// Whether the IP packet is a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Fragment {
+    /// Not a fragment.
+    #[default]
+    None,
+    /// The first fragment: it carries the transport header.
+    First,
+    /// A later fragment: no transport header.
+    Later,
+}
+
+/// The kind of tunnel header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// VXLAN (RFC 7348) over UDP.
+    Vxlan,
+    /// GENEVE (RFC 8926) over UDP.
+    Geneve,
+    /// GRE carrying Ethernet (protocol 0x6558): NVGRE (RFC 7637) when keyed.
+    Nvgre,
+}
+
+/// The tunnel header of an encapsulated frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tunnel {
+    /// Which tunnel.
+    pub kind: TunnelKind,
+    /// Offset of the tunnel header (VXLAN/GENEVE: after the outer UDP header;
+    /// NVGRE: the GRE header itself, at the outer L4 offset).
+    pub offset: u16,
+    /// Length of the tunnel header, GENEVE options and GRE optional fields included.
+    pub len: u16,
+    /// VXLAN or GENEVE VNI; NVGRE VSID (the upper 24 bits of the key; 0 if unkeyed).
+    pub vni: u32,
+    /// The protocol the tunnel carries (0x6558 Ethernet; GENEVE may say otherwise,
+    /// in which case the inner frame is not decoded).
+    pub protocol: u16,
+}
+
+impl Tunnel {
+    /// True if the tunnel carries an Ethernet frame (decoded as the inner headers).
+    pub const fn carries_ethernet(&self) -> bool {
+        self.protocol == ETHERTYPE_TEB
+    }
+}
+
+/// Offsets and kinds of one Ethernet + L3 + L4 stack (outer or inner).
+///
+/// All offsets count from the start of the whole frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Headers {
+    /// Offset of the Ethernet header.
+    pub l2: u16,
+    /// Number of VLAN tags (0..=2) following the MAC addresses.
+    pub vlan_tags: u8,
+    /// The EtherType after any VLAN tags.
+    pub ethertype: u16,
+    /// Network-layer kind.
+    pub l3: L3Kind,
+    /// Offset of the network header (after the Ethernet header and tags).
+    pub l3_offset: u16,
+    /// Length of the network packet as its header declares (IPv4 total length;
+    /// IPv6 40 + payload length; ARP 28), which excludes any Ethernet padding.
+    pub l3_len: u16,
+    /// IP protocol / final IPv6 next header (0 when not IP).
+    pub protocol: u8,
+    /// Fragment state of the IP packet.
+    pub frag: Fragment,
+    /// Transport-layer kind.
+    pub l4: L4Kind,
+    /// Offset of the transport header (after IPv4 options or IPv6 extension headers).
+    pub l4_offset: u16,
+    /// Offset of the transport payload (after the TCP header with options, the UDP
+    /// header, 8 bytes of ICMP, the GRE header); equal to `l4_offset` when the
+    /// transport header is not decoded.
+    pub payload: u16,
+}
+
+impl Headers {
+    /// Offset just past the network packet (its declared end).
+    pub fn l3_end(&self) -> usize {
+        usize::from(self.l3_offset) + usize::from(self.l3_len)
+    }
+
+    /// Length of the network header including IPv4 options / IPv6 extension headers.
+    pub fn l3_header_len(&self) -> usize {
+        usize::from(self.l4_offset) - usize::from(self.l3_offset)
+    }
+
+    /// Length of the transport header (0 when not decoded).
+    pub fn l4_header_len(&self) -> usize {
+        usize::from(self.payload) - usize::from(self.l4_offset)
+    }
+}
+
+/// Where every header of a frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Layout {
+    /// The outer (or only) headers.
+    pub outer: Headers,
+    /// The tunnel header, when the outer L4 is a recognised tunnel.
+    pub tunnel: Option<Tunnel>,
+    /// The inner headers, when the tunnel carries Ethernet.
+    pub inner: Option<Headers>,
+    /// Offset of the innermost payload (what follows the innermost decoded header).
+    pub payload: u16,
+}
+
+impl Layout {
+    /// The headers the application's flow is in: the inner ones in a tunnel, else
+    /// the outer ones.
+    #[inline]
+    pub fn innermost(&self) -> &Headers {
+        self.inner.as_ref().unwrap_or(&self.outer)
+    }
+
+    /// Total length of all headers (the offset of the innermost payload).
+    #[inline]
+    pub fn header_len(&self) -> usize {
+        usize::from(self.payload)
+    }
+}
+
+#[inline]
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    let s = b.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([*s.first()?, *s.get(1)?]))
+}
+
+#[inline]
+fn byte(b: &[u8], at: usize) -> Option<u8> {
+    b.get(at).copied()
+}
+
+/// Converts an offset known to be within a frame to u16, or fails: frames whose
+/// headers lie beyond 64 KiB are refused.
+#[inline]
+fn off16(layer: Layer, at: usize) -> Result<u16> {
+    u16::try_from(at)
+        .map_err(|_| Error::invalid(layer, "offset", u32::try_from(at).unwrap_or(u32::MAX)))
+}
+
+/// Parses Ethernet, VLAN tags, L3 and L4 starting at `start`; the frame ends at
+/// `frame.len()`.
+fn parse_headers(frame: &[u8], start: usize) -> Result<Headers> {
+    let avail = |at: usize| frame.len().saturating_sub(at);
+    let mut h = Headers {
+        l2: off16(Layer::Ethernet, start)?,
+        ..Headers::default()
+    };
+    if avail(start) < ETH_LEN {
+        return Err(Error::truncated(Layer::Ethernet, ETH_LEN, avail(start)));
+    }
+    let mut at = start + 12;
+    let mut ethertype = be16(frame, at).unwrap_or(0);
+    while ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
+        if usize::from(h.vlan_tags) == MAX_VLAN_TAGS {
+            return Err(Error::TooMany {
+                layer: Layer::Vlan,
+                limit: MAX_VLAN_TAGS,
+            });
+        }
+        // Tag: TPID (already read) + TCI, then the next EtherType.
+        if avail(at) < 6 {
+            return Err(Error::truncated(Layer::Vlan, 4, avail(at + 2)));
+        }
+        h.vlan_tags += 1;
+        at += 4;
+        ethertype = be16(frame, at).unwrap_or(0);
+    }
+    h.ethertype = ethertype;
+    let l3 = at + 2;
+    h.l3_offset = off16(Layer::Ethernet, l3)?;
+    match ethertype {
+        ETHERTYPE_IPV4 => parse_ipv4(frame, l3, &mut h)?,
+        ETHERTYPE_IPV6 => parse_ipv6(frame, l3, &mut h)?,
+        ETHERTYPE_ARP => {
+            const ARP_LEN: usize = 28;
+            if avail(l3) < ARP_LEN {
+                return Err(Error::truncated(Layer::Arp, ARP_LEN, avail(l3)));
+            }
+            h.l3 = L3Kind::Arp;
+            h.l3_len = ARP_LEN as u16;
+            h.l4_offset = h.l3_offset + ARP_LEN as u16;
+            h.payload = h.l4_offset;
+            return Ok(h);
+        }
+        other => {
+            h.l3 = L3Kind::Other(other);
+            h.l3_len = u16::try_from(avail(l3)).unwrap_or(u16::MAX);
+            h.l4_offset = h.l3_offset;
+            h.payload = h.l3_offset;
+            return Ok(h);
+        }
+    }
+    parse_l4(frame, &mut h)?;
+    Ok(h)
+}
+
+fn parse_ipv4(frame: &[u8], l3: usize, h: &mut Headers) -> Result<()> {
+    let have = frame.len().saturating_sub(l3);
+    if have < 20 {
+        return Err(Error::truncated(Layer::Ipv4, 20, have));
+    }
+    let vihl = byte(frame, l3).unwrap_or(0);
+    if vihl >> 4 != 4 {
+        return Err(Error::invalid(Layer::Ipv4, "version", u32::from(vihl >> 4)));
+    }
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    if ihl < 20 {
+        return Err(Error::invalid(Layer::Ipv4, "ihl", u32::from(vihl & 0x0f)));
+    }
+    let total = usize::from(be16(frame, l3 + 2).unwrap_or(0));
+    if total < ihl {
+        return Err(Error::invalid(Layer::Ipv4, "total_len", total as u32));
+    }
+    if have < total {
+        return Err(Error::truncated(Layer::Ipv4, total, have));
+    }
+    let frag = be16(frame, l3 + 6).unwrap_or(0);
+    let (more, offset) = (frag & 0x2000 != 0, frag & 0x1fff);
+    h.frag = match (offset, more) {
+        (0, false) => Fragment::None,
+        (0, true) => Fragment::First,
+        _ => Fragment::Later,
+    };
+    h.l3 = L3Kind::Ipv4;
+    h.l3_len = total as u16;
+    h.protocol = byte(frame, l3 + 9).unwrap_or(0);
+    h.l4_offset = off16(Layer::Ipv4, l3 + ihl)?;
+    Ok(())
+}
+
+fn parse_ipv6(frame: &[u8], l3: usize, h: &mut Headers) -> Result<()> {
+    let have = frame.len().saturating_sub(l3);
+    if have < 40 {
+        return Err(Error::truncated(Layer::Ipv6, 40, have));
+    }
+    let version = byte(frame, l3).unwrap_or(0) >> 4;
+    if version != 6 {
+        return Err(Error::invalid(Layer::Ipv6, "version", u32::from(version)));
+    }
+    let total = 40 + usize::from(be16(frame, l3 + 4).unwrap_or(0));
+    if have < total {
+        return Err(Error::truncated(Layer::Ipv6, total, have));
+    }
+    let Ok(total16) = u16::try_from(total) else {
+        return Err(Error::invalid(
+            Layer::Ipv6,
+            "payload_len",
+            total as u32 - 40,
+        ));
+    };
+    let nh = byte(frame, l3 + 6).unwrap_or(0);
+    let exts = frame.get(l3 + 40..l3 + total).unwrap_or_default();
+    let chain = ipv6::ext::walk(nh, exts)?;
+    h.frag = match chain.fragment {
+        None => Fragment::None,
+        Some(f) if f.is_first() => Fragment::First,
+        Some(_) => Fragment::Later,
+    };
+    h.l3 = L3Kind::Ipv6;
+    h.l3_len = total16;
+    h.protocol = chain.next_header;
+    h.l4_offset = off16(Layer::Ipv6, l3 + 40 + chain.len)?;
+    Ok(())
+}
+
+/// Decodes the transport header at `h.l4_offset`, bounded by the IP packet's end.
+fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
+    let l4 = usize::from(h.l4_offset);
+    let end = h.l3_end();
+    let have = end.saturating_sub(l4);
+    h.payload = h.l4_offset;
+    if h.frag == Fragment::Later {
+        h.l4 = L4Kind::None;
+        return Ok(());
+    }
+    let (kind, hdr_len) = match h.protocol {
+        PROTO_TCP => {
+            if have < 20 {
+                return Err(Error::truncated(Layer::Tcp, 20, have));
+            }
+            let doff = usize::from(byte(frame, l4 + 12).unwrap_or(0) >> 4) * 4;
+            if doff < 20 {
+                return Err(Error::invalid(Layer::Tcp, "data_offset", (doff / 4) as u32));
+            }
+            if have < doff {
+                return Err(Error::truncated(Layer::Tcp, doff, have));
+            }
+            (L4Kind::Tcp, doff)
+        }
+        PROTO_UDP => {
+            if have < 8 {
+                return Err(Error::truncated(Layer::Udp, 8, have));
+            }
+            let len = usize::from(be16(frame, l4 + 4).unwrap_or(0));
+            if len < 8 {
+                return Err(Error::invalid(Layer::Udp, "length", len as u32));
+            }
+            if len > have {
+                return Err(Error::truncated(Layer::Udp, len, have));
+            }
+            (L4Kind::Udp, 8)
+        }
+        PROTO_ICMP | PROTO_ICMPV6 => {
+            let (kind, layer) = if h.protocol == PROTO_ICMP {
+                (L4Kind::Icmpv4, Layer::Icmpv4)
+            } else {
+                (L4Kind::Icmpv6, Layer::Icmpv6)
+            };
+            if have < 8 {
+                return Err(Error::truncated(layer, 8, have));
+            }
+            (kind, 8)
+        }
+        PROTO_GRE => {
+            // Base header plus the optional checksum, key and sequence words
+            // (RFC 2784, RFC 2890); the GRE codec validates the rest.
+            let flags = be16(frame, l4).unwrap_or(0);
+            let len = 4 + [0x8000u16, 0x2000, 0x1000]
+                .iter()
+                .filter(|&&f| flags & f != 0)
+                .count()
+                * 4;
+            if have < len {
+                return Err(Error::truncated(Layer::Gre, len, have));
+            }
+            (L4Kind::Gre, len)
+        }
+        other => (L4Kind::Other(other), 0),
+    };
+    h.l4 = kind;
+    h.payload = off16(Layer::Tcp, l4 + hdr_len)?;
+    Ok(())
+}

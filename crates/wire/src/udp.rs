@@ -179,7 +179,10 @@ mod tests {
             Error::invalid(Layer::Udp, "length", 7)
         );
         b[5] = 9; // length 9 > 8 bytes present
-        assert_eq!(Packet::new_checked(&b[..]).unwrap_err(), Error::truncated(Layer::Udp, 9, 8));
+        assert_eq!(
+            Packet::new_checked(&b[..]).unwrap_err(),
+            Error::truncated(Layer::Udp, 9, 8)
+        );
     }
 
     #[test]
@@ -187,9 +190,13 @@ mod tests {
         let h = etherparse::UdpHeader::with_ipv4_checksum(
             1234,
             53,
-            &etherparse::Ipv4Header::new(7, 64, etherparse::IpNumber::UDP, [10, 0, 0, 1], [
-                10, 0, 0, 2,
-            ])
+            &etherparse::Ipv4Header::new(
+                7,
+                64,
+                etherparse::IpNumber::UDP,
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+            )
             .unwrap(),
             b"payload",
         )

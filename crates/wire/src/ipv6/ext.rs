@@ -1,1 +1,217 @@
-//! (being written)
+//! The IPv6 extension header chain (RFC 8200 section 4), walked with a bound.
+//!
+//! Hop-by-Hop Options (0), Routing (43), Destination Options (60) and Mobility (135)
+//! share the generic "next header, length in 8-octet units not counting the first 8"
+//! shape; Fragment (44) is a fixed 8 bytes; Authentication Header (51, RFC 4302)
+//! counts its length in 4-octet units minus 2. The walk stops at the first header
+//! that is not an extension (the upper-layer protocol), at ESP (50, whose contents
+//! are encrypted) and at No Next Header (59). A non-first fragment ends the walk
+//! too: what follows its header is not a header. At most [`MAX_EXTENSIONS`] headers
+//! are walked; a longer chain is refused, like Linux's GRO and most NICs do.
+
+use crate::error::{Error, Layer, Result};
+
+/// The most extension headers the walk will step over.
+pub const MAX_EXTENSIONS: usize = 8;
+
+/// IPv6 Hop-by-Hop Options.
+pub const HOP_BY_HOP: u8 = 0;
+/// IPv6 Routing header.
+pub const ROUTING: u8 = 43;
+/// IPv6 Fragment header.
+pub const FRAGMENT: u8 = 44;
+/// Encapsulating Security Payload (not walked into).
+pub const ESP: u8 = 50;
+/// Authentication Header.
+pub const AUTH: u8 = 51;
+/// No Next Header.
+pub const NO_NEXT: u8 = 59;
+/// IPv6 Destination Options.
+pub const DEST_OPTS: u8 = 60;
+/// Mobility header.
+pub const MOBILITY: u8 = 135;
+
+/// What an IPv6 Fragment header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FragmentInfo {
+    /// Fragment offset in 8-octet units.
+    pub offset: u16,
+    /// More fragments follow.
+    pub more: bool,
+    /// Identification.
+    pub ident: u32,
+}
+
+impl FragmentInfo {
+    /// True for the first fragment (offset zero): it carries the upper-layer header.
+    pub const fn is_first(&self) -> bool {
+        self.offset == 0
+    }
+}
+
+/// The result of walking an extension header chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExtChain {
+    /// The protocol after the last extension header walked (the upper layer, or
+    /// ESP, No Next Header, or, for a non-first fragment, the fragment's protocol).
+    pub next_header: u8,
+    /// Total bytes of the extension headers walked.
+    pub len: usize,
+    /// Number of extension headers walked.
+    pub count: u8,
+    /// The Fragment header, if there was one.
+    pub fragment: Option<FragmentInfo>,
+}
+
+/// True if `next_header` names an extension header this walk steps over.
+pub const fn is_extension(next_header: u8) -> bool {
+    matches!(
+        next_header,
+        HOP_BY_HOP | ROUTING | FRAGMENT | AUTH | DEST_OPTS | MOBILITY
+    )
+}
+
+/// Walks the chain that starts with protocol `next_header` at the start of `data`
+/// (the bytes right after the fixed IPv6 header).
+pub fn walk(mut next_header: u8, data: &[u8]) -> Result<ExtChain> {
+    let mut chain = ExtChain {
+        next_header,
+        ..ExtChain::default()
+    };
+    let mut off = 0usize;
+    while is_extension(next_header) {
+        if usize::from(chain.count) == MAX_EXTENSIONS {
+            return Err(Error::TooMany {
+                layer: Layer::Ipv6Ext,
+                limit: MAX_EXTENSIONS,
+            });
+        }
+        let rest = data.get(off..).unwrap_or_default();
+        let (Some(&nh), Some(&len_byte)) = (rest.first(), rest.get(1)) else {
+            return Err(Error::truncated(Layer::Ipv6Ext, 8, rest.len()));
+        };
+        let hdr_len = match next_header {
+            FRAGMENT => 8,
+            AUTH => (usize::from(len_byte) + 2) * 4,
+            _ => (usize::from(len_byte) + 1) * 8,
+        };
+        if rest.len() < hdr_len {
+            return Err(Error::truncated(Layer::Ipv6Ext, hdr_len, rest.len()));
+        }
+        if next_header == FRAGMENT {
+            let word = |i: usize| rest.get(i).copied().unwrap_or(0);
+            let off_flags = u16::from_be_bytes([word(2), word(3)]);
+            let frag = FragmentInfo {
+                offset: off_flags >> 3,
+                more: off_flags & 1 == 1,
+                ident: u32::from_be_bytes([word(4), word(5), word(6), word(7)]),
+            };
+            chain.fragment = Some(frag);
+            chain.count += 1;
+            off += hdr_len;
+            chain.len = off;
+            chain.next_header = nh;
+            if !frag.is_first() {
+                return Ok(chain);
+            }
+        } else {
+            chain.count += 1;
+            off += hdr_len;
+            chain.len = off;
+            chain.next_header = nh;
+        }
+        next_header = nh;
+    }
+    Ok(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use etherparse::{IpNumber, Ipv6Extensions, Ipv6FragmentHeader, Ipv6RawExtHeader};
+
+    #[test]
+    fn no_extensions() {
+        let c = walk(6, &[]).unwrap();
+        assert_eq!(
+            c,
+            ExtChain {
+                next_header: 6,
+                len: 0,
+                count: 0,
+                fragment: None
+            }
+        );
+    }
+
+    #[test]
+    fn chain_written_by_etherparse() {
+        let mut exts = Ipv6Extensions::default();
+        exts.hop_by_hop_options = Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[0; 14]).unwrap());
+        exts.destination_options = Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1; 6]).unwrap());
+        exts.fragment = Some(Ipv6FragmentHeader::new(
+            IpNumber(0),
+            etherparse::IpFragOffset::ZERO,
+            true,
+            0xdead_beef,
+        ));
+        let mut bytes = Vec::new();
+        let first = exts.set_next_headers(IpNumber::TCP);
+        assert_eq!(first, IpNumber::IPV6_HEADER_HOP_BY_HOP);
+        exts.write(&mut bytes, first).unwrap();
+        let c = walk(HOP_BY_HOP, &bytes).unwrap();
+        assert_eq!(c.next_header, 6);
+        assert_eq!(c.len, bytes.len());
+        assert_eq!(c.count, 3);
+        assert_eq!(
+            c.fragment,
+            Some(FragmentInfo {
+                offset: 0,
+                more: true,
+                ident: 0xdead_beef
+            })
+        );
+    }
+
+    #[test]
+    fn later_fragment_stops_the_walk() {
+        // Fragment header, offset 100 units, next header TCP; the payload is not a header.
+        let bytes = [6, 0, 0x03, 0x20, 0, 0, 0, 7, 0xff, 0xff];
+        let c = walk(FRAGMENT, &bytes).unwrap();
+        assert_eq!(c.fragment.unwrap().offset, 100);
+        assert_eq!((c.next_header, c.len), (6, 8));
+    }
+
+    #[test]
+    fn bounded_and_truncated() {
+        // Nine empty destination-options headers, each pointing to the next.
+        let bytes: Vec<u8> = (0..9)
+            .flat_map(|_| [DEST_OPTS, 0, 1, 4, 0, 0, 0, 0])
+            .collect();
+        assert_eq!(
+            walk(DEST_OPTS, &bytes).unwrap_err(),
+            Error::TooMany {
+                layer: Layer::Ipv6Ext,
+                limit: MAX_EXTENSIONS
+            }
+        );
+        assert_eq!(
+            walk(DEST_OPTS, &[6, 1, 0, 0]).unwrap_err(),
+            Error::truncated(Layer::Ipv6Ext, 16, 4)
+        );
+        assert_eq!(
+            walk(ROUTING, &[6]).unwrap_err(),
+            Error::truncated(Layer::Ipv6Ext, 8, 1)
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(nh in proptest::prelude::any::<u8>(), data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            if let Ok(c) = walk(nh, &data) {
+                proptest::prop_assert!(c.len <= data.len());
+                proptest::prop_assert!(usize::from(c.count) <= MAX_EXTENSIONS);
+            }
+        }
+    }
+}
