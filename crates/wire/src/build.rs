@@ -533,10 +533,12 @@ mod tests {
 
     #[test]
     fn oversize_is_an_error() {
+        let big = vec![0; 65536];
         let b = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::udp(1, 2));
-        assert_eq!(
-            b.try_build(&vec![0; 65536]).unwrap_err().layer(),
-            Layer::Ipv4
-        );
+        assert_eq!(b.try_build(&big).unwrap_err().layer(), Layer::Udp);
+        let b = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::tcp(1, 2));
+        assert_eq!(b.try_build(&big).unwrap_err().layer(), Layer::Ipv4);
+        let b = FrameBuilder::new(Ip::v6([1; 16], [2; 16]), L4::tcp(1, 2));
+        assert_eq!(b.try_build(&big).unwrap_err().layer(), Layer::Ipv6);
     }
 }
