@@ -332,7 +332,8 @@ mod tests {
             match Packet::new_checked(&bytes[..]) {
                 Ok(p) => {
                     let ok = Repr::parse(&p).is_ok();
-                    prop_assert_eq!(ok, bytes[0] == FLAG_I && bytes[1..4] == [0; 3] && bytes[7] == 0);
+                    let clean = bytes[0] == FLAG_I && bytes[1..4] == [0; 3] && bytes[7] == 0;
+                    prop_assert_eq!(ok, clean);
                     prop_assert_eq!(p.payload().len(), bytes.len() - HEADER_LEN);
                 }
                 Err(e) => prop_assert_eq!(e, Error::truncated(Layer::Vxlan, 8, bytes.len())),
