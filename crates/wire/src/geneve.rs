@@ -38,6 +38,26 @@
 //! Options are walked by [`OptionIter`], which never panics and never loops: an option
 //! whose declared length runs past the end of the options yields
 //! [`Error::Truncated`] for [`Layer::GeneveOption`] and ends the walk.
+//!
+//! ```
+//! use linerate_wire::geneve::{self, GeneveOption, Packet, Repr};
+//! // One critical option (class 0x0102, type 0x80 | 5) with 4 bytes of data.
+//! let opt = GeneveOption { class: 0x0102, kind: 0x85, data: &[1, 2, 3, 4] };
+//! let mut opts = [0u8; 8];
+//! let n = geneve::emit_options(&[opt], &mut opts).unwrap();
+//! let repr = Repr::new(42, &opts[..n]);
+//! assert!(repr.critical);
+//!
+//! let mut buf = [0u8; 16 + 14];
+//! let len = repr.emit(&mut buf).unwrap();
+//! let p = Packet::new_checked(&buf[..]).unwrap();
+//! assert_eq!((p.header_len(), p.vni()), (len, 42));
+//! let back = Repr::parse(&p).unwrap();
+//! assert_eq!(back, repr);
+//! assert_eq!(back.option_iter().next(), Some(Ok(opt)));
+//! // An endpoint that knows no options must drop this packet.
+//! assert!(back.has_unknown_critical(|_class, _kind| false));
+//! ```
 
 use crate::error::{Error, Layer, Result};
 

@@ -36,6 +36,26 @@
 //! than Linux, which checks only the version and R. linerate chooses the strict form
 //! so that a header it accepts is one it understands entirely; the Reserved1 field is
 //! ignored on receipt as RFC 2784 asks, and written as zero.
+//!
+//! ```
+//! use linerate_wire::gre::{Packet, Repr, PROTO_TEB};
+//! // NVGRE, VSID 0x123456, FlowID 7.
+//! let mut buf = [0u8; 8 + 14];
+//! let n = Repr::nvgre(0x12_3456, 7).emit(&mut buf).unwrap();
+//! assert_eq!(buf[..n], [0x20, 0x00, 0x65, 0x58, 0x12, 0x34, 0x56, 0x07]);
+//! let p = Packet::new_checked(&buf[..]).unwrap();
+//! assert!(Repr::parse(&p).unwrap().is_nvgre());
+//! assert_eq!(p.vsid(), Some(0x12_3456));
+//!
+//! // GRE with a checksum over an IPv4 payload: emit, copy the payload, fill.
+//! let r = Repr { protocol: 0x0800, checksum: true, key: None, sequence: None };
+//! let mut buf = [0u8; 8 + 20];
+//! let n = r.emit(&mut buf).unwrap();
+//! buf[n..].copy_from_slice(&[0x45; 20]);
+//! let mut p = Packet::new_checked(&mut buf[..]).unwrap();
+//! p.fill_checksum();
+//! assert!(p.verify_checksum());
+//! ```
 
 use crate::checksum;
 use crate::error::{Error, Layer, Result};

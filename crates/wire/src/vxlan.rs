@@ -25,6 +25,16 @@
 //! reserved field is [`Error::Invalid`]. The [`Packet`] view itself judges nothing but
 //! the length, so a caller wanting the RFC's leniency can read [`Packet::vni`]
 //! directly. On transmit, [`Repr::emit`] writes every reserved bit as zero.
+//!
+//! ```
+//! use linerate_wire::vxlan::{Packet, Repr};
+//! let mut buf = [0u8; 8 + 14]; // header and an inner Ethernet header
+//! let n = Repr { vni: 42 }.emit(&mut buf).unwrap();
+//! assert_eq!(buf[..n], [0x08, 0, 0, 0, 0, 0, 42, 0]);
+//! let p = Packet::new_checked(&buf[..]).unwrap();
+//! assert_eq!(Repr::parse(&p).unwrap().vni, 42);
+//! assert_eq!(p.payload().len(), 14);
+//! ```
 
 use crate::error::{Error, Layer, Result};
 
