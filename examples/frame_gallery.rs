@@ -13,17 +13,32 @@ use linerate_testkit::{catalog, pcap};
 use std::path::PathBuf;
 
 fn describe(h: &Headers) -> String {
-    let vlan = if h.vlan_tags > 0 { format!(" vlan x{}", h.vlan_tags) } else { String::new() };
-    format!("{:?}{vlan} @{} / {:?} @{}", h.l3, h.l3_offset, h.l4, h.l4_offset)
+    let vlan = if h.vlan_tags > 0 {
+        format!(" vlan x{}", h.vlan_tags)
+    } else {
+        String::new()
+    };
+    format!(
+        "{:?}{vlan} @{} / {:?} @{}",
+        h.l3, h.l3_offset, h.l4, h.l4_offset
+    )
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let out = std::env::args_os().nth(1).map(PathBuf::from).unwrap_or_else(|| "frames.pcap".into());
+    let out = std::env::args_os()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "frames.pcap".into());
     let samples = catalog::all();
     println!("{:<32} {:>5}  layout", "frame", "bytes");
     for s in &samples {
         let l = layout::parse(&s.frame)?;
-        let mut line = format!("{:<32} {:>5}  {}", s.name, s.frame.len(), describe(&l.outer));
+        let mut line = format!(
+            "{:<32} {:>5}  {}",
+            s.name,
+            s.frame.len(),
+            describe(&l.outer)
+        );
         if let (Some(t), Some(inner)) = (l.tunnel, l.inner) {
             line += &format!("  | {:?} vni {} | {}", t.kind, t.vni, describe(&inner));
         }

@@ -40,6 +40,7 @@ pub const FIELDS: &[&str] = &[
     "_ws.malformed",
     "_ws.expert.message",
     "vlan.id",
+    "ieee8021ad.id",
     "arp.opcode",
     "arp.dst.proto_ipv4",
     "ip.src",
@@ -48,6 +49,8 @@ pub const FIELDS: &[&str] = &[
     "ipv6.src",
     "ipv6.dst",
     "ipv6.nxt",
+    "ipv6.hopopts.nxt",
+    "ipv6.dstopts.nxt",
     "tcp.srcport",
     "tcp.dstport",
     "tcp.seq",
@@ -105,12 +108,18 @@ fn s(v: impl ToString) -> String {
 }
 
 fn sample(name: impl Into<String>, frame: Vec<u8>, expect: Vec<(&'static str, String)>) -> Sample {
-    Sample { name: name.into(), frame, expect }
+    Sample {
+        name: name.into(),
+        frame,
+        expect,
+    }
 }
 
 /// The TCP header the catalogue's TCP frames use: ACK, PSH, timestamps.
 fn tcp() -> L4 {
-    let L4::Tcp(mut h) = L4::tcp(TCP_PORTS.0, TCP_PORTS.1) else { unreachable!() };
+    let L4::Tcp(mut h) = L4::tcp(TCP_PORTS.0, TCP_PORTS.1) else {
+        unreachable!()
+    };
     h.sequence_number = 1_000_000;
     h.acknowledgment_number = 2_000_000;
     h.psh = true;
@@ -130,8 +139,16 @@ pub fn plain() -> Vec<Sample> {
     let bcast = [0xff; 6];
 
     let arp = |op: ArpOperation, tha: [u8; 6]| {
-        ArpPacket::new(ArpHardwareId::ETHERNET, EtherType::IPV4, op, &mac_a, &V4_A, &tha, &V4_B)
-            .unwrap_or_else(|_| unreachable!("valid ARP"))
+        ArpPacket::new(
+            ArpHardwareId::ETHERNET,
+            EtherType::IPV4,
+            op,
+            &mac_a,
+            &V4_A,
+            &tha,
+            &V4_B,
+        )
+        .unwrap_or_else(|_| unreachable!("valid ARP"))
     };
     out.push(sample(
         "arp-request",
@@ -140,8 +157,12 @@ pub fn plain() -> Vec<Sample> {
     ));
     out.push(sample(
         "arp-reply",
-        FrameBuilder::arp(arp(ArpOperation::REPLY, [2, 0, 0, 0, 0, 2]), mac_a, [2, 0, 0, 0, 0, 2])
-            .build(&[]),
+        FrameBuilder::arp(
+            arp(ArpOperation::REPLY, [2, 0, 0, 0, 0, 2]),
+            mac_a,
+            [2, 0, 0, 0, 0, 2],
+        )
+        .build(&[]),
         vec![("arp.opcode", s(2))],
     ));
 
@@ -160,9 +181,13 @@ pub fn plain() -> Vec<Sample> {
     ));
     out.push(sample(
         "qinq-ipv6-tcp",
-        FrameBuilder::new(Ip::v6(V6_A, V6_B), tcp()).vlan(10).vlan(20).build(PAYLOAD),
+        FrameBuilder::new(Ip::v6(V6_A, V6_B), tcp())
+            .vlan(10)
+            .vlan(20)
+            .build(PAYLOAD),
         vec![
-            ("vlan.id", s("10,20")),
+            ("ieee8021ad.id", s(10)),
+            ("vlan.id", s(20)),
             ("ipv6.dst", s("fd00:77::2")),
             ("tcp.dstport", s(TCP_PORTS.1)),
             ("tcp.options.timestamp.tsval", s(777)),
@@ -175,7 +200,9 @@ pub fn plain() -> Vec<Sample> {
     if let Ip::V4(h) = &mut ip {
         h.options = Ipv4Options::try_from(&[1u8, 1, 1, 0][..]).unwrap_or_default();
     }
-    let L4::Tcp(mut syn) = L4::tcp(TCP_PORTS.0, TCP_PORTS.1) else { unreachable!() };
+    let L4::Tcp(mut syn) = L4::tcp(TCP_PORTS.0, TCP_PORTS.1) else {
+        unreachable!()
+    };
     syn.syn = true;
     syn.ack = false;
     syn.acknowledgment_number = 0;
@@ -207,7 +234,9 @@ pub fn plain() -> Vec<Sample> {
         exts.hop_by_hop_options = Ipv6RawExtHeader::new_raw(IpNumber(0), &[1, 4, 0, 0, 0, 0]).ok();
         exts.destination_options = Ipv6RawExtHeader::new_raw(IpNumber(0), &[1, 4, 0, 0, 0, 0]).ok();
     }
-    let L4::Tcp(mut ack) = L4::tcp(TCP_PORTS.0, TCP_PORTS.1) else { unreachable!() };
+    let L4::Tcp(mut ack) = L4::tcp(TCP_PORTS.0, TCP_PORTS.1) else {
+        unreachable!()
+    };
     ack.sequence_number = 5000;
     ack.acknowledgment_number = 1000;
     let _ = ack.set_options(&[
@@ -219,7 +248,9 @@ pub fn plain() -> Vec<Sample> {
         "ipv6-exthdrs-tcp-sack",
         FrameBuilder::new(ip, L4::Tcp(ack)).build(&[]),
         vec![
-            ("ipv6.nxt", s("0,60,6")),
+            ("ipv6.nxt", s(0)),
+            ("ipv6.hopopts.nxt", s(60)),
+            ("ipv6.dstopts.nxt", s(6)),
             ("tcp.options.sack_le", s("3000,6000")),
             ("tcp.options.sack_re", s("4000,7000")),
             ("tcp.checksum.status", s(1)),
@@ -229,9 +260,16 @@ pub fn plain() -> Vec<Sample> {
     let echo = IcmpEchoHeader { id: 0x4242, seq: 7 };
     out.push(sample(
         "icmpv4-echo-request",
-        FrameBuilder::new(Ip::v4(V4_A, V4_B), L4::Icmpv4(Icmpv4Type::EchoRequest(echo)))
-            .build(PAYLOAD),
-        vec![("icmp.type", s(8)), ("icmp.code", s(0)), ("icmp.checksum.status", s(1))],
+        FrameBuilder::new(
+            Ip::v4(V4_A, V4_B),
+            L4::Icmpv4(Icmpv4Type::EchoRequest(echo)),
+        )
+        .build(PAYLOAD),
+        vec![
+            ("icmp.type", s(8)),
+            ("icmp.code", s(0)),
+            ("icmp.checksum.status", s(1)),
+        ],
     ));
     out.push(sample(
         "icmpv4-echo-reply",
@@ -262,25 +300,41 @@ pub fn plain() -> Vec<Sample> {
         "icmpv4-time-exceeded",
         FrameBuilder::new(
             Ip::v4([10, 77, 0, 254], V4_A),
-            L4::Icmpv4(Icmpv4Type::TimeExceeded(icmpv4::TimeExceededCode::TtlExceededInTransit)),
+            L4::Icmpv4(Icmpv4Type::TimeExceeded(
+                icmpv4::TimeExceededCode::TtlExceededInTransit,
+            )),
         )
         .build(&quote),
-        vec![("icmp.type", s(11)), ("icmp.code", s(0)), ("icmp.checksum.status", s(1))],
+        vec![
+            ("icmp.type", s(11)),
+            ("icmp.code", s(0)),
+            ("icmp.checksum.status", s(1)),
+        ],
     ));
 
     out.push(sample(
         "icmpv6-echo-request",
-        FrameBuilder::new(Ip::v6(V6_A, V6_B), L4::Icmpv6(Icmpv6Type::EchoRequest(echo)))
-            .build(PAYLOAD),
+        FrameBuilder::new(
+            Ip::v6(V6_A, V6_B),
+            L4::Icmpv6(Icmpv6Type::EchoRequest(echo)),
+        )
+        .build(PAYLOAD),
         vec![("icmpv6.type", s(128)), ("icmpv6.checksum.status", s(1))],
     ));
     let invoking6 = FrameBuilder::new(Ip::v6(V6_A, V6_B), tcp()).build(PAYLOAD);
     let quote6 = invoking6.get(14..14 + 40 + 8).unwrap_or_default().to_vec();
     out.push(sample(
         "icmpv6-packet-too-big",
-        FrameBuilder::new(Ip::v6(V6_B, V6_A), L4::Icmpv6(Icmpv6Type::PacketTooBig { mtu: 1280 }))
-            .build(&quote6),
-        vec![("icmpv6.type", s(2)), ("icmpv6.mtu", s(1280)), ("icmpv6.checksum.status", s(1))],
+        FrameBuilder::new(
+            Ip::v6(V6_B, V6_A),
+            L4::Icmpv6(Icmpv6Type::PacketTooBig { mtu: 1280 }),
+        )
+        .build(&quote6),
+        vec![
+            ("icmpv6.type", s(2)),
+            ("icmpv6.mtu", s(1280)),
+            ("icmpv6.checksum.status", s(1)),
+        ],
     ));
 
     // Neighbour solicitation to the solicited-node multicast address of V6_B, with a
@@ -311,7 +365,11 @@ pub fn plain() -> Vec<Sample> {
     }
     let mut body = V6_B.to_vec();
     body.extend_from_slice(&[2, 1, 0x02, 0, 0, 0, 0, 0x02]);
-    let na = icmpv6::NeighborAdvertisementHeader { router: false, solicited: true, r#override: true };
+    let na = icmpv6::NeighborAdvertisementHeader {
+        router: false,
+        solicited: true,
+        r#override: true,
+    };
     out.push(sample(
         "icmpv6-neighbor-advertisement",
         FrameBuilder::new(na_ip, L4::Icmpv6(Icmpv6Type::NeighborAdvertisement(na))).build(&body),
@@ -327,8 +385,16 @@ pub fn plain() -> Vec<Sample> {
 
 /// The GENEVE options the catalogue uses: one plain, one critical.
 pub const GENEVE_OPTIONS: [GeneveOption<'static>; 2] = [
-    GeneveOption { class: 0x0102, kind: 0x01, data: &[0xde, 0xad, 0xbe, 0xef] },
-    GeneveOption { class: 0xfff0, kind: 0x85, data: &[1, 2, 3, 4, 5, 6, 7, 8] },
+    GeneveOption {
+        class: 0x0102,
+        kind: 0x01,
+        data: &[0xde, 0xad, 0xbe, 0xef],
+    },
+    GeneveOption {
+        class: 0xfff0,
+        kind: 0x85,
+        data: &[1, 2, 3, 4, 5, 6, 7, 8],
+    },
 ];
 
 /// Every tunnel stack: (VXLAN, GENEVE with options, NVGRE) x (IPv4, IPv6 underlay)
@@ -339,7 +405,9 @@ pub fn tunnels() -> Vec<Sample> {
         for outer_v6 in [false, true] {
             for inner_v6 in [false, true] {
                 for tcp_inner in [true, false] {
-                    out.push(tunnel_sample(kind, vni, outer_v6, inner_v6, tcp_inner, None));
+                    out.push(tunnel_sample(
+                        kind, vni, outer_v6, inner_v6, tcp_inner, None,
+                    ));
                 }
             }
         }
@@ -356,10 +424,21 @@ fn tunnel_sample(
     tcp_inner: bool,
     port: Option<u16>,
 ) -> Sample {
-    let inner_ip = if inner_v6 { Ip::v6(V6_A, V6_B) } else { Ip::v4(V4_A, V4_B) };
-    let outer_ip =
-        if outer_v6 { Ip::v6(UNDER_V6.0, UNDER_V6.1) } else { Ip::v4(UNDER_V4.0, UNDER_V4.1) };
-    let l4 = if tcp_inner { tcp() } else { L4::udp(UDP_PORTS.0, UDP_PORTS.1) };
+    let inner_ip = if inner_v6 {
+        Ip::v6(V6_A, V6_B)
+    } else {
+        Ip::v4(V4_A, V4_B)
+    };
+    let outer_ip = if outer_v6 {
+        Ip::v6(UNDER_V6.0, UNDER_V6.1)
+    } else {
+        Ip::v4(UNDER_V4.0, UNDER_V4.1)
+    };
+    let l4 = if tcp_inner {
+        tcp()
+    } else {
+        L4::udp(UDP_PORTS.0, UDP_PORTS.1)
+    };
     let flow_id = 0x5a;
     let mut b = FrameBuilder::new(inner_ip, l4);
     b = match kind {
@@ -391,17 +470,27 @@ fn tunnel_sample(
     };
     expect.push(("ip.checksum.status", s(ip_status)));
     let udp_tunnel = kind != "nvgre";
-    let outer_udp_status = if outer_csum { "1" } else { "2" };
+    // tshark's checksum status: 1 good, 3 not present (a zero UDP checksum).
+    let outer_udp_status = if outer_csum { "1" } else { "3" };
     let (dport, udp_ports_src, udp_ports_dst, udp_status) = match (udp_tunnel, tcp_inner) {
         (true, true) => {
             let d = port.unwrap_or(if kind == "vxlan" { 4789 } else { 6081 });
-            (d, s(linerate_wire::build::DEFAULT_TUNNEL_SRC_PORT), s(d), s(outer_udp_status))
+            (
+                d,
+                s(linerate_wire::build::DEFAULT_TUNNEL_SRC_PORT),
+                s(d),
+                s(outer_udp_status),
+            )
         }
         (true, false) => {
             let d = port.unwrap_or(if kind == "vxlan" { 4789 } else { 6081 });
             (
                 d,
-                format!("{},{}", linerate_wire::build::DEFAULT_TUNNEL_SRC_PORT, UDP_PORTS.0),
+                format!(
+                    "{},{}",
+                    linerate_wire::build::DEFAULT_TUNNEL_SRC_PORT,
+                    UDP_PORTS.0
+                ),
                 format!("{d},{}", UDP_PORTS.1),
                 format!("{outer_udp_status},1"),
             )
@@ -421,16 +510,24 @@ fn tunnel_sample(
     match kind {
         "vxlan" => expect.push(("vxlan.vni", s(vni))),
         "geneve" => {
-            expect.push(("geneve.vni", s(vni)));
+            // tshark prints the GENEVE VNI in hex, the VXLAN one in decimal.
+            expect.push(("geneve.vni", format!("{vni:#08x}")));
             expect.push(("geneve.option.class", s("0x0102,0xfff0")));
             expect.push(("geneve.option.type", s("0x01,0x85")));
         }
         _ => {
-            expect.push(("gre.key", format!("{:#010x}", (vni << 8) | u32::from(flow_id))));
+            expect.push((
+                "gre.key",
+                format!("{:#010x}", (vni << 8) | u32::from(flow_id)),
+            ));
             expect.push(("gre.proto", s("0x6558")));
         }
     }
-    let (src, dst) = if inner_v6 { ("ipv6.src", "ipv6.dst") } else { ("ip.src", "ip.dst") };
+    let (src, dst) = if inner_v6 {
+        ("ipv6.src", "ipv6.dst")
+    } else {
+        ("ip.src", "ip.dst")
+    };
     let (outer_src, outer_dst, inner_src, inner_dst) = if outer_v6 {
         ("2001:db8::1", "2001:db8::2", "fd00:77::1", "fd00:77::2")
     } else {
@@ -440,8 +537,11 @@ fn tunnel_sample(
         expect.push((src, format!("{outer_src},{inner_src}")));
         expect.push((dst, format!("{outer_dst},{inner_dst}")));
     } else {
-        let (isrc, idst) =
-            if inner_v6 { ("fd00:77::1", "fd00:77::2") } else { ("10.77.0.1", "10.77.0.2") };
+        let (isrc, idst) = if inner_v6 {
+            ("fd00:77::1", "fd00:77::2")
+        } else {
+            ("10.77.0.1", "10.77.0.2")
+        };
         expect.push((src, s(isrc)));
         expect.push((dst, s(idst)));
     }

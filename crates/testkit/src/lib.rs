@@ -8,6 +8,7 @@
 //!   that removes what it made when dropped, also when a test fails.
 #![deny(unsafe_code)]
 
+pub mod capture;
 pub mod catalog;
 pub mod netns;
 pub mod pcap;

@@ -40,7 +40,10 @@ fn check(out: Output, what: &str) -> io::Result<Output> {
 
 /// Runs `ip` with `args` in the current namespace; an error carries its stderr.
 pub fn ip(args: &[&str]) -> io::Result<Output> {
-    check(Command::new("ip").args(args).output()?, &format!("ip {}", args.join(" ")))
+    check(
+        Command::new("ip").args(args).output()?,
+        &format!("ip {}", args.join(" ")),
+    )
 }
 
 /// A network namespace, deleted (with every device in it) when dropped.
@@ -87,17 +90,16 @@ impl Netns {
     /// Runs `f` on a new thread that has entered the namespace (setns(2) changes
     /// the network namespace of the calling thread only), and returns its result.
     /// Sockets `f` opens live in the namespace.
-    pub fn run<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> io::Result<T> {
+    pub fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
         let path = format!("/var/run/netns/{}", self.name);
         let file = File::open(path)?;
         let handle = std::thread::spawn(move || -> io::Result<T> {
             enter(&file)?;
             Ok(f())
         });
-        handle.join().map_err(|_| io::Error::other("thread in namespace panicked"))?
+        handle
+            .join()
+            .map_err(|_| io::Error::other("thread in namespace panicked"))?
     }
 
     /// Like [`Netns::run`], but returns at once with the thread's handle.
@@ -119,7 +121,11 @@ fn enter(ns: &File) -> io::Result<()> {
     // SAFETY: the fd is a valid open namespace file for the duration of the call;
     // setns only changes this thread's network namespace.
     let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 impl Drop for Netns {

@@ -13,12 +13,17 @@ fn to_io(e: pcap_file::PcapError) -> io::Error {
 
 /// Writes `frames` to `path`, one packet each, timestamps a millisecond apart.
 pub fn write<'a>(path: &Path, frames: impl IntoIterator<Item = &'a [u8]>) -> io::Result<()> {
-    let header = PcapHeader { datalink: DataLink::ETHERNET, snaplen: 262_144, ..Default::default() };
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        snaplen: 262_144,
+        ..Default::default()
+    };
     let mut w = PcapWriter::with_header(File::create(path)?, header).map_err(to_io)?;
     for (i, f) in frames.into_iter().enumerate() {
         let len = u32::try_from(f.len()).map_err(io::Error::other)?;
         let ts = Duration::from_millis(i as u64);
-        w.write_packet(&PcapPacket::new(ts, len, f)).map_err(to_io)?;
+        w.write_packet(&PcapPacket::new(ts, len, f))
+            .map_err(to_io)?;
     }
     Ok(())
 }

@@ -19,7 +19,10 @@ pub const VALIDATE: &[&str] = &[
 
 /// True if a `tshark` binary runs.
 pub fn available() -> bool {
-    Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Runs tshark on `pcap` and returns, per frame, the value of each of `fields`
@@ -28,7 +31,16 @@ pub fn available() -> bool {
 pub fn fields(pcap: &Path, fields: &[&str], extra: &[&str]) -> io::Result<Vec<Vec<String>>> {
     let mut cmd = Command::new("tshark");
     cmd.arg("-n").arg("-r").arg(pcap).args(VALIDATE).args(extra);
-    cmd.args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=,"]);
+    cmd.args([
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=,",
+    ]);
     for f in fields {
         cmd.arg("-e").arg(f);
     }
