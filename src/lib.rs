@@ -1,11 +1,9 @@
 //! linerate: a user-space TCP/IP stack whose NIC layer is offload-aware.
 //!
-//! This facade re-exports the workspace crates; see each for details.
+//! This facade re-exports the workspace crates; see each for details. The README
+//! follows (its examples are compiled and run as tests).
 //!
-//! ```
-//! let frame = [0u8; 10];
-//! assert!(linerate::wire::layout::parse(&frame).is_err());
-//! ```
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
 pub use linerate_wire as wire;

@@ -1,0 +1,52 @@
+//! Replays every fuzz target's corpus (fuzz/corpus/<target>/) through the same
+//! harness the fuzzer runs, so what the fuzzer found stays fixed in ordinary tests.
+//! The seeds come from the frame catalogue (`regenerate_seeds`); cargo-fuzz grew
+//! the rest.
+
+use linerate::wire::harness::TARGETS;
+use linerate::wire::layout;
+use std::path::PathBuf;
+
+fn corpus_dir(target: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target)
+}
+
+#[test]
+fn replay_corpus() {
+    for (name, run) in TARGETS {
+        let dir = corpus_dir(name);
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            run(&data);
+            n += 1;
+        }
+        assert!(n >= 10, "corpus for {name} has only {n} inputs");
+    }
+}
+
+/// Writes the seed inputs: every catalogue frame for `layout`, and the tunnel header
+/// plus inner frame of every tunnel sample for the codec targets.
+#[test]
+#[ignore = "rewrites fuzz/corpus seeds; run by hand"]
+fn regenerate_seeds() {
+    for s in linerate_testkit::catalog::all() {
+        let dir = corpus_dir("layout");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("seed-{}", s.name)), &s.frame).unwrap();
+        let l = layout::parse(&s.frame).unwrap();
+        if let Some(t) = l.tunnel {
+            let target = match t.kind {
+                layout::TunnelKind::Vxlan => "vxlan",
+                layout::TunnelKind::Geneve => "geneve",
+                layout::TunnelKind::Nvgre => "nvgre",
+            };
+            let dir = corpus_dir(target);
+            std::fs::create_dir_all(&dir).unwrap();
+            let bytes = &s.frame[usize::from(t.offset)..];
+            std::fs::write(dir.join(format!("seed-{}", s.name)), bytes).unwrap();
+        }
+    }
+}
