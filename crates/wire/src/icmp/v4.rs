@@ -30,7 +30,7 @@ pub mod msg_type {
 
 /// Destination unreachable codes (RFC 792, RFC 1122 section 3.2.2.1, RFC 1812
 /// section 5.2.7.1).
-pub mod unreachable {
+pub mod unreachable_code {
     /// Net unreachable.
     pub const NET: u8 = 0;
     /// Host unreachable.
@@ -48,7 +48,7 @@ pub mod unreachable {
 }
 
 /// Time exceeded codes.
-pub mod time_exceeded {
+pub mod time_exceeded_code {
     /// Time to live exceeded in transit.
     pub const TTL: u8 = 0;
     /// Fragment reassembly time exceeded.
@@ -122,7 +122,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Next-hop MTU of a "fragmentation needed" (type 3 code 4, RFC 1191 section 4);
     /// `None` for other messages. Zero means an old router that does not say.
     pub fn next_hop_mtu(&self) -> Option<u16> {
-        (self.msg_type() == msg_type::DEST_UNREACHABLE && self.code() == unreachable::FRAG_NEEDED)
+        (self.msg_type() == msg_type::DEST_UNREACHABLE
+            && self.code() == unreachable_code::FRAG_NEEDED)
             .then(|| be16(self.buffer.as_ref(), 6))
     }
 
@@ -275,7 +276,7 @@ pub fn emit_echo_reply(buf: &mut [u8], ident: u16, seq: u16, data: &[u8]) -> Res
     )
 }
 
-/// Writes a destination unreachable (type 3) with `code` ([`unreachable`]),
+/// Writes a destination unreachable (type 3) with `code` ([`unreachable_code`]),
 /// quoting `invoking` (at most [`MAX_INVOKING`] bytes should be passed); returns
 /// its length.
 pub fn emit_dest_unreachable(buf: &mut [u8], code: u8, invoking: &[u8]) -> Result<usize> {
@@ -292,13 +293,13 @@ pub fn emit_frag_needed(buf: &mut [u8], next_hop_mtu: u16, invoking: &[u8]) -> R
     let m = next_hop_mtu.to_be_bytes();
     let h = head(
         msg_type::DEST_UNREACHABLE,
-        unreachable::FRAG_NEEDED,
+        unreachable_code::FRAG_NEEDED,
         [0, 0, m[0], m[1]],
     );
     build(buf, &h, invoking)
 }
 
-/// Writes a time exceeded (type 11) with `code` ([`time_exceeded`]), quoting
+/// Writes a time exceeded (type 11) with `code` ([`time_exceeded_code`]), quoting
 /// `invoking`; returns its length.
 pub fn emit_time_exceeded(buf: &mut [u8], code: u8, invoking: &[u8]) -> Result<usize> {
     build(buf, &head(msg_type::TIME_EXCEEDED, code, [0; 4]), invoking)
@@ -344,7 +345,7 @@ mod tests {
             let (n, t) = match which {
                 0 => (
                     emit_frag_needed(&mut buf, mtu, &d).unwrap(),
-                    DestUnreachableHeader::from_values(unreachable::FRAG_NEEDED, mtu)
+                    DestUnreachableHeader::from_values(unreachable_code::FRAG_NEEDED, mtu)
                         .map(Icmpv4Type::DestinationUnreachable),
                 ),
                 1 => (
@@ -363,7 +364,7 @@ mod tests {
             if let Some(t) = t {
                 prop_assert_eq!(p.header(), Icmpv4Header::with_checksum(t, &d));
             }
-            let frag = which == 0 || which == 1 && code == unreachable::FRAG_NEEDED;
+            let frag = which == 0 || which == 1 && code == unreachable_code::FRAG_NEEDED;
             prop_assert_eq!(p.next_hop_mtu(), frag.then_some(if which == 0 { mtu } else { 0 }));
         }
 

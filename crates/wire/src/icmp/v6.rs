@@ -35,7 +35,7 @@ pub mod msg_type {
 }
 
 /// Destination unreachable codes (RFC 4443 section 3.1).
-pub mod unreachable {
+pub mod unreachable_code {
     /// No route to destination.
     pub const NO_ROUTE: u8 = 0;
     /// Communication administratively prohibited.
@@ -53,7 +53,7 @@ pub mod unreachable {
 }
 
 /// Time exceeded codes (RFC 4443 section 3.3).
-pub mod time_exceeded {
+pub mod time_exceeded_code {
     /// Hop limit exceeded in transit.
     pub const HOP_LIMIT: u8 = 0;
     /// Fragment reassembly time exceeded.
@@ -299,7 +299,7 @@ pub fn emit_echo_reply(
     )
 }
 
-/// Writes a destination unreachable (type 1) with `code` ([`unreachable`]),
+/// Writes a destination unreachable (type 1) with `code` ([`unreachable_code`]),
 /// quoting `invoking` (at most [`MAX_INVOKING`] bytes should be passed); returns
 /// its length.
 pub fn emit_dest_unreachable(
@@ -332,7 +332,7 @@ pub fn emit_packet_too_big(
     )
 }
 
-/// Writes a time exceeded (type 3) with `code` ([`time_exceeded`]), quoting
+/// Writes a time exceeded (type 3) with `code` ([`time_exceeded_code`]), quoting
 /// `invoking`; returns its length.
 pub fn emit_time_exceeded(
     buf: &mut [u8],
