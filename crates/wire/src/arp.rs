@@ -4,8 +4,9 @@
 //! type 1 (Ethernet), protocol type 0x0800 (IPv4), hardware length 6 and protocol
 //! length 4, the only combination this stack resolves. The owned value is
 //! [`etherparse::ArpEthIpv4Packet`] ([`Packet::header`], [`Packet::set_header`],
-//! [`emit`]); [`request`], [`reply`] and [`gratuitous`] make the common ones, and
-//! [`Packet::reply_to`] answers a request.
+//! [`emit`]), and through [`etherparse::ArpEthIpv4Packet::to_arp_packet`] the generic
+//! [`etherparse::ArpPacket`]. [`request`], [`reply`] and [`gratuitous`] make the
+//! common ones, and [`Packet::reply_to`] answers a request.
 
 use crate::error::{Error, Layer, Result, need};
 use etherparse::{ArpEthIpv4Packet, ArpOperation};

@@ -11,6 +11,19 @@
 //! `"sack-permitted length"` (not 2), `"timestamps length"` (not 10),
 //! `"sack length"` (not 2 + 8n with n in 1..=4); an option running past the end
 //! is [`Error::Truncated`] (`need` and `have` counted from the option's kind byte).
+//!
+//! ```
+//! use linerate_wire::tcp::options::{self, TcpOption};
+//!
+//! let mut buf = [0u8; options::MAX_LEN];
+//! let opts = [TcpOption::Mss(1460), TcpOption::NoOp, TcpOption::WindowScale(7)];
+//! let n = options::emit_options(&opts, &mut buf).unwrap();
+//! assert_eq!(&buf[..n], &[2, 4, 5, 0xb4, 1, 3, 3, 7]);
+//! let back: Vec<_> = options::iter(&buf[..n]).collect::<Result<_, _>>().unwrap();
+//! assert_eq!(back, opts);
+//! let syn = options::parse_syn_options(&buf[..n]).unwrap();
+//! assert_eq!((syn.mss, syn.window_scale), (Some(1460), Some(7)));
+//! ```
 
 use crate::error::{Error, Layer, Result};
 
