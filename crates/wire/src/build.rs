@@ -43,8 +43,9 @@ pub const DEFAULT_TUNNEL_SRC_PORT: u16 = 49153;
 pub enum Ip {
     /// IPv4 (options, TTL, ID, flags, DSCP/ECN as set in the header).
     V4(Ipv4Header),
-    /// IPv6 and its extension headers (possibly empty).
-    V6(Ipv6Header, Ipv6Extensions),
+    /// IPv6 and its extension headers (possibly empty; boxed, etherparse's chain
+    /// type is large).
+    V6(Ipv6Header, Box<Ipv6Extensions>),
 }
 
 impl Ip {
@@ -69,7 +70,7 @@ impl Ip {
                 hop_limit: 64,
                 ..Default::default()
             },
-            Ipv6Extensions::default(),
+            Box::default(),
         )
     }
 }
@@ -427,7 +428,7 @@ fn network_bytes(ip: &Ip, protocol: u8, l4_len: usize) -> Result<(u32, Vec<u8>)>
         }
         Ip::V6(h, exts) => {
             let mut h = h.clone();
-            let mut exts = exts.clone();
+            let mut exts = Ipv6Extensions::clone(exts);
             h.next_header = exts.set_next_headers(IpNumber(protocol));
             let total = exts.header_len() + l4_len;
             h.set_payload_length(total)
@@ -467,7 +468,7 @@ fn transport_bytes(l4: &L4, payload: &[u8]) -> Result<Vec<u8>> {
         .to_bytes()
         .to_vec(),
         L4::Icmpv6(t) => Icmpv6Header {
-            icmp_type: t.clone(),
+            icmp_type: *t,
             checksum: 0,
         }
         .to_bytes()

@@ -124,11 +124,13 @@ impl Error {
     }
 
     /// Shorthand for [`Error::Truncated`].
+    #[cold]
     pub const fn truncated(layer: Layer, need: usize, have: usize) -> Self {
         Error::Truncated { layer, need, have }
     }
 
     /// Shorthand for [`Error::Invalid`].
+    #[cold]
     pub const fn invalid(layer: Layer, field: &'static str, value: u32) -> Self {
         Error::Invalid {
             layer,

@@ -68,10 +68,8 @@ pub fn geneve(data: &[u8]) {
     let Ok(p) = geneve::Packet::new_checked(data) else {
         return;
     };
-    for opt in p.option_iter() {
-        if let Ok(o) = opt {
-            assert!(o.data.len() % 4 == 0);
-        }
+    for o in p.option_iter().flatten() {
+        assert!(o.data.len() % 4 == 0);
     }
     let Ok(r) = geneve::Repr::parse(&p) else {
         return;
@@ -84,8 +82,11 @@ pub fn geneve(data: &[u8]) {
     assert_eq!(again, r);
 }
 
+/// A fuzz entry point.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, for the corpus replay test.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("layout", layout),
     ("vxlan", vxlan),
     ("nvgre", nvgre),

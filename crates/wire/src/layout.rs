@@ -34,26 +34,12 @@
 //! ```
 
 use crate::error::{Error, Layer, Result};
+use crate::ethernet::{self, ethertype};
+use crate::ipv4::protocol;
 use crate::{geneve, gre, ipv6, vxlan};
 
 /// How many tunnel ports of one kind a [`Config`] holds.
 pub const MAX_PORTS: usize = 4;
-
-/// The most VLAN tags walked (802.1ad outer plus 802.1Q inner).
-pub const MAX_VLAN_TAGS: usize = 2;
-
-const ETH_LEN: usize = 14;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_ARP: u16 = 0x0806;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-const ETHERTYPE_VLAN: u16 = 0x8100;
-const ETHERTYPE_QINQ: u16 = 0x88a8;
-const ETHERTYPE_TEB: u16 = 0x6558;
-const PROTO_ICMP: u8 = 1;
-const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
-const PROTO_GRE: u8 = 47;
-const PROTO_ICMPV6: u8 = 58;
 
 /// A small fixed set of UDP ports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +194,7 @@ impl Config {
                         offset: outer.payload,
                         len: vxlan::HEADER_LEN as u16,
                         vni: repr.vni,
-                        protocol: ETHERTYPE_TEB,
+                        protocol: ethertype::TEB,
                     }))
                 } else if self.geneve_ports.contains(dport) {
                     let p = geneve::Packet::new_checked(body)?;
@@ -234,7 +220,7 @@ impl Config {
                     offset: outer.l4_offset,
                     len: p.header_len() as u16,
                     vni: p.key().map_or(0, |k| k >> 8),
-                    protocol: ETHERTYPE_TEB,
+                    protocol: ethertype::TEB,
                 }))
             }
             _ => Ok(None),
@@ -327,7 +313,7 @@ pub struct Tunnel {
 impl Tunnel {
     /// True if the tunnel carries an Ethernet frame (decoded as the inner headers).
     pub const fn carries_ethernet(&self) -> bool {
-        self.protocol == ETHERTYPE_TEB
+        self.protocol == ethertype::TEB
     }
 }
 
@@ -429,39 +415,22 @@ fn off16(layer: Layer, at: usize) -> Result<u16> {
 
 /// Parses Ethernet, VLAN tags, L3 and L4 starting at `start`; the frame ends at
 /// `frame.len()`.
+#[inline]
 fn parse_headers(frame: &[u8], start: usize) -> Result<Headers> {
     let avail = |at: usize| frame.len().saturating_sub(at);
     let mut h = Headers {
         l2: off16(Layer::Ethernet, start)?,
         ..Headers::default()
     };
-    if avail(start) < ETH_LEN {
-        return Err(Error::truncated(Layer::Ethernet, ETH_LEN, avail(start)));
-    }
-    let mut at = start + 12;
-    let mut ethertype = be16(frame, at).unwrap_or(0);
-    while ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
-        if usize::from(h.vlan_tags) == MAX_VLAN_TAGS {
-            return Err(Error::TooMany {
-                layer: Layer::Vlan,
-                limit: MAX_VLAN_TAGS,
-            });
-        }
-        // Tag: TPID (already read) + TCI, then the next EtherType.
-        if avail(at) < 6 {
-            return Err(Error::truncated(Layer::Vlan, 4, avail(at + 2)));
-        }
-        h.vlan_tags += 1;
-        at += 4;
-        ethertype = be16(frame, at).unwrap_or(0);
-    }
-    h.ethertype = ethertype;
-    let l3 = at + 2;
+    let vlans = ethernet::walk_vlans(frame.get(start..).unwrap_or_default())?;
+    h.vlan_tags = vlans.tags as u8; // at most MAX_VLAN_TAGS
+    h.ethertype = vlans.ethertype;
+    let l3 = start + vlans.l3_offset;
     h.l3_offset = off16(Layer::Ethernet, l3)?;
-    match ethertype {
-        ETHERTYPE_IPV4 => parse_ipv4(frame, l3, &mut h)?,
-        ETHERTYPE_IPV6 => parse_ipv6(frame, l3, &mut h)?,
-        ETHERTYPE_ARP => {
+    match h.ethertype {
+        ethertype::IPV4 => parse_ipv4(frame, l3, &mut h)?,
+        ethertype::IPV6 => parse_ipv6(frame, l3, &mut h)?,
+        ethertype::ARP => {
             const ARP_LEN: usize = 28;
             if avail(l3) < ARP_LEN {
                 return Err(Error::truncated(Layer::Arp, ARP_LEN, avail(l3)));
@@ -484,6 +453,7 @@ fn parse_headers(frame: &[u8], start: usize) -> Result<Headers> {
     Ok(h)
 }
 
+#[inline]
 fn parse_ipv4(frame: &[u8], l3: usize, h: &mut Headers) -> Result<()> {
     let have = frame.len().saturating_sub(l3);
     if have < 20 {
@@ -554,6 +524,7 @@ fn parse_ipv6(frame: &[u8], l3: usize, h: &mut Headers) -> Result<()> {
 }
 
 /// Decodes the transport header at `h.l4_offset`, bounded by the IP packet's end.
+#[inline]
 fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
     let l4 = usize::from(h.l4_offset);
     let end = h.l3_end();
@@ -564,7 +535,7 @@ fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
         return Ok(());
     }
     let (kind, hdr_len) = match h.protocol {
-        PROTO_TCP => {
+        protocol::TCP => {
             if have < 20 {
                 return Err(Error::truncated(Layer::Tcp, 20, have));
             }
@@ -577,7 +548,7 @@ fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
             }
             (L4Kind::Tcp, doff)
         }
-        PROTO_UDP => {
+        protocol::UDP => {
             if have < 8 {
                 return Err(Error::truncated(Layer::Udp, 8, have));
             }
@@ -590,8 +561,8 @@ fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
             }
             (L4Kind::Udp, 8)
         }
-        PROTO_ICMP | PROTO_ICMPV6 => {
-            let (kind, layer) = if h.protocol == PROTO_ICMP {
+        protocol::ICMP | protocol::ICMPV6 => {
+            let (kind, layer) = if h.protocol == protocol::ICMP {
                 (L4Kind::Icmpv4, Layer::Icmpv4)
             } else {
                 (L4Kind::Icmpv6, Layer::Icmpv6)
@@ -601,7 +572,7 @@ fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
             }
             (kind, 8)
         }
-        PROTO_GRE => {
+        protocol::GRE => {
             // Base header plus the optional checksum, key and sequence words
             // (RFC 2784, RFC 2890); the GRE codec validates the rest.
             let flags = be16(frame, l4).unwrap_or(0);

@@ -54,7 +54,7 @@ fn ip_strategy() -> impl Strategy<Value = Ip> {
                     exts.destination_options =
                         Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[0; 14]).unwrap());
                 }
-                Ip::V6(h, exts)
+                Ip::V6(h, Box::new(exts))
             }),
     ]
 }

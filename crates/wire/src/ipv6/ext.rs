@@ -10,26 +10,10 @@
 //! are walked; a longer chain is refused, like Linux's GRO and most NICs do.
 
 use crate::error::{Error, Layer, Result};
+use crate::ipv4::protocol::{AH, DEST_OPTS, FRAGMENT, HOP_BY_HOP, MOBILITY, ROUTING};
 
 /// The most extension headers the walk will step over.
 pub const MAX_EXTENSIONS: usize = 8;
-
-/// IPv6 Hop-by-Hop Options.
-pub const HOP_BY_HOP: u8 = 0;
-/// IPv6 Routing header.
-pub const ROUTING: u8 = 43;
-/// IPv6 Fragment header.
-pub const FRAGMENT: u8 = 44;
-/// Encapsulating Security Payload (not walked into).
-pub const ESP: u8 = 50;
-/// Authentication Header.
-pub const AUTH: u8 = 51;
-/// No Next Header.
-pub const NO_NEXT: u8 = 59;
-/// IPv6 Destination Options.
-pub const DEST_OPTS: u8 = 60;
-/// Mobility header.
-pub const MOBILITY: u8 = 135;
 
 /// What an IPv6 Fragment header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -67,7 +51,7 @@ pub struct ExtChain {
 pub const fn is_extension(next_header: u8) -> bool {
     matches!(
         next_header,
-        HOP_BY_HOP | ROUTING | FRAGMENT | AUTH | DEST_OPTS | MOBILITY
+        HOP_BY_HOP | ROUTING | FRAGMENT | AH | DEST_OPTS | MOBILITY
     )
 }
 
@@ -92,7 +76,7 @@ pub fn walk(mut next_header: u8, data: &[u8]) -> Result<ExtChain> {
         };
         let hdr_len = match next_header {
             FRAGMENT => 8,
-            AUTH => (usize::from(len_byte) + 2) * 4,
+            AH => (usize::from(len_byte) + 2) * 4,
             _ => (usize::from(len_byte) + 1) * 8,
         };
         if rest.len() < hdr_len {
