@@ -6,4 +6,5 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub use linerate_offload as offload;
 pub use linerate_wire as wire;

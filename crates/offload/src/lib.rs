@@ -1,0 +1,7 @@
+//! Offloads in software: the [`OffloadMeta`] vocabulary, checksum completion and
+//! verification, GSO/TSO/USO segmentation and GRO/LRO coalescing, plain and through
+//! VXLAN, GENEVE and NVGRE.
+#![deny(unsafe_code)]
+
+pub mod meta;
+pub use meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta, RssHash, RssHashType};
