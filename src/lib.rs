@@ -7,4 +7,5 @@
 #![forbid(unsafe_code)]
 
 pub use linerate_offload as offload;
+pub use linerate_rss as rss;
 pub use linerate_wire as wire;

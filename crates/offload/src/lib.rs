@@ -5,3 +5,8 @@
 
 pub mod meta;
 pub use meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta, RssHash, RssHashType};
+
+pub mod csum;
+pub mod gro;
+pub mod gso;
+pub mod virtio;
