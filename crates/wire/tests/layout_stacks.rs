@@ -5,6 +5,7 @@
 //! The offsets `layout::parse` reports are checked against etherparse parsing the same
 //! bytes on its own (the whole frame, and the inner frame at the offset we report),
 //! and every checksum the builder wrote is checked with etherparse's own routines.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use etherparse::{
     IpNumber, Ipv4Options, Ipv6Extensions, Ipv6RawExtHeader, NetSlice, SlicedPacket,
