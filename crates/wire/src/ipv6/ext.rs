@@ -130,15 +130,17 @@ mod tests {
 
     #[test]
     fn chain_written_by_etherparse() {
-        let mut exts = Ipv6Extensions::default();
-        exts.hop_by_hop_options = Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[0; 14]).unwrap());
-        exts.destination_options = Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1; 6]).unwrap());
-        exts.fragment = Some(Ipv6FragmentHeader::new(
-            IpNumber(0),
-            etherparse::IpFragOffset::ZERO,
-            true,
-            0xdead_beef,
-        ));
+        let mut exts = Ipv6Extensions {
+            hop_by_hop_options: Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[0; 14]).unwrap()),
+            destination_options: Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1; 6]).unwrap()),
+            fragment: Some(Ipv6FragmentHeader::new(
+                IpNumber(0),
+                etherparse::IpFragOffset::ZERO,
+                true,
+                0xdead_beef,
+            )),
+            ..Ipv6Extensions::default()
+        };
         let mut bytes = Vec::new();
         let first = exts.set_next_headers(IpNumber::TCP);
         assert_eq!(first, IpNumber::IPV6_HEADER_HOP_BY_HOP);
