@@ -489,6 +489,72 @@ mod tests {
         assert_eq!(&u.clone()[..], b"abc");
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        Prepend(usize, u8),
+        Strip(usize),
+        Append(Vec<u8>),
+        Truncate(usize),
+        Clear,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0usize..200, any::<u8>()).prop_map(|(n, b)| Op::Prepend(n, b)),
+            (0usize..200).prop_map(Op::Strip),
+            proptest::collection::vec(any::<u8>(), 0..300).prop_map(Op::Append),
+            (0usize..400).prop_map(Op::Truncate),
+            Just(Op::Clear),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Every operation agrees with a plain `Vec` model, and failures leave
+        /// the frame as it was.
+        #[test]
+        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 0..40)) {
+            let pool = Pool::new(PoolConfig { buf_len: 256, ..PoolConfig::mtu() });
+            let mut b = pool.alloc();
+            let mut model: Vec<u8> = Vec::new();
+            let mut room = MIN_HEADROOM;
+            for op in ops {
+                match op {
+                    Op::Prepend(n, v) => match b.prepend(n) {
+                        Ok(h) => {
+                            h.fill(v);
+                            model.splice(0..0, std::iter::repeat_n(v, n));
+                            room -= n;
+                        }
+                        Err(_) => assert!(n > room),
+                    },
+                    Op::Strip(n) => match b.strip_front(n) {
+                        Ok(()) => {
+                            model.drain(..n);
+                            room += n;
+                        }
+                        Err(_) => assert!(n > model.len()),
+                    },
+                    Op::Append(v) => {
+                        b.extend_from_slice(&v);
+                        model.extend_from_slice(&v);
+                    }
+                    Op::Truncate(n) => match b.truncate(n) {
+                        Ok(()) => model.truncate(n),
+                        Err(_) => assert!(n > model.len()),
+                    },
+                    Op::Clear => {
+                        b.clear();
+                        model.clear();
+                        room = MIN_HEADROOM;
+                    }
+                }
+                assert_eq!(&b[..], &model[..]);
+                assert_eq!(b.headroom(), room);
+            }
+        }
+    }
+
     #[test]
     fn read_area_puts_the_header_in_headroom() {
         let mut b = Pool::default().alloc();
