@@ -5,7 +5,7 @@ use crate::counters::Counter;
 use crate::frame::Frame;
 use crate::nic::NicError;
 use linerate_offload::GsoType;
-use linerate_wire::layout::{L3Kind, L4Kind};
+use linerate_wire::layout::{L3Kind, L4Kind, Layout};
 use linerate_wire::{Layer, ethernet};
 
 /// Checks that `frame` may go on a wire with `caps` as it is: at least an
@@ -13,8 +13,12 @@ use linerate_wire::{Layer, ethernet};
 /// unless marked for segmentation; and if marked, a request that matches the
 /// headers, whose segments fit the MTU and whose size is within the GSO limits.
 ///
-/// On refusal, also says which `tx_dropped_<reason>` counter to bump.
-pub(crate) fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<(), (NicError, Counter)> {
+/// Returns the frame's layout when it had to parse it (super-frames); on
+/// refusal, also says which `tx_dropped_<reason>` counter to bump.
+pub(crate) fn check_tx(
+    caps: &NicCaps,
+    frame: &Frame,
+) -> Result<Option<Layout>, (NicError, Counter)> {
     let bytes = frame.bytes();
     let len = bytes.len();
     let malformed = |e| (NicError::Malformed(e), Counter::TxDroppedInvalid);
@@ -30,7 +34,7 @@ pub(crate) fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<(), (NicError, C
         .map_err(|u| (NicError::Unsupported(u), Counter::TxDroppedUnsupported))?;
     let Some(gso) = &frame.meta.gso else {
         if len <= caps.max_frame_len(0) {
-            return Ok(());
+            return Ok(None);
         }
         let tags = ethernet::walk_vlans(bytes).map_err(malformed)?.tags;
         let limit = caps.max_frame_len(u8::try_from(tags).unwrap_or(u8::MAX));
@@ -40,7 +44,7 @@ pub(crate) fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<(), (NicError, C
                 Counter::TxDroppedOversize,
             ));
         }
-        return Ok(());
+        return Ok(None);
     };
     let invalid = |what| (NicError::InvalidMeta { what }, Counter::TxDroppedInvalid);
     if gso.size == 0 {
@@ -83,7 +87,7 @@ pub(crate) fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<(), (NicError, C
     if payload.div_ceil(usize::from(gso.size)) > usize::from(caps.max_gso_segs) {
         return Err(invalid("more segments than the backend allows"));
     }
-    Ok(())
+    Ok(Some(layout))
 }
 
 #[cfg(test)]

@@ -186,6 +186,21 @@ impl Counters {
     }
 }
 
+/// Counts `frames` in `tally` as sent (`tx`) or received: packets, bytes and
+/// super-frames.
+pub(crate) fn count(tally: &mut Tally, frames: &[crate::Frame], tx: bool) {
+    let (p, b, g) = if tx {
+        (Counter::TxPackets, Counter::TxBytes, Counter::TxGsoPackets)
+    } else {
+        (Counter::RxPackets, Counter::RxBytes, Counter::RxGsoPackets)
+    };
+    let bytes: usize = frames.iter().map(crate::Frame::len).sum();
+    let gso = frames.iter().filter(|f| f.meta.gso.is_some()).count();
+    tally.add(p, frames.len() as u64);
+    tally.add(b, bytes as u64);
+    tally.add(g, gso as u64);
+}
+
 /// Counter values accumulated locally (one batch) and added to [`Counters`] at once.
 #[derive(Debug, Clone)]
 pub struct Tally {

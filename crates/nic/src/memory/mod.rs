@@ -8,9 +8,13 @@
 //! A receiver with a smaller MTU than its sender drops such frames
 //! (`rx_dropped_oversize`).
 //!
-//! The wire carries frames as they are, metadata included, as veth and virtio do:
-//! a super-frame a TSO-capable port sends arrives whole, marked, and a partial
-//! checksum arrives partial. (Frames move; nothing is copied except duplicates.)
+//! The wire carries frames as they are, as veth and virtio do: a super-frame a
+//! TSO-capable port sends arrives whole, marked, and a partial checksum arrives
+//! partial (frames move; nothing is copied except duplicates). It keeps the
+//! checksum state and the segmentation mark, and clears what only the sender knew
+//! (the parsed layout, the transmit hash). A receiving port is handed super-frames
+//! whether or not its caps say `lro`: the shim, which wraps ports, segments them for
+//! a stack that asked for no LRO.
 //! Each direction has its own seeded [`Faults`]: loss, corruption, duplication,
 //! reordering, delay, rate limit. Time comes from a [`Clock`], virtual by default,
 //! so delays and rates are reproducible too.
@@ -48,7 +52,7 @@ pub use switch::{Switch, SwitchConfig, SwitchPort, SwitchStats, switch};
 use crate::buf::{Pool, PoolConfig, lock};
 use crate::caps::NicCaps;
 use crate::check::check_tx;
-use crate::counters::{Counter, Counters, Tally};
+use crate::counters::{Counters, Tally, count};
 use crate::frame::{Batch, Frame};
 use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::{Notify, Readiness};
@@ -303,20 +307,6 @@ impl MemNic {
             }
         }
     }
-}
-
-/// Counts `frames` as sent or received in `tally`.
-pub(crate) fn count(tally: &mut Tally, frames: &[Frame], tx: bool) {
-    let (p, b, g) = if tx {
-        (Counter::TxPackets, Counter::TxBytes, Counter::TxGsoPackets)
-    } else {
-        (Counter::RxPackets, Counter::RxBytes, Counter::RxGsoPackets)
-    };
-    let bytes: usize = frames.iter().map(Frame::len).sum();
-    let gso = frames.iter().filter(|f| f.meta.gso.is_some()).count();
-    tally.add(p, frames.len() as u64);
-    tally.add(b, bytes as u64);
-    tally.add(g, gso as u64);
 }
 
 impl Nic for MemNic {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::caps::Offloads;
+use crate::counters::Counter;
 use crate::pcap::MemoryRecorder;
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
