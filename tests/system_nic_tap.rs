@@ -7,7 +7,7 @@
 //! The namespace and the interface go away when the guards drop, also on failure.
 //!
 //! * the kernel pings an address the test answers (ARP and ICMP echo), over two
-//!   queues;
+//!   queues; the backend's pcap recording of it reads back in tshark;
 //! * a kernel TCP sender, with the kernel's TSO on toward this side, hands over
 //!   super-frames marked TCPv4 GSO, larger than the MTU; with it off, only
 //!   MTU-sized frames;
@@ -19,7 +19,7 @@
 #![cfg(target_os = "linux")]
 
 use linerate::nic::tap::{Tap, TapConfig, TapOffloads};
-use linerate::nic::{Batch, Counter, Frame, Nic};
+use linerate::nic::{Batch, Counter, Frame, Nic, PcapRecorder};
 use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
 use linerate::wire::etherparse::{
@@ -27,8 +27,10 @@ use linerate::wire::etherparse::{
 };
 use linerate::wire::{arp, checksum};
 use linerate_testkit::netns::{self, Netns};
+use linerate_testkit::tshark;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
@@ -114,6 +116,23 @@ impl Link {
             out.push(f);
         }
         out
+    }
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let p = std::env::temp_dir().join(netns::unique("lrpc"));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -208,6 +227,10 @@ fn tap_probes_offloads_and_disappears_when_dropped() {
 fn kernel_pings_an_address_answered_through_the_tap() {
     let mut link = Link::new(2, TapOffloads::TSO);
     assert_eq!(link.tap.queues(), 2);
+    let dir = TempDir::new();
+    let pcap = dir.0.join("ping.pcap");
+    let recorder = Arc::new(PcapRecorder::create(&pcap).unwrap());
+    link.tap.set_recorder(Some(recorder.clone()));
     let ns_name = link.ns.name().to_owned();
     let ping = std::thread::spawn(move || {
         std::process::Command::new("ip")
@@ -256,6 +279,22 @@ fn kernel_pings_an_address_answered_through_the_tap() {
     assert_eq!(
         s.total(Counter::TxPackets) as usize,
         echoes + link.arp_replies
+    );
+
+    // The recording, read by tshark: both directions, every checksum good.
+    link.tap.set_recorder(None);
+    let recorder = Arc::into_inner(recorder).unwrap();
+    assert!(recorder.error().is_none());
+    recorder.finish().unwrap();
+    let fields = ["icmp.type", "icmp.checksum.status", "arp.opcode"];
+    let rows = tshark::fields(&pcap, &fields, &[]).unwrap();
+    let count = |col: usize, v: &str| rows.iter().filter(|r| r[col] == v).count();
+    assert_eq!(count(0, "8"), echoes, "echo requests in the pcap");
+    assert_eq!(count(0, "0"), echoes, "echo replies in the pcap");
+    assert_eq!(count(1, "1"), 2 * echoes, "good ICMP checksums");
+    assert!(
+        count(2, "1") >= 1 && count(2, "2") >= 1,
+        "ARP request and reply"
     );
 }
 
