@@ -1,0 +1,218 @@
+//! NIC backends: frames and bytes per second.
+//!
+//! * `memory_pair`: one batch of 64 frames goes A -> B and comes back through
+//!   `receive` into the same batch, so nothing is copied or allocated: the cost of
+//!   the backend itself. 60-byte and 1514-byte frames on plain ports, and 64 KiB
+//!   TCP super-frames between TSO/LRO ports ("offloads on": the same bytes as 45
+//!   MTU frames in one). A lossy wire (1 % loss, reordering, duplication) shows
+//!   what the fault stage costs.
+//! * `tap` (root only; skipped otherwise): writes of 60- and 1514-byte frames into
+//!   a TAP whose kernel side drops them (they are addressed to another host), and
+//!   reads of UDP datagrams a kernel socket sends through it.
+//!
+//! Run with `cargo bench --bench nic`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use linerate::nic::memory::{self, Faults, PairConfig};
+use linerate::nic::{Batch, Frame, MemNic, Nic, NicCaps, Offloads};
+use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
+use linerate::wire::build::{FrameBuilder, Ip, L4};
+
+const BATCH: usize = 64;
+
+fn tcp_frame(payload: usize) -> Vec<u8> {
+    FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::tcp(40_000, 80))
+        .build(&vec![0x5a; payload])
+}
+
+/// Brings the batch back to exactly `BATCH` frames (a lossy wire takes some, a
+/// duplicating one adds some).
+fn top_up(nic: &MemNic, batch: &mut Batch, frame: &[u8], meta: OffloadMeta) {
+    batch.truncate(BATCH);
+    while batch.len() < BATCH {
+        batch.push(Frame::new(nic.pool().alloc_from(frame), meta));
+    }
+}
+
+/// Sends the batch from `a` and receives it back on `b`.
+fn round(a: &mut MemNic, b: &mut MemNic, batch: &mut Batch) {
+    a.transmit(0, batch).unwrap_or_default();
+    while b.receive(0, batch, BATCH).unwrap_or_default() > 0 {}
+}
+
+fn memory_pair(c: &mut Criterion) {
+    let mut g = c.benchmark_group("memory_pair");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let tso = NicCaps {
+        offloads: Offloads {
+            tx_csum: true,
+            tso4: true,
+            lro: true,
+            ..Offloads::NONE
+        },
+        ..NicCaps::plain()
+    };
+    let gso_meta = OffloadMeta {
+        csum: Checksum::Partial {
+            start: 34,
+            offset: 16,
+        },
+        gso: Some(Gso::new(GsoType::TcpV4, 1460)),
+        ..OffloadMeta::plain()
+    };
+    let lossy = Faults {
+        loss: 0.01,
+        duplicate: 0.01,
+        reorder: 0.01,
+        reorder_depth: 3,
+        ..Faults::NONE
+    };
+    let cases: [(&str, Vec<u8>, NicCaps, OffloadMeta, Faults); 4] = [
+        (
+            "60B",
+            tcp_frame(6),
+            NicCaps::plain(),
+            OffloadMeta::plain(),
+            Faults::NONE,
+        ),
+        (
+            "1514B",
+            tcp_frame(1460),
+            NicCaps::plain(),
+            OffloadMeta::plain(),
+            Faults::NONE,
+        ),
+        ("64KiB_tso", tcp_frame(65_000), tso, gso_meta, Faults::NONE),
+        (
+            "1514B_lossy",
+            tcp_frame(1460),
+            NicCaps::plain(),
+            OffloadMeta::plain(),
+            lossy,
+        ),
+    ];
+    for (name, frame, caps, meta, faults) in cases {
+        let (mut a, mut b) = memory::pair(PairConfig {
+            a_to_b: faults,
+            ..PairConfig::new(caps, caps)
+        });
+        let mut batch = Batch::with_capacity(2 * BATCH);
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function(BenchmarkId::new("frames", name), |bch| {
+            bch.iter(|| {
+                top_up(&a, &mut batch, &frame, meta);
+                round(&mut a, &mut b, black_box(&mut batch));
+            })
+        });
+        g.throughput(Throughput::Bytes((BATCH * frame.len()) as u64));
+        g.bench_function(BenchmarkId::new("bytes", name), |bch| {
+            bch.iter(|| {
+                top_up(&a, &mut batch, &frame, meta);
+                round(&mut a, &mut b, black_box(&mut batch));
+            })
+        });
+    }
+    g.finish();
+}
+
+#[cfg(target_os = "linux")]
+fn tap(c: &mut Criterion) {
+    use linerate::nic::tap::{Tap, TapConfig, TapOffloads};
+    use linerate_testkit::netns::{self, Netns};
+
+    if !netns::is_root() {
+        eprintln!("tap benches skipped: they need root");
+        return;
+    }
+    let ns = Netns::new("lrbn").expect("namespace");
+    let mut tap = Tap::open(&TapConfig {
+        offloads: TapOffloads::NONE,
+        ..TapConfig::new(netns::unique("lrb"))
+    })
+    .expect("tap");
+    let name = tap.name().to_owned();
+    netns::ip(&["link", "set", &name, "netns", ns.name()]).expect("move");
+    ns.ip(&["addr", "add", "10.214.0.1/24", "dev", &name])
+        .expect("addr");
+    ns.ip(&["link", "set", &name, "up"]).expect("up");
+    // The kernel sends to 10.214.0.2 without asking ARP.
+    ns.ip(&[
+        "neigh",
+        "add",
+        "10.214.0.2",
+        "lladdr",
+        "02:4c:52:00:00:02",
+        "dev",
+        &name,
+    ])
+    .expect("neigh");
+
+    let mut g = c.benchmark_group("tap");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let mut batch = Batch::with_capacity(BATCH);
+    for (label, payload) in [("60B", 6), ("1514B", 1460)] {
+        // To a MAC that is not the interface's: the kernel drops them on input.
+        let frame = FrameBuilder::new(Ip::v4([10, 214, 0, 2], [10, 214, 0, 9]), L4::tcp(1, 2))
+            .macs([2, 0x4c, 0x52, 0, 0, 2], [2, 0x4c, 0x52, 0, 0, 9])
+            .build(&vec![0; payload]);
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function(BenchmarkId::new("write", label), |bch| {
+            bch.iter(|| {
+                batch.clear();
+                for _ in 0..BATCH {
+                    batch.push(Frame::plain(tap.pool().alloc_from(&frame)));
+                }
+                while !batch.is_empty() {
+                    if tap.transmit(0, &mut batch).is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+    }
+
+    // Reads: a kernel UDP socket in the namespace sends as fast as it can.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let sender = ns
+        .spawn(move || {
+            let s = std::net::UdpSocket::bind("10.214.0.1:0").expect("bind");
+            let msg = [0u8; 1400];
+            let mut sent = 0u64;
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) && sent < 50_000_000 {
+                if s.send_to(&msg, "10.214.0.2:9").is_ok() {
+                    sent += 1;
+                }
+            }
+        })
+        .expect("sender");
+    let ready = tap.readiness(0).expect("readiness");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    g.bench_function(BenchmarkId::new("read", "1442B_udp"), |bch| {
+        bch.iter(|| {
+            batch.clear();
+            while batch.len() < BATCH {
+                let room = BATCH - batch.len();
+                if tap.receive(0, &mut batch, room).unwrap_or(0) == 0 {
+                    let _ = ready.wait(Duration::from_millis(10));
+                }
+            }
+        })
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = sender.join();
+    g.finish();
+}
+
+#[cfg(not(target_os = "linux"))]
+fn tap(_: &mut Criterion) {}
+
+criterion_group!(benches, memory_pair, tap);
+criterion_main!(benches);

@@ -1,0 +1,571 @@
+//! Packet buffers with headroom, recycled through a [`Pool`].
+//!
+//! A [`PacketBuf`] is one contiguous, initialised byte area with the frame in the
+//! middle: *headroom* before it (at least [`MIN_HEADROOM`] bytes, for outer headers
+//! prepended by encapsulation and for a backend's own header such as
+//! `virtio_net_hdr`), the frame, and *tailroom* after it. [`PacketBuf::prepend`]
+//! and [`PacketBuf::strip_front`] move the frame's start without copying it.
+//!
+//! Buffers come from a [`Pool`] and go back to it when dropped, so once the pool is
+//! warm the data path allocates nothing per frame: the same storage is handed out
+//! again, stale bytes and all (a buffer's content past what was written is
+//! unspecified). A buffer that grew past the pool's size keeps its larger capacity
+//! when recycled. [`PoolStats::allocated`] counts the fresh allocations, so tests can
+//! check that a warm path makes none.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The least headroom a pooled buffer has: room for VXLAN over IPv6 (70 bytes) or
+/// GENEVE with options in front of a frame, plus a 12-byte `virtio_net_hdr`.
+pub const MIN_HEADROOM: usize = 128;
+
+/// How a [`Pool`] sizes its buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Bytes in front of the frame (raised to [`MIN_HEADROOM`] if smaller).
+    pub headroom: usize,
+    /// Bytes for the frame itself (and any tailroom).
+    pub buf_len: usize,
+    /// Buffers allocated up front.
+    pub prealloc: usize,
+    /// Most free buffers the pool keeps; more are released to the allocator.
+    pub max_free: usize,
+}
+
+impl PoolConfig {
+    /// Buffers for frames up to a 1500-byte MTU with VLAN tags (2 KiB).
+    pub const fn mtu() -> PoolConfig {
+        PoolConfig {
+            headroom: MIN_HEADROOM,
+            buf_len: 2048,
+            prealloc: 0,
+            max_free: 4096,
+        }
+    }
+
+    /// Buffers for 64 KiB super-frames.
+    pub const fn super_frames() -> PoolConfig {
+        PoolConfig {
+            headroom: MIN_HEADROOM,
+            buf_len: 65_536 + 64,
+            prealloc: 0,
+            max_free: 512,
+        }
+    }
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig::mtu()
+    }
+}
+
+/// A [`PacketBuf`] operation that does not fit the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufError {
+    /// Prepending `need` bytes with only `have` bytes of headroom.
+    Headroom {
+        /// Bytes asked for.
+        need: usize,
+        /// Headroom available.
+        have: usize,
+    },
+    /// Stripping or truncating beyond the frame: `need` bytes of a `have`-byte frame.
+    Short {
+        /// Bytes asked for.
+        need: usize,
+        /// Frame length.
+        have: usize,
+    },
+}
+
+impl core::fmt::Display for BufError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BufError::Headroom { need, have } => {
+                write!(f, "cannot prepend {need} bytes: {have} bytes of headroom")
+            }
+            BufError::Short { need, have } => {
+                write!(f, "cannot take {need} bytes from a {have}-byte frame")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BufError {}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct PoolShared {
+    cfg: PoolConfig,
+    free: Mutex<Vec<Vec<u8>>>,
+    allocated: AtomicU64,
+    reused: AtomicU64,
+}
+
+impl PoolShared {
+    fn recycle(&self, data: Vec<u8>) {
+        if data.len() < self.cfg.headroom + self.cfg.buf_len {
+            return;
+        }
+        let mut free = lock(&self.free);
+        if free.len() < self.cfg.max_free {
+            free.push(data);
+        }
+    }
+}
+
+/// A shared pool of [`PacketBuf`]s (cheap to clone: clones share the buffers).
+#[derive(Clone)]
+pub struct Pool {
+    shared: Arc<PoolShared>,
+}
+
+impl core::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Pool")
+            .field("cfg", &self.shared.cfg)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Counts of a [`Pool`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStats {
+    /// Buffers allocated fresh since the pool was made (prealloc included).
+    pub allocated: u64,
+    /// Buffers handed out again from the free list.
+    pub reused: u64,
+    /// Buffers in the free list now.
+    pub free: usize,
+}
+
+impl Pool {
+    /// A pool with buffers sized by `cfg`.
+    pub fn new(cfg: PoolConfig) -> Pool {
+        let cfg = PoolConfig {
+            headroom: cfg.headroom.max(MIN_HEADROOM),
+            ..cfg
+        };
+        let size = cfg.headroom + cfg.buf_len;
+        let free = (0..cfg.prealloc).map(|_| vec![0u8; size]).collect();
+        Pool {
+            shared: Arc::new(PoolShared {
+                cfg,
+                free: Mutex::new(free),
+                allocated: AtomicU64::new(cfg.prealloc as u64),
+                reused: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The configuration (headroom raised to [`MIN_HEADROOM`]).
+    pub fn config(&self) -> PoolConfig {
+        self.shared.cfg
+    }
+
+    /// An empty buffer with the pool's headroom before it: recycled if one is
+    /// free, else freshly allocated.
+    pub fn alloc(&self) -> PacketBuf {
+        let recycled = lock(&self.shared.free).pop();
+        let data = match recycled {
+            Some(d) => {
+                self.shared.reused.fetch_add(1, Ordering::Relaxed);
+                d
+            }
+            None => {
+                self.shared.allocated.fetch_add(1, Ordering::Relaxed);
+                vec![0u8; self.shared.cfg.headroom + self.shared.cfg.buf_len]
+            }
+        };
+        let headroom = self.shared.cfg.headroom;
+        PacketBuf {
+            data,
+            start: headroom,
+            end: headroom,
+            reserve: headroom,
+            pool: Some(Arc::clone(&self.shared)),
+        }
+    }
+
+    /// A buffer holding a copy of `frame`.
+    pub fn alloc_from(&self, frame: &[u8]) -> PacketBuf {
+        let mut b = self.alloc();
+        b.extend_from_slice(frame);
+        b
+    }
+
+    /// Allocation counts.
+    pub fn stats(&self) -> PoolStats {
+        PoolStats {
+            allocated: self.shared.allocated.load(Ordering::Relaxed),
+            reused: self.shared.reused.load(Ordering::Relaxed),
+            free: lock(&self.shared.free).len(),
+        }
+    }
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool::new(PoolConfig::default())
+    }
+}
+
+/// A frame in a buffer with headroom; goes back to its [`Pool`] when dropped.
+///
+/// Dereferences to the frame's bytes.
+pub struct PacketBuf {
+    /// Initialised storage; the frame is `data[start..end]`.
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// The headroom [`PacketBuf::clear`] restores.
+    reserve: usize,
+    pool: Option<Arc<PoolShared>>,
+}
+
+impl core::fmt::Debug for PacketBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PacketBuf")
+            .field("len", &self.len())
+            .field("headroom", &self.headroom())
+            .field("pooled", &self.pool.is_some())
+            .finish()
+    }
+}
+
+impl PacketBuf {
+    /// An unpooled buffer with `headroom` bytes before the frame and room for
+    /// `capacity` frame bytes (it grows past that when written to).
+    pub fn with_headroom(headroom: usize, capacity: usize) -> PacketBuf {
+        PacketBuf {
+            data: vec![0u8; headroom + capacity],
+            start: headroom,
+            end: headroom,
+            reserve: headroom,
+            pool: None,
+        }
+    }
+
+    /// An unpooled buffer holding a copy of `frame` after [`MIN_HEADROOM`].
+    pub fn from_slice(frame: &[u8]) -> PacketBuf {
+        let mut b = PacketBuf::with_headroom(MIN_HEADROOM, frame.len());
+        b.extend_from_slice(frame);
+        b
+    }
+
+    /// Frame length.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// True if the frame is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// Bytes free in front of the frame.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.start
+    }
+
+    /// Bytes free after the frame without growing the storage.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        self.data.len() - self.end
+    }
+
+    /// The frame.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        self.data.get(self.start..self.end).unwrap_or_default()
+    }
+
+    /// The frame, writable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.data.get_mut(self.start..self.end).unwrap_or_default()
+    }
+
+    /// Extends the frame `n` bytes to the front, into the headroom, and returns
+    /// those bytes (their content is unspecified: write the new header there).
+    pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        if n > self.start {
+            return Err(BufError::Headroom {
+                need: n,
+                have: self.start,
+            });
+        }
+        self.start -= n;
+        Ok(self
+            .data
+            .get_mut(self.start..self.start + n)
+            .unwrap_or_default())
+    }
+
+    /// Removes `n` bytes from the front of the frame (they become headroom).
+    pub fn strip_front(&mut self, n: usize) -> Result<(), BufError> {
+        if n > self.len() {
+            return Err(BufError::Short {
+                need: n,
+                have: self.len(),
+            });
+        }
+        self.start += n;
+        Ok(())
+    }
+
+    /// Shortens the frame to `len` bytes; longer `len` is an error.
+    pub fn truncate(&mut self, len: usize) -> Result<(), BufError> {
+        if len > self.len() {
+            return Err(BufError::Short {
+                need: len,
+                have: self.len(),
+            });
+        }
+        self.end = self.start + len;
+        Ok(())
+    }
+
+    /// Appends `bytes` to the frame, growing the storage if the tailroom is short
+    /// (an allocation; size pools so that it does not happen on the data path).
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.append(bytes.len()).copy_from_slice(bytes);
+    }
+
+    /// Extends the frame by `n` bytes at the end and returns them (content
+    /// unspecified), growing the storage if needed.
+    pub fn append(&mut self, n: usize) -> &mut [u8] {
+        let new_end = self.end + n;
+        if new_end > self.data.len() {
+            self.data.resize(new_end, 0);
+        }
+        let old = self.end;
+        self.end = new_end;
+        self.data.get_mut(old..new_end).unwrap_or_default()
+    }
+
+    /// Empties the frame and restores the original headroom.
+    pub fn clear(&mut self) {
+        self.start = self.reserve;
+        self.end = self.reserve;
+    }
+
+    /// Makes sure `headroom` bytes before the frame start and `len` bytes from it
+    /// are initialised storage (growing it if needed), and returns that whole area
+    /// with the frame start at index `headroom`. For backends that read a frame
+    /// and their own header in one call; follow with [`PacketBuf::set_frame`].
+    pub(crate) fn read_area(&mut self, headroom: usize, len: usize) -> &mut [u8] {
+        self.start = self.reserve.max(headroom);
+        self.end = self.start;
+        let need = self.start + len;
+        if need > self.data.len() {
+            self.data.resize(need, 0);
+        }
+        self.data
+            .get_mut(self.start - headroom..need)
+            .unwrap_or_default()
+    }
+
+    /// After [`PacketBuf::read_area`]: the frame is the `len` bytes at the
+    /// area's frame start (clamped to the storage).
+    pub(crate) fn set_frame(&mut self, len: usize) {
+        self.end = (self.start + len).min(self.data.len());
+    }
+
+    /// The `n` bytes of headroom just before the frame (for a backend header that
+    /// goes out in the same write as the frame), or `None` if the headroom is short.
+    pub(crate) fn with_header(&mut self, n: usize) -> Option<(&mut [u8], usize)> {
+        let from = self.start.checked_sub(n)?;
+        let len = self.end - from;
+        Some((self.data.get_mut(from..self.end)?, len))
+    }
+}
+
+impl core::ops::Deref for PacketBuf {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl core::ops::DerefMut for PacketBuf {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.as_mut_slice()
+    }
+}
+
+impl Clone for PacketBuf {
+    /// A copy of the frame in a buffer from the same pool, with the same headroom.
+    fn clone(&self) -> Self {
+        let mut b = match &self.pool {
+            Some(shared) => Pool {
+                shared: Arc::clone(shared),
+            }
+            .alloc(),
+            None => PacketBuf::with_headroom(self.reserve, self.len()),
+        };
+        b.extend_from_slice(self.as_slice());
+        b
+    }
+}
+
+impl Drop for PacketBuf {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.recycle(std::mem::take(&mut self.data));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headroom_prepend_and_strip() {
+        let pool = Pool::new(PoolConfig {
+            headroom: 16, // raised to the minimum
+            ..PoolConfig::mtu()
+        });
+        let mut b = pool.alloc_from(b"payload");
+        assert_eq!(b.headroom(), MIN_HEADROOM);
+        b.prepend(4).unwrap().copy_from_slice(b"hdr:");
+        assert_eq!(&b[..], b"hdr:payload");
+        b.strip_front(4).unwrap();
+        assert_eq!(&b[..], b"payload");
+        assert_eq!(
+            b.prepend(MIN_HEADROOM + 1),
+            Err(BufError::Headroom {
+                need: MIN_HEADROOM + 1,
+                have: MIN_HEADROOM
+            })
+        );
+        assert!(b.strip_front(8).is_err());
+        b.truncate(3).unwrap();
+        assert_eq!(&b[..], b"pay");
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(b.headroom(), MIN_HEADROOM);
+    }
+
+    #[test]
+    fn warm_pool_allocates_nothing() {
+        let pool = Pool::new(PoolConfig {
+            prealloc: 8,
+            ..PoolConfig::mtu()
+        });
+        for round in 0..100 {
+            let bufs: Vec<_> = (0..8).map(|i| pool.alloc_from(&[round as u8, i])).collect();
+            assert_eq!(bufs.len(), 8);
+        }
+        let s = pool.stats();
+        assert_eq!(s.allocated, 8);
+        assert_eq!(s.reused, 800);
+        assert_eq!(s.free, 8);
+    }
+
+    #[test]
+    fn grows_past_capacity_and_clones() {
+        let pool = Pool::new(PoolConfig {
+            buf_len: 4,
+            ..PoolConfig::mtu()
+        });
+        let mut b = pool.alloc();
+        b.extend_from_slice(&[1; 10]);
+        assert_eq!(b.len(), 10);
+        let c = b.clone();
+        assert_eq!(&c[..], &b[..]);
+        let u = PacketBuf::from_slice(b"abc");
+        assert_eq!(&u.clone()[..], b"abc");
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Prepend(usize, u8),
+        Strip(usize),
+        Append(Vec<u8>),
+        Truncate(usize),
+        Clear,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0usize..200, any::<u8>()).prop_map(|(n, b)| Op::Prepend(n, b)),
+            (0usize..200).prop_map(Op::Strip),
+            proptest::collection::vec(any::<u8>(), 0..300).prop_map(Op::Append),
+            (0usize..400).prop_map(Op::Truncate),
+            Just(Op::Clear),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Every operation agrees with a plain `Vec` model, and failures leave
+        /// the frame as it was.
+        #[test]
+        fn behaves_like_a_vec(ops in proptest::collection::vec(op(), 0..40)) {
+            let pool = Pool::new(PoolConfig { buf_len: 256, ..PoolConfig::mtu() });
+            let mut b = pool.alloc();
+            let mut model: Vec<u8> = Vec::new();
+            let mut room = MIN_HEADROOM;
+            for op in ops {
+                match op {
+                    Op::Prepend(n, v) => match b.prepend(n) {
+                        Ok(h) => {
+                            h.fill(v);
+                            model.splice(0..0, std::iter::repeat_n(v, n));
+                            room -= n;
+                        }
+                        Err(_) => assert!(n > room),
+                    },
+                    Op::Strip(n) => match b.strip_front(n) {
+                        Ok(()) => {
+                            model.drain(..n);
+                            room += n;
+                        }
+                        Err(_) => assert!(n > model.len()),
+                    },
+                    Op::Append(v) => {
+                        b.extend_from_slice(&v);
+                        model.extend_from_slice(&v);
+                    }
+                    Op::Truncate(n) => match b.truncate(n) {
+                        Ok(()) => model.truncate(n),
+                        Err(_) => assert!(n > model.len()),
+                    },
+                    Op::Clear => {
+                        b.clear();
+                        model.clear();
+                        room = MIN_HEADROOM;
+                    }
+                }
+                assert_eq!(&b[..], &model[..]);
+                assert_eq!(b.headroom(), room);
+            }
+        }
+    }
+
+    #[test]
+    fn read_area_puts_the_header_in_headroom() {
+        let mut b = Pool::default().alloc();
+        let area = b.read_area(12, 100);
+        assert_eq!(area.len(), 112);
+        area[..12].copy_from_slice(&[9; 12]);
+        area[12..15].copy_from_slice(b"abc");
+        b.set_frame(3);
+        assert_eq!(&b[..], b"abc");
+        let (with, len) = b.with_header(12).unwrap();
+        assert_eq!(len, 15);
+        assert_eq!(&with[..12], &[9; 12]);
+    }
+}

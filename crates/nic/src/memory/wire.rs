@@ -1,0 +1,182 @@
+//! One direction of a memory wire: the fault stage and the receiver's rings.
+
+use super::faults::{Deliver, FaultStage, Faults};
+use crate::caps::NicCaps;
+use crate::counters::{Counter, Counters, Tally};
+use crate::frame::{Batch, Frame};
+use crate::notify::Notify;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A receive ring: frames in flight or waiting, in arrival order.
+#[derive(Debug, Default)]
+struct Ring {
+    frames: VecDeque<(u64, Frame)>,
+    /// Frames delivered since the receiver was last notified.
+    fresh: bool,
+}
+
+/// The receiver's side of a wire: its rings, limits and counters.
+#[derive(Debug)]
+struct Rings {
+    rings: Vec<Ring>,
+    ring_len: usize,
+    caps: NicCaps,
+    counters: Counters,
+    notifies: Vec<Arc<Notify>>,
+    /// Per-ring drop tallies of the current push.
+    tally: Vec<Tally>,
+}
+
+impl Deliver for Rings {
+    fn deliver(&mut self, ring: usize, arrival: u64, mut frame: Frame) {
+        // The receiver parses for itself and hashes for itself.
+        frame.meta.layout = None;
+        frame.meta.rss = None;
+        let Some(r) = self.rings.get_mut(ring) else {
+            return;
+        };
+        let tally = self.tally.get_mut(ring);
+        if frame.meta.gso.is_none()
+            && frame.len() > self.caps.max_frame_len(0)
+            && oversize(&frame, &self.caps)
+        {
+            // Longer than the receiver's MTU and not a super-frame: a receiving
+            // NIC counts it and drops it.
+            if let Some(t) = tally {
+                t.add(Counter::RxDroppedOversize, 1);
+            }
+            return;
+        }
+        if r.frames.len() >= self.ring_len {
+            if let Some(t) = tally {
+                t.add(Counter::RxDroppedRingFull, 1);
+            }
+            return;
+        }
+        let arrival = r
+            .frames
+            .back()
+            .map_or(arrival, |&(last, _)| last.max(arrival));
+        r.frames.push_back((arrival, frame));
+        r.fresh = true;
+    }
+}
+
+/// True if `frame`, not a super-frame, is longer than `caps` allows for its tags.
+pub(crate) fn oversize(frame: &Frame, caps: &NicCaps) -> bool {
+    let tags = linerate_wire::ethernet::walk_vlans(frame.bytes()).map_or(0, |w| w.tags);
+    frame.len() > caps.max_frame_len(u8::try_from(tags).unwrap_or(2))
+}
+
+/// One direction toward one receiving port.
+#[derive(Debug)]
+pub(crate) struct Wire {
+    stage: FaultStage,
+    rx: Rings,
+}
+
+impl Wire {
+    pub(crate) fn new(
+        faults: &Faults,
+        seed: u64,
+        caps: NicCaps,
+        ring_len: usize,
+        counters: Counters,
+        notifies: Vec<Arc<Notify>>,
+    ) -> Wire {
+        let queues = usize::from(caps.queues.max(1));
+        Wire {
+            stage: FaultStage::new(faults, seed),
+            rx: Rings {
+                rings: (0..queues).map(|_| Ring::default()).collect(),
+                ring_len: ring_len.max(1),
+                caps,
+                counters,
+                notifies,
+                tally: vec![Tally::default(); queues],
+            },
+        }
+    }
+
+    /// Puts `frames`, sent on transmit queue `queue`, on the wire at `now`. They
+    /// go to ring `queue % rings`, as a multi-queue virtio or veth device pairs
+    /// its queues.
+    pub(crate) fn push(&mut self, queue: usize, frames: impl Iterator<Item = Frame>, now: u64) {
+        let ring = queue % self.rx.rings.len().max(1);
+        let mut faults = Tally::default();
+        if self.stage.is_transparent() {
+            for f in frames {
+                self.rx.deliver(ring, now, f);
+            }
+        } else {
+            for f in frames {
+                self.stage.process(f, ring, now, &mut faults, &mut self.rx);
+            }
+        }
+        faults.flush(&self.rx.counters, ring);
+        self.finish_push();
+    }
+
+    fn finish_push(&mut self) {
+        let Rings {
+            rings,
+            counters,
+            notifies,
+            tally,
+            ..
+        } = &mut self.rx;
+        for (i, (r, t)) in rings.iter_mut().zip(tally.iter_mut()).enumerate() {
+            t.flush(counters, i);
+            if r.fresh {
+                r.fresh = false;
+                if let Some(n) = notifies.get(i) {
+                    n.notify();
+                }
+            }
+        }
+    }
+
+    /// Moves up to `max` frames that have arrived by `now` from `ring` to `batch`.
+    pub(crate) fn pop(&mut self, ring: usize, now: u64, batch: &mut Batch, max: usize) -> usize {
+        let ready = |rx: &Rings| {
+            rx.rings
+                .get(ring)
+                .and_then(|r| r.frames.front())
+                .is_some_and(|&(at, _)| at <= now)
+        };
+        if !ready(&self.rx) && self.stage.held() > 0 {
+            self.stage.release(ring, &mut self.rx);
+            self.finish_push();
+        }
+        let Some(r) = self.rx.rings.get_mut(ring) else {
+            return 0;
+        };
+        let mut n = 0;
+        while n < max {
+            match r.frames.front() {
+                Some(&(at, _)) if at <= now => {}
+                _ => break,
+            }
+            if let Some((_, f)) = r.frames.pop_front() {
+                batch.push(f);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// When the next frame on `ring` arrives, if one is in flight or waiting.
+    pub(crate) fn next_arrival(&self, ring: usize) -> Option<u64> {
+        self.rx
+            .rings
+            .get(ring)
+            .and_then(|r| r.frames.front())
+            .map(|&(at, _)| at)
+    }
+
+    /// Frames in flight or waiting on `ring`.
+    pub(crate) fn pending(&self, ring: usize) -> usize {
+        self.rx.rings.get(ring).map_or(0, |r| r.frames.len())
+    }
+}

@@ -1,0 +1,171 @@
+//! Readiness: how a driver learns that a queue may have frames to receive.
+//!
+//! A backend backed by a kernel object (TAP, AF_XDP) hands out its file
+//! descriptor: register it with epoll, `poll(2)` or tokio's `AsyncFd`. The memory
+//! backend hands out a [`Notify`]: a single-permit signal that wakes a registered
+//! [`Waker`] (async drivers) or a blocked thread (poll loops). Neither needs a
+//! runtime, so this crate depends on none.
+//!
+//! Readiness is a hint: after it fires, receive until the queue is empty, then
+//! wait again. Spurious wake-ups are allowed; lost ones are not.
+
+use crate::buf::lock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// A single-permit wake-up signal (like tokio's `Notify`, without a runtime).
+///
+/// [`Notify::notify`] stores a permit and wakes whoever waits; a wait consumes the
+/// permit, returning at once if one is stored. So a notification that arrives
+/// between "queue found empty" and "start waiting" is not lost.
+#[derive(Debug, Default)]
+pub struct Notify {
+    permit: AtomicBool,
+    waiting: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+    cond: Condvar,
+}
+
+impl Notify {
+    /// A signal without a permit.
+    pub fn new() -> Notify {
+        Notify::default()
+    }
+
+    /// Stores the permit and wakes the registered waker and any blocked thread.
+    pub fn notify(&self) {
+        self.permit.store(true, Ordering::SeqCst);
+        if self.waiting.load(Ordering::SeqCst) {
+            let waker = {
+                let mut w = lock(&self.waker);
+                self.waiting.store(false, Ordering::SeqCst);
+                self.cond.notify_all();
+                w.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+    }
+
+    /// Consumes the permit if one is stored.
+    pub fn try_take(&self) -> bool {
+        self.permit.swap(false, Ordering::SeqCst)
+    }
+
+    /// Ready once a permit is stored (consuming it); otherwise registers `cx`'s
+    /// waker, replacing any earlier one, and returns `Pending`.
+    pub fn poll_notified(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.try_take() {
+            return Poll::Ready(());
+        }
+        {
+            let mut w = lock(&self.waker);
+            match &mut *w {
+                Some(old) if old.will_wake(cx.waker()) => {}
+                slot => *slot = Some(cx.waker().clone()),
+            }
+            self.waiting.store(true, Ordering::SeqCst);
+        }
+        if self.try_take() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Blocks until a permit is stored (consuming it, `true`) or `timeout` passes
+    /// (`false`).
+    pub fn wait_timeout(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut guard = lock(&self.waker);
+        loop {
+            if self.try_take() {
+                return true;
+            }
+            self.waiting.store(true, Ordering::SeqCst);
+            if self.try_take() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            guard = match self.cond.wait_timeout(guard, deadline - now) {
+                Ok((g, _)) => g,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+}
+
+/// What to wait on for a queue's receive side.
+#[derive(Debug, Clone)]
+pub enum Readiness {
+    /// A file descriptor that polls readable (`POLLIN`) when frames wait. It stays
+    /// valid as long as the NIC that returned it.
+    #[cfg(target_os = "linux")]
+    Fd(std::os::fd::RawFd),
+    /// A signal the backend notifies when it queues frames.
+    Notify(Arc<Notify>),
+}
+
+impl Readiness {
+    /// Blocks until the queue may have frames or `timeout` passes; `Ok(true)` if
+    /// it became ready. For simple poll loops and tests.
+    pub fn wait(&self, timeout: Duration) -> std::io::Result<bool> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Readiness::Fd(fd) => crate::sys::poll_readable(*fd, timeout),
+            Readiness::Notify(n) => Ok(n.wait_timeout(timeout)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn permit_is_not_lost_and_is_single() {
+        let n = Notify::new();
+        n.notify();
+        n.notify();
+        assert!(n.wait_timeout(Duration::ZERO));
+        assert!(!n.wait_timeout(Duration::from_millis(1)));
+    }
+
+    #[test]
+    fn wakes_a_registered_waker() {
+        let n = Notify::new();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&count));
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(n.poll_notified(&mut cx), Poll::Pending);
+        n.notify();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(n.poll_notified(&mut cx), Poll::Ready(()));
+        assert_eq!(n.poll_notified(&mut cx), Poll::Pending);
+    }
+
+    #[test]
+    fn wakes_a_blocked_thread() {
+        let n = Arc::new(Notify::new());
+        let m = Arc::clone(&n);
+        let t = std::thread::spawn(move || m.wait_timeout(Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(20));
+        n.notify();
+        assert!(t.join().unwrap());
+    }
+}

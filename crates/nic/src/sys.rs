@@ -1,0 +1,109 @@
+//! The operating-system edge: every system call of this crate, each a small safe
+//! wrapper around one `unsafe` block.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Waits up to `timeout` for `fd` to poll readable; `Ok(true)` if it does.
+pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: `pfd` is a valid pollfd and the count (1) matches it.
+        let rc = unsafe { libc::poll(&raw mut pfd, 1, ms) };
+        match check(rc) {
+            Ok(n) => return Ok(n > 0 && pfd.revents & libc::POLLIN != 0),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Opens `path` read-write, non-blocking, close-on-exec.
+pub(crate) fn open_rw_nonblock(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    #[allow(unsafe_code)]
+    // SAFETY: `path` is a valid NUL-terminated string; the flags are plain bits.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    let fd = check(fd)?;
+    #[allow(unsafe_code)]
+    // SAFETY: `fd` was just returned by open(2), is valid, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `ioctl(fd, request, &mut *arg)`: an ioctl whose argument is a pointer to `T`.
+pub(crate) fn ioctl_ptr<T>(fd: &OwnedFd, request: libc::Ioctl, arg: &mut T) -> io::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: `arg` points to a live, properly aligned `T` for the duration of the
+    // call; the caller pairs each request with the type the kernel expects for it
+    // (a `struct ifreq` for TUNSETIFF, an `int` for TUNSETVNETHDRSZ/TUNSETVNETLE).
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, std::ptr::from_mut(arg)) };
+    check(rc).map(|_| ())
+}
+
+/// `ioctl(fd, request, value)`: an ioctl whose argument is passed by value
+/// (TUNSETOFFLOAD takes the flags as an `unsigned long`).
+pub(crate) fn ioctl_val(
+    fd: &OwnedFd,
+    request: libc::Ioctl,
+    value: libc::c_ulong,
+) -> io::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: the argument is an integer; the kernel reads no memory through it.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, value) };
+    check(rc).map(|_| ())
+}
+
+/// One read(2) into `buf`; `Ok(None)` when it would block.
+pub(crate) fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(Some(n.unsigned_abs()));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// One write(2) of `buf`; `Ok(None)` when it would block.
+pub(crate) fn write(fd: &OwnedFd, buf: &[u8]) -> io::Result<Option<usize>> {
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(Some(n.unsigned_abs()));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}

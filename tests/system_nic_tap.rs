@@ -1,0 +1,522 @@
+//! The TAP backend against the Linux kernel.
+//!
+//! Each test creates a TAP interface in this process, moves it into a network
+//! namespace it creates (the descriptors keep working there), gives the kernel an
+//! address on it, and plays the other host itself through the backend: frames it
+//! reads are what the kernel sent, frames it writes are what the kernel receives.
+//! The namespace and the interface go away when the guards drop, also on failure.
+//!
+//! * the kernel pings an address the test answers (ARP and ICMP echo), over two
+//!   queues; the backend's pcap recording of it reads back in tshark;
+//! * a kernel TCP sender, with the kernel's TSO on toward this side, hands over
+//!   super-frames marked TCPv4 GSO, larger than the MTU; with it off, only
+//!   MTU-sized frames;
+//! * a super-frame written by linerate (one 40 KiB TCP segment, marked for
+//!   segmentation with a partial checksum) reaches a kernel socket intact.
+//!
+//! Needs root: `cargo test --features system-tests --test system_nic_tap`.
+#![cfg(feature = "system-tests")]
+#![cfg(target_os = "linux")]
+
+use linerate::nic::tap::{Tap, TapConfig, TapOffloads};
+use linerate::nic::{Batch, Counter, Frame, Nic, PcapRecorder};
+use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
+use linerate::wire::build::{FrameBuilder, Ip, L4};
+use linerate::wire::etherparse::{
+    IcmpEchoHeader, Icmpv4Type, NetSlice, SlicedPacket, TcpHeader, TcpOptionElement, TransportSlice,
+};
+use linerate::wire::{arp, checksum};
+use linerate_testkit::netns::{self, Netns};
+use linerate_testkit::tshark;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
+const KERNEL_IP: [u8; 4] = [10, 213, 0, 1];
+const OUR_IP: [u8; 4] = [10, 213, 0, 2];
+
+/// The TAP, moved into its own namespace, with the kernel at `KERNEL_IP`/24.
+struct Link {
+    tap: Tap,
+    ns: Netns,
+    /// The kernel interface's MAC.
+    kernel_mac: [u8; 6],
+    /// Frames answered here (ARP requests for `OUR_IP`).
+    arp_replies: usize,
+}
+
+impl Link {
+    fn new(queues: u16, offloads: TapOffloads) -> Link {
+        assert!(netns::is_root(), "system tests need root");
+        let ns = Netns::new("lrnt").unwrap();
+        let tap = Tap::open(&TapConfig {
+            queues,
+            offloads,
+            ..TapConfig::new(netns::unique("lrt"))
+        })
+        .unwrap();
+        netns::ip(&["link", "set", tap.name(), "netns", ns.name()]).unwrap();
+        ns.ip(&["addr", "add", "10.213.0.1/24", "dev", tap.name()])
+            .unwrap();
+        ns.ip(&["link", "set", tap.name(), "up"]).unwrap();
+        let path = format!("/sys/class/net/{}/address", tap.name());
+        let out = ns.exec("cat", &[&path]).unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mac: Vec<u8> = text
+            .trim()
+            .split(':')
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect();
+        Link {
+            tap,
+            ns,
+            kernel_mac: mac.try_into().unwrap(),
+            arp_replies: 0,
+        }
+    }
+
+    fn send(&mut self, frame: Vec<u8>, meta: OffloadMeta) {
+        let mut batch = Batch::new();
+        batch.push(Frame::new(self.tap.pool().alloc_from(&frame), meta));
+        assert_eq!(self.tap.transmit(0, &mut batch).unwrap(), 1);
+    }
+
+    /// Every frame the kernel sent within `wait`, from all queues, after
+    /// answering ARP requests for `OUR_IP`. Returns early once something came.
+    fn poll(&mut self, wait: Duration) -> Vec<Frame> {
+        let deadline = Instant::now() + wait;
+        let mut batch = Batch::new();
+        loop {
+            for q in 0..self.tap.queues() {
+                self.tap.receive(q, &mut batch, 64).unwrap();
+            }
+            if !batch.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            let each = Duration::from_millis(2);
+            for q in 0..self.tap.queues() {
+                self.tap.readiness(q).unwrap().wait(each).unwrap();
+            }
+        }
+        let mut out = Vec::new();
+        for f in batch.drain(..) {
+            let b = f.bytes();
+            if b[12..14] == [0x08, 0x06] {
+                let req = arp::Packet::new_checked(&b[14..]).unwrap();
+                if req.oper() == arp::operation::REQUEST && req.tpa() == OUR_IP {
+                    let reply = req.reply_to(OUR_MAC).to_arp_packet();
+                    let frame = FrameBuilder::arp(reply, OUR_MAC, req.sha()).build(&[]);
+                    self.send(frame, OffloadMeta::plain());
+                    self.arp_replies += 1;
+                }
+                continue;
+            }
+            out.push(f);
+        }
+        out
+    }
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let p = std::env::temp_dir().join(netns::unique("lrpc"));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A TCP/IPv4 frame from us to the kernel.
+#[allow(clippy::too_many_arguments)]
+fn tcp_frame(
+    kernel_mac: [u8; 6],
+    ports: (u16, u16),
+    seq: u32,
+    ack: Option<u32>,
+    syn: bool,
+    fin: bool,
+    options: &[TcpOptionElement],
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut h = TcpHeader::new(ports.0, ports.1, seq, 65_535);
+    h.syn = syn;
+    h.fin = fin;
+    h.psh = !payload.is_empty();
+    if let Some(a) = ack {
+        h.ack = true;
+        h.acknowledgment_number = a;
+    }
+    h.set_options(options).unwrap();
+    FrameBuilder::new(Ip::v4(OUR_IP, KERNEL_IP), L4::Tcp(h))
+        .macs(OUR_MAC, kernel_mac)
+        .build(payload)
+}
+
+/// The TCP segment in a frame: (ports, seq, ack, syn, fin, window, payload length).
+struct Seg {
+    src_port: u16,
+    dst_port: u16,
+    seq: u32,
+    ack: u32,
+    syn: bool,
+    fin: bool,
+    rst: bool,
+    window: u16,
+    payload: Vec<u8>,
+}
+
+fn tcp_of(frame: &[u8]) -> Option<Seg> {
+    let p = SlicedPacket::from_ethernet(frame).ok()?;
+    let Some(NetSlice::Ipv4(ip)) = &p.net else {
+        return None;
+    };
+    if ip.header().destination() != OUR_IP {
+        return None;
+    }
+    let Some(TransportSlice::Tcp(t)) = &p.transport else {
+        return None;
+    };
+    Some(Seg {
+        src_port: t.source_port(),
+        dst_port: t.destination_port(),
+        seq: t.sequence_number(),
+        ack: t.acknowledgment_number(),
+        syn: t.syn(),
+        fin: t.fin(),
+        rst: t.rst(),
+        window: t.window_size(),
+        payload: t.payload().to_vec(),
+    })
+}
+
+#[test]
+fn tap_probes_offloads_and_disappears_when_dropped() {
+    assert!(netns::is_root(), "system tests need root");
+    let name = netns::unique("lrp");
+    let tap = Tap::open(&TapConfig::new(name.clone())).unwrap();
+    assert_eq!(tap.name(), name);
+    let avail = tap.offloads_available();
+    assert!(
+        avail.csum && avail.tso4 && avail.tso6 && avail.tso_ecn,
+        "{avail:?}"
+    );
+    assert_eq!(tap.offloads_enabled(), TapOffloads::TSO);
+    let caps = tap.caps();
+    assert!(caps.offloads.lro && caps.offloads.tso4 && caps.offloads.tx_csum);
+    assert_eq!(caps.queues, 1);
+    assert!(netns::ip(&["link", "show", &name]).is_ok());
+    drop(tap);
+    assert!(
+        netns::ip(&["link", "show", &name]).is_err(),
+        "interface left behind"
+    );
+    assert!(Tap::open(&TapConfig::new("a-name-longer-than-15")).is_err());
+}
+
+#[test]
+fn kernel_pings_an_address_answered_through_the_tap() {
+    let mut link = Link::new(2, TapOffloads::TSO);
+    assert_eq!(link.tap.queues(), 2);
+    let dir = TempDir::new();
+    let pcap = dir.0.join("ping.pcap");
+    let recorder = Arc::new(PcapRecorder::create(&pcap).unwrap());
+    link.tap.set_recorder(Some(recorder.clone()));
+    let ns_name = link.ns.name().to_owned();
+    let ping = std::thread::spawn(move || {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &ns_name, "ping", "-c", "3", "-i", "0.2"])
+            .args(["-W", "2", "10.213.0.2"])
+            .output()
+            .unwrap()
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut echoes = 0;
+    while !ping.is_finished() && Instant::now() < deadline {
+        for f in link.poll(Duration::from_millis(50)) {
+            let p = SlicedPacket::from_ethernet(f.bytes()).unwrap();
+            let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Icmpv4(icmp))) =
+                (&p.net, &p.transport)
+            else {
+                continue;
+            };
+            let Icmpv4Type::EchoRequest(echo) = icmp.icmp_type() else {
+                continue;
+            };
+            assert_eq!(ip.header().destination(), OUR_IP);
+            let reply = FrameBuilder::new(
+                Ip::v4(OUR_IP, KERNEL_IP),
+                L4::Icmpv4(Icmpv4Type::EchoReply(IcmpEchoHeader {
+                    id: echo.id,
+                    seq: echo.seq,
+                })),
+            )
+            .macs(OUR_MAC, f.bytes()[6..12].try_into().unwrap())
+            .build(icmp.payload());
+            link.send(reply, OffloadMeta::plain());
+            echoes += 1;
+        }
+    }
+    let out = ping.join().unwrap();
+    assert!(
+        out.status.success(),
+        "ping failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(echoes >= 3, "answered {echoes} echo requests");
+    assert!(link.arp_replies >= 1);
+    let s = link.tap.counters().snapshot();
+    assert!(s.total(Counter::RxPackets) >= 4, "{}", s.ethtool());
+    assert_eq!(
+        s.total(Counter::TxPackets) as usize,
+        echoes + link.arp_replies
+    );
+
+    // The recording, read by tshark: both directions, every checksum good.
+    link.tap.set_recorder(None);
+    let recorder = Arc::into_inner(recorder).unwrap();
+    assert!(recorder.error().is_none());
+    recorder.finish().unwrap();
+    let fields = ["icmp.type", "icmp.checksum.status", "arp.opcode"];
+    let rows = tshark::fields(&pcap, &fields, &[]).unwrap();
+    let count = |col: usize, v: &str| rows.iter().filter(|r| r[col] == v).count();
+    assert_eq!(count(0, "8"), echoes, "echo requests in the pcap");
+    assert_eq!(count(0, "0"), echoes, "echo replies in the pcap");
+    assert_eq!(count(1, "1"), 2 * echoes, "good ICMP checksums");
+    assert!(
+        count(2, "1") >= 1 && count(2, "2") >= 1,
+        "ARP request and reply"
+    );
+}
+
+/// What a kernel TCP sender handed over: every data frame's length and GSO mark.
+struct Received {
+    frames: Vec<(usize, Option<Gso>, Checksum)>,
+    bytes: usize,
+}
+
+/// The kernel connects to `OUR_IP:5001` and writes `len` bytes; the test plays a
+/// receiver that acknowledges everything at once with a large window.
+fn kernel_sends(offloads: TapOffloads, len: usize) -> Received {
+    let mut link = Link::new(1, offloads);
+    let client = link
+        .ns
+        .spawn(move || {
+            let to = SocketAddrV4::new(Ipv4Addr::from(OUR_IP), 5001);
+            let mut s = TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))?;
+            let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            s.write_all(&data)?;
+            std::io::Result::Ok(())
+        })
+        .unwrap();
+    const ISS: u32 = 77_000;
+    let mut rcv_nxt = None::<u32>;
+    let mut got = Received {
+        frames: Vec::new(),
+        bytes: 0,
+    };
+    let mut fin = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fin && Instant::now() < deadline {
+        for f in link.poll(Duration::from_millis(100)) {
+            let Some(seg) = tcp_of(f.bytes()) else {
+                continue;
+            };
+            assert!(!seg.rst, "the kernel reset the connection");
+            let mac = link.kernel_mac;
+            let ports = (seg.dst_port, seg.src_port);
+            if seg.syn {
+                rcv_nxt = Some(seg.seq.wrapping_add(1));
+                let syn_ack = tcp_frame(
+                    mac,
+                    ports,
+                    ISS,
+                    rcv_nxt,
+                    true,
+                    false,
+                    &[
+                        TcpOptionElement::MaximumSegmentSize(1460),
+                        TcpOptionElement::WindowScale(7),
+                    ],
+                    &[],
+                );
+                link.send(syn_ack, OffloadMeta::plain());
+                continue;
+            }
+            let Some(nxt) = rcv_nxt else { continue };
+            if !seg.payload.is_empty() {
+                got.frames.push((f.len(), f.meta.gso, f.meta.csum));
+            }
+            if seg.seq == nxt {
+                for (i, b) in seg.payload.iter().enumerate() {
+                    assert_eq!(*b, ((got.bytes + i) % 251) as u8, "byte {}", got.bytes + i);
+                }
+                got.bytes += seg.payload.len();
+                let mut n = nxt.wrapping_add(seg.payload.len() as u32);
+                if seg.fin {
+                    n = n.wrapping_add(1);
+                    fin = true;
+                }
+                rcv_nxt = Some(n);
+            }
+            let ack = tcp_frame(
+                mac,
+                ports,
+                ISS.wrapping_add(1),
+                rcv_nxt,
+                false,
+                false,
+                &[],
+                &[],
+            );
+            link.send(ack, OffloadMeta::plain());
+        }
+    }
+    client.join().unwrap().unwrap().unwrap();
+    assert!(fin, "no FIN within the time limit; got {} bytes", got.bytes);
+    assert_eq!(got.bytes, len);
+    got
+}
+
+#[test]
+fn kernel_tcp_hands_over_tso_super_frames() {
+    let got = kernel_sends(TapOffloads::TSO, 8 << 20);
+    let supers: Vec<_> = got
+        .frames
+        .iter()
+        .filter(|(len, gso, _)| gso.is_some() && *len > 1514)
+        .collect();
+    assert!(
+        !supers.is_empty(),
+        "no super-frame among {}",
+        got.frames.len()
+    );
+    for (len, gso, csum) in &supers {
+        let g = gso.unwrap();
+        assert_eq!(g.kind, GsoType::TcpV4);
+        assert!((1400..=1460).contains(&g.size), "gso_size {}", g.size);
+        assert!(*len <= 65_536 + 14, "{len}");
+        assert!(matches!(
+            csum,
+            Checksum::Partial {
+                start: 34,
+                offset: 16
+            }
+        ));
+    }
+    let biggest = supers.iter().map(|(len, ..)| *len).max().unwrap();
+    eprintln!(
+        "{} data frames, {} super-frames, the largest {biggest} bytes",
+        got.frames.len(),
+        supers.len()
+    );
+    assert!(biggest > 32 * 1024, "largest super-frame {biggest} bytes");
+}
+
+#[test]
+fn without_tso_the_kernel_hands_over_mtu_sized_frames() {
+    let got = kernel_sends(TapOffloads::NONE, 1 << 20);
+    assert!(got.frames.len() >= (1 << 20) / 1460);
+    for (len, gso, _) in &got.frames {
+        assert!(gso.is_none() && *len <= 1514, "{len} bytes, {gso:?}");
+    }
+}
+
+#[test]
+fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
+    let mut link = Link::new(1, TapOffloads::TSO);
+    let listener = link
+        .ns
+        .run(|| TcpListener::bind("10.213.0.1:5002"))
+        .unwrap()
+        .unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        got
+    });
+    let ports = (40_000, 5002);
+    const ISS: u32 = 5_000;
+    let mac = link.kernel_mac;
+    let syn = tcp_frame(
+        mac,
+        ports,
+        ISS,
+        None,
+        true,
+        false,
+        &[
+            TcpOptionElement::MaximumSegmentSize(1460),
+            TcpOptionElement::WindowScale(7),
+        ],
+        &[],
+    );
+    link.send(syn, OffloadMeta::plain());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (irs, window) = loop {
+        assert!(Instant::now() < deadline, "no SYN-ACK");
+        let segs: Vec<_> = link
+            .poll(Duration::from_millis(100))
+            .iter()
+            .filter_map(|f| tcp_of(f.bytes()))
+            .collect();
+        if let Some(s) = segs.iter().find(|s| s.syn && s.ack == ISS + 1) {
+            break (s.seq, s.window);
+        }
+    };
+    let ack = Some(irs.wrapping_add(1));
+    link.send(
+        tcp_frame(mac, ports, ISS + 1, ack, false, false, &[], &[]),
+        OffloadMeta::plain(),
+    );
+    // One segment, 40 KiB or the kernel's window if smaller, marked for
+    // segmentation into 1460-byte segments, its checksum left partial: the TCP
+    // checksum field holds the pseudo-header sum only.
+    let n = usize::from(window).min(40 * 1024);
+    let data: Vec<u8> = (0..n).map(|i| (i * 7 % 256) as u8).collect();
+    let mut frame = tcp_frame(mac, ports, ISS + 1, ack, false, false, &[], &data);
+    let pseudo = checksum::pseudo_ipv4(OUR_IP, KERNEL_IP, 6, (20 + n) as u16);
+    frame[34 + 16..34 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+    assert!(frame.len() > 1514);
+    link.send(
+        frame,
+        OffloadMeta {
+            csum: Checksum::Partial {
+                start: 34,
+                offset: 16,
+            },
+            gso: Some(Gso::new(GsoType::TcpV4, 1460)),
+            ..OffloadMeta::plain()
+        },
+    );
+    let fin_seq = ISS + 1 + n as u32;
+    link.send(
+        tcp_frame(mac, ports, fin_seq, ack, false, true, &[], &[]),
+        OffloadMeta::plain(),
+    );
+    // Keep answering ARP until the kernel acknowledges the data and the FIN.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut acked = false;
+    while !acked && Instant::now() < deadline {
+        acked = link
+            .poll(Duration::from_millis(100))
+            .iter()
+            .filter_map(|f| tcp_of(f.bytes()))
+            .any(|s| s.ack == fin_seq + 1);
+    }
+    assert!(acked, "the kernel did not acknowledge the data and FIN");
+    assert_eq!(server.join().unwrap(), data);
+    let s = link.tap.counters().snapshot();
+    assert_eq!(s.total(Counter::TxGsoPackets), 1);
+}
