@@ -34,6 +34,7 @@ use linerate_wire::layout::{self, Fragment, Headers, L3Kind, L4Kind, Layout, Tun
 /// assert_eq!(i.swapped().as_bytes(), &[10, 0, 0, 2, 10, 0, 0, 1, 0, 53, 0x13, 0x88]);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C, align(8))]
 pub struct HashInput {
     /// The input, zero-padded to [`HashInput::PADDED`] bytes so the SIMD path can
     /// read whole blocks.

@@ -75,6 +75,12 @@ impl Keys {
         }
     }
 
+    /// Hashes every input of `inputs` into the matching slot of `out`.
+    pub(super) fn hash_batch(&self, inputs: &[HashInput], out: &mut [u32]) {
+        // SAFETY: as in `hash_input`: a `Keys` proves the CPU features.
+        unsafe { batch(&self.windows, inputs, out) }
+    }
+
     /// Hashes up to 48 bytes (the caller checked the length against the key).
     pub(super) fn hash_bytes(&self, input: &[u8]) -> u32 {
         let mut b = [0u8; HashInput::PADDED];
@@ -155,4 +161,18 @@ fn kernel<const P: usize>(windows: &[u64; PIECES], b: &[u8; HashInput::PADDED]) 
         block += 1;
     }
     ((_mm_cvtsi128_si64(acc) as u64) >> 32) as u32
+}
+
+/// [`kernel`] over a batch, with the kernel inlined into one loop.
+#[target_feature(enable = "pclmulqdq,ssse3,sse4.1")]
+fn batch(windows: &[u64; PIECES], inputs: &[HashInput], out: &mut [u32]) {
+    for (i, o) in inputs.iter().zip(out) {
+        let b = i.padded();
+        *o = match i.len() {
+            12 => kernel::<3>(windows, b),
+            36 => kernel::<9>(windows, b),
+            8 => kernel::<2>(windows, b),
+            _ => kernel::<8>(windows, b),
+        };
+    }
 }
