@@ -3,6 +3,9 @@
 //!
 //! `cargo bench --bench rss`
 
+// Benchmark set-up: a failed unwrap is a broken benchmark.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::rss::toeplitz::bitwise;
 use linerate::rss::{HashInput, Path, RssKey, Toeplitz};
@@ -54,17 +57,22 @@ fn toeplitz(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500));
     let key = RssKey::MICROSOFT;
     let mut rng = Rng(7);
-    let mut paths = vec![("portable", Toeplitz::with_path(&key, Path::Portable).unwrap())];
+    let mut paths = vec![(
+        "portable",
+        Toeplitz::with_path(&key, Path::Portable).unwrap(),
+    )];
     if let Ok(t) = Toeplitz::with_path(&key, Path::Clmul) {
         paths.push(("clmul", t));
     }
-    for kind in ["ipv4", "tcp_ipv4", "udp_ipv4", "ipv6", "tcp_ipv6", "udp_ipv6"] {
+    for kind in [
+        "ipv4", "tcp_ipv4", "udp_ipv4", "ipv6", "tcp_ipv6", "udp_ipv6",
+    ] {
         let inputs = inputs(kind, &mut rng);
         g.bench_with_input(BenchmarkId::new("bitwise", kind), &inputs, |b, inputs| {
             b.iter(|| {
-                inputs
-                    .iter()
-                    .fold(0, |h, i| h ^ bitwise(key.as_bytes(), black_box(i).as_bytes()))
+                inputs.iter().fold(0, |h, i| {
+                    h ^ bitwise(key.as_bytes(), black_box(i).as_bytes())
+                })
             })
         });
         for (name, t) in &paths {

@@ -3,6 +3,9 @@
 //! they come from), checked on every hash path this CPU has and on the bitwise
 //! reference.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::net::IpAddr;
 
 use linerate_rss::toeplitz::bitwise;
