@@ -46,7 +46,8 @@ pub enum ConfigError {
         /// The number of queues.
         queues: u16,
     },
-    /// A source port range is empty (its first port above its last).
+    /// A source port range is empty (its first port above its last) or holds
+    /// port 0.
     PortRange {
         /// First port of the range.
         first: u16,
@@ -84,7 +85,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "queue {queue} is out of range (there are {queues})")
             }
             ConfigError::PortRange { first, last } => {
-                write!(f, "port range {first}..={last} is empty")
+                write!(f, "port range {first}..={last} is empty or holds port 0")
             }
             ConfigError::PathUnavailable => {
                 write!(f, "the SIMD Toeplitz path is not available on this CPU")
