@@ -59,18 +59,24 @@ pub const EPHEMERAL: (u16, u16) = (49152, 65535);
 pub struct PortAllocator {
     steering: Arc<Steering>,
     v6: bool,
-    first: u16,
-    last: u16,
     /// `h(0, 0, 0, port)` for each port of the range (port at the destination-port
     /// offset of the replies' input).
     hport: Box<[u32]>,
+    pool: Pool,
+}
+
+/// The free ports.
+#[derive(Debug)]
+struct Pool {
+    first: u16,
+    last: u16,
     /// Free ports by `hport & (MAX_SIZE - 1)`, oldest release first.
     buckets: Box<[VecDeque<u16>]>,
     /// In-use bitmap over the range.
     in_use: Box<[u64]>,
     free: usize,
-    /// Rotates the table entry tried first, so successive ports for one queue
-    /// spread over that queue's entries.
+    /// Rotates the table entry (or bucket) tried first, so successive ports for
+    /// one queue spread over that queue's entries.
     cursor: usize,
 }
 
@@ -106,29 +112,31 @@ impl PortAllocator {
         Ok(PortAllocator {
             steering,
             v6,
-            first,
-            last,
             hport: hport.into_boxed_slice(),
-            buckets,
-            in_use: vec![0u64; n.div_ceil(64)].into_boxed_slice(),
-            free: n,
-            cursor: 0,
+            pool: Pool {
+                first,
+                last,
+                buckets,
+                in_use: vec![0u64; n.div_ceil(64)].into_boxed_slice(),
+                free: n,
+                cursor: 0,
+            },
         })
     }
 
     /// The range, first and last port.
     pub fn range(&self) -> (u16, u16) {
-        (self.first, self.last)
+        (self.pool.first, self.pool.last)
     }
 
     /// How many ports are free.
     pub fn free(&self) -> usize {
-        self.free
+        self.pool.free
     }
 
     /// True if `port` is in the range and allocated or reserved.
     pub fn is_in_use(&self, port: u16) -> bool {
-        self.slot(port).is_some_and(|i| self.bit(i))
+        self.pool.slot(port).is_some_and(|i| self.pool.bit(i))
     }
 
     /// A free port `p` such that `flow` with source port `p` is transmitted, and its
@@ -143,79 +151,65 @@ impl PortAllocator {
         if flow.is_v6() != self.v6 {
             return Err(PortError::FamilyMismatch);
         }
-        let queues = self.steering.queues();
+        let steering = &self.steering;
+        let pool = &mut self.pool;
+        let queues = steering.queues();
         if queue >= queues {
             return Err(PortError::QueueOutOfRange { queue, queues });
         }
         let mut reply = flow.reversed();
         reply.dst_port = 0;
-        let steering = self.steering.clone();
         let Some(input) = reply.input(steering.config().types) else {
             // Not hashed at all: every port goes to the default queue.
             return if queue == steering.default_queue() {
-                self.take_any(queue)
+                pool.take_any(queue)
             } else {
                 Err(PortError::Exhausted { queue })
             };
         };
         let base = steering.hasher().hash(&input);
-        let table = steering.table().load();
-        if !has_ports(input.kind()) {
-            // The port is not hashed: the addresses decide.
-            return if table.queue(base) == queue {
-                self.take_any(queue)
-            } else {
-                Err(PortError::Exhausted { queue })
-            };
-        }
-        let size = table.len();
-        let mask = size - 1;
-        let entries = table.indices_of(queue);
-        let k = entries.len();
-        for j in 0..k {
-            let Some(&i) = entries.get((self.cursor + j) % k) else {
-                continue;
-            };
-            let low = (base as usize ^ usize::from(i)) & mask;
-            // The buckets whose low bits (as many as the table uses) are `low`.
-            for b in (low..MAX_SIZE).step_by(size) {
-                let Some(port) = self.buckets.get_mut(b).and_then(VecDeque::pop_front) else {
+        steering.table().with(|table| {
+            if !has_ports(input.kind()) {
+                // The port is not hashed: the addresses decide.
+                return if table.queue(base) == queue {
+                    pool.take_any(queue)
+                } else {
+                    Err(PortError::Exhausted { queue })
+                };
+            }
+            let size = table.len();
+            let mask = size - 1;
+            let entries = table.indices_of(queue);
+            let k = entries.len();
+            for j in 0..k {
+                let Some(&i) = entries.get((pool.cursor + j) % k) else {
                     continue;
                 };
-                self.mark(port, true);
-                self.cursor = (self.cursor + j + 1) % k;
-                return Ok(port);
+                let low = (base as usize ^ usize::from(i)) & mask;
+                // The buckets whose low bits (as many as the table uses) are `low`.
+                for b in (low..MAX_SIZE).step_by(size) {
+                    if let Some(port) = pool.pop(b) {
+                        pool.cursor = (pool.cursor + j + 1) % k;
+                        return Ok(port);
+                    }
+                }
             }
-        }
-        Err(PortError::Exhausted { queue })
-    }
-
-    /// Any free port (when the port does not change the queue).
-    fn take_any(&mut self, queue: u16) -> Result<u16, PortError> {
-        let n = self.buckets.len();
-        for j in 0..n {
-            let b = (self.cursor + j) % n;
-            if let Some(port) = self.buckets.get_mut(b).and_then(VecDeque::pop_front) {
-                self.cursor = (b + 1) % n;
-                self.mark(port, true);
-                return Ok(port);
-            }
-        }
-        Err(PortError::Exhausted { queue })
+            Err(PortError::Exhausted { queue })
+        })
     }
 
     /// Returns `port` to the free ports (it becomes the last to be reused).
     pub fn release(&mut self, port: u16) -> Result<(), PortError> {
-        let i = self.slot(port).ok_or(PortError::NotInRange { port })?;
-        if !self.bit(i) {
+        let i = self.pool.slot(port).ok_or(PortError::NotInRange { port })?;
+        if !self.pool.bit(i) {
             return Err(PortError::WrongState {
                 port,
                 in_use: false,
             });
         }
-        self.mark(port, false);
+        self.pool.mark(port, false);
         let h = self.hport.get(i).copied().unwrap_or(0);
-        if let Some(b) = self.buckets.get_mut(bucket(h)) {
+        if let Some(b) = self.pool.buckets.get_mut(bucket(h)) {
             b.push_back(port);
         }
         Ok(())
@@ -223,16 +217,38 @@ impl PortAllocator {
 
     /// Takes a specific port (an explicit `bind`), so it is not handed out.
     pub fn reserve(&mut self, port: u16) -> Result<(), PortError> {
-        let i = self.slot(port).ok_or(PortError::NotInRange { port })?;
-        if self.bit(i) {
+        let i = self.pool.slot(port).ok_or(PortError::NotInRange { port })?;
+        if self.pool.bit(i) {
             return Err(PortError::WrongState { port, in_use: true });
         }
         let h = self.hport.get(i).copied().unwrap_or(0);
-        if let Some(b) = self.buckets.get_mut(bucket(h)) {
+        if let Some(b) = self.pool.buckets.get_mut(bucket(h)) {
             b.retain(|&p| p != port);
         }
-        self.mark(port, true);
+        self.pool.mark(port, true);
         Ok(())
+    }
+}
+
+impl Pool {
+    /// The oldest free port of bucket `b`, now in use.
+    fn pop(&mut self, b: usize) -> Option<u16> {
+        let port = self.buckets.get_mut(b)?.pop_front()?;
+        self.mark(port, true);
+        Some(port)
+    }
+
+    /// Any free port (when the port does not change the queue).
+    fn take_any(&mut self, queue: u16) -> Result<u16, PortError> {
+        let n = self.buckets.len();
+        for j in 0..n {
+            let b = (self.cursor + j) % n;
+            if let Some(port) = self.pop(b) {
+                self.cursor = (b + 1) % n;
+                return Ok(port);
+            }
+        }
+        Err(PortError::Exhausted { queue })
     }
 
     fn slot(&self, port: u16) -> Option<usize> {
