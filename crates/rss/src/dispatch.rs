@@ -265,20 +265,15 @@ fn classify<B: AsRef<[u8]>>(
         return table.queue(h.value);
     }
     let data = frame.data.as_ref();
-    let layout = match frame.meta.layout {
-        Some(l) => l,
-        None => match steering.config().layout.parse(data) {
-            Ok(l) => {
-                frame.meta.layout = Some(l);
-                l
-            }
-            Err(_) => {
-                *unhashed += 1;
-                return steering.default_queue();
-            }
-        },
+    if frame.meta.layout.is_none() {
+        // Parse straight into the meta: later stages (GRO) reuse the layout.
+        frame.meta.layout = steering.config().layout.parse(data).ok();
+    }
+    let Some(layout) = &frame.meta.layout else {
+        *unhashed += 1;
+        return steering.default_queue();
     };
-    match steering.config().input(data, &layout) {
+    match steering.config().input(data, layout) {
         Some(input) => {
             let h = steering.hash_input(&input);
             frame.meta.rss = Some(h);

@@ -46,14 +46,33 @@ impl HashInput {
     /// Storage size: the longest input a 52-byte key covers, a multiple of 16.
     pub const PADDED: usize = 48;
 
+    /// The input of `kind` from its address bytes (8 for IPv4, 32 for IPv6: source
+    /// then destination) and, for the 4-tuple types, its port bytes.
+    #[inline]
     fn build(kind: RssHashType, addrs: &[u8], ports: Option<[u8; 4]>) -> HashInput {
         let mut bytes = [0u8; HashInput::PADDED];
-        for (d, s) in bytes.iter_mut().zip(addrs) {
-            *d = *s;
-        }
+        let (a, rest) = bytes.split_at_mut(32);
+        let n = if let Ok(v4) = <&[u8; 8]>::try_from(addrs) {
+            if let Some(d) = a.first_chunk_mut::<8>() {
+                *d = *v4;
+            }
+            8
+        } else if let Ok(v6) = <&[u8; 32]>::try_from(addrs) {
+            if let Some(d) = a.first_chunk_mut::<32>() {
+                *d = *v6;
+            }
+            32
+        } else {
+            0
+        };
         if let Some(p) = ports {
-            for (d, s) in bytes.iter_mut().skip(addrs.len()).zip(p) {
-                *d = s;
+            let dst = if n == 8 {
+                a.get_mut(8..12)
+            } else {
+                rest.get_mut(..4)
+            };
+            if let Some(d) = dst.and_then(|d| <&mut [u8; 4]>::try_from(d).ok()) {
+                *d = p;
             }
         }
         HashInput { bytes, kind }

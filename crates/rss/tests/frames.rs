@@ -258,3 +258,54 @@ fn tunnel_with_non_ip_inner_uses_outer() {
     let h = s.hash_frame(&f, None).unwrap();
     assert_eq!(h.kind, RssHashType::UdpIpv4);
 }
+
+mod robustness {
+    use super::*;
+    use linerate_rss::{Dispatcher, RxFrame};
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    fn valid_frames() -> Vec<Vec<u8>> {
+        let mut r = Rng(77);
+        let mut v = tunnel_frames(Tunnel::Vxlan, 2, &mut r);
+        v.extend(tunnel_frames(Tunnel::Geneve, 2, &mut r));
+        v.extend(tunnel_frames(Tunnel::Nvgre, 2, &mut r));
+        v.push(FrameBuilder::new(Ip::v6([1; 16], [2; 16]), L4::udp(1, 2)).build(b"abc"));
+        v.push(FrameBuilder::new(Ip::v4(A4, B4), L4::tcp(1, 2)).build(b"abc"));
+        v
+    }
+
+    proptest! {
+        /// Mutated and truncated frames never panic the hashing or the dispatcher,
+        /// and whatever hashes is dispatched to a queue that exists.
+        #[test]
+        fn mutated_frames_never_panic(
+            which in 0usize..8,
+            flips in proptest::collection::vec((any::<u16>(), any::<u8>()), 0..8),
+            cut in any::<u16>(),
+        ) {
+            let frames = valid_frames();
+            let mut f = frames[which % frames.len()].clone();
+            for (at, x) in flips {
+                let i = usize::from(at) % f.len();
+                f[i] ^= x;
+            }
+            f.truncate(usize::from(cut) % (f.len() + 1));
+            let s = Arc::new(steering(HashConfig::default()));
+            let _ = s.hash_frame(&f, None);
+            let q = s.rx_queue_of_frame(&f, None);
+            prop_assert!(q < 8);
+            let (mut d, rx) = Dispatcher::new(s, 4).unwrap();
+            let res = d.dispatch([RxFrame::new(f)]);
+            prop_assert_eq!(res.delivered, 1);
+            prop_assert_eq!(rx[usize::from(q)].len(), 1);
+        }
+
+        #[test]
+        fn random_bytes_never_panic(f in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let s = steering(HashConfig::default());
+            let _ = s.hash_frame(&f, None);
+            prop_assert!(s.tx_queue_of_frame(&f, None) < 8);
+        }
+    }
+}
