@@ -57,6 +57,18 @@ fn inputs(kind: &str, rng: &mut Rng) -> Vec<HashInput> {
         .collect()
 }
 
+/// Every path this CPU has, by name.
+fn paths(key: &RssKey) -> Vec<(&'static str, Toeplitz)> {
+    [
+        ("portable", Path::Portable),
+        ("clmul", Path::Clmul),
+        ("vpclmul", Path::Vpclmul),
+    ]
+    .into_iter()
+    .filter_map(|(n, p)| Toeplitz::with_path(key, p).ok().map(|t| (n, t)))
+    .collect()
+}
+
 fn toeplitz(c: &mut Criterion) {
     let mut g = c.benchmark_group("toeplitz");
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -64,13 +76,7 @@ fn toeplitz(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500));
     let key = RssKey::MICROSOFT;
     let mut rng = Rng(7);
-    let mut paths = vec![(
-        "portable",
-        Toeplitz::with_path(&key, Path::Portable).unwrap(),
-    )];
-    if let Ok(t) = Toeplitz::with_path(&key, Path::Clmul) {
-        paths.push(("clmul", t));
-    }
+    let paths = paths(&key);
     for kind in [
         "ipv4", "tcp_ipv4", "udp_ipv4", "ipv6", "tcp_ipv6", "udp_ipv6",
     ] {
@@ -99,13 +105,7 @@ fn toeplitz_batch(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500));
     let key = RssKey::MICROSOFT;
     let mut rng = Rng(8);
-    let mut paths = vec![(
-        "portable",
-        Toeplitz::with_path(&key, Path::Portable).unwrap(),
-    )];
-    if let Ok(t) = Toeplitz::with_path(&key, Path::Clmul) {
-        paths.push(("clmul", t));
-    }
+    let paths = paths(&key);
     for kind in ["tcp_ipv4", "tcp_ipv6"] {
         let inputs = inputs(kind, &mut rng);
         let mut out = vec![0u32; BATCH];

@@ -169,10 +169,11 @@ impl HashInput {
         s.copy_from_slice(dst);
         let (d, rest) = rest.split_at_mut(half);
         d.copy_from_slice(src);
-        if has_ports {
-            if let (Some(p), Some(o)) = (b.get(alen..alen + 4), rest.get_mut(..4)) {
-                o.copy_from_slice(&[p[2], p[3], p[0], p[1]]);
-            }
+        if has_ports
+            && let Some(&[a, b, c, d]) = b.get(alen..alen + 4)
+            && let Some(o) = rest.first_chunk_mut::<4>()
+        {
+            *o = [c, d, a, b];
         }
         HashInput {
             bytes: out,
@@ -404,12 +405,11 @@ impl HashConfig {
     /// not IP or its hash type is disabled.
     #[inline]
     pub fn input(&self, frame: &[u8], layout: &Layout) -> Option<HashInput> {
-        if let (Some(t), Some(inner)) = (&layout.tunnel, &layout.inner) {
-            if self.tunnels.level(t.kind) == HashLevel::Inner {
-                if let Some(i) = self.headers_input(frame, inner) {
-                    return Some(i);
-                }
-            }
+        if let (Some(t), Some(inner)) = (&layout.tunnel, &layout.inner)
+            && self.tunnels.level(t.kind) == HashLevel::Inner
+            && let Some(i) = self.headers_input(frame, inner)
+        {
+            return Some(i);
         }
         self.headers_input(frame, &layout.outer)
     }

@@ -12,11 +12,13 @@
 //! `rte_thash` and Linux's `toeplitz` precomputation do); a hash is then one table
 //! load and one XOR per input byte, with no branch ([`Path::Portable`]).
 //!
-//! On x86-64 CPUs with PCLMULQDQ there is a second path, [`Path::Clmul`], chosen at
-//! run time: the hash is a carry-less product of the input with the key (a Toeplitz
-//! matrix-vector product is a polynomial product over GF(2)), so each 32 input bits
-//! cost one `PCLMULQDQ` against a 64-bit key window prepared once. Both paths give
-//! identical results (tested on a million random inputs of every hash type).
+//! On x86-64 CPUs with PCLMULQDQ there are SIMD paths, chosen at run time: the hash
+//! is a carry-less product of the input with the key (a Toeplitz matrix-vector
+//! product is a polynomial product over GF(2)), so each 32 input bits cost one
+//! 64x64-bit carry-less multiplication against a 64-bit key window.
+//! [`Path::Clmul`] uses 128-bit `PCLMULQDQ`; [`Path::Vpclmul`] uses 256-bit
+//! `VPCLMULQDQ` with AVX2, two products per instruction. All paths give identical
+//! results (tested on a million random inputs of every hash type).
 //!
 //! Which path [`Path::detect`] picks was decided by measurement on the development
 //! machine (AMD EPYC, AVX2, VAES, VPCLMULQDQ): see the crate's benchmark notes.
@@ -40,9 +42,13 @@ pub enum Path {
     /// Per-byte-position lookup tables of `u32` (portable; 36 KiB for a 40-byte
     /// key, 48 KiB for a 52-byte key).
     Portable,
-    /// Carry-less multiplication with `PCLMULQDQ` (x86-64 with PCLMULQDQ, SSSE3
-    /// and SSE4.1, detected at run time).
+    /// Carry-less multiplication with 128-bit `PCLMULQDQ` (x86-64 with PCLMULQDQ,
+    /// SSSE3 and SSE4.1, detected at run time).
     Clmul,
+    /// Carry-less multiplication with 256-bit `VPCLMULQDQ`, two products per
+    /// instruction (x86-64 with the above plus AVX2 and VPCLMULQDQ, detected at run
+    /// time).
+    Vpclmul,
 }
 
 impl Path {
@@ -51,9 +57,11 @@ impl Path {
         match self {
             Path::Portable => true,
             #[cfg(target_arch = "x86_64")]
-            Path::Clmul => clmul::available(),
+            Path::Clmul => clmul::Width::Xmm.available(),
+            #[cfg(target_arch = "x86_64")]
+            Path::Vpclmul => clmul::Width::Ymm.available(),
             #[cfg(not(target_arch = "x86_64"))]
-            Path::Clmul => false,
+            Path::Clmul | Path::Vpclmul => false,
         }
     }
 
@@ -68,11 +76,13 @@ impl Path {
     }
 }
 
-/// Paths in order of preference, fastest measured first. On the development
-/// machine (AMD EPYC Zen 3 class, 2.45 GHz) the carry-less path beat the tables for
-/// every hash type, alone (TCP/IPv4 4.1 vs 4.4 ns, TCP/IPv6 8.5 vs 11 ns) and more
-/// so in batches (2.8 vs 3.9 ns, 6.9 vs 9.9 ns).
-const PREFERRED: [Path; 2] = [Path::Clmul, Path::Portable];
+/// Paths in order of preference, fastest measured first: on the development machine
+/// (AMD EPYC, Zen 3 class) the carry-less paths beat the tables for every hash type,
+/// and the 256-bit one beat the 128-bit one (see the crate documentation).
+const PREFERRED: [Path; 3] = [Path::Vpclmul, Path::Clmul, Path::Portable];
+
+/// Every path, for tests and benchmarks that compare them.
+pub const ALL_PATHS: [Path; 3] = [Path::Portable, Path::Clmul, Path::Vpclmul];
 
 /// A Toeplitz hasher: a key prepared once, and the path that hashes with it.
 ///
@@ -143,10 +153,10 @@ impl Toeplitz {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        let clmul = if path == Path::Clmul {
-            clmul::Keys::new(k)
-        } else {
-            None
+        let clmul = match path {
+            Path::Portable => None,
+            Path::Clmul => clmul::Keys::new(k, clmul::Width::Xmm),
+            Path::Vpclmul => clmul::Keys::new(k, clmul::Width::Ymm),
         };
         Toeplitz {
             prepared: Arc::new(Prepared {

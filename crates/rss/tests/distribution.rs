@@ -10,7 +10,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use common::Rng;
 use linerate_rss::{
-    FlowTuple, HashConfig, IndirectionTable, Path, RssKey, Steering, Toeplitz, Transport,
+    FlowTuple, HashConfig, IndirectionTable, RssKey, Steering, Toeplitz, Transport,
+    toeplitz::ALL_PATHS,
 };
 
 fn check(s: &Steering, flows: &[FlowTuple], what: &str) {
@@ -70,7 +71,7 @@ fn ten_thousand_flows_over_eight_queues() {
         })
         .collect();
     for key in [RssKey::MICROSOFT, RssKey::SYMMETRIC] {
-        for path in [Path::Portable, Path::Clmul] {
+        for path in ALL_PATHS {
             let Ok(hasher) = Toeplitz::with_path(&key, path) else {
                 continue;
             };

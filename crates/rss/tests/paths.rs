@@ -8,7 +8,7 @@
 mod common;
 
 use common::{KINDS, Rng, input};
-use linerate_rss::toeplitz::bitwise;
+use linerate_rss::toeplitz::{ALL_PATHS, bitwise};
 use linerate_rss::{HashInput, Path, RssKey, Toeplitz};
 use proptest::prelude::*;
 
@@ -16,24 +16,40 @@ fn agree(n: usize, seed: u64, keys: &[RssKey]) {
     let mut r = Rng(seed);
     for &key in keys {
         let portable = Toeplitz::with_path(&key, Path::Portable).unwrap();
-        let Ok(simd) = Toeplitz::with_path(&key, Path::Clmul) else {
+        let simd: Vec<Toeplitz> = [Path::Clmul, Path::Vpclmul]
+            .into_iter()
+            .filter_map(|p| Toeplitz::with_path(&key, p).ok())
+            .collect();
+        if simd.is_empty() {
             eprintln!("note: no SIMD path on this CPU; only the portable path is checked");
-            return;
-        };
+        }
         for kind in KINDS {
             let inputs: Vec<HashInput> = (0..n).map(|_| input(kind, &mut r)).collect();
-            let mut batch = vec![0u32; n];
-            simd.hash_batch(&inputs, &mut batch);
             let mut batch_p = vec![0u32; n];
             portable.hash_batch(&inputs, &mut batch_p);
-            for (i, inp) in inputs.iter().enumerate() {
-                let p = portable.hash(inp);
-                assert_eq!(p, simd.hash(inp), "{kind} {key:?} {inp:?}");
-                assert_eq!(p, batch[i], "{kind} batch {inp:?}");
-                assert_eq!(p, batch_p[i], "{kind} portable batch {inp:?}");
-                if i % 1000 == 0 {
-                    assert_eq!(p, bitwise(key.as_bytes(), inp.as_bytes()), "{kind} bitwise");
-                    assert_eq!(simd.hash_bytes(inp.as_bytes()), Ok(p));
+            let want: Vec<u32> = inputs.iter().map(|i| portable.hash(i)).collect();
+            assert_eq!(want, batch_p, "{kind} portable batch");
+            for (i, inp) in inputs.iter().enumerate().step_by(1000) {
+                assert_eq!(
+                    want[i],
+                    bitwise(key.as_bytes(), inp.as_bytes()),
+                    "{kind} bitwise"
+                );
+            }
+            for t in &simd {
+                let mut batch = vec![0u32; n];
+                t.hash_batch(&inputs, &mut batch);
+                for (i, inp) in inputs.iter().enumerate() {
+                    assert_eq!(
+                        want[i],
+                        t.hash(inp),
+                        "{kind} {:?} {key:?} {inp:?}",
+                        t.path()
+                    );
+                    assert_eq!(want[i], batch[i], "{kind} {:?} batch {inp:?}", t.path());
+                }
+                for (i, inp) in inputs.iter().enumerate().step_by(1000) {
+                    assert_eq!(t.hash_bytes(inp.as_bytes()), Ok(want[i]));
                 }
             }
         }
@@ -42,7 +58,9 @@ fn agree(n: usize, seed: u64, keys: &[RssKey]) {
             let b: Vec<u8> = (0..len).map(|_| r.next() as u8).collect();
             let want = bitwise(key.as_bytes(), &b);
             assert_eq!(portable.hash_bytes(&b), Ok(want), "len {len}");
-            assert_eq!(simd.hash_bytes(&b), Ok(want), "len {len}");
+            for t in &simd {
+                assert_eq!(t.hash_bytes(&b), Ok(want), "{:?} len {len}", t.path());
+            }
         }
     }
 }
@@ -84,7 +102,7 @@ proptest! {
     #[test]
     fn symmetric_key_hashes_swapped_ipv4_alike(s in v4(), d in v4(), sp: u16, dp: u16) {
         for key in [RssKey::SYMMETRIC, RssKey::SYMMETRIC_52] {
-            for path in [Path::Portable, Path::Clmul] {
+            for path in ALL_PATHS {
                 let Ok(t) = Toeplitz::with_path(&key, path) else { continue };
                 for i in [
                     HashInput::ipv4(s, d),
@@ -100,7 +118,7 @@ proptest! {
     #[test]
     fn symmetric_key_hashes_swapped_ipv6_alike(s in v6(), d in v6(), sp: u16, dp: u16) {
         for key in [RssKey::SYMMETRIC, RssKey::SYMMETRIC_52] {
-            for path in [Path::Portable, Path::Clmul] {
+            for path in ALL_PATHS {
                 let Ok(t) = Toeplitz::with_path(&key, path) else { continue };
                 for i in [
                     HashInput::ipv6(s, d),
@@ -117,7 +135,7 @@ proptest! {
     fn paths_agree_on_any_bytes(b in proptest::collection::vec(any::<u8>(), 0..=48)) {
         let key = RssKey::SYMMETRIC_52;
         let want = bitwise(key.as_bytes(), &b);
-        for path in [Path::Portable, Path::Clmul] {
+        for path in ALL_PATHS {
             let Ok(t) = Toeplitz::with_path(&key, path) else { continue };
             prop_assert_eq!(t.hash_bytes(&b), Ok(want));
         }

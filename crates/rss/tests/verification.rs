@@ -8,8 +8,8 @@
 
 use std::net::IpAddr;
 
-use linerate_rss::toeplitz::bitwise;
-use linerate_rss::{HashInput, Path, RssKey, Toeplitz};
+use linerate_rss::toeplitz::{ALL_PATHS, bitwise};
+use linerate_rss::{HashInput, RssKey, Toeplitz};
 
 struct Row {
     src: IpAddr,
@@ -56,11 +56,16 @@ fn inputs(r: &Row) -> (HashInput, HashInput) {
 }
 
 fn paths() -> Vec<Toeplitz> {
-    let mut v = vec![Toeplitz::with_path(&RssKey::MICROSOFT, Path::Portable).unwrap()];
-    match Toeplitz::with_path(&RssKey::MICROSOFT, Path::Clmul) {
-        Ok(t) => v.push(t),
-        Err(_) => eprintln!("note: the PCLMULQDQ path is not available on this CPU"),
-    }
+    let mut v: Vec<Toeplitz> = ALL_PATHS
+        .into_iter()
+        .filter_map(|p| match Toeplitz::with_path(&RssKey::MICROSOFT, p) {
+            Ok(t) => Some(t),
+            Err(_) => {
+                eprintln!("note: path {p:?} is not available on this CPU");
+                None
+            }
+        })
+        .collect();
     v.push(Toeplitz::new(&RssKey::MICROSOFT));
     v
 }
