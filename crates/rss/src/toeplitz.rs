@@ -21,7 +21,9 @@
 //! results (tested on a million random inputs of every hash type).
 //!
 //! Which path [`Path::detect`] picks was decided by measurement on the development
-//! machine (AMD EPYC, AVX2, VAES, VPCLMULQDQ): see the crate's benchmark notes.
+//! machine (AMD EPYC, AVX2, VAES, VPCLMULQDQ): see "Performance" in the crate
+//! documentation. [`Toeplitz::hash_batch`] runs the SIMD loop inside one
+//! feature-enabled function, which saves a call per hash.
 //! DPDK also has a GFNI (`GF2P8AFFINEQB`) Toeplitz; that path is left out here on
 //! purpose because the machine this crate is developed and tested on has no GFNI
 //! (nor AVX-512), and code that cannot be run is not shipped.
