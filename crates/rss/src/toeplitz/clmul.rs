@@ -17,7 +17,6 @@
 //! Two kernels compute exactly this: [`kernel`] with 128-bit `PCLMULQDQ` (SSE4.1),
 //! one product per instruction, and [`kernel256`] with 256-bit `VPCLMULQDQ` (AVX2),
 //! two products per instruction and 32 input bytes reversed at once.
-#![allow(unsafe_code)]
 
 use core::arch::x86_64::{
     __m128i, __m256i, _mm_and_si128, _mm_clmulepi64_si128, _mm_cvtepu32_epi64, _mm_cvtsi128_si64,
@@ -88,6 +87,7 @@ impl Keys {
 
     /// Hashes a hash input (its length is one of 8, 12, 32 or 36 bytes).
     #[inline]
+    #[allow(unsafe_code)]
     pub(super) fn hash_input(&self, input: &HashInput) -> u32 {
         let (w, b) = (&self.windows, input.padded());
         // SAFETY: `self` exists only if `Width::available` found the features of
@@ -108,6 +108,7 @@ impl Keys {
     }
 
     /// Hashes every input of `inputs` into the matching slot of `out`.
+    #[allow(unsafe_code)]
     pub(super) fn hash_batch(&self, inputs: &[HashInput], out: &mut [u32]) {
         // SAFETY: as in `hash_input`: a `Keys` proves its kernel's CPU features.
         unsafe {
@@ -119,6 +120,7 @@ impl Keys {
     }
 
     /// Hashes up to 48 bytes (the caller checked the length against the key).
+    #[allow(unsafe_code)]
     pub(super) fn hash_bytes(&self, input: &[u8]) -> u32 {
         let mut b = [0u8; HashInput::PADDED];
         for (d, s) in b.iter_mut().zip(input) {
