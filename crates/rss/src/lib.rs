@@ -88,6 +88,7 @@
 
 pub mod dispatch;
 pub mod error;
+pub mod flow;
 pub mod indirection;
 pub mod input;
 pub mod key;
@@ -97,10 +98,9 @@ pub mod toeplitz;
 
 pub use dispatch::{DispatchStats, Dispatched, Dispatcher, QueueReceiver, QueueStats, RxFrame};
 pub use error::{ConfigError, PortError};
+pub use flow::{FlowAddrs, FlowTuple};
 pub use indirection::{IndirectionTable, SharedTable};
-pub use input::{
-    FlowAddrs, FlowTuple, HashConfig, HashInput, HashLevel, HashTypes, Transport, TunnelHashing,
-};
+pub use input::{HashConfig, HashInput, HashLevel, HashTypes, Transport, TunnelHashing};
 pub use key::RssKey;
 pub use sport::PortAllocator;
 pub use steering::Steering;

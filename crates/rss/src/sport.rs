@@ -28,8 +28,9 @@ use std::sync::Arc;
 use linerate_offload::RssHashType;
 
 use crate::error::{ConfigError, PortError};
+use crate::flow::FlowTuple;
 use crate::indirection::MAX_SIZE;
-use crate::input::{FlowTuple, HashInput};
+use crate::input::HashInput;
 use crate::steering::Steering;
 
 /// The IANA dynamic (ephemeral) port range, 49152..=65535 (RFC 6335).

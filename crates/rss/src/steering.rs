@@ -17,8 +17,9 @@ use linerate_offload::RssHash;
 use linerate_wire::layout::Layout;
 
 use crate::error::ConfigError;
+use crate::flow::FlowTuple;
 use crate::indirection::{IndirectionTable, SharedTable};
-use crate::input::{FlowTuple, HashConfig, HashInput};
+use crate::input::{HashConfig, HashInput};
 use crate::key::RssKey;
 use crate::toeplitz::Toeplitz;
 
