@@ -259,21 +259,25 @@ fn classify<B: AsRef<[u8]>>(
     frame: &mut RxFrame<B>,
     counts: &mut [u64; 3],
 ) -> u16 {
-    let [backend, software, unhashed] = counts;
     if let Some(h) = frame.meta.rss {
-        *backend += 1;
+        counts[0] += 1;
         return table.queue(h.value);
     }
+    let [_, software, unhashed] = counts;
     let data = frame.data.as_ref();
-    if frame.meta.layout.is_none() {
-        // Parse straight into the meta: later stages (GRO) reuse the layout.
-        frame.meta.layout = steering.config().layout.parse(data).ok();
-    }
-    let Some(layout) = &frame.meta.layout else {
-        *unhashed += 1;
-        return steering.default_queue();
+    let input = match &frame.meta.layout {
+        Some(layout) => steering.config().input(data, layout),
+        None => match steering.config().layout.parse(data) {
+            Ok(layout) => {
+                let input = steering.config().input(data, &layout);
+                // Keep the layout: later stages (GRO) need not parse again.
+                frame.meta.layout = Some(layout);
+                input
+            }
+            Err(_) => None,
+        },
     };
-    match steering.config().input(data, layout) {
+    match input {
         Some(input) => {
             let h = steering.hash_input(&input);
             frame.meta.rss = Some(h);

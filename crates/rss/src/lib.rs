@@ -36,54 +36,27 @@
 //!
 //! # Performance
 //!
-//! `cargo bench --bench rss`. On the development machine (2 cores of an AMD EPYC,
-//! Zen 3 class, 2.45 GHz, shared with other builds: load average 5 to 7 during the
-//! runs, so these are best-of-many timings and an idle machine does better), in ns
-//! per hash, one call each / [`Toeplitz::hash_batch`]:
+//! `cargo bench --bench rss` (criterion), and `cargo run --release -p linerate-rss
+//! --example best_of` (best of many short runs, which is what a shared machine
+//! allows: these figures come from it). On the development machine (2 cores of an
+//! AMD EPYC, Zen 3 class, 2.45 GHz, shared with other builds, load average 4 to 6),
+//! in ns per hash, one [`Toeplitz::hash`] call each / in [`Toeplitz::hash_batch`]:
 //!
-//! | type     | bitwise | portable    | clmul       | vpclmul     |
-//! |----------|--------:|------------:|------------:|------------:|
-//! | IPv4     |    64   | 4.2 / 3.7   | 3.9 / 2.3   | 3.9 / 3.0   |
-//! | TCP/IPv4 |    84   | 4.6 / 4.1   | 4.6 / 3.0   | 4.6 / 3.0   |
-//! | UDP/IPv4 |    84   | 4.6 / 4.0   | 4.6 / 3.0   | 4.6 / 3.0   |
-//! | IPv6     |   178   | 10.6 / 9.7  | 8.1 / 6.2   | 6.8 / 4.8   |
-//! | TCP/IPv6 |   201   | 11.9 / 10.7 | 9.0 / 7.1   | 7.3 / 6.1   |
-//! | UDP/IPv6 |   198   | 11.7 / 10.6 | 8.9 / 7.0   | 7.2 / 6.1   |
+//! | type     | bitwise | portable    | clmul      | vpclmul    |
+//! |----------|--------:|------------:|-----------:|-----------:|
+//! | IPv4     |    65   | 3.8 / 2.9   | 3.8 / 2.1  | 3.8 / 2.6  |
+//! | TCP/IPv4 |    84   | 4.5 / 4.0   | 4.5 / 2.9  | 4.5 / 2.6  |
+//! | UDP/IPv4 |    84   | 4.5 / 4.0   | 4.5 / 2.9  | 4.5 / 2.6  |
+//! | IPv6     |   180   | 10.4 / 10.0 | 8.0 / 6.1  | 6.7 / 4.7  |
+//! | TCP/IPv6 |   201   | 11.6 / 10.5 | 8.9 / 7.0  | 7.3 / 6.2  |
+//! | UDP/IPv6 |   199   | 11.7 / 10.6 | 8.9 / 7.0  | 7.3 / 6.1  |
 //!
 //! [`Path::detect`] therefore prefers `vpclmul`, then `clmul`, then `portable`.
-//! Dispatch of TCP/IPv4 frames from one ring (batches of 256, queues drained by
-//! their consumers): about 43 Mpps into 2, 4 or 8 queues when the backend supplies
-//! the hash, about 13 Mpps when it must be computed, where parsing the frame
-//! (`linerate_wire::layout::parse`, 37 ns here) is most of the cost. Source port
-//! choice (allocate and release): about 45 ns.
-//!
-//! ```
-//! use linerate_rss::{Dispatcher, FlowTuple, HashConfig, IndirectionTable, PortAllocator, RssKey, RxFrame, Steering};
-//! use linerate_wire::build::{FrameBuilder, Ip, L4};
-//! use std::net::Ipv4Addr;
-//! use std::sync::Arc;
-//!
-//! // Four queues, Microsoft's key, all six hash types, inner headers in tunnels.
-//! let steering = Arc::new(Steering::new(
-//!     &RssKey::MICROSOFT,
-//!     IndirectionTable::new(4)?,
-//!     HashConfig::default(),
-//! ));
-//!
-//! // Core 2 opens a connection: pick a source port that brings the replies to queue 2.
-//! let mut ports = PortAllocator::new(steering.clone(), false, 49152, 65535)?;
-//! let mut flow = FlowTuple::tcp4(Ipv4Addr::new(10, 0, 0, 1), 0, Ipv4Addr::new(10, 0, 0, 2), 80);
-//! flow.src_port = ports.allocate(&flow, 2)?;
-//! assert_eq!(steering.tx_queue(&flow), 2);
-//!
-//! // A reply arrives on the single receive ring; software RSS puts it on queue 2.
-//! let (mut dispatcher, queues) = Dispatcher::new(steering.clone(), 256)?;
-//! let reply = FrameBuilder::new(Ip::v4([10, 0, 0, 2], [10, 0, 0, 1]), L4::tcp(80, flow.src_port))
-//!     .build(b"HTTP/1.1 200 OK\r\n");
-//! dispatcher.dispatch([RxFrame::new(reply)]);
-//! assert_eq!(queues[2].len(), 1);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! Dispatch of TCP/IPv4 frames from one ring in batches of 256: about 36 Mpps into
+//! 2, 4 or 8 queues when the backend supplies the hash, about 17 Mpps when it is
+//! computed here, where parsing the frame (`linerate_wire::layout::parse`, 31 to 34
+//! ns here) is most of the cost. Source port choice (allocate and release): about
+//! 38 ns.
 #![deny(unsafe_code)]
 
 pub mod dispatch;
