@@ -2,12 +2,41 @@
 //! transmit-queue selection, RSS-aware source ports and queue dispatch.
 //!
 //! A shared-nothing stack runs one engine per core and must keep every connection
-//! on one core in both directions. This crate does what a NIC's RSS block does, and
-//! the rest of that contract:
+//! on one core in both directions:
+//!
+//! ```
+//! use linerate_rss::{Dispatcher, FlowTuple, HashConfig, IndirectionTable, PortAllocator, RssKey, RxFrame, Steering};
+//! use linerate_wire::build::{FrameBuilder, Ip, L4};
+//! use std::net::Ipv4Addr;
+//! use std::sync::Arc;
+//!
+//! // Four queues, Microsoft's key, all six hash types, inner headers in tunnels.
+//! let steering = Arc::new(Steering::new(
+//!     &RssKey::MICROSOFT,
+//!     IndirectionTable::new(4)?,
+//!     HashConfig::default(),
+//! ));
+//!
+//! // Core 2 opens a connection: pick a source port that brings the replies to queue 2.
+//! let mut ports = PortAllocator::new(steering.clone(), false, 49152, 65535)?;
+//! let mut flow = FlowTuple::tcp4(Ipv4Addr::new(10, 0, 0, 1), 0, Ipv4Addr::new(10, 0, 0, 2), 80);
+//! flow.src_port = ports.allocate(&flow, 2)?;
+//! assert_eq!(steering.tx_queue(&flow), 2);
+//!
+//! // A reply arrives on the single receive ring; software RSS puts it on queue 2.
+//! let (mut dispatcher, queues) = Dispatcher::new(steering.clone(), 256)?;
+//! let reply = FrameBuilder::new(Ip::v4([10, 0, 0, 2], [10, 0, 0, 1]), L4::tcp(80, flow.src_port))
+//!     .build(b"HTTP/1.1 200 OK\r\n");
+//! dispatcher.dispatch([RxFrame::new(reply)]);
+//! assert_eq!(queues[2].len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! This crate does what a NIC's RSS block does, and the rest of that contract:
 //!
 //! * [`Toeplitz`]: Microsoft's RSS hash with the key prepared once: per-byte-position
-//!   tables (portable, as DPDK's `rte_thash`) and a PCLMULQDQ carry-less path chosen
-//!   at run time, identical results; 40- and 52-byte keys ([`RssKey`]), Microsoft's
+//!   tables (portable, as DPDK's `rte_thash`) and PCLMULQDQ / VPCLMULQDQ carry-less
+//!   paths chosen at run time, identical results; 40- and 52-byte keys ([`RssKey`]), Microsoft's
 //!   default key and the symmetric `0x6d5a` key built in.
 //! * [`HashConfig`]: the input per hash type (IPv4, TCP/IPv4, UDP/IPv4, IPv6,
 //!   TCP/IPv6, UDP/IPv6), fragments hashed on addresses only, a per-type enable
