@@ -1,0 +1,218 @@
+//! Software dispatch: frames of a flow stay in order on one queue (with consumer
+//! threads draining while the producer pushes), overflow is counted per queue,
+//! the backend's hash is used when present, and the table can be swapped while
+//! frames flow.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use common::Rng;
+use linerate_offload::{OffloadMeta, RssHash, RssHashType};
+use linerate_rss::{
+    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxFrame, Steering,
+};
+use linerate_wire::build::{FrameBuilder, Ip, L4};
+
+fn steering(queues: u16) -> Arc<Steering> {
+    Arc::new(Steering::new(
+        &RssKey::MICROSOFT,
+        IndirectionTable::new(queues).unwrap(),
+        HashConfig::default(),
+    ))
+}
+
+/// Frame `seq` of flow `flow`: the flow number in the source port, the sequence in
+/// the payload.
+fn frame(flow: u16, seq: u32) -> Vec<u8> {
+    FrameBuilder::new(
+        Ip::v4([10, 0, (flow >> 8) as u8, flow as u8], [10, 1, 0, 1]),
+        L4::udp(1000 + flow, 53),
+    )
+    .build(&seq.to_be_bytes())
+}
+
+fn parse(f: &[u8]) -> (u16, u32) {
+    let flow = u16::from_be_bytes([f[34], f[35]]) - 1000;
+    let seq = u32::from_be_bytes(f[f.len() - 4..].try_into().unwrap());
+    (flow, seq)
+}
+
+#[test]
+fn flows_stay_in_order_on_one_queue() {
+    const FLOWS: u16 = 64;
+    const PER_FLOW: u32 = 200;
+    let s = steering(4);
+    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s.clone(), 64).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let consumers: Vec<_> = rx
+        .into_iter()
+        .map(|q| {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut last: HashMap<u16, u32> = HashMap::new();
+                let mut got = 0u64;
+                let mut batch = Vec::new();
+                loop {
+                    let finished = done.load(Ordering::Acquire);
+                    batch.clear();
+                    if q.pop_batch(&mut batch, 32) == 0 {
+                        if finished {
+                            break;
+                        }
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    for f in &batch {
+                        let (flow, seq) = parse(&f.data);
+                        if let Some(prev) = last.insert(flow, seq) {
+                            assert!(seq > prev, "flow {flow}: {seq} after {prev}");
+                        }
+                        assert!(f.meta.rss.is_some());
+                        got += 1;
+                    }
+                }
+                (q.queue(), last, got, q.stats())
+            })
+        })
+        .collect();
+    let mut r = Rng(1);
+    let mut next = vec![0u32; usize::from(FLOWS)];
+    let mut batch = Vec::new();
+    let mut dropped = 0;
+    let mut delivered = 0;
+    while next.iter().any(|&n| n < PER_FLOW) {
+        batch.clear();
+        for _ in 0..32 {
+            let f = r.below(u64::from(FLOWS)) as usize;
+            if next[f] < PER_FLOW {
+                batch.push(RxFrame::new(frame(f as u16, next[f])));
+                next[f] += 1;
+            }
+        }
+        let res = d.dispatch(batch.drain(..));
+        dropped += res.dropped;
+        delivered += res.delivered;
+    }
+    done.store(true, Ordering::Release);
+    let mut flows_seen = HashMap::new();
+    let mut total = 0;
+    for c in consumers {
+        let (queue, last, got, stats) = c.join().unwrap();
+        total += got;
+        assert_eq!(stats.delivered, got);
+        for flow in last.keys() {
+            // Each flow on exactly one queue, the one steering names.
+            assert!(flows_seen.insert(*flow, queue).is_none());
+        }
+    }
+    assert_eq!(total as usize, delivered);
+    assert_eq!(delivered + dropped, usize::from(FLOWS) * PER_FLOW as usize);
+    let stats = d.stats();
+    assert_eq!(
+        stats.queues.iter().map(|q| q.dropped).sum::<u64>() as usize,
+        dropped
+    );
+    assert_eq!(
+        stats.software_hashed as usize,
+        usize::from(FLOWS) * PER_FLOW as usize
+    );
+    for (flow, queue) in flows_seen {
+        assert_eq!(s.rx_queue_of_frame(&frame(flow, 0), None), queue);
+    }
+}
+
+#[test]
+fn overflow_is_counted_per_queue() {
+    let s = steering(2);
+    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s.clone(), 8).unwrap();
+    // Find a flow for queue 0 and one for queue 1.
+    let f0 = (0..)
+        .find(|&f| s.rx_queue_of_frame(&frame(f, 0), None) == 0)
+        .unwrap();
+    let f1 = (0..)
+        .find(|&f| s.rx_queue_of_frame(&frame(f, 0), None) == 1)
+        .unwrap();
+    let frames = (0..20)
+        .map(|i| RxFrame::new(frame(f0, i)))
+        .chain((0..5).map(|i| RxFrame::new(frame(f1, i))));
+    let mut returned = Vec::new();
+    let res = d.dispatch_with(frames, |f| returned.push(f));
+    assert_eq!(res.delivered, 8 + 5);
+    assert_eq!(res.dropped, 12);
+    // The dropped frames were handed back, the last 12 of flow f0.
+    let seqs: Vec<u32> = returned.iter().map(|f| parse(&f.data).1).collect();
+    assert_eq!(seqs, (8..20).collect::<Vec<_>>());
+    let st = d.stats();
+    assert_eq!(st.queues[0].delivered, 8);
+    assert_eq!(st.queues[0].dropped, 12);
+    assert_eq!(st.queues[1].delivered, 5);
+    assert_eq!(st.queues[1].dropped, 0);
+    assert_eq!(rx[0].stats(), st.queues[0]);
+    // The first eight are queued, in order.
+    let got: Vec<u32> = std::iter::from_fn(|| rx[0].pop())
+        .map(|f| parse(&f.data).1)
+        .collect();
+    assert_eq!(got, (0..8).collect::<Vec<_>>());
+    assert_eq!(rx[0].capacity(), 8);
+    assert!(rx[0].is_empty());
+}
+
+#[test]
+fn backend_hash_is_used_and_unhashable_goes_to_default() {
+    let s = steering(4);
+    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s, 16).unwrap();
+    let mut meta = OffloadMeta::plain();
+    // A backend hash whose low bits pick entry 3 (queue 3).
+    meta.rss = Some(RssHash {
+        value: 0xdead_be03,
+        kind: RssHashType::TcpIpv4,
+    });
+    d.dispatch([
+        RxFrame::with_meta(frame(1, 0), meta),
+        RxFrame::new(vec![0xffu8; 60]),
+    ]);
+    assert_eq!(rx[3].pop().unwrap().meta.rss.unwrap().value, 0xdead_be03);
+    let junk = rx[0].pop().unwrap();
+    assert_eq!(junk.meta.rss, None);
+    let st = d.stats();
+    assert_eq!((st.backend_hashed, st.unhashed), (1, 1));
+    assert_eq!(
+        Dispatcher::<Vec<u8>>::new(steering(2), 0).err(),
+        Some(ConfigError::QueueCapacity)
+    );
+}
+
+#[test]
+fn table_swap_while_dispatching() {
+    let s = steering(4);
+    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s.clone(), 1 << 14).unwrap();
+    let frames: Vec<Vec<u8>> = (0..256).map(|f| frame(f, 0)).collect();
+    let control = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            for i in 0..200 {
+                let q = if i % 2 == 0 { 1 } else { 4 };
+                s.table().store(IndirectionTable::new(q).unwrap()).unwrap();
+            }
+            s.table().store(IndirectionTable::new(1).unwrap()).unwrap();
+        })
+    };
+    let mut sent = 0;
+    for _ in 0..20 {
+        let res = d.dispatch(frames.iter().cloned().map(RxFrame::new));
+        sent += res.delivered;
+    }
+    control.join().unwrap();
+    // After the last swap everything goes to queue 0.
+    let before = rx[0].len();
+    d.dispatch(frames.iter().cloned().map(RxFrame::new));
+    assert_eq!(rx[0].len(), before + frames.len());
+    let total: usize = rx.iter().map(|q| q.len()).sum();
+    assert_eq!(total, sent + frames.len());
+}
