@@ -152,10 +152,10 @@ impl Offloads {
     /// the wire as it is: its segmentation request, if any, is one it performs,
     /// and a partial checksum is one it completes.
     pub fn check_tx(&self, meta: &OffloadMeta) -> Result<(), Unsupported> {
-        if let Some(gso) = &meta.gso {
-            if !self.segments(gso) {
-                return Err(Unsupported::Gso(*gso));
-            }
+        if let Some(gso) = &meta.gso
+            && !self.segments(gso)
+        {
+            return Err(Unsupported::Gso(*gso));
         }
         if matches!(meta.csum, Checksum::Partial { .. }) && !self.tx_csum {
             return Err(Unsupported::ChecksumPartial);

@@ -501,7 +501,7 @@ impl<'a> Repr<'a> {
             return Err(Error::invalid(Layer::Geneve, "vni", self.vni));
         }
         let olen = self.options.len();
-        if olen % 4 != 0 || olen > MAX_OPTIONS_LEN {
+        if !olen.is_multiple_of(4) || olen > MAX_OPTIONS_LEN {
             let v = u32::try_from(olen).unwrap_or(u32::MAX);
             return Err(Error::invalid(Layer::Geneve, "opt_len", v));
         }
@@ -938,11 +938,10 @@ mod tests {
             prop_assert!(walked <= bytes.len());
             // Clear the version half the time so the header view is exercised too.
             let mut b = bytes.clone();
-            if let Some(first) = b.first_mut() {
-                if bytes.len() % 2 == 0 {
+            if let Some(first) = b.first_mut()
+                && bytes.len() % 2 == 0 {
                     *first &= 0x3f;
                 }
-            }
             match Packet::new_checked(&b[..]) {
                 Ok(p) => {
                     prop_assert!(p.header_len() <= b.len());

@@ -288,10 +288,10 @@ impl Tap {
             let mut le: libc::c_int = 1;
             // A v1 header is little-endian anyway; this only matters on
             // big-endian hosts, so an old kernel's EINVAL is not fatal.
-            if let Err(e) = sys::ioctl_ptr(&fd, libc::TUNSETVNETLE, &mut le) {
-                if e.raw_os_error() != Some(libc::EINVAL) {
-                    return Err(e.into());
-                }
+            if let Err(e) = sys::ioctl_ptr(&fd, libc::TUNSETVNETLE, &mut le)
+                && e.raw_os_error() != Some(libc::EINVAL)
+            {
+                return Err(e.into());
             }
             fds.push(fd);
         }

@@ -173,10 +173,10 @@ pub fn partial(data: &[u8], initial: u32) -> u32 {
 #[inline]
 fn sum_best(data: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if best() == Implementation::Avx2 {
-        if let Some(s) = x86::sum(data) {
-            return s;
-        }
+    if best() == Implementation::Avx2
+        && let Some(s) = x86::sum(data)
+    {
+        return s;
     }
     portable::sum(data)
 }

@@ -113,7 +113,7 @@ unsafe fn sum_unaligned(data: &[u8]) -> u64 {
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 unsafe fn sum_block(block: &[u8]) -> u64 {
-    debug_assert!(block.len() % 32 == 0 && block.len() <= BLOCK);
+    debug_assert!(block.len().is_multiple_of(32) && block.len() <= BLOCK);
     let big = block.chunks_exact(128);
     let small = big.remainder();
     // The whole body is one unsafe block so that it compiles both where the
