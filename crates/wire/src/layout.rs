@@ -160,6 +160,10 @@ impl Config {
             payload: outer.payload,
             tunnel_error: None,
         };
+        // Only UDP and GRE can carry a tunnel: everything else is done.
+        if !matches!(outer.l4, L4Kind::Udp | L4Kind::Gre) || outer.frag != Fragment::None {
+            return Ok(layout);
+        }
         let found = self.tunnel(frame, &outer).and_then(|t| match t {
             Some(t) if t.carries_ethernet() => {
                 // The inner frame ends where the outer datagram does (UDP length, or
@@ -184,21 +188,25 @@ impl Config {
     }
 
     fn tunnel(&self, frame: &[u8], outer: &Headers) -> Result<Option<Tunnel>> {
-        if outer.frag != Fragment::None {
-            return Ok(None);
-        }
         let l4 = usize::from(outer.l4_offset);
-        let body = frame
-            .get(usize::from(outer.payload)..outer.l4_end())
-            .unwrap_or_default();
         match outer.l4 {
             L4Kind::Udp => {
                 let dport = be16(frame, l4 + 2).unwrap_or(0);
+                let (vxlan, geneve) = (
+                    self.vxlan_ports.contains(dport),
+                    self.geneve_ports.contains(dport),
+                );
+                if !vxlan && !geneve {
+                    return Ok(None);
+                }
+                let body = frame
+                    .get(usize::from(outer.payload)..outer.l4_end())
+                    .unwrap_or_default();
                 let flags = TunnelFlags {
                     outer_udp_csum: be16(frame, l4 + 6).unwrap_or(0) != 0,
                     ..TunnelFlags::default()
                 };
-                if self.vxlan_ports.contains(dport) {
+                if vxlan {
                     let repr = vxlan::Repr::parse(&vxlan::Packet::new_checked(body)?)?;
                     Ok(Some(Tunnel {
                         kind: TunnelKind::Vxlan,
@@ -208,7 +216,7 @@ impl Config {
                         protocol: ethertype::TEB,
                         flags,
                     }))
-                } else if self.geneve_ports.contains(dport) {
+                } else {
                     let p = geneve::Packet::new_checked(body)?;
                     Ok(Some(Tunnel {
                         kind: TunnelKind::Geneve,
@@ -222,8 +230,6 @@ impl Config {
                             ..flags
                         },
                     }))
-                } else {
-                    Ok(None)
                 }
             }
             L4Kind::Gre if self.gre => {
