@@ -6,6 +6,7 @@ pub mod counters;
 pub mod engine;
 pub(crate) mod net;
 pub mod rng;
+pub mod sim;
 pub mod tcp;
 pub mod time;
 

@@ -140,6 +140,7 @@ impl Engine {
             if let Some(conn) = slot.conn.as_mut() {
                 conn.on_timeout(now, &mut self.counters);
                 self.after_event(idx);
+                self.mark_ready(idx);
             }
         }
         self.neighbor_timers(now);

@@ -94,10 +94,9 @@ impl Ring {
         if self.capacity() > 0 {
             self.head = (self.head + n) % self.capacity();
         }
+        // The head is not reset when the ring empties: out-of-order bytes may sit
+        // past the end, at positions relative to it.
         self.len -= n;
-        if self.len == 0 {
-            self.head = 0;
-        }
     }
 
     /// Copies bytes starting `offset` bytes after the head into `out`; returns how
@@ -157,6 +156,16 @@ mod tests {
         let mut o = [0; 5];
         assert_eq!(r.pop(&mut o), 5);
         assert_eq!(&o, b"bcdEF");
+        // Emptying the readable part keeps bytes written past it in place.
+        let mut r = Ring::new(8);
+        r.push(b"ab");
+        r.write_at(1, b"D");
+        r.consume(2);
+        r.write_at(0, b"C");
+        r.commit(2);
+        let mut o = [0; 2];
+        assert_eq!(r.pop(&mut o), 2);
+        assert_eq!(&o, b"CD");
         // Past the free space nothing is written.
         assert_eq!(r.write_at(8, b"x"), 0);
         assert_eq!(Ring::new(0).push(b"x"), 0);
