@@ -220,24 +220,40 @@ impl Engine {
     /// interface's address of the same family and a random free ephemeral port
     /// (RFC 6056 section 3.3.2's random search).
     pub fn tcp_connect(&mut self, now: Instant, remote: SocketAddr) -> Result<SocketHandle, Error> {
+        self.connect_from(now, None, remote)
+    }
+
+    /// [`Engine::tcp_connect`] from a chosen local port (as after `bind`).
+    pub fn tcp_connect_from(
+        &mut self,
+        now: Instant,
+        local_port: u16,
+        remote: SocketAddr,
+    ) -> Result<SocketHandle, Error> {
+        self.connect_from(now, Some(local_port), remote)
+    }
+
+    fn connect_from(
+        &mut self,
+        now: Instant,
+        port: Option<u16>,
+        remote: SocketAddr,
+    ) -> Result<SocketHandle, Error> {
         let local_ip = match remote.ip() {
             IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
             IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
         }
         .ok_or(Error::NoAddress)?;
-        const LOW: u16 = 49_152;
-        let span = u64::from(u16::MAX - LOW) + 1;
-        let start = self.rng.below(span);
-        let mut local = None;
-        for i in 0..span {
-            let port = LOW + ((start + i) % span) as u16;
-            let cand = SocketAddr::new(local_ip, port);
-            if !self.by_tuple.contains_key(&(cand, remote)) && !self.by_port.contains_key(&port) {
-                local = Some(cand);
-                break;
+        let local = match port {
+            Some(p) => {
+                let cand = SocketAddr::new(local_ip, p);
+                if p == 0 || self.by_tuple.contains_key(&(cand, remote)) {
+                    return Err(Error::AddrInUse);
+                }
+                cand
             }
-        }
-        let local = local.ok_or(Error::NoPorts)?;
+            None => self.ephemeral(local_ip, remote)?,
+        };
         let iss = self.isn.isn(now, local, remote);
         let ts_offset = self.rng.next_u32();
         let params = self.conn_params(local_ip);
@@ -246,6 +262,19 @@ impl Engine {
         let idx = self.insert_conn(conn);
         self.after_event(idx);
         Ok(self.handle_of(idx))
+    }
+
+    /// A free ephemeral port for `remote`, searched from a random start.
+    fn ephemeral(&mut self, local_ip: IpAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
+        const LOW: u16 = 49_152;
+        let span = u64::from(u16::MAX - LOW) + 1;
+        let start = self.rng.below(span);
+        (0..span)
+            .map(|i| SocketAddr::new(local_ip, LOW + ((start + i) % span) as u16))
+            .find(|cand| {
+                !self.by_tuple.contains_key(&(*cand, remote)) && !self.by_port.contains_key(&cand.port())
+            })
+            .ok_or(Error::NoPorts)
     }
 
     /// Queues `data` for sending; returns how many bytes the send buffer took.

@@ -138,6 +138,19 @@ impl Conn {
     }
 
     fn on_synchronized(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> Option<Rst> {
+        // Simultaneous open: the peer's SYN-ACK repeats the SYN we already took
+        // (RFC 9293 figure 8); its SYN is old, its ACK completes the handshake.
+        let trimmed;
+        let seg = match &self.state {
+            State::SynRcvd(s) if s.active && seg.has(Flags::SYN | Flags::ACK) && seg.seq == s.irs => {
+                let mut t = *seg;
+                t.flags.remove(Flags::SYN);
+                t.seq = t.seq.add(1);
+                trimmed = t;
+                &trimmed
+            }
+            _ => seg,
+        };
         let (rcv_nxt, ts_ok, ts_recent) = match &self.state {
             State::SynRcvd(s) => (
                 s.irs.add(1),
@@ -237,6 +250,12 @@ impl Conn {
             snd.max_wnd = snd.wnd;
             snd.wl1 = seg.seq;
             snd.wl2 = seg.ack;
+            if let (true, Some((_, tsecr))) = (neg.ts, seg.opts.timestamps) {
+                let ms = self.ts_now(now).wrapping_sub(tsecr);
+                if tsecr != 0 && (ms as i32) >= 0 {
+                    snd.rtt.sample(Duration::from_millis(u64::from(ms)));
+                }
+            }
             let rcv = Rcv::new(s.irs, &neg, s.ts_recent);
             self.state = State::Established(Established { snd, rcv });
             self.became_established = true;

@@ -2,6 +2,8 @@
 //! of a simulation, driven as two small applications would.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use linerate_toe::sim::Sim;
 use linerate_toe::{Error, Instant, SocketHandle, TcpState};
 use std::net::SocketAddr;
