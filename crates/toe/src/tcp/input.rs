@@ -493,9 +493,9 @@ fn process_ack(
         snd.wl2 = seg.ack;
         snd.max_wnd = snd.max_wnd.max(seg_wnd);
     }
-    if snd.wnd > 0 {
+    if snd.wnd >= snd.mss.min(snd.max_wnd / 2).max(1) {
         snd.persist = None;
-    } else if snd.persist.is_some() {
+    } else if snd.wnd == 0 && snd.persist.is_some() {
         // The probe byte was not taken: send it again on the next probe.
         snd.nxt = snd.una;
     }

@@ -207,14 +207,17 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
     let mss = snd.mss.max(1);
     let max_data = max_data.max(1);
     let data_end = snd.una.add(tx_len);
-    // 3. Zero-window probe: one byte past the window, or the FIN.
+    // 3. Zero-window probe: one byte past the window, or the FIN; if the window is
+    // open but too small for the sender's SWS avoidance, what fits (the override
+    // timeout of RFC 9293 section 3.8.6.2.1).
     if let Some(p) = &mut snd.persist {
         if !p.due {
             return None;
         }
         p.due = false;
         let seq = snd.nxt;
-        let len = data_end.since(seq).min(1);
+        let wnd_room = snd.una.add(snd.wnd).since(seq);
+        let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
         let fin = len == 0 && fin_queued && seq == data_end;
         if len == 0 && !fin {
             return None;
@@ -269,7 +272,7 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
     }
     let fin = fin_queued && snd.nxt <= data_end && snd.nxt.add(len) == data_end && (len == avail);
     if len == 0 && !fin {
-        if avail > 0 && wnd_room == 0 && flight == 0 && snd.persist.is_none() {
+        if avail > 0 && flight == 0 && snd.persist.is_none() {
             snd.persist = Some(Persist { at: now + snd.rtt.rto(), probes: 0, due: false });
         }
         return None;

@@ -166,7 +166,7 @@ impl Rcv {
 
     /// Clears the pending ACK state once an ACK has gone out.
     pub fn acked(&mut self) {
-        if self.unacked > 0 || self.ack_now {
+        if self.unacked > 0 {
             self.quickack = self.quickack.saturating_sub(1);
         }
         self.unacked = 0;
