@@ -217,7 +217,12 @@ impl Link {
                         continue;
                     }
                     self.seq += 1;
-                    let item = InFlight { at: now + delay, seq: self.seq, frame: f.clone(), meta: MetaOrd(m) };
+                    let item = InFlight {
+                        at: now + delay,
+                        seq: self.seq,
+                        frame: f.clone(),
+                        meta: MetaOrd(m),
+                    };
                     if let Some(q) = self.queues.get_mut(port) {
                         q.push(Reverse(item));
                     }
@@ -238,7 +243,10 @@ impl Link {
 
     /// When the next frame arrives anywhere.
     pub fn next_delivery(&self) -> Option<Instant> {
-        self.queues.iter().filter_map(|q| q.peek().map(|Reverse(f)| f.at)).min()
+        self.queues
+            .iter()
+            .filter_map(|q| q.peek().map(|Reverse(f)| f.at))
+            .min()
     }
 }
 
@@ -271,7 +279,12 @@ fn fix_tcp_frame(f: &mut [u8], l3: usize, l4: usize, v4: bool) -> Option<()> {
         let mut ip = ipv4::Packet::new_unchecked(f.get_mut(l3..)?);
         ip.set_total_len(u16::try_from(l4 - l3 + l4_len).ok()?);
         ip.fill_checksum();
-        checksum::pseudo_ipv4(ip.src_addr(), ip.dst_addr(), protocol::TCP, u16::try_from(l4_len).ok()?)
+        checksum::pseudo_ipv4(
+            ip.src_addr(),
+            ip.dst_addr(),
+            protocol::TCP,
+            u16::try_from(l4_len).ok()?,
+        )
     } else {
         let mut ip = ipv6::Packet::new_unchecked(f.get_mut(l3..)?);
         ip.set_payload_len(u16::try_from(l4_len).ok()?);
@@ -305,7 +318,11 @@ pub fn gso_segment(frame: &[u8], gso: &Gso) -> Option<Vec<Vec<u8>>> {
     let payload = frame.get(pl..)?;
     let t = tcp::Packet::new_checked(frame.get(l4..)?).ok()?;
     let (seq0, flags) = (t.seq_number(), t.flags());
-    let id0 = if v4 { ipv4::Packet::new_checked(frame.get(l3..)?).ok()?.ident() } else { 0 };
+    let id0 = if v4 {
+        ipv4::Packet::new_checked(frame.get(l3..)?).ok()?.ident()
+    } else {
+        0
+    };
     let chunks: Vec<&[u8]> = payload.chunks(usize::from(gso.size)).collect();
     let n = chunks.len();
     let mut out = Vec::with_capacity(n);
@@ -347,7 +364,11 @@ pub struct Sim {
 impl Sim {
     /// Engines on a link with one port each.
     pub fn new(engines: Vec<Engine>, link: LinkConfig) -> Sim {
-        Sim { link: Link::new(engines.len(), link), engines, now: Instant::ZERO }
+        Sim {
+            link: Link::new(engines.len(), link),
+            engines,
+            now: Instant::ZERO,
+        }
     }
 
     /// The configuration of host `i` (1-based) of [`Sim::two_hosts`]:

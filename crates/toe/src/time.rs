@@ -105,7 +105,10 @@ mod tests {
         assert_eq!(t + Duration::from_millis(1), Instant::from_micros(6_000));
         assert_eq!(t - Duration::from_secs(1), Instant::ZERO);
         assert_eq!(Instant::ZERO - t, Duration::ZERO);
-        assert_eq!(Instant::from_nanos(u64::MAX) + Duration::from_secs(1), Instant::from_nanos(u64::MAX));
+        assert_eq!(
+            Instant::from_nanos(u64::MAX) + Duration::from_secs(1),
+            Instant::from_nanos(u64::MAX)
+        );
         assert_eq!(earliest(Some(t), None), Some(t));
         assert_eq!(earliest(Some(t), Some(Instant::ZERO)), Some(Instant::ZERO));
     }

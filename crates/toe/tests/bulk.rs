@@ -1,6 +1,7 @@
 //! Engine to engine bulk transfers over the simulated link, byte-exact, with
 //! offloads on and off, GRO on the receive side, IPv4 and IPv6, and with seeded
 //! faults.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -15,7 +16,14 @@ const V6: &str = "[fd00::2]:5001";
 fn run(offloads: bool, link: LinkConfig, addr: &str, len: usize, seed: u64) -> Sim {
     let mut sim = Sim::two_hosts(offloads, seed, link);
     let data = pattern(len, seed);
-    let t = transfer(&mut sim, 0, 1, addr.parse::<SocketAddr>().unwrap(), &data, Duration::from_secs(600));
+    let t = transfer(
+        &mut sim,
+        0,
+        1,
+        addr.parse::<SocketAddr>().unwrap(),
+        &data,
+        Duration::from_secs(600),
+    );
     assert_eq!(t.received.len(), data.len());
     assert_eq!(fnv(&t.received), fnv(&data));
     assert!(t.received == data);
@@ -49,7 +57,10 @@ fn ipv6_offloads_on_and_off() {
 
 #[test]
 fn gro_super_segments_received_whole() {
-    let link = LinkConfig { gro: true, ..LinkConfig::default() };
+    let link = LinkConfig {
+        gro: true,
+        ..LinkConfig::default()
+    };
     let sim = run(true, link, V4, 4 << 20, 5);
     let rx = sim.engines[1].counters();
     // The receiver saw super-segments and counted the segments inside them.
@@ -85,12 +96,26 @@ fn with_faults_a_few_seeds() {
 
 #[test]
 fn corruption_is_caught_by_checksums() {
-    let link = LinkConfig { corrupt: 0.05, seed: 7, ..LinkConfig::default() };
+    let link = LinkConfig {
+        corrupt: 0.05,
+        seed: 7,
+        ..LinkConfig::default()
+    };
     let sim = run(true, link, V4, 1 << 20, 7);
-    let caught: u64 = sim.engines.iter().map(|e| {
-        let c = e.counters();
-        c.tcp_in_csum_errors + c.ip_in_hdr_errors + c.rx_other_host + c.rx_bad_ethernet + c.rx_unknown_ethertype + c.ip_in_addr_errors + c.tcp_in_errs
-    }).sum();
+    let caught: u64 = sim
+        .engines
+        .iter()
+        .map(|e| {
+            let c = e.counters();
+            c.tcp_in_csum_errors
+                + c.ip_in_hdr_errors
+                + c.rx_other_host
+                + c.rx_bad_ethernet
+                + c.rx_unknown_ethertype
+                + c.ip_in_addr_errors
+                + c.tcp_in_errs
+        })
+        .sum();
     assert!(caught > 0);
 }
 
@@ -99,8 +124,23 @@ fn corruption_is_caught_by_checksums() {
 fn long_transfers_many_seeds() {
     run(true, LinkConfig::default(), V4, 64 << 20, 100);
     run(false, LinkConfig::default(), V4, 64 << 20, 101);
-    run(true, LinkConfig { gro: true, ..LinkConfig::default() }, V6, 64 << 20, 102);
+    run(
+        true,
+        LinkConfig {
+            gro: true,
+            ..LinkConfig::default()
+        },
+        V6,
+        64 << 20,
+        102,
+    );
     for seed in 200..230 {
-        run(seed % 2 == 0, faulty(seed), if seed % 3 == 0 { V6 } else { V4 }, 4 << 20, seed);
+        run(
+            seed % 2 == 0,
+            faulty(seed),
+            if seed % 3 == 0 { V6 } else { V4 },
+            4 << 20,
+            seed,
+        );
     }
 }

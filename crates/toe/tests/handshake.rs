@@ -1,5 +1,6 @@
 //! The three-way handshake: options negotiated or refused (RFC 9293 section 3.7.1,
 //! RFC 7323, RFC 2018), simultaneous open (RFC 9293 section 3.5), refusal.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -12,7 +13,9 @@ use std::time::Duration;
 
 fn connect_pair(sim: &mut Sim) -> (linerate_toe::SocketHandle, linerate_toe::SocketHandle) {
     let l = sim.engines[1].tcp_listen(80).unwrap();
-    let c = sim.engines[0].tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap()).unwrap();
+    let c = sim.engines[0]
+        .tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap())
+        .unwrap();
     let mut s = None;
     let end = sim.now + Duration::from_secs(5);
     assert!(sim.run_until(end, |sim| {
@@ -70,8 +73,23 @@ fn syn_ack_echoes_only_what_the_syn_offered() {
     assert!(!sa[0].opts.sack_permitted);
     assert_eq!(sa[0].opts.timestamps, None);
     // A SYN with everything: all echoed, the timestamp echoing the peer's.
-    let opts = [O::MaximumSegmentSize(1400), O::SelectiveAcknowledgementPermitted, O::Timestamp(777, 0), O::Noop, O::WindowScale(9)];
-    r.input(&tcp_frame(1001, 80, 9000, None, Flags::SYN, 1000, &opts, &[]));
+    let opts = [
+        O::MaximumSegmentSize(1400),
+        O::SelectiveAcknowledgementPermitted,
+        O::Timestamp(777, 0),
+        O::Noop,
+        O::WindowScale(9),
+    ];
+    r.input(&tcp_frame(
+        1001,
+        80,
+        9000,
+        None,
+        Flags::SYN,
+        1000,
+        &opts,
+        &[],
+    ));
     let sa = r.segments();
     assert_eq!(sa.len(), 1);
     assert_eq!(sa[0].opts.window_scale, Some(4));
@@ -80,7 +98,16 @@ fn syn_ack_echoes_only_what_the_syn_offered() {
     // Complete it and send data: the MSS the peer asked for (less timestamps) holds.
     let iss = sa[0].seq;
     let ts = sa[0].opts.timestamps.unwrap().0;
-    r.input(&tcp_frame(1001, 80, 9001, Some(iss.wrapping_add(1)), Flags::empty(), 1000, &[O::Timestamp(778, ts)], &[]));
+    r.input(&tcp_frame(
+        1001,
+        80,
+        9001,
+        Some(iss.wrapping_add(1)),
+        Flags::empty(),
+        1000,
+        &[O::Timestamp(778, ts)],
+        &[],
+    ));
     r.frames();
     let l = r.e.tcp_listen(81).unwrap();
     assert_eq!(r.e.tcp_listen(81), Err(Error::AddrInUse));
@@ -91,8 +118,12 @@ fn syn_ack_echoes_only_what_the_syn_offered() {
 fn simultaneous_open() {
     let mut sim = Sim::two_hosts(true, 3, LinkConfig::default());
     let now = sim.now;
-    let a = sim.engines[0].tcp_connect_from(now, 6000, "10.0.0.2:7000".parse().unwrap()).unwrap();
-    let b = sim.engines[1].tcp_connect_from(now, 7000, "10.0.0.1:6000".parse().unwrap()).unwrap();
+    let a = sim.engines[0]
+        .tcp_connect_from(now, 6000, "10.0.0.2:7000".parse().unwrap())
+        .unwrap();
+    let b = sim.engines[1]
+        .tcp_connect_from(now, 7000, "10.0.0.1:6000".parse().unwrap())
+        .unwrap();
     let end = sim.now + Duration::from_secs(10);
     assert!(sim.run_until(end, |sim| {
         sim.engines[0].tcp_state(a) == Ok(TcpState::Established)
@@ -118,11 +149,21 @@ fn simultaneous_open() {
 #[test]
 fn connect_to_closed_port_is_refused() {
     let mut sim = Sim::two_hosts(true, 4, LinkConfig::default());
-    let c = sim.engines[0].tcp_connect(sim.now, "10.0.0.2:9".parse().unwrap()).unwrap();
+    let c = sim.engines[0]
+        .tcp_connect(sim.now, "10.0.0.2:9".parse().unwrap())
+        .unwrap();
     let end = sim.now + Duration::from_secs(2);
-    assert!(sim.run_until(end, |sim| sim.engines[0].tcp_readiness(c).unwrap().error.is_some()));
-    assert_eq!(sim.engines[0].tcp_readiness(c).unwrap().error, Some(Error::ConnectionRefused));
-    assert_eq!(sim.engines[0].tcp_recv(c, &mut [0; 4]), Err(Error::ConnectionRefused));
+    assert!(sim.run_until(end, |sim| {
+        sim.engines[0].tcp_readiness(c).unwrap().error.is_some()
+    }));
+    assert_eq!(
+        sim.engines[0].tcp_readiness(c).unwrap().error,
+        Some(Error::ConnectionRefused)
+    );
+    assert_eq!(
+        sim.engines[0].tcp_recv(c, &mut [0; 4]),
+        Err(Error::ConnectionRefused)
+    );
     assert_eq!(sim.engines[1].counters().tcp_out_rsts, 1);
     assert_eq!(sim.engines[0].counters().tcp_attempt_fails, 1);
 }
@@ -131,7 +172,9 @@ fn connect_to_closed_port_is_refused() {
 fn ipv6_handshake_resolves_neighbours() {
     let mut sim = Sim::two_hosts(true, 5, LinkConfig::default());
     let l = sim.engines[1].tcp_listen(80).unwrap();
-    let c = sim.engines[0].tcp_connect(sim.now, "[fd00::2]:80".parse().unwrap()).unwrap();
+    let c = sim.engines[0]
+        .tcp_connect(sim.now, "[fd00::2]:80".parse().unwrap())
+        .unwrap();
     let end = sim.now + Duration::from_secs(2);
     let mut s = None;
     assert!(sim.run_until(end, |sim| {

@@ -1,6 +1,7 @@
 //! RFC 5961 hardening: challenge ACKs for in-window RSTs and SYNs, exact-sequence
 //! RSTs accepted; RFC 7323 PAWS; segments for no connection answered with RST;
 //! arbitrary frames never panic.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -16,7 +17,16 @@ fn established(r: &mut Raw, opts: &[O]) -> (linerate_toe::SocketHandle, u16, u32
     let port = r.e.tcp_addrs(c).unwrap().0.port();
     let mut o = vec![O::MaximumSegmentSize(1000)];
     o.extend_from_slice(opts);
-    r.input(&tcp_frame(80, port, 7000, Some(syn.seq.wrapping_add(1)), Flags::SYN, 60_000, &o, &[]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        7000,
+        Some(syn.seq.wrapping_add(1)),
+        Flags::SYN,
+        60_000,
+        &o,
+        &[],
+    ));
     r.segments();
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
     (c, port, syn.seq.wrapping_add(1), 7001)
@@ -27,7 +37,16 @@ fn in_window_rst_gets_a_challenge_ack_exact_rst_resets() {
     let mut r = Raw::host(|_| {});
     let (c, port, me, peer) = established(&mut r, &[]);
     // RST inside the window but not at RCV.NXT: challenge ACK, connection stays.
-    r.input(&tcp_frame(80, port, peer + 100, None, Flags::RST, 0, &[], &[]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer + 100,
+        None,
+        Flags::RST,
+        0,
+        &[],
+        &[],
+    ));
     let ch = r.segments();
     assert_eq!(ch.len(), 1);
     assert_eq!(ch[0].flags, Flags::ACK);
@@ -35,13 +54,25 @@ fn in_window_rst_gets_a_challenge_ack_exact_rst_resets() {
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
     assert_eq!(r.e.counters().tcp_challenge_acks, 1);
     // RST outside the window: silently dropped.
-    r.input(&tcp_frame(80, port, peer.wrapping_sub(100_000), None, Flags::RST, 0, &[], &[]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer.wrapping_sub(100_000),
+        None,
+        Flags::RST,
+        0,
+        &[],
+        &[],
+    ));
     assert!(r.segments().is_empty());
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
     // RST exactly at RCV.NXT: reset.
     r.input(&tcp_frame(80, port, peer, None, Flags::RST, 0, &[], &[]));
     assert!(r.segments().is_empty());
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::ConnectionReset));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(Error::ConnectionReset)
+    );
     assert_eq!(r.e.tcp_recv(c, &mut [0; 8]), Err(Error::ConnectionReset));
     assert_eq!(r.e.counters().tcp_estab_resets, 1);
 }
@@ -50,7 +81,16 @@ fn in_window_rst_gets_a_challenge_ack_exact_rst_resets() {
 fn syn_in_established_gets_a_challenge_ack() {
     let mut r = Raw::host(|_| {});
     let (c, port, me, peer) = established(&mut r, &[]);
-    r.input(&tcp_frame(80, port, peer + 5, None, Flags::SYN, 60_000, &[], &[]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer + 5,
+        None,
+        Flags::SYN,
+        60_000,
+        &[],
+        &[],
+    ));
     let ch = r.segments();
     assert_eq!(ch.len(), 1);
     assert_eq!((ch[0].flags, ch[0].seq, ch[0].ack), (Flags::ACK, me, peer));
@@ -61,7 +101,16 @@ fn syn_in_established_gets_a_challenge_ack() {
 fn ack_of_unsent_data_is_answered_and_dropped() {
     let mut r = Raw::host(|_| {});
     let (c, port, me, peer) = established(&mut r, &[]);
-    r.input(&tcp_frame(80, port, peer, Some(me + 5000), Flags::empty(), 60_000, &[], b"data"));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer,
+        Some(me + 5000),
+        Flags::empty(),
+        60_000,
+        &[],
+        b"data",
+    ));
     let a = r.segments();
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].ack, peer, "the data of that segment was not taken");
@@ -73,11 +122,29 @@ fn paws_drops_old_timestamps() {
     let mut r = Raw::host(|_| {});
     let (c, port, me, peer) = established(&mut r, &[O::Timestamp(1000, 0)]);
     assert!(r.e.tcp_info(c).unwrap().timestamps);
-    r.input(&tcp_frame(80, port, peer, Some(me), Flags::empty(), 60_000, &[O::Timestamp(1001, 0)], b"new"));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer,
+        Some(me),
+        Flags::empty(),
+        60_000,
+        &[O::Timestamp(1001, 0)],
+        b"new",
+    ));
     r.segments();
     assert_eq!(r.e.tcp_info(c).unwrap().recv_queue, 3);
     // A segment whose TSval is older than TS.Recent is a wrapped old duplicate.
-    r.input(&tcp_frame(80, port, peer + 3, Some(me), Flags::empty(), 60_000, &[O::Timestamp(900, 0)], b"old"));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer + 3,
+        Some(me),
+        Flags::empty(),
+        60_000,
+        &[O::Timestamp(900, 0)],
+        b"old",
+    ));
     let a = r.segments();
     assert_eq!(a.len(), 1);
     assert_eq!(r.e.tcp_info(c).unwrap().recv_queue, 3);
@@ -88,14 +155,26 @@ fn paws_drops_old_timestamps() {
 fn segments_for_no_connection_get_rst() {
     let mut r = Raw::host(|_| {});
     // An ACK to a closed port: RST with SEQ = SEG.ACK.
-    r.input(&tcp_frame(3000, 81, 10, Some(555), Flags::empty(), 1000, &[], &[]));
+    r.input(&tcp_frame(
+        3000,
+        81,
+        10,
+        Some(555),
+        Flags::empty(),
+        1000,
+        &[],
+        &[],
+    ));
     let s = r.segments();
     assert_eq!(s.len(), 1);
     assert_eq!((s[0].flags, s[0].seq), (Flags::RST, 555));
     // A SYN: RST|ACK acknowledging it.
     r.input(&tcp_frame(3000, 81, 10, None, Flags::SYN, 1000, &[], &[]));
     let s = r.segments();
-    assert_eq!((s[0].flags, s[0].seq, s[0].ack), (Flags::RST | Flags::ACK, 0, 11));
+    assert_eq!(
+        (s[0].flags, s[0].seq, s[0].ack),
+        (Flags::RST | Flags::ACK, 0, 11)
+    );
     // An RST: nothing.
     r.input(&tcp_frame(3000, 81, 10, None, Flags::RST, 1000, &[], &[]));
     assert!(r.segments().is_empty());

@@ -1,13 +1,14 @@
 //! Interop with smoltcp 0.14 (a TCP written elsewhere) over the simulated link,
 //! in the same virtual time: smoltcp's `phy::Device` is implemented over a port
 //! of [`Link`]. Byte-exact in both directions, with and without loss.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use common::{fnv, pattern};
+use linerate_offload::OffloadMeta;
 use linerate_toe::sim::{Link, LinkConfig, Sim};
 use linerate_toe::{Engine, Error, Instant, TcpState};
-use linerate_offload::OffloadMeta;
 use smoltcp::iface::{Config as SmolConfig, Interface, SocketSet};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
@@ -40,7 +41,8 @@ impl TxToken for Tx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         let mut buf = vec![0u8; len];
         let r = f(&mut buf);
-        self.link.send(self.now, self.port, &buf, &OffloadMeta::plain());
+        self.link
+            .send(self.now, self.port, &buf, &OffloadMeta::plain());
         r
     }
 }
@@ -57,11 +59,22 @@ impl Device for Port<'_> {
 
     fn receive(&mut self, _: smoltcp::time::Instant) -> Option<(Rx, Tx<'_>)> {
         let (f, _) = self.link.recv(self.now, self.port)?;
-        Some((Rx(f), Tx { link: self.link, port: self.port, now: self.now }))
+        Some((
+            Rx(f),
+            Tx {
+                link: self.link,
+                port: self.port,
+                now: self.now,
+            },
+        ))
     }
 
     fn transmit(&mut self, _: smoltcp::time::Instant) -> Option<Tx<'_>> {
-        Some(Tx { link: self.link, port: self.port, now: self.now })
+        Some(Tx {
+            link: self.link,
+            port: self.port,
+            now: self.now,
+        })
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -92,7 +105,11 @@ impl Pair {
         let mut cfg = Sim::host_config(1);
         cfg.offloads = offloads;
         let engine = Engine::new(cfg, 11);
-        let mut port = Port { link: &mut link, port: 1, now: Instant::ZERO };
+        let mut port = Port {
+            link: &mut link,
+            port: 1,
+            now: Instant::ZERO,
+        };
         let mut iface = Interface::new(
             SmolConfig::new(HardwareAddress::Ethernet(EthernetAddress(SMOL_MAC))),
             &mut port,
@@ -107,7 +124,14 @@ impl Pair {
         );
         let mut sockets = SocketSet::new(vec![]);
         let smol = sockets.add(sock);
-        Pair { link, engine, iface, sockets, smol, now: Instant::ZERO }
+        Pair {
+            link,
+            engine,
+            iface,
+            sockets,
+            smol,
+            now: Instant::ZERO,
+        }
     }
 
     fn sock(&mut self) -> &mut tcp::Socket<'static> {
@@ -124,18 +148,27 @@ impl Pair {
             self.engine.handle_timeout(now);
         }
         let link = &mut self.link;
-        self.engine.poll_transmit(now, &mut |f, m| link.send(now, 0, f, m));
-        let mut port = Port { link: &mut self.link, port: 1, now };
+        self.engine
+            .poll_transmit(now, &mut |f, m| link.send(now, 0, f, m));
+        let mut port = Port {
+            link: &mut self.link,
+            port: 1,
+            now,
+        };
         self.iface.poll(smol_now(now), &mut port, &mut self.sockets);
         let smol_next = self
             .iface
             .poll_delay(smol_now(now), &self.sockets)
             .map(|d| now + Duration::from_micros(d.total_micros().max(1)));
-        let next = [self.engine.poll_timeout(), self.link.next_delivery(), smol_next]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(now + Duration::from_millis(1));
+        let next = [
+            self.engine.poll_timeout(),
+            self.link.next_delivery(),
+            smol_next,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(now + Duration::from_millis(1));
         self.now = next.max(now + Duration::from_nanos(1));
     }
 }
@@ -144,7 +177,10 @@ fn linerate_to_smoltcp(link: LinkConfig, offloads: bool, len: usize) -> (Duratio
     let mut p = Pair::new(link, offloads);
     p.sock().listen(5001).unwrap();
     let data = pattern(len, 5);
-    let c = p.engine.tcp_connect(p.now, "10.0.0.2:5001".parse().unwrap()).unwrap();
+    let c = p
+        .engine
+        .tcp_connect(p.now, "10.0.0.2:5001".parse().unwrap())
+        .unwrap();
     let (mut sent, mut got, mut shut) = (0, Vec::with_capacity(len), false);
     let mut buf = vec![0u8; 64 * 1024];
     let limit = Instant::ZERO + Duration::from_secs(600);
@@ -176,10 +212,18 @@ fn linerate_to_smoltcp(link: LinkConfig, offloads: bool, len: usize) -> (Duratio
     // smoltcp closes too; linerate sees the FIN.
     p.sock().close();
     let end = p.now + Duration::from_secs(60);
-    while p.now < end && !matches!(p.engine.tcp_state(c), Ok(TcpState::TimeWait | TcpState::Closed)) {
+    while p.now < end
+        && !matches!(
+            p.engine.tcp_state(c),
+            Ok(TcpState::TimeWait | TcpState::Closed)
+        )
+    {
         p.step();
     }
-    assert!(matches!(p.engine.tcp_state(c), Ok(TcpState::TimeWait | TcpState::Closed)));
+    assert!(matches!(
+        p.engine.tcp_state(c),
+        Ok(TcpState::TimeWait | TcpState::Closed)
+    ));
     (t - Instant::ZERO, p)
 }
 
@@ -189,7 +233,8 @@ fn smoltcp_to_linerate(link: LinkConfig, offloads: bool, len: usize) -> Pair {
     let data = pattern(len, 6);
     let cx = p.iface.context();
     let sock = p.sockets.get_mut::<tcp::Socket>(p.smol);
-    sock.connect(cx, (IpAddress::v4(10, 0, 0, 1), 5001), 40_000).unwrap();
+    sock.connect(cx, (IpAddress::v4(10, 0, 0, 1), 5001), 40_000)
+        .unwrap();
     let (mut sent, mut got, mut s, mut closed) = (0, Vec::with_capacity(len), None, false);
     let mut buf = vec![0u8; 64 * 1024];
     let limit = Instant::ZERO + Duration::from_secs(600);
@@ -223,10 +268,17 @@ fn smoltcp_to_linerate(link: LinkConfig, offloads: bool, len: usize) -> Pair {
     assert!(got == data);
     p.engine.tcp_close(s.unwrap()).unwrap();
     let end = p.now + Duration::from_secs(60);
-    while p.now < end && p.sock().state() != tcp::State::TimeWait && p.sock().state() != tcp::State::Closed {
+    while p.now < end
+        && p.sock().state() != tcp::State::TimeWait
+        && p.sock().state() != tcp::State::Closed
+    {
         p.step();
     }
-    assert!(matches!(p.sock().state(), tcp::State::TimeWait | tcp::State::Closed), "{}", p.sock().state());
+    assert!(
+        matches!(p.sock().state(), tcp::State::TimeWait | tcp::State::Closed),
+        "{}",
+        p.sock().state()
+    );
     p
 }
 
@@ -245,7 +297,12 @@ fn smoltcp_sends_to_linerate() {
 
 #[test]
 fn both_directions_with_loss() {
-    let lossy = |seed| LinkConfig { loss: 0.005, reorder: 0.01, seed, ..LinkConfig::default() };
+    let lossy = |seed| LinkConfig {
+        loss: 0.005,
+        reorder: 0.01,
+        seed,
+        ..LinkConfig::default()
+    };
     let (_, p) = linerate_to_smoltcp(lossy(1), true, 1 << 20);
     assert!(p.link.stats().lost > 0);
     assert!(p.engine.counters().tcp_retrans_segs > 0);

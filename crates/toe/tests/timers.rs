@@ -1,6 +1,7 @@
 //! Timers: SYN and data retransmission with exponential backoff (RFC 6298 section
 //! 5.5) ending in a timeout, TIME-WAIT for 2 MSL (RFC 9293 section 3.4.2),
 //! zero-window probing (section 3.8.6.1), delayed ACKs (section 3.8.6.3).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -13,7 +14,9 @@ use linerate_wire::tcp::Flags;
 use std::time::Duration;
 
 fn gaps(seen: &[Seen]) -> Vec<u64> {
-    seen.windows(2).map(|w| (w[1].at - w[0].at).as_millis() as u64).collect()
+    seen.windows(2)
+        .map(|w| (w[1].at - w[0].at).as_millis() as u64)
+        .collect()
 }
 
 #[test]
@@ -36,7 +39,16 @@ fn established(r: &mut Raw, peer_wnd: u16) -> (linerate_toe::SocketHandle, u32, 
     let syn = r.segments().remove(0);
     let mine = c;
     let peer_iss = 7_000;
-    r.input(&tcp_frame(80, local_port(r, mine), peer_iss, Some(syn.seq.wrapping_add(1)), Flags::SYN, peer_wnd, &[O::MaximumSegmentSize(1000)], &[]));
+    r.input(&tcp_frame(
+        80,
+        local_port(r, mine),
+        peer_iss,
+        Some(syn.seq.wrapping_add(1)),
+        Flags::SYN,
+        peer_wnd,
+        &[O::MaximumSegmentSize(1000)],
+        &[],
+    ));
     let ack = r.segments();
     assert_eq!(ack.len(), 1);
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
@@ -82,7 +94,16 @@ fn time_wait_lasts_two_msl_and_acks_a_repeated_fin() {
     assert_eq!(fin.len(), 1);
     assert!(fin[0].flags.contains(Flags::FIN));
     // The peer acknowledges our FIN and sends its own.
-    r.input(&tcp_frame(80, port, peer_nxt, Some(my_nxt + 1), Flags::FIN, 60_000, &[], &[]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer_nxt,
+        Some(my_nxt + 1),
+        Flags::FIN,
+        60_000,
+        &[],
+        &[],
+    ));
     let ack = r.segments();
     assert_eq!(ack.len(), 1);
     assert_eq!(ack[0].ack, peer_nxt + 1);
@@ -90,7 +111,16 @@ fn time_wait_lasts_two_msl_and_acks_a_repeated_fin() {
     // The peer repeats its FIN (our ACK was lost): acknowledged again.
     r.advance(Duration::from_secs(3));
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::TimeWait));
-    r.input(&tcp_frame(80, port, peer_nxt, Some(my_nxt + 1), Flags::FIN, 60_000, &[], &[]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer_nxt,
+        Some(my_nxt + 1),
+        Flags::FIN,
+        60_000,
+        &[],
+        &[],
+    ));
     let again = r.segments();
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].ack, peer_nxt + 1);
@@ -113,7 +143,9 @@ fn zero_window_probes_until_the_reader_reads() {
     cfg.tcp.recv_buffer = 8 * 1024;
     sim.engines[1] = linerate_toe::Engine::new(cfg, 5);
     let l = sim.engines[1].tcp_listen(80).unwrap();
-    let c = sim.engines[0].tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap()).unwrap();
+    let c = sim.engines[0]
+        .tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap())
+        .unwrap();
     let data = pattern(64 * 1024, 3);
     let mut sent = 0;
     let mut s = None;
@@ -160,12 +192,30 @@ fn delayed_ack_and_every_second_segment() {
     let port = local_port(&r, c);
     // Quick ACKs at the start: the first segments are acknowledged at once.
     for _ in 0..16 {
-        r.input(&tcp_frame(80, port, peer, Some(my_nxt), Flags::empty(), 60_000, &[], &[7; 1000]));
+        r.input(&tcp_frame(
+            80,
+            port,
+            peer,
+            Some(my_nxt),
+            Flags::empty(),
+            60_000,
+            &[],
+            &[7; 1000],
+        ));
         peer += 1000;
         assert_eq!(r.segments().len(), 1);
     }
     // Then one full-sized segment waits for the delayed-ACK timer...
-    r.input(&tcp_frame(80, port, peer, Some(my_nxt), Flags::empty(), 60_000, &[], &[7; 1000]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer,
+        Some(my_nxt),
+        Flags::empty(),
+        60_000,
+        &[],
+        &[7; 1000],
+    ));
     peer += 1000;
     assert!(r.segments().is_empty());
     let t0 = r.now;
@@ -174,16 +224,43 @@ fn delayed_ack_and_every_second_segment() {
     assert_eq!(acks[0].ack, peer);
     assert_eq!(acks[0].at - t0, Duration::from_millis(40));
     // ...and a second one is acknowledged at once.
-    r.input(&tcp_frame(80, port, peer, Some(my_nxt), Flags::empty(), 60_000, &[], &[7; 1000]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer,
+        Some(my_nxt),
+        Flags::empty(),
+        60_000,
+        &[],
+        &[7; 1000],
+    ));
     peer += 1000;
     assert!(r.segments().is_empty());
-    r.input(&tcp_frame(80, port, peer, Some(my_nxt), Flags::empty(), 60_000, &[], &[7; 1000]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer,
+        Some(my_nxt),
+        Flags::empty(),
+        60_000,
+        &[],
+        &[7; 1000],
+    ));
     peer += 1000;
     let a = r.segments();
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].ack, peer);
     // Out of order: an immediate duplicate ACK.
-    r.input(&tcp_frame(80, port, peer + 1000, Some(my_nxt), Flags::empty(), 60_000, &[], &[7; 1000]));
+    r.input(&tcp_frame(
+        80,
+        port,
+        peer + 1000,
+        Some(my_nxt),
+        Flags::empty(),
+        60_000,
+        &[],
+        &[7; 1000],
+    ));
     let d = r.segments();
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].ack, peer);
@@ -194,7 +271,9 @@ fn delayed_ack_and_every_second_segment() {
 fn simultaneous_close_goes_through_closing() {
     let mut sim = Sim::two_hosts(true, 9, LinkConfig::default());
     let l = sim.engines[1].tcp_listen(80).unwrap();
-    let c = sim.engines[0].tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap()).unwrap();
+    let c = sim.engines[0]
+        .tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap())
+        .unwrap();
     let mut s = None;
     sim.run_until(sim.now + Duration::from_secs(1), |sim| {
         s = s.or_else(|| sim.engines[1].tcp_accept(l).ok());
@@ -206,6 +285,7 @@ fn simultaneous_close_goes_through_closing() {
     sim.engines[1].tcp_shutdown(s).unwrap();
     let end = sim.now + Duration::from_secs(5);
     assert!(sim.run_until(end, |sim| {
-        sim.engines[0].tcp_state(c) == Ok(TcpState::TimeWait) && sim.engines[1].tcp_state(s) == Ok(TcpState::TimeWait)
+        sim.engines[0].tcp_state(c) == Ok(TcpState::TimeWait)
+            && sim.engines[1].tcp_state(s) == Ok(TcpState::TimeWait)
     }));
 }

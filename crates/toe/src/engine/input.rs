@@ -9,6 +9,7 @@
 //! stands for the segments it holds. Every refusal is counted, none panics.
 
 use super::Engine;
+use super::output::IpTo;
 use crate::tcp::conn::{Conn, ConnParams};
 use crate::tcp::input::Rst;
 use crate::tcp::segment::Segment;
@@ -49,7 +50,10 @@ impl Engine {
             self.counters.rx_other_host += 1;
             return;
         }
-        let from = From { mac: eth.src_addr(), meta };
+        let from = From {
+            mac: eth.src_addr(),
+            meta,
+        };
         match eth.ethertype() {
             ethertype::ARP => self.arp_input(now, eth.payload()),
             ethertype::IPV4 => self.ipv4_input(now, eth.payload(), from),
@@ -67,7 +71,11 @@ impl Engine {
             self.counters.arp_errors += 1;
             return;
         };
-        if p.htype() != arp::HTYPE_ETHERNET || p.ptype() != ethertype::IPV4 || p.hlen() != 6 || p.plen() != 4 {
+        if p.htype() != arp::HTYPE_ETHERNET
+            || p.ptype() != ethertype::IPV4
+            || p.hlen() != 6
+            || p.plen() != 4
+        {
             self.counters.arp_errors += 1;
             return;
         }
@@ -91,7 +99,11 @@ impl Engine {
     }
 
     /// Sends the frames that waited for a neighbour, now at `mac`.
-    fn release(&mut self, frames: std::collections::VecDeque<(Vec<u8>, OffloadMeta)>, mac: [u8; 6]) {
+    fn release(
+        &mut self,
+        frames: std::collections::VecDeque<(Vec<u8>, OffloadMeta)>,
+        mac: [u8; 6],
+    ) {
         for (mut f, meta) in frames {
             if let Some(d) = f.get_mut(..6) {
                 d.copy_from_slice(&mac);
@@ -188,7 +200,14 @@ impl Engine {
 
     /// ICMPv4: answer echo requests to our unicast address (RFC 1122 section
     /// 3.2.2.6); everything else is counted and dropped.
-    fn icmpv4_input(&mut self, data: &[u8], src: Ipv4Addr, dst: Ipv4Addr, unicast: bool, from: From<'_>) {
+    fn icmpv4_input(
+        &mut self,
+        data: &[u8],
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        unicast: bool,
+        from: From<'_>,
+    ) {
         self.counters.icmp_in_msgs += 1;
         let Ok(p) = icmpv4::Packet::new_checked(data) else {
             self.counters.icmp_in_errors += 1;
@@ -209,9 +228,17 @@ impl Engine {
         let len = icmp::HEADER_LEN + body.len();
         self.counters.icmp_out_msgs += 1;
         self.counters.icmp_out_echo_reps += 1;
-        self.send_ip_direct(from.mac, IpAddr::V4(dst), IpAddr::V4(src), protocol::ICMP, len, 64, |b| {
-            icmpv4::emit_echo_reply(b, ident, seq, body).is_ok()
-        });
+        self.send_ip_direct(
+            IpTo {
+                mac: from.mac,
+                src: IpAddr::V4(dst),
+                dst: IpAddr::V4(src),
+                proto: protocol::ICMP,
+                hop: 64,
+            },
+            len,
+            |b| icmpv4::emit_echo_reply(b, ident, seq, body).is_ok(),
+        );
     }
 
     /// ICMPv6: echo (RFC 4443 section 4.2) and neighbour solicitation and
@@ -245,9 +272,20 @@ impl Engine {
                 self.counters.icmp_out_msgs += 1;
                 self.counters.icmp_out_echo_reps += 1;
                 let (s, d) = (me.addr.octets(), src.octets());
-                self.send_ip_direct(from.mac, IpAddr::V6(me.addr), IpAddr::V6(src), protocol::ICMPV6, len, 64, |b| {
-                    icmpv6::emit_echo_reply(b, Addrs { src: &s, dst: &d }, ident, seq, body).is_ok()
-                });
+                self.send_ip_direct(
+                    IpTo {
+                        mac: from.mac,
+                        src: IpAddr::V6(me.addr),
+                        dst: IpAddr::V6(src),
+                        proto: protocol::ICMPV6,
+                        hop: 64,
+                    },
+                    len,
+                    |b| {
+                        icmpv6::emit_echo_reply(b, Addrs { src: &s, dst: &d }, ident, seq, body)
+                            .is_ok()
+                    },
+                );
             }
             icmpv6::msg_type::NEIGHBOR_SOLICITATION | icmpv6::msg_type::NEIGHBOR_ADVERTISEMENT => {
                 let Ok(n) = ndp::Neighbor::new_checked(data) else {
@@ -269,15 +307,36 @@ impl Engine {
                         let released = self.neighbors.learn(now, IpAddr::V6(src), mac, true);
                         self.release(released, mac);
                     }
-                    let dst_mac = if src.is_unspecified() { ndp::multicast_mac(&ALL_NODES.octets()) } else { from.mac };
+                    let dst_mac = if src.is_unspecified() {
+                        ndp::multicast_mac(&ALL_NODES.octets())
+                    } else {
+                        from.mac
+                    };
                     let flags = etherparse_na_flags(!src.is_unspecified());
                     let len = ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN;
                     let mac = self.cfg.mac;
                     let (s, d) = (me.addr.octets(), reply_to.octets());
                     self.counters.icmp_out_msgs += 1;
-                    self.send_ip_direct(dst_mac, IpAddr::V6(me.addr), IpAddr::V6(reply_to), protocol::ICMPV6, len, 255, |b| {
-                        ndp::emit_neighbor_advertisement(b, Addrs { src: &s, dst: &d }, &s, flags, Some(mac)).is_ok()
-                    });
+                    self.send_ip_direct(
+                        IpTo {
+                            mac: dst_mac,
+                            src: IpAddr::V6(me.addr),
+                            dst: IpAddr::V6(reply_to),
+                            proto: protocol::ICMPV6,
+                            hop: 255,
+                        },
+                        len,
+                        |b| {
+                            ndp::emit_neighbor_advertisement(
+                                b,
+                                Addrs { src: &s, dst: &d },
+                                &s,
+                                flags,
+                                Some(mac),
+                            )
+                            .is_ok()
+                        },
+                    );
                 } else {
                     self.counters.ndp_in_adverts += 1;
                     if let Some(mac) = n.target_lladdr() {
@@ -292,7 +351,15 @@ impl Engine {
 
     /// TCP demultiplexing (RFC 9293 section 3.10.7): to the connection with this
     /// 4-tuple, else a SYN to a listener opens one, else an RST answers.
-    fn tcp_input(&mut self, now: Instant, src: IpAddr, dst: IpAddr, data: &[u8], pseudo: u32, from: From<'_>) {
+    fn tcp_input(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        data: &[u8],
+        pseudo: u32,
+        from: From<'_>,
+    ) {
         let csum_ok = match from.meta.csum {
             Checksum::Verified { levels } if levels >= 1 => true,
             Checksum::Partial { .. } => true,
@@ -306,7 +373,10 @@ impl Engine {
         let segs = match from.meta.gso {
             Some(g) if matches!(g.kind, GsoType::TcpV4 | GsoType::TcpV6) && g.size > 0 => {
                 let hl = tcp::Packet::new_checked(data).map_or(0, |p| p.header_len());
-                data.len().saturating_sub(hl).div_ceil(usize::from(g.size)).max(1) as u32
+                data.len()
+                    .saturating_sub(hl)
+                    .div_ceil(usize::from(g.size))
+                    .max(1) as u32
             }
             _ => 1,
         };
@@ -330,7 +400,8 @@ impl Engine {
             self.mark_ready(idx);
             return;
         }
-        let syn_only = seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
+        let syn_only =
+            seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
         if syn_only {
             if let Some(&l) = self.by_port.get(&seg.dst_port) {
                 self.passive_open(now, l, local, remote, &seg);
@@ -343,9 +414,18 @@ impl Engine {
     }
 
     /// A SYN for listener `l` (RFC 9293 section 3.10.7.2).
-    fn passive_open(&mut self, now: Instant, l: usize, local: SocketAddr, remote: SocketAddr, seg: &Segment<'_>) {
+    fn passive_open(
+        &mut self,
+        now: Instant,
+        l: usize,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Segment<'_>,
+    ) {
         let backlog = self.cfg.tcp.backlog;
-        let Some(Some(lst)) = self.listeners.get_mut(l) else { return };
+        let Some(Some(lst)) = self.listeners.get_mut(l) else {
+            return;
+        };
         if lst.embryonic + lst.ready.len() >= backlog {
             self.counters.tcp_listen_drops += 1;
             return;
@@ -365,8 +445,14 @@ impl Engine {
             IpAddr::V4(_) => (ipv4::HEADER_LEN, 536),
             IpAddr::V6(_) => (ipv6::HEADER_LEN, 1220),
         };
-        let mtu_mss = usize::from(self.cfg.mtu).saturating_sub(l3 + tcp::HEADER_LEN).clamp(64, 65_535);
-        ConnParams { tcp: self.cfg.tcp.clone(), mtu_mss: mtu_mss as u16, default_mss }
+        let mtu_mss = usize::from(self.cfg.mtu)
+            .saturating_sub(l3 + tcp::HEADER_LEN)
+            .clamp(64, 65_535);
+        ConnParams {
+            tcp: self.cfg.tcp.clone(),
+            mtu_mss: mtu_mss as u16,
+            default_mss,
+        }
     }
 
     /// Neighbour retries; failed resolutions drop their frames.
@@ -383,7 +469,9 @@ impl Engine {
 
 /// Neighbour advertisement flags: solicited (when answering a unicast
 /// solicitation) and override, never router.
-fn etherparse_na_flags(solicited: bool) -> linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
+fn etherparse_na_flags(
+    solicited: bool,
+) -> linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
     linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
         router: false,
         solicited,

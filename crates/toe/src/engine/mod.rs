@@ -130,7 +130,9 @@ impl Engine {
                 break;
             }
             self.timers.pop();
-            let Some(slot) = self.slots.get_mut(idx) else { continue };
+            let Some(slot) = self.slots.get_mut(idx) else {
+                continue;
+            };
             if slot.generation != generation {
                 continue;
             }
@@ -150,14 +152,20 @@ impl Engine {
     /// many. Control frames first, then TCP: each connection with something to send
     /// emits one segment (a super-segment of up to 64 KiB with offloads on) per
     /// round, round robin, until none has anything left.
-    pub fn poll_transmit(&mut self, now: Instant, out: &mut impl FnMut(&[u8], &OffloadMeta)) -> usize {
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) -> usize {
         let mut n = 0;
         while let Some((frame, meta)) = self.control.pop_front() {
             out(&frame, &meta);
             n += 1;
         }
         while let Some(idx) = self.ready.pop_front() {
-            let Some(slot) = self.slots.get_mut(idx) else { continue };
+            let Some(slot) = self.slots.get_mut(idx) else {
+                continue;
+            };
             slot.queued = false;
             let mut sent = false;
             if let Some(meta) = self.emit_tcp(now, idx) {
@@ -203,7 +211,12 @@ impl Engine {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
-                self.slots.push(Slot { generation: 0, conn: None, queued: false, scheduled: None });
+                self.slots.push(Slot {
+                    generation: 0,
+                    conn: None,
+                    queued: false,
+                    scheduled: None,
+                });
                 self.slots.len() - 1
             }
         };
@@ -218,14 +231,20 @@ impl Engine {
 
     /// Frees a slot.
     fn remove_conn(&mut self, idx: usize) {
-        let Some(slot) = self.slots.get_mut(idx) else { return };
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
         let Some(conn) = slot.conn.take() else { return };
         slot.generation = slot.generation.wrapping_add(1);
         slot.scheduled = None;
         if self.by_tuple.get(&(conn.local, conn.remote)) == Some(&idx) {
             self.by_tuple.remove(&(conn.local, conn.remote));
         }
-        if let Some(l) = conn.listener.and_then(|l| self.listeners.get_mut(l)).and_then(Option::as_mut) {
+        if let Some(l) = conn
+            .listener
+            .and_then(|l| self.listeners.get_mut(l))
+            .and_then(Option::as_mut)
+        {
             l.ready.retain(|&i| i != idx);
         }
         self.free.push(idx);
@@ -234,7 +253,9 @@ impl Engine {
     /// Bookkeeping after anything happened to a connection: the accept queue,
     /// removal of finished connections, the timer heap.
     fn after_event(&mut self, idx: usize) {
-        let Some(conn) = self.conn_mut(idx) else { return };
+        let Some(conn) = self.conn_mut(idx) else {
+            return;
+        };
         conn.apply_close();
         let established = std::mem::take(&mut conn.became_established);
         let listener = conn.listener;

@@ -32,6 +32,16 @@ pub(crate) const MAX_SUPER_DATA: usize = 65_535 - ipv4::HEADER_LEN - tcp::MAX_HE
 /// Hop limit / TTL of the datagrams we originate.
 const HOP_LIMIT: u8 = 64;
 
+/// Where a control datagram goes: next-hop MAC, addresses, protocol, hop limit.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IpTo {
+    pub mac: [u8; 6],
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub hop: u8,
+}
+
 /// Writes an Ethernet header at the start of `buf` (at least 14 bytes).
 pub(super) fn put_eth(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: u16) {
     if let Some(h) = buf.get_mut(..ethernet::HEADER_LEN) {
@@ -85,7 +95,11 @@ fn ip_header_len(ip: IpAddr) -> usize {
 impl Engine {
     /// Bytes of TCP data one segment (or super-segment) may carry.
     fn max_data(&self, mss: usize) -> usize {
-        if self.cfg.offloads { MAX_SUPER_DATA } else { mss.max(1) }
+        if self.cfg.offloads {
+            MAX_SUPER_DATA
+        } else {
+            mss.max(1)
+        }
     }
 
     /// Asks connection `idx` for its next segment and builds the frame in the
@@ -132,7 +146,12 @@ impl Engine {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 put_eth(buf, [0; 6], mac, ethertype::IPV4);
                 put_ipv4(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, id);
-                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, l4_len.min(65_535) as u16)
+                checksum::pseudo_ipv4(
+                    s.octets(),
+                    d.octets(),
+                    protocol::TCP,
+                    l4_len.min(65_535) as u16,
+                )
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 put_eth(buf, [0; 6], mac, ethertype::IPV6);
@@ -148,7 +167,11 @@ impl Engine {
             t.set_src_port(local.port());
             t.set_dst_port(remote.port());
             t.set_seq_number(o.seq.0);
-            t.set_ack_number(if o.flags.contains(tcp::Flags::ACK) { o.ack.0 } else { 0 });
+            t.set_ack_number(if o.flags.contains(tcp::Flags::ACK) {
+                o.ack.0
+            } else {
+                0
+            });
             t.set_data_offset((tcp_len / 4) as u8);
             t.set_flags(o.flags);
             t.set_window(o.wnd);
@@ -160,9 +183,16 @@ impl Engine {
         let mut meta = OffloadMeta::plain();
         if offloads {
             t.set_checksum(checksum::fold(pseudo));
-            meta.csum = Checksum::Partial { start: l4 as u16, offset: 16 };
+            meta.csum = Checksum::Partial {
+                start: l4 as u16,
+                offset: 16,
+            };
             if o.data_len > o.mss && o.mss > 0 {
-                let kind = if local.is_ipv4() { GsoType::TcpV4 } else { GsoType::TcpV6 };
+                let kind = if local.is_ipv4() {
+                    GsoType::TcpV4
+                } else {
+                    GsoType::TcpV6
+                };
                 let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
                 gso.segs = o.wire_segments().min(65_535) as u16;
                 meta.gso = Some(gso);
@@ -197,7 +227,13 @@ impl Engine {
 
     /// Sends a control frame to `ip`, through the neighbour cache.
     #[allow(dead_code)]
-    pub(super) fn send_control(&mut self, now: Instant, ip: IpAddr, mut frame: Vec<u8>, meta: OffloadMeta) {
+    pub(super) fn send_control(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        mut frame: Vec<u8>,
+        meta: OffloadMeta,
+    ) {
         std::mem::swap(&mut self.scratch, &mut frame);
         let routed = self.route(now, ip, meta);
         std::mem::swap(&mut self.scratch, &mut frame);
@@ -226,9 +262,24 @@ impl Engine {
                 let len = ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN;
                 let l4 = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
                 let mut f = vec![0u8; l4 + len];
-                put_eth(&mut f, ndp::multicast_mac(&group.octets()), mac, ethertype::IPV6);
-                put_ipv6(f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(), me.addr, group, protocol::ICMPV6, len, 255);
-                let ip = Addrs { src: &me.addr.octets(), dst: &group.octets() };
+                put_eth(
+                    &mut f,
+                    ndp::multicast_mac(&group.octets()),
+                    mac,
+                    ethertype::IPV6,
+                );
+                put_ipv6(
+                    f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(),
+                    me.addr,
+                    group,
+                    protocol::ICMPV6,
+                    len,
+                    255,
+                );
+                let ip = Addrs {
+                    src: &me.addr.octets(),
+                    dst: &group.octets(),
+                };
                 let body = f.get_mut(l4..).unwrap_or_default();
                 if ndp::emit_neighbor_solicitation(body, ip, &target.octets(), Some(mac)).is_ok() {
                     self.counters.icmp_out_msgs += 1;
@@ -243,14 +294,17 @@ impl Engine {
     /// `dst_mac`, and queues it.
     pub(super) fn send_ip_direct(
         &mut self,
-        dst_mac: [u8; 6],
-        src: IpAddr,
-        dst: IpAddr,
-        proto: u8,
+        to: IpTo,
         len: usize,
-        hop: u8,
         body: impl FnOnce(&mut [u8]) -> bool,
     ) {
+        let IpTo {
+            mac: dst_mac,
+            src,
+            dst,
+            proto,
+            hop,
+        } = to;
         let l4 = ethernet::HEADER_LEN + ip_header_len(src);
         let mut f = vec![0u8; l4 + len];
         let mac = self.cfg.mac;
@@ -258,11 +312,25 @@ impl Engine {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 put_eth(&mut f, dst_mac, mac, ethertype::IPV4);
                 let id = self.next_ip_id(1);
-                put_ipv4(f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(), s, d, proto, len, id);
+                put_ipv4(
+                    f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(),
+                    s,
+                    d,
+                    proto,
+                    len,
+                    id,
+                );
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 put_eth(&mut f, dst_mac, mac, ethertype::IPV6);
-                put_ipv6(f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(), s, d, proto, len, hop);
+                put_ipv6(
+                    f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(),
+                    s,
+                    d,
+                    proto,
+                    len,
+                    hop,
+                );
             }
             _ => return,
         }
@@ -280,26 +348,46 @@ impl Engine {
         remote: SocketAddr,
         rst: crate::tcp::input::Rst,
     ) {
-        let flags = if rst.ack.is_some() { tcp::Flags::RST | tcp::Flags::ACK } else { tcp::Flags::RST };
+        let flags = if rst.ack.is_some() {
+            tcp::Flags::RST | tcp::Flags::ACK
+        } else {
+            tcp::Flags::RST
+        };
         let ack = rst.ack.map_or(0, |a| a.0);
         let pseudo = match (local.ip(), remote.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, 20),
-            (IpAddr::V6(s), IpAddr::V6(d)) => checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, 20),
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, 20)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, 20)
+            }
             _ => return,
         };
         self.counters.tcp_out_rsts += 1;
         self.counters.tcp_out_segs += 1;
-        self.send_ip_direct(dst_mac, local.ip(), remote.ip(), protocol::TCP, tcp::HEADER_LEN, HOP_LIMIT, |b| {
-            let Some(h) = b.get_mut(..tcp::HEADER_LEN) else { return false };
-            let mut t = tcp::Packet::new_unchecked(h);
-            t.set_src_port(local.port());
-            t.set_dst_port(remote.port());
-            t.set_seq_number(rst.seq.0);
-            t.set_ack_number(ack);
-            t.set_data_offset(5);
-            t.set_flags(flags);
-            t.fill_checksum(pseudo);
-            true
-        });
+        self.send_ip_direct(
+            IpTo {
+                mac: dst_mac,
+                src: local.ip(),
+                dst: remote.ip(),
+                proto: protocol::TCP,
+                hop: HOP_LIMIT,
+            },
+            tcp::HEADER_LEN,
+            |b| {
+                let Some(h) = b.get_mut(..tcp::HEADER_LEN) else {
+                    return false;
+                };
+                let mut t = tcp::Packet::new_unchecked(h);
+                t.set_src_port(local.port());
+                t.set_dst_port(remote.port());
+                t.set_seq_number(rst.seq.0);
+                t.set_ack_number(ack);
+                t.set_data_offset(5);
+                t.set_flags(flags);
+                t.fill_checksum(pseudo);
+                true
+            },
+        );
     }
 }

@@ -133,7 +133,10 @@ fn reason_error(r: CloseReason) -> Option<Error> {
 
 impl Engine {
     fn handle_conn(&self, h: SocketHandle) -> Result<&Conn, Error> {
-        let slot = self.slots.get(h.index as usize).ok_or(Error::InvalidHandle)?;
+        let slot = self
+            .slots
+            .get(h.index as usize)
+            .ok_or(Error::InvalidHandle)?;
         if slot.generation != h.generation {
             return Err(Error::InvalidHandle);
         }
@@ -150,7 +153,10 @@ impl Engine {
 
     fn handle_of(&self, idx: usize) -> SocketHandle {
         let generation = self.slots.get(idx).map_or(0, |s| s.generation);
-        SocketHandle { index: idx as u32, generation }
+        SocketHandle {
+            index: idx as u32,
+            generation,
+        }
     }
 
     /// After an application call: bookkeeping and a transmit opportunity.
@@ -166,7 +172,11 @@ impl Engine {
         if self.by_port.contains_key(&port) || port == 0 {
             return Err(Error::AddrInUse);
         }
-        let l = Listener { port, ready: Default::default(), embryonic: 0 };
+        let l = Listener {
+            port,
+            ready: Default::default(),
+            embryonic: 0,
+        };
         let idx = match self.listeners.iter().position(Option::is_none) {
             Some(i) => {
                 if let Some(slot) = self.listeners.get_mut(i) {
@@ -185,7 +195,11 @@ impl Engine {
 
     /// Takes the next established connection from a listener's queue.
     pub fn tcp_accept(&mut self, l: ListenerHandle) -> Result<SocketHandle, Error> {
-        let lst = self.listeners.get_mut(l.0 as usize).and_then(Option::as_mut).ok_or(Error::InvalidHandle)?;
+        let lst = self
+            .listeners
+            .get_mut(l.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(Error::InvalidHandle)?;
         let idx = lst.ready.pop_front().ok_or(Error::WouldBlock)?;
         if let Some(c) = self.conn_mut(idx) {
             c.listener = None;
@@ -195,13 +209,21 @@ impl Engine {
 
     /// Stops listening. Connections not yet accepted are reset.
     pub fn tcp_unlisten(&mut self, l: ListenerHandle) -> Result<(), Error> {
-        let lst = self.listeners.get_mut(l.0 as usize).and_then(Option::take).ok_or(Error::InvalidHandle)?;
+        let lst = self
+            .listeners
+            .get_mut(l.0 as usize)
+            .and_then(Option::take)
+            .ok_or(Error::InvalidHandle)?;
         self.by_port.remove(&lst.port);
         let pending: Vec<usize> = self
             .slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.conn.as_ref().is_some_and(|c| c.listener == Some(l.0 as usize)))
+            .filter(|(_, s)| {
+                s.conn
+                    .as_ref()
+                    .is_some_and(|c| c.listener == Some(l.0 as usize))
+            })
             .map(|(i, _)| i)
             .collect();
         for idx in pending {
@@ -272,7 +294,8 @@ impl Engine {
         (0..span)
             .map(|i| SocketAddr::new(local_ip, LOW + ((start + i) % span) as u16))
             .find(|cand| {
-                !self.by_tuple.contains_key(&(*cand, remote)) && !self.by_port.contains_key(&cand.port())
+                !self.by_tuple.contains_key(&(*cand, remote))
+                    && !self.by_port.contains_key(&cand.port())
             })
             .ok_or(Error::NoPorts)
     }

@@ -18,8 +18,15 @@ pub(crate) type Pending = (Vec<u8>, OffloadMeta);
 
 #[derive(Debug)]
 enum Entry {
-    Reachable { mac: [u8; 6], expires: Instant },
-    Incomplete { next_probe: Instant, probes: u32, queue: VecDeque<Pending> },
+    Reachable {
+        mac: [u8; 6],
+        expires: Instant,
+    },
+    Incomplete {
+        next_probe: Instant,
+        probes: u32,
+        queue: VecDeque<Pending>,
+    },
 }
 
 /// What a lookup found.
@@ -60,7 +67,10 @@ pub(crate) struct NeighborCache {
 
 impl NeighborCache {
     pub fn new(limits: Limits) -> NeighborCache {
-        NeighborCache { map: HashMap::new(), limits }
+        NeighborCache {
+            map: HashMap::new(),
+            limits,
+        }
     }
 
     /// The Ethernet address of `ip`, if known and not expired.
@@ -74,8 +84,17 @@ impl NeighborCache {
     /// Records `ip` at `mac`. If `create` is false, only an existing entry is
     /// updated (RFC 826's merge rule; RFC 4861 section 7.2.5). Returns the frames
     /// that were waiting, with their destination address to be filled in.
-    pub fn learn(&mut self, now: Instant, ip: IpAddr, mac: [u8; 6], create: bool) -> VecDeque<Pending> {
-        let fresh = Entry::Reachable { mac, expires: now + self.limits.ttl };
+    pub fn learn(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        mac: [u8; 6],
+        create: bool,
+    ) -> VecDeque<Pending> {
+        let fresh = Entry::Reachable {
+            mac,
+            expires: now + self.limits.ttl,
+        };
         match self.map.get_mut(&ip) {
             Some(e) => match std::mem::replace(e, fresh) {
                 Entry::Incomplete { queue, .. } => queue,
@@ -100,10 +119,18 @@ impl NeighborCache {
         });
         if let Entry::Reachable { .. } = e {
             // Expired: resolve again.
-            *e = Entry::Incomplete { next_probe: now, probes: 0, queue: VecDeque::new() };
+            *e = Entry::Incomplete {
+                next_probe: now,
+                probes: 0,
+                queue: VecDeque::new(),
+            };
         }
         match e {
-            Entry::Incomplete { next_probe, probes, queue } => {
+            Entry::Incomplete {
+                next_probe,
+                probes,
+                queue,
+            } => {
                 if queue.len() >= limits.queue {
                     return Queued::Dropped;
                 }
@@ -127,7 +154,11 @@ impl NeighborCache {
         let mut dropped = 0;
         let mut failed = 0;
         self.map.retain(|ip, e| match e {
-            Entry::Incomplete { next_probe, probes, queue } if *next_probe <= now => {
+            Entry::Incomplete {
+                next_probe,
+                probes,
+                queue,
+            } if *next_probe <= now => {
                 if *probes >= limits.probes {
                     dropped += queue.len();
                     failed += 1;
@@ -178,9 +209,18 @@ mod tests {
         let mut c = cache();
         let t = Instant::ZERO;
         assert_eq!(c.lookup(t, ip()), Lookup::Miss);
-        assert_eq!(c.enqueue(t, ip(), (vec![1], OffloadMeta::plain())), Queued::ProbeNow);
-        assert_eq!(c.enqueue(t, ip(), (vec![2], OffloadMeta::plain())), Queued::Waiting);
-        assert_eq!(c.enqueue(t, ip(), (vec![3], OffloadMeta::plain())), Queued::Dropped);
+        assert_eq!(
+            c.enqueue(t, ip(), (vec![1], OffloadMeta::plain())),
+            Queued::ProbeNow
+        );
+        assert_eq!(
+            c.enqueue(t, ip(), (vec![2], OffloadMeta::plain())),
+            Queued::Waiting
+        );
+        assert_eq!(
+            c.enqueue(t, ip(), (vec![3], OffloadMeta::plain())),
+            Queued::Dropped
+        );
         let q = c.learn(t, ip(), [2; 6], false);
         assert_eq!(q.len(), 2);
         assert_eq!(c.lookup(t, ip()), Lookup::Hit([2; 6]));

@@ -46,7 +46,11 @@ impl Assembler {
             return true;
         }
         // First range that ends at or after `start` (touching counts).
-        let i = self.ranges.iter().position(|&(_, e)| e >= start).unwrap_or(self.ranges.len());
+        let i = self
+            .ranges
+            .iter()
+            .position(|&(_, e)| e >= start)
+            .unwrap_or(self.ranges.len());
         // Ranges from i that start at or before `end` merge with the new one.
         let mut j = i;
         let (mut s, mut e) = (start, end);

@@ -153,7 +153,11 @@ impl Congestion {
             CongestionControl::Cubic => {
                 let cwnd = self.segs(self.cwnd);
                 let c = &mut self.cubic;
-                c.w_max = if cwnd < c.w_max { cwnd * (1.0 + BETA) / 2.0 } else { cwnd };
+                c.w_max = if cwnd < c.w_max {
+                    cwnd * (1.0 + BETA) / 2.0
+                } else {
+                    cwnd
+                };
                 c.k = (c.w_max * (1.0 - BETA) / C).cbrt();
                 c.epoch = None;
                 c.carry = 0.0;
@@ -178,9 +182,18 @@ mod tests {
 
     #[test]
     fn initial_window() {
-        assert_eq!(Congestion::new(CongestionControl::NewReno, 1460).cwnd(), 14_600);
-        assert_eq!(Congestion::new(CongestionControl::NewReno, 536).cwnd(), 5_360);
-        assert_eq!(Congestion::new(CongestionControl::NewReno, 9000).cwnd(), 18_000);
+        assert_eq!(
+            Congestion::new(CongestionControl::NewReno, 1460).cwnd(),
+            14_600
+        );
+        assert_eq!(
+            Congestion::new(CongestionControl::NewReno, 536).cwnd(),
+            5_360
+        );
+        assert_eq!(
+            Congestion::new(CongestionControl::NewReno, 9000).cwnd(),
+            18_000
+        );
     }
 
     #[test]

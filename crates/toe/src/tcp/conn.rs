@@ -53,7 +53,13 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    fn new(local: SocketAddr, remote: SocketAddr, state: State, params: ConnParams, ts_offset: u32) -> Conn {
+    fn new(
+        local: SocketAddr,
+        remote: SocketAddr,
+        state: State,
+        params: ConnParams,
+        ts_offset: u32,
+    ) -> Conn {
         Conn {
             local,
             remote,
@@ -211,7 +217,7 @@ impl Conn {
         let free = self.rx.free();
         if let Some(rcv) = self.state.rcv_mut() {
             let advertised = rcv.adv_right.since(rcv.nxt);
-            let new_right = rcv.nxt.add(free);
+            let new_right = rcv.nxt.plus(free);
             let gain = new_right.since(rcv.adv_right);
             if advertised < cap / 2 && gain >= (cap / 2).min(rcv.seg_max.max(1)) {
                 rcv.ack_now = true;
@@ -231,11 +237,24 @@ impl Conn {
         if !self.close_requested {
             return;
         }
-        let old = std::mem::replace(&mut self.state, State::Closed(Closed { reason: CloseReason::Normal }));
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+        );
         self.state = match old {
-            State::SynSent(_) => State::Closed(Closed { reason: CloseReason::Aborted }),
-            State::Established(e) => State::FinWait1(FinWait1 { snd: e.snd, rcv: e.rcv }),
-            State::CloseWait(s) => State::LastAck(LastAck { snd: s.snd, rcv: s.rcv }),
+            State::SynSent(_) => State::Closed(Closed {
+                reason: CloseReason::Aborted,
+            }),
+            State::Established(e) => State::FinWait1(FinWait1 {
+                snd: e.snd,
+                rcv: e.rcv,
+            }),
+            State::CloseWait(s) => State::LastAck(LastAck {
+                snd: s.snd,
+                rcv: s.rcv,
+            }),
             other => other,
         };
     }
@@ -251,7 +270,9 @@ impl Conn {
                 | State::CloseWait(_)
         );
         if !self.send_rst {
-            self.state = State::Closed(Closed { reason: CloseReason::Aborted });
+            self.state = State::Closed(Closed {
+                reason: CloseReason::Aborted,
+            });
         }
     }
 
@@ -265,8 +286,14 @@ impl Conn {
 
     /// The earliest deadline of any timer.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let ack_at = self.state.rcv().and_then(|r| if r.ack_now { None } else { r.ack_at });
-        let snd_t = self.state.snd().and_then(|s| earliest(s.rto_at, s.persist.map(|p| p.at)));
+        let ack_at = self
+            .state
+            .rcv()
+            .and_then(|r| if r.ack_now { None } else { r.ack_at });
+        let snd_t = self
+            .state
+            .snd()
+            .and_then(|s| earliest(s.rto_at, s.persist.map(|p| p.at)));
         let own = match &self.state {
             State::SynSent(s) => s.rto_at,
             State::SynRcvd(s) => s.rto_at,
@@ -283,33 +310,29 @@ impl Conn {
         let syn_retries = self.params.tcp.syn_retries;
         let closed = |reason| State::Closed(Closed { reason });
         match &mut self.state {
-            State::SynSent(s) => {
-                if s.rto_at.is_some_and(|t| t <= now) {
-                    s.rto_at = None;
-                    if s.retries >= syn_retries {
-                        c.tcp_attempt_fails += 1;
-                        self.state = closed(CloseReason::TimedOut);
-                        return;
-                    }
-                    s.retries += 1;
-                    s.rtt.back_off();
-                    s.send_syn = true;
-                    c.tcp_timeouts += 1;
+            State::SynSent(s) if s.rto_at.is_some_and(|t| t <= now) => {
+                s.rto_at = None;
+                if s.retries >= syn_retries {
+                    c.tcp_attempt_fails += 1;
+                    self.state = closed(CloseReason::TimedOut);
+                    return;
                 }
+                s.retries += 1;
+                s.rtt.back_off();
+                s.send_syn = true;
+                c.tcp_timeouts += 1;
             }
-            State::SynRcvd(s) => {
-                if s.rto_at.is_some_and(|t| t <= now) {
-                    s.rto_at = None;
-                    if s.retries >= syn_retries {
-                        c.tcp_attempt_fails += 1;
-                        self.state = closed(CloseReason::TimedOut);
-                        return;
-                    }
-                    s.retries += 1;
-                    s.rtt.back_off();
-                    s.send_synack = true;
-                    c.tcp_timeouts += 1;
+            State::SynRcvd(s) if s.rto_at.is_some_and(|t| t <= now) => {
+                s.rto_at = None;
+                if s.retries >= syn_retries {
+                    c.tcp_attempt_fails += 1;
+                    self.state = closed(CloseReason::TimedOut);
+                    return;
                 }
+                s.retries += 1;
+                s.rtt.back_off();
+                s.send_synack = true;
+                c.tcp_timeouts += 1;
             }
             State::TimeWait(t) if t.expiry <= now => {
                 self.state = closed(CloseReason::Normal);
@@ -331,7 +354,11 @@ impl Conn {
                     // Probe now (output sends one byte beyond the window); back off.
                     p.probes = p.probes.saturating_add(1);
                     let shift = p.probes.min(16);
-                    let wait = s.rtt.rto().saturating_mul(1 << shift).min(self.params.tcp.max_rto);
+                    let wait = s
+                        .rtt
+                        .rto()
+                        .saturating_mul(1 << shift)
+                        .min(self.params.tcp.max_rto);
                     p.at = now + wait;
                     p.due = true;
                     c.tcp_window_probes += 1;
@@ -357,7 +384,10 @@ impl Conn {
             }
         }
         if timed_out {
-            c.tcp_estab_resets += u64::from(matches!(self.state, State::Established(_) | State::CloseWait(_)));
+            c.tcp_estab_resets += u64::from(matches!(
+                self.state,
+                State::Established(_) | State::CloseWait(_)
+            ));
             self.state = closed(CloseReason::TimedOut);
         }
     }

@@ -34,15 +34,23 @@ impl Rst {
             return None;
         }
         Some(if seg.has(Flags::ACK) {
-            Rst { seq: seg.ack, ack: None }
+            Rst {
+                seq: seg.ack,
+                ack: None,
+            }
         } else {
-            Rst { seq: Seq(0), ack: Some(seg.seq.add(seg.len())) }
+            Rst {
+                seq: Seq(0),
+                ack: Some(seg.seq.plus(seg.len())),
+            }
         })
     }
 }
 
 enum AckResult {
-    Ok { fin_acked: bool },
+    Ok {
+        fin_acked: bool,
+    },
     /// Acknowledges something never sent: ACK and drop.
     Drop,
     /// Too old to be plausible: challenge ACK and drop (RFC 5961 section 5.2).
@@ -71,7 +79,7 @@ impl Conn {
             return None;
         };
         let iss = ss.iss;
-        if seg.has(Flags::ACK) && (seg.ack <= iss || seg.ack > iss.add(1)) {
+        if seg.has(Flags::ACK) && (seg.ack <= iss || seg.ack > iss.plus(1)) {
             return Rst::for_segment(seg);
         }
         if seg.has(Flags::RST) {
@@ -137,15 +145,22 @@ impl Conn {
         self.want_ack();
     }
 
-    fn on_synchronized(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> Option<Rst> {
+    fn on_synchronized(
+        &mut self,
+        now: Instant,
+        seg: &Segment<'_>,
+        c: &mut Counters,
+    ) -> Option<Rst> {
         // Simultaneous open: the peer's SYN-ACK repeats the SYN we already took
         // (RFC 9293 figure 8); its SYN is old, its ACK completes the handshake.
         let trimmed;
         let seg = match &self.state {
-            State::SynRcvd(s) if s.active && seg.has(Flags::SYN | Flags::ACK) && seg.seq == s.irs => {
+            State::SynRcvd(s)
+                if s.active && seg.has(Flags::SYN | Flags::ACK) && seg.seq == s.irs =>
+            {
                 let mut t = *seg;
                 t.flags.remove(Flags::SYN);
-                t.seq = t.seq.add(1);
+                t.seq = t.seq.plus(1);
                 trimmed = t;
                 &trimmed
             }
@@ -153,7 +168,7 @@ impl Conn {
         };
         let (rcv_nxt, ts_ok, ts_recent) = match &self.state {
             State::SynRcvd(s) => (
-                s.irs.add(1),
+                s.irs.plus(1),
                 s.ours.timestamps.is_some() && s.peer.timestamps.is_some(),
                 s.ts_recent,
             ),
@@ -165,12 +180,12 @@ impl Conn {
         // First: the sequence number (RFC 9293 section 3.10.7.4, table 6).
         let wnd = self.rx.free();
         let len = seg.len();
-        let in_wnd = |s: Seq| s.in_range(rcv_nxt, rcv_nxt.add(wnd));
+        let in_wnd = |s: Seq| s.in_range(rcv_nxt, rcv_nxt.plus(wnd));
         let mut acceptable = match (len, wnd) {
             (0, 0) => seg.seq == rcv_nxt,
             (0, _) => in_wnd(seg.seq),
             (_, 0) => false,
-            (_, _) => in_wnd(seg.seq) || in_wnd(seg.seq.add(len - 1)),
+            (_, _) => in_wnd(seg.seq) || in_wnd(seg.seq.plus(len - 1)),
         };
         // With a zero window, ACK, RST and URG are still processed; text is not.
         let mut text_ok = true;
@@ -216,7 +231,9 @@ impl Conn {
             if seg.seq == rcv_nxt {
                 let reason = match &self.state {
                     State::SynRcvd(s) if s.active => CloseReason::Refused,
-                    State::TimeWait(_) | State::Closing(_) | State::LastAck(_) => CloseReason::Normal,
+                    State::TimeWait(_) | State::Closing(_) | State::LastAck(_) => {
+                        CloseReason::Normal
+                    }
                     _ => CloseReason::Reset,
                 };
                 match self.state {
@@ -240,7 +257,7 @@ impl Conn {
             return None;
         }
         if let State::SynRcvd(s) = &self.state {
-            if !(s.iss < seg.ack && seg.ack <= s.iss.add(1)) {
+            if !(s.iss < seg.ack && seg.ack <= s.iss.plus(1)) {
                 return Rst::for_segment(seg);
             }
             let p = &self.params;
@@ -283,7 +300,7 @@ impl Conn {
         }
         // Seventh: text.
         if text_ok && self.state.accepts_text() {
-            let fresh = seg.seq.add(seg.payload.len()) > rcv_nxt;
+            let fresh = seg.seq.plus(seg.payload.len()) > rcv_nxt;
             if self.app_closed && !seg.payload.is_empty() && fresh {
                 // Nobody will read it (RFC 9293 section 3.10.7.4, RFC 2525 section 2.17).
                 let rst = self.state.snd_nxt().map(|s| Rst { seq: s, ack: None });
@@ -294,7 +311,7 @@ impl Conn {
         }
         // Eighth: FIN.
         if text_ok && seg.has(Flags::FIN) {
-            let fin_at = seg.seq.add(seg.payload.len());
+            let fin_at = seg.seq.plus(seg.payload.len());
             if let Some(r) = self.state.rcv_mut() {
                 if fin_at >= r.nxt {
                     r.fin_at = Some(fin_at);
@@ -309,11 +326,25 @@ impl Conn {
     /// LAST-ACK to CLOSED.
     fn our_fin_acked(&mut self, now: Instant) {
         let two_msl = self.params.tcp.msl * 2;
-        let old = std::mem::replace(&mut self.state, State::Closed(Closed { reason: CloseReason::Normal }));
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+        );
         self.state = match old {
-            State::FinWait1(f) => State::FinWait2(FinWait2 { snd_nxt: f.snd.nxt, rcv: f.rcv }),
-            State::Closing(s) => State::TimeWait(TimeWait { snd_nxt: s.snd.nxt, rcv: s.rcv, expiry: now + two_msl }),
-            State::LastAck(_) => State::Closed(Closed { reason: CloseReason::Normal }),
+            State::FinWait1(f) => State::FinWait2(FinWait2 {
+                snd_nxt: f.snd.nxt,
+                rcv: f.rcv,
+            }),
+            State::Closing(s) => State::TimeWait(TimeWait {
+                snd_nxt: s.snd.nxt,
+                rcv: s.rcv,
+                expiry: now + two_msl,
+            }),
+            State::LastAck(_) => State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
             other => other,
         };
     }
@@ -339,7 +370,7 @@ impl Conn {
         }
         let per_seg = seg.payload.len() / seg.segs.max(1) as usize;
         rcv.seg_max = rcv.seg_max.max(per_seg);
-        let start = seg.seq.add(skip);
+        let start = seg.seq.plus(skip);
         let offset = start.since(rcv.nxt);
         let written = self.rx.write_at(offset, data);
         if written < data.len() {
@@ -347,18 +378,18 @@ impl Conn {
         }
         if offset > 0 {
             if written > 0 {
-                self.asm.insert(start, start.add(written));
+                self.asm.insert(start, start.plus(written));
             }
             rcv.ack_now = true;
             return;
         }
         self.rx.commit(written);
-        rcv.nxt = rcv.nxt.add(written);
+        rcv.nxt = rcv.nxt.plus(written);
         if !self.asm.is_empty() {
             while let Some(end) = self.asm.pop_front(rcv.nxt) {
                 let more = end.since(rcv.nxt);
                 self.rx.commit(more);
-                rcv.nxt = rcv.nxt.add(more);
+                rcv.nxt = rcv.nxt.plus(more);
             }
             rcv.ack_now = true;
         }
@@ -379,15 +410,30 @@ impl Conn {
         if r.fin_at != Some(r.nxt) {
             return;
         }
-        r.nxt = r.nxt.add(1);
+        r.nxt = r.nxt.plus(1);
         r.fin_at = None;
         r.ack_now = true;
         let two_msl = self.params.tcp.msl * 2;
-        let old = std::mem::replace(&mut self.state, State::Closed(Closed { reason: CloseReason::Normal }));
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+        );
         self.state = match old {
-            State::Established(e) => State::CloseWait(CloseWait { snd: e.snd, rcv: e.rcv }),
-            State::FinWait1(f) => State::Closing(Closing { snd: f.snd, rcv: f.rcv }),
-            State::FinWait2(f) => State::TimeWait(TimeWait { snd_nxt: f.snd_nxt, rcv: f.rcv, expiry: now + two_msl }),
+            State::Established(e) => State::CloseWait(CloseWait {
+                snd: e.snd,
+                rcv: e.rcv,
+            }),
+            State::FinWait1(f) => State::Closing(Closing {
+                snd: f.snd,
+                rcv: f.rcv,
+            }),
+            State::FinWait2(f) => State::TimeWait(TimeWait {
+                snd_nxt: f.snd_nxt,
+                rcv: f.rcv,
+                expiry: now + two_msl,
+            }),
             other => other,
         };
     }
@@ -410,7 +456,7 @@ fn process_ack(
     if seg.ack > snd.max {
         return AckResult::Drop;
     }
-    if seg.ack < snd.una.sub(snd.max_wnd.max(1)) {
+    if seg.ack < snd.una.minus(snd.max_wnd.max(1)) {
         return AckResult::Challenge;
     }
     let seg_wnd = usize::from(seg.wnd) << snd.shift;
@@ -454,7 +500,11 @@ fn process_ack(
             Some(mut rec) => {
                 // Partial acknowledgement. Without SACK the next segment is taken
                 // as lost and retransmitted (RFC 6582 section 3.2 step 4).
-                rec.high_rxt = if snd.sack_ok { rec.high_rxt.max(snd.una) } else { snd.una };
+                rec.high_rxt = if snd.sack_ok {
+                    rec.high_rxt.max(snd.una)
+                } else {
+                    snd.una
+                };
                 snd.recovery = Some(rec);
                 snd.dupacks = 0;
             }
@@ -475,13 +525,15 @@ fn process_ack(
         snd.dupacks = snd.dupacks.saturating_add(1);
     }
     if snd.recovery.is_none() && snd.max > snd.una && snd.persist.is_none() {
-        let lost = snd.dupacks >= 3
-            || (new_sack && snd.sack.lost_boundary(snd.mss).is_some());
+        let lost = snd.dupacks >= 3 || (new_sack && snd.sack.lost_boundary(snd.mss).is_some());
         if lost {
             let flight = snd.outstanding();
             let ss = snd.cc.on_congestion(flight);
             snd.cc.set_cwnd(ss);
-            snd.recovery = Some(Recovery { recover: snd.max, high_rxt: snd.una });
+            snd.recovery = Some(Recovery {
+                recover: snd.max,
+                high_rxt: snd.una,
+            });
             snd.timed = None;
             c.tcp_fast_retransmits += 1;
         }

@@ -40,16 +40,23 @@ struct Chosen {
 
 impl Conn {
     /// The next segment to send, with at most `max_data` bytes of data.
-    pub fn poll_output(&mut self, now: Instant, max_data: usize, c: &mut Counters) -> Option<Outgoing> {
+    pub fn poll_output(
+        &mut self,
+        now: Instant,
+        max_data: usize,
+        c: &mut Counters,
+    ) -> Option<Outgoing> {
         let ts_now = self.ts_now(now);
         let free = self.rx.free();
         if self.send_rst {
             self.send_rst = false;
             let seq = match &self.state {
-                State::SynRcvd(s) => s.iss.add(1),
+                State::SynRcvd(s) => s.iss.plus(1),
                 other => other.snd_nxt()?,
             };
-            self.state = State::Closed(Closed { reason: CloseReason::Aborted });
+            self.state = State::Closed(Closed {
+                reason: CloseReason::Aborted,
+            });
             c.tcp_out_rsts += 1;
             return Some(bare(seq, Seq(0), Flags::RST, 0));
         }
@@ -81,7 +88,12 @@ impl Conn {
                 if let Some(ts) = &mut syn.timestamps {
                     *ts = (ts_now, s.ts_recent);
                 }
-                let mut o = bare(s.iss, s.irs.add(1), Flags::SYN | Flags::ACK, free.min(65_535) as u16);
+                let mut o = bare(
+                    s.iss,
+                    s.irs.plus(1),
+                    Flags::SYN | Flags::ACK,
+                    free.min(65_535) as u16,
+                );
                 o.syn = Some(syn);
                 o.retransmit = s.retries > 0;
                 Some(o)
@@ -90,7 +102,13 @@ impl Conn {
         }
     }
 
-    fn poll_synchronized(&mut self, now: Instant, ts_now: u32, max_data: usize, c: &mut Counters) -> Option<Outgoing> {
+    fn poll_synchronized(
+        &mut self,
+        now: Instant,
+        ts_now: u32,
+        max_data: usize,
+        c: &mut Counters,
+    ) -> Option<Outgoing> {
         let fin_queued = self.state.fin_queued();
         let tx_len = self.tx.len();
         let free = self.rx.free();
@@ -167,10 +185,10 @@ fn bare(seq: Seq, ack: Seq, flags: Flags, wnd: u16) -> Outgoing {
 /// The window field to send, and the right edge it advertises (never left of the
 /// last one, RFC 9293 section 3.8.6.2.2; RFC 7323 section 2.3 scaling).
 fn window_field(rcv: &mut Rcv, free: usize) -> u16 {
-    let right = rcv.nxt.add(free).max(rcv.adv_right);
+    let right = rcv.nxt.plus(free).max(rcv.adv_right);
     let wnd = right.since(rcv.nxt);
     let field = (wnd >> rcv.shift).min(65_535);
-    rcv.adv_right = rcv.adv_right.max(rcv.nxt.add(field << rcv.shift));
+    rcv.adv_right = rcv.adv_right.max(rcv.nxt.plus(field << rcv.shift));
     field as u16
 }
 
@@ -189,13 +207,15 @@ fn pipe(snd: &Snd, lost_end: Seq, high_rxt: Seq) -> usize {
     } else {
         lost_end.since(from)
     };
-    snd.outstanding().saturating_sub(sacked).saturating_sub(lost)
+    snd.outstanding()
+        .saturating_sub(sacked)
+        .saturating_sub(lost)
 }
 
 /// Where the lost region ends during recovery: the first segment at least, and
 /// everything with DupThresh segments SACKed above it.
 fn lost_end(snd: &Snd, sb: &Scoreboard) -> Seq {
-    let first = snd.una.add(snd.mss);
+    let first = snd.una.plus(snd.mss);
     let end = match sb.lost_boundary(snd.mss) {
         Some(b) if snd.sack_ok => b.max(first),
         _ => first,
@@ -203,10 +223,17 @@ fn lost_end(snd: &Snd, sb: &Scoreboard) -> Seq {
     end.min(snd.max)
 }
 
-fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_delay: bool, now: Instant) -> Option<Chosen> {
+fn choose(
+    snd: &mut Snd,
+    tx_len: usize,
+    fin_queued: bool,
+    max_data: usize,
+    no_delay: bool,
+    now: Instant,
+) -> Option<Chosen> {
     let mss = snd.mss.max(1);
     let max_data = max_data.max(1);
-    let data_end = snd.una.add(tx_len);
+    let data_end = snd.una.plus(tx_len);
     // 3. Zero-window probe: one byte past the window, or the FIN; if the window is
     // open but too small for the sender's SWS avoidance, what fits (the override
     // timeout of RFC 9293 section 3.8.6.2.1).
@@ -216,16 +243,21 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
         }
         p.due = false;
         let seq = snd.nxt;
-        let wnd_room = snd.una.add(snd.wnd).since(seq);
+        let wnd_room = snd.una.plus(snd.wnd).since(seq);
         let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
         let fin = len == 0 && fin_queued && seq == data_end;
         if len == 0 && !fin {
             return None;
         }
-        snd.nxt = seq.add(len + usize::from(fin));
+        snd.nxt = seq.plus(len + usize::from(fin));
         let retransmit = seq < snd.max;
         snd.max = snd.max.max(snd.nxt);
-        return Some(Chosen { seq, len, fin, retransmit });
+        return Some(Chosen {
+            seq,
+            len,
+            fin,
+            retransmit,
+        });
     }
     // 4. Loss recovery: retransmit the next lost hole while pipe < cwnd.
     let mut room = None;
@@ -238,26 +270,35 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
         let pipe = pipe(snd, end, rec.high_rxt);
         let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
         if start < end && cwnd_room > 0 {
-            let hole_end = snd.sack.next_sacked_after(start).unwrap_or(snd.max).min(end);
+            let hole_end = snd
+                .sack
+                .next_sacked_after(start)
+                .unwrap_or(snd.max)
+                .min(end);
             let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
             if len > mss {
                 len = len / mss * mss;
             }
             let data_len = len.min(data_end.since(start));
-            let fin = fin_queued && start.add(data_len) == data_end && len > data_len;
-            rec.high_rxt = start.add(data_len + usize::from(fin));
+            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
+            rec.high_rxt = start.plus(data_len + usize::from(fin));
             snd.recovery = Some(rec);
             if snd.rto_at.is_none() {
                 snd.rto_at = Some(now + snd.rtt.rto());
             }
-            return Some(Chosen { seq: start, len: data_len, fin, retransmit: true });
+            return Some(Chosen {
+                seq: start,
+                len: data_len,
+                fin,
+                retransmit: true,
+            });
         }
         room = Some(cwnd_room);
     }
     // 5. New data from SND.NXT.
     let flight = snd.nxt.since(snd.una);
     let cwnd_room = room.unwrap_or_else(|| snd.cc.cwnd().saturating_sub(flight));
-    let wnd_room = snd.una.add(snd.wnd).since(snd.nxt);
+    let wnd_room = snd.una.plus(snd.wnd).since(snd.nxt);
     let avail = data_end.since(snd.nxt);
     let mut len = avail.min(cwnd_room).min(wnd_room).min(max_data);
     if len < avail {
@@ -270,10 +311,14 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
         // Nagle: hold the partial tail while data is unacknowledged.
         len = len / mss * mss;
     }
-    let fin = fin_queued && snd.nxt <= data_end && snd.nxt.add(len) == data_end && (len == avail);
+    let fin = fin_queued && snd.nxt <= data_end && snd.nxt.plus(len) == data_end && (len == avail);
     if len == 0 && !fin {
         if avail > 0 && flight == 0 && snd.persist.is_none() {
-            snd.persist = Some(Persist { at: now + snd.rtt.rto(), probes: 0, due: false });
+            snd.persist = Some(Persist {
+                at: now + snd.rtt.rto(),
+                probes: 0,
+                due: false,
+            });
         }
         return None;
     }
@@ -282,7 +327,7 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
     if retransmit && snd.timed.is_some_and(|(s, _)| s >= seq) {
         snd.timed = None;
     }
-    snd.nxt = seq.add(len + usize::from(fin));
+    snd.nxt = seq.plus(len + usize::from(fin));
     snd.max = snd.max.max(snd.nxt);
     if snd.rto_at.is_none() {
         snd.rto_at = Some(now + snd.rtt.rto());
@@ -290,5 +335,10 @@ fn choose(snd: &mut Snd, tx_len: usize, fin_queued: bool, max_data: usize, no_de
     if !retransmit && snd.timed.is_none() {
         snd.timed = Some((seq, now));
     }
-    Some(Chosen { seq, len, fin, retransmit })
+    Some(Chosen {
+        seq,
+        len,
+        fin,
+        retransmit,
+    })
 }

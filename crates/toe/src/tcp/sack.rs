@@ -55,7 +55,11 @@ impl Scoreboard {
     }
 
     fn insert(&mut self, l: Seq, r: Seq) {
-        let i = self.blocks.iter().position(|&(_, e)| e >= l).unwrap_or(self.blocks.len());
+        let i = self
+            .blocks
+            .iter()
+            .position(|&(_, e)| e >= l)
+            .unwrap_or(self.blocks.len());
         let mut j = i;
         let (mut s, mut e) = (l, r);
         while let Some(&(bs, be)) = self.blocks.get(j) {
@@ -69,7 +73,13 @@ impl Scoreboard {
         if j == i && self.blocks.len() >= MAX_BLOCKS {
             return;
         }
-        let removed: usize = self.blocks.get(i..j).unwrap_or_default().iter().map(|&(a, b)| b.since(a)).sum();
+        let removed: usize = self
+            .blocks
+            .get(i..j)
+            .unwrap_or_default()
+            .iter()
+            .map(|&(a, b)| b.since(a))
+            .sum();
         self.blocks.splice(i..j, [(s, e)]);
         self.sacked = self.sacked - removed + e.since(s);
     }
@@ -101,7 +111,10 @@ impl Scoreboard {
 
     /// The end of the SACKed block that holds `seq`, if any.
     pub fn sacked_until(&self, seq: Seq) -> Option<Seq> {
-        self.blocks.iter().find(|&&(s, e)| seq.in_range(s, e)).map(|&(_, e)| e)
+        self.blocks
+            .iter()
+            .find(|&&(s, e)| seq.in_range(s, e))
+            .map(|&(_, e)| e)
     }
 
     /// The start of the first SACKed block above `seq`, if any.

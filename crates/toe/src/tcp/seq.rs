@@ -14,13 +14,13 @@ pub struct Seq(pub u32);
 impl Seq {
     /// `self + n`, wrapping. `n` is a byte count below 2^31 on every use.
     #[inline]
-    pub fn add(self, n: usize) -> Seq {
+    pub fn plus(self, n: usize) -> Seq {
         Seq(self.0.wrapping_add(n as u32))
     }
 
     /// `self - n`, wrapping.
     #[inline]
-    pub fn sub(self, n: usize) -> Seq {
+    pub fn minus(self, n: usize) -> Seq {
         Seq(self.0.wrapping_sub(n as u32))
     }
 
@@ -75,7 +75,7 @@ mod tests {
     #[test]
     fn wraps() {
         let a = Seq(u32::MAX - 1);
-        let b = a.add(4);
+        let b = a.plus(4);
         assert_eq!(b, Seq(2));
         assert!(a < b);
         assert!(b > a);
@@ -86,6 +86,6 @@ mod tests {
         assert_eq!(a.min(b), a);
         assert!(Seq(0).in_range(a, b));
         assert!(!b.in_range(a, b));
-        assert_eq!(b.sub(4), a);
+        assert_eq!(b.minus(4), a);
     }
 }

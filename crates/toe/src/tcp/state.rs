@@ -83,7 +83,7 @@ pub(crate) struct Snd {
 impl Snd {
     /// Send state after a handshake: `una == nxt == max == iss + 1`.
     pub fn new(iss: Seq, negotiated: &Negotiated, rtt: RttEstimator, cc: CongestionControl) -> Snd {
-        let start = iss.add(1);
+        let start = iss.plus(1);
         Snd {
             una: start,
             nxt: start,
@@ -147,7 +147,7 @@ pub(crate) struct Rcv {
 impl Rcv {
     /// Receive state after a handshake with initial receive sequence `irs`.
     pub fn new(irs: Seq, negotiated: &Negotiated, ts_recent: u32) -> Rcv {
-        let nxt = irs.add(1);
+        let nxt = irs.plus(1);
         Rcv {
             nxt,
             shift: negotiated.rcv_shift,
@@ -202,8 +202,13 @@ impl Negotiated {
         let opt_len = if ts { 12 } else { 0 };
         let peer_mss = peer.mss.unwrap_or(default_mss).min(mtu_mss);
         let snd_mss = usize::from(peer_mss).saturating_sub(opt_len).max(64);
-        let rcv_mss = usize::from(ours.mss.unwrap_or(mtu_mss)).saturating_sub(opt_len).max(64);
-        let clamp = |s: Option<u8>| s.unwrap_or(0).min(linerate_wire::tcp::options::MAX_WINDOW_SCALE);
+        let rcv_mss = usize::from(ours.mss.unwrap_or(mtu_mss))
+            .saturating_sub(opt_len)
+            .max(64);
+        let clamp = |s: Option<u8>| {
+            s.unwrap_or(0)
+                .min(linerate_wire::tcp::options::MAX_WINDOW_SCALE)
+        };
         Negotiated {
             snd_mss,
             rcv_mss,
@@ -432,12 +437,18 @@ impl State {
 
     /// True in the states where our FIN is queued after the send buffer.
     pub fn fin_queued(&self) -> bool {
-        matches!(self, State::FinWait1(_) | State::Closing(_) | State::LastAck(_))
+        matches!(
+            self,
+            State::FinWait1(_) | State::Closing(_) | State::LastAck(_)
+        )
     }
 
     /// True in the states that accept segment text (RFC 9293 section 3.10.7.4).
     pub fn accepts_text(&self) -> bool {
-        matches!(self, State::Established(_) | State::FinWait1(_) | State::FinWait2(_))
+        matches!(
+            self,
+            State::Established(_) | State::FinWait1(_) | State::FinWait2(_)
+        )
     }
 
     /// SND.NXT in any synchronized state.
@@ -463,12 +474,36 @@ mod tests {
             timestamps: Some((1, 0)),
         };
         let all = Negotiated::new(&ours, &ours, 1460, 536);
-        assert_eq!(all, Negotiated { snd_mss: 1448, rcv_mss: 1448, snd_shift: 7, rcv_shift: 7, sack: true, ts: true });
+        assert_eq!(
+            all,
+            Negotiated {
+                snd_mss: 1448,
+                rcv_mss: 1448,
+                snd_shift: 7,
+                rcv_shift: 7,
+                sack: true,
+                ts: true
+            }
+        );
         // A peer that offers nothing: no scaling, no SACK, no timestamps, default MSS.
         let none = Negotiated::new(&ours, &SynOptions::default(), 1460, 536);
-        assert_eq!(none, Negotiated { snd_mss: 536, rcv_mss: 1460, snd_shift: 0, rcv_shift: 0, sack: false, ts: false });
+        assert_eq!(
+            none,
+            Negotiated {
+                snd_mss: 536,
+                rcv_mss: 1460,
+                snd_shift: 0,
+                rcv_shift: 0,
+                sack: false,
+                ts: false
+            }
+        );
         // A shift above 14 is used as 14 (RFC 7323 section 2.3).
-        let big = SynOptions { window_scale: Some(20), mss: Some(9000), ..ours };
+        let big = SynOptions {
+            window_scale: Some(20),
+            mss: Some(9000),
+            ..ours
+        };
         let n = Negotiated::new(&ours, &big, 1460, 536);
         assert_eq!((n.snd_shift, n.snd_mss), (14, 1448));
     }

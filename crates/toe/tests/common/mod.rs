@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests: a bulk transfer between two engines
 //! of a simulation, driven as two small applications would.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod raw;
 
@@ -11,7 +11,9 @@ use std::time::Duration;
 
 /// FNV-1a, 64 bits: a cheap content hash to compare transfers by.
 pub fn fnv(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Deterministic test data.
@@ -39,7 +41,14 @@ pub struct Transfer {
 
 /// Sends `data` from engine `from` to a listener on engine `to` at `server`,
 /// then closes both ends; returns what arrived.
-pub fn transfer(sim: &mut Sim, from: usize, to: usize, server: SocketAddr, data: &[u8], limit: Duration) -> Transfer {
+pub fn transfer(
+    sim: &mut Sim,
+    from: usize,
+    to: usize,
+    server: SocketAddr,
+    data: &[u8],
+    limit: Duration,
+) -> Transfer {
     let l = sim.engines[to].tcp_listen(server.port()).unwrap();
     let start = sim.now;
     let c = sim.engines[from].tcp_connect(start, server).unwrap();
@@ -80,16 +89,33 @@ pub fn transfer(sim: &mut Sim, from: usize, to: usize, server: SocketAddr, data:
         }
         eof_at.is_some()
     });
-    assert!(ok, "transfer did not finish: sent {sent}, received {} of {}", received.len(), data.len());
+    assert!(
+        ok,
+        "transfer did not finish: sent {sent}, received {} of {}",
+        received.len(),
+        data.len()
+    );
     let server_h = s.unwrap();
     // Close both sides and let the FIN exchange finish.
     sim.engines[to].tcp_close(server_h).unwrap();
     let end = sim.now + Duration::from_secs(120);
     let closed = sim.run_until(end, |sim| {
-        matches!(sim.engines[from].tcp_state(c), Ok(TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed))
+        matches!(
+            sim.engines[from].tcp_state(c),
+            Ok(TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed)
+        )
     });
-    assert!(closed, "client did not see the close: {:?}", sim.engines[from].tcp_state(c));
-    Transfer { received, elapsed: eof_at.unwrap() - start, client: c, server: server_h }
+    assert!(
+        closed,
+        "client did not see the close: {:?}",
+        sim.engines[from].tcp_state(c)
+    );
+    Transfer {
+        received,
+        elapsed: eof_at.unwrap() - start,
+        client: c,
+        server: server_h,
+    }
 }
 
 /// Runs the simulation until nothing is pending or `limit` passes.

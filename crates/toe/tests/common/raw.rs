@@ -1,5 +1,5 @@
 //! One engine against a hand-driven peer: frames in, frames out, virtual time.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use linerate_toe::sim::{complete_checksum, gso_segment};
 use linerate_toe::{Config, Engine, Instant};
@@ -32,7 +32,10 @@ pub struct Raw {
 
 impl Raw {
     pub fn new(cfg: Config) -> Raw {
-        Raw { e: Engine::new(cfg, 42), now: Instant::ZERO }
+        Raw {
+            e: Engine::new(cfg, 42),
+            now: Instant::ZERO,
+        }
     }
 
     /// Host 1 of the simulation (10.0.0.1), knowing the peer 10.0.0.2 through an
@@ -52,7 +55,8 @@ impl Raw {
     }
 
     pub fn input(&mut self, frame: &[u8]) {
-        self.e.handle_frame(self.now, frame, &linerate_offload::OffloadMeta::plain());
+        self.e
+            .handle_frame(self.now, frame, &linerate_offload::OffloadMeta::plain());
     }
 
     /// Frames the engine sends now, segmented and with checksums complete.
@@ -68,7 +72,10 @@ impl Raw {
     /// TCP segments the engine sends now.
     pub fn segments(&mut self) -> Vec<Seen> {
         let now = self.now;
-        self.frames().iter().filter_map(|f| parse_tcp(f, now)).collect()
+        self.frames()
+            .iter()
+            .filter_map(|f| parse_tcp(f, now))
+            .collect()
     }
 
     /// Advances time by `d`, running timers; returns the TCP segments sent meanwhile.
