@@ -533,6 +533,7 @@ fn process_ack(
             snd.recovery = Some(Recovery {
                 recover: snd.max,
                 high_rxt: snd.una,
+                rexmit_first: true,
             });
             snd.timed = None;
             c.tcp_fast_retransmits += 1;

@@ -21,7 +21,6 @@ pub(crate) mod segment;
 pub mod seq;
 pub(crate) mod state;
 
-
 /// The state of a TCP connection (RFC 9293 section 3.3.2), as the application sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TcpState {

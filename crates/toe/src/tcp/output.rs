@@ -269,7 +269,13 @@ fn choose(
         }
         let pipe = pipe(snd, end, rec.high_rxt);
         let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
-        if start < end && cwnd_room > 0 {
+        if start < end && (cwnd_room > 0 || rec.rexmit_first) {
+            let cwnd_room = if rec.rexmit_first {
+                cwnd_room.max(mss)
+            } else {
+                cwnd_room
+            };
+            rec.rexmit_first = false;
             let hole_end = snd
                 .sack
                 .next_sacked_after(start)

@@ -23,6 +23,9 @@ pub(crate) struct Recovery {
     pub recover: Seq,
     /// HighRxt: the highest sequence number retransmitted so far.
     pub high_rxt: Seq,
+    /// Retransmit the first hole now whatever pipe says (RFC 6675 section 5 step
+    /// 4.3 on entry; RFC 6582 section 3.2 step 4 on a partial ACK).
+    pub rexmit_first: bool,
 }
 
 /// Zero-window probing (RFC 9293 section 3.8.6.1).

@@ -14,7 +14,7 @@ pub const ME_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 pub const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 /// A TCP segment as seen on the wire.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Seen {
     pub at: Instant,
     pub seq: u32,
@@ -23,6 +23,21 @@ pub struct Seen {
     pub wnd: u16,
     pub opts: SynOptions,
     pub payload: Vec<u8>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[{:?} {:?} seq {} ack {} wnd {} len {}]",
+            self.at,
+            self.flags,
+            self.seq,
+            self.ack,
+            self.wnd,
+            self.payload.len()
+        )
+    }
 }
 
 pub struct Raw {
