@@ -226,7 +226,8 @@ impl Conn {
     }
 
     /// CLOSE of the sending side: a FIN follows the buffered data (RFC 9293
-    /// section 3.10.4). Applied as soon as the state allows it.
+    /// section 3.10.4). Applied as soon as the state allows it: in SYN-SENT and
+    /// SYN-RECEIVED it waits for ESTABLISHED.
     pub fn shutdown(&mut self) {
         self.close_requested = true;
         self.apply_close();
@@ -244,7 +245,9 @@ impl Conn {
             }),
         );
         self.state = match old {
-            State::SynSent(_) => State::Closed(Closed {
+            // Nothing sent yet and nobody left to want it: delete the TCB (RFC 9293
+            // section 3.10.4). With data queued, the FIN waits for ESTABLISHED.
+            State::SynSent(_) if self.app_closed && self.tx.is_empty() => State::Closed(Closed {
                 reason: CloseReason::Aborted,
             }),
             State::Established(e) => State::FinWait1(FinWait1 {

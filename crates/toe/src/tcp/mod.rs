@@ -1,6 +1,6 @@
 //! TCP (RFC 9293) as a sans-IO state machine per connection.
 //!
-//! * [`state`]: one type per RFC 9293 section 3.3.2 state.
+//! * `state`: one type per RFC 9293 section 3.3.2 state.
 //! * `input`: segment arrival (RFC 9293 section 3.10.7), with RFC 5961's
 //!   challenge ACKs, RFC 7323's PAWS, and ACK processing with RFC 6675 / RFC 6582
 //!   loss recovery.
