@@ -309,3 +309,23 @@ fn both_directions_with_loss() {
     let p = smoltcp_to_linerate(lossy(2), true, 1 << 20);
     assert!(p.link.stats().lost > 0);
 }
+
+#[test]
+#[ignore = "measurement; run in release"]
+fn smoltcp_throughput() {
+    for offloads in [true, false] {
+        let len = 64 << 20;
+        let t0 = std::time::Instant::now();
+        linerate_to_smoltcp(LinkConfig::default(), offloads, len);
+        let a = t0.elapsed();
+        let t0 = std::time::Instant::now();
+        smoltcp_to_linerate(LinkConfig::default(), offloads, len);
+        let b = t0.elapsed();
+        let g = |d: Duration| len as f64 * 8.0 / d.as_secs_f64() / 1e9;
+        println!(
+            "offloads {offloads}: linerate -> smoltcp {:.2} Gbit/s, smoltcp -> linerate {:.2} Gbit/s (wall, MTU 1500)",
+            g(a),
+            g(b)
+        );
+    }
+}

@@ -225,23 +225,6 @@ impl Engine {
         }
     }
 
-    /// Sends a control frame to `ip`, through the neighbour cache.
-    #[allow(dead_code)]
-    pub(super) fn send_control(
-        &mut self,
-        now: Instant,
-        ip: IpAddr,
-        mut frame: Vec<u8>,
-        meta: OffloadMeta,
-    ) {
-        std::mem::swap(&mut self.scratch, &mut frame);
-        let routed = self.route(now, ip, meta);
-        std::mem::swap(&mut self.scratch, &mut frame);
-        if let Some(meta) = routed {
-            self.control.push_back((frame, meta));
-        }
-    }
-
     /// Sends an ARP request or a neighbour solicitation for `ip`.
     pub(super) fn probe(&mut self, ip: IpAddr) {
         let mac = self.cfg.mac;

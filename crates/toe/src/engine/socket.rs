@@ -336,9 +336,6 @@ impl Engine {
         if c.fin_received() {
             return Ok(0);
         }
-        if matches!(c.tcp_state(), TcpState::SynSent | TcpState::SynReceived) {
-            return Err(Error::WouldBlock);
-        }
         Err(Error::WouldBlock)
     }
 
