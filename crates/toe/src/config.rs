@@ -1,0 +1,181 @@
+//! Engine configuration: the interface (MAC, addresses, MTU, offloads) and TCP
+//! defaults.
+
+pub use crate::tcp::cc::CongestionControl;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+/// An IPv4 address with its prefix length (the on-link subnet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Cidr {
+    /// The interface's address.
+    pub addr: Ipv4Addr,
+    /// Prefix length, 0 to 32.
+    pub prefix_len: u8,
+}
+
+impl Ipv4Cidr {
+    /// `addr/prefix_len`.
+    pub const fn new(addr: Ipv4Addr, prefix_len: u8) -> Ipv4Cidr {
+        Ipv4Cidr { addr, prefix_len }
+    }
+
+    fn mask(&self) -> u32 {
+        match self.prefix_len {
+            0 => 0,
+            n => u32::MAX << (32 - u32::from(n.min(32))),
+        }
+    }
+
+    /// True if `ip` is in the subnet.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        (u32::from(ip) ^ u32::from(self.addr)) & self.mask() == 0
+    }
+
+    /// The subnet's directed broadcast address.
+    pub fn broadcast(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) | !self.mask())
+    }
+}
+
+/// An IPv6 address with its prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv6Cidr {
+    /// The interface's address.
+    pub addr: Ipv6Addr,
+    /// Prefix length, 0 to 128.
+    pub prefix_len: u8,
+}
+
+impl Ipv6Cidr {
+    /// `addr/prefix_len`.
+    pub const fn new(addr: Ipv6Addr, prefix_len: u8) -> Ipv6Cidr {
+        Ipv6Cidr { addr, prefix_len }
+    }
+}
+
+/// TCP defaults for every connection of an engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpConfig {
+    /// Send buffer bytes per connection.
+    pub send_buffer: usize,
+    /// Receive buffer bytes per connection (the largest window advertised).
+    pub recv_buffer: usize,
+    /// Disable Nagle's algorithm (RFC 9293 section 3.7.4), like `TCP_NODELAY`.
+    pub no_delay: bool,
+    /// Offer window scaling (RFC 7323 section 2).
+    pub window_scaling: bool,
+    /// Offer SACK (RFC 2018).
+    pub sack: bool,
+    /// Offer timestamps (RFC 7323 section 3).
+    pub timestamps: bool,
+    /// Congestion control.
+    pub congestion_control: CongestionControl,
+    /// Lower bound of the RTO (RFC 6298 says 1 s; Linux uses 200 ms).
+    pub min_rto: Duration,
+    /// Upper bound of the RTO (at least 60 s per RFC 6298 section 2.5).
+    pub max_rto: Duration,
+    /// Retransmissions of one segment before the connection is abandoned
+    /// (RFC 9293 section 3.8.3's R2, counted in retransmissions).
+    pub max_retries: u32,
+    /// Retransmissions of a SYN before a connect fails.
+    pub syn_retries: u32,
+    /// Delayed ACK timeout (RFC 9293 section 3.8.6.3: under 0.5 s).
+    pub delayed_ack: Duration,
+    /// Maximum segment lifetime; TIME-WAIT lasts twice this (RFC 9293 section 3.4.2).
+    pub msl: Duration,
+    /// Connections waiting in a listener's accept queue, at most.
+    pub backlog: usize,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            send_buffer: 512 * 1024,
+            recv_buffer: 512 * 1024,
+            no_delay: false,
+            window_scaling: true,
+            sack: true,
+            timestamps: true,
+            congestion_control: CongestionControl::Cubic,
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            max_retries: 15,
+            syn_retries: 6,
+            delayed_ack: Duration::from_millis(40),
+            msl: Duration::from_secs(30),
+            backlog: 128,
+        }
+    }
+}
+
+/// The interface and engine configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The interface's Ethernet address.
+    pub mac: [u8; 6],
+    /// IPv4 address and subnet, if any.
+    pub ipv4: Option<Ipv4Cidr>,
+    /// IPv6 address and prefix, if any.
+    pub ipv6: Option<Ipv6Cidr>,
+    /// IP MTU (bytes of IP datagram per frame, without the Ethernet header).
+    pub mtu: u16,
+    /// Emit TCP super-segments (up to 64 KiB) with a GSO request and a partial
+    /// checksum for the NIC layer to complete; off: MSS-sized segments with full
+    /// checksums.
+    pub offloads: bool,
+    /// How long a resolved neighbour (ARP or NDP) stays valid.
+    pub neighbor_ttl: Duration,
+    /// Time between ARP requests / neighbour solicitations while resolving.
+    pub neighbor_retry: Duration,
+    /// Requests sent before a resolution fails and its queued frames are dropped.
+    pub neighbor_probes: u32,
+    /// Frames queued per neighbour while it is being resolved.
+    pub neighbor_queue: usize,
+    /// TCP defaults.
+    pub tcp: TcpConfig,
+}
+
+impl Config {
+    /// An interface with `mac` and no addresses, MTU 1500, offloads on.
+    pub fn new(mac: [u8; 6]) -> Config {
+        Config {
+            mac,
+            ipv4: None,
+            ipv6: None,
+            mtu: 1500,
+            offloads: true,
+            neighbor_ttl: Duration::from_secs(60),
+            neighbor_retry: Duration::from_secs(1),
+            neighbor_probes: 3,
+            neighbor_queue: 64,
+            tcp: TcpConfig::default(),
+        }
+    }
+
+    /// Sets the IPv4 address.
+    pub fn with_ipv4(mut self, addr: Ipv4Addr, prefix_len: u8) -> Config {
+        self.ipv4 = Some(Ipv4Cidr::new(addr, prefix_len));
+        self
+    }
+
+    /// Sets the IPv6 address.
+    pub fn with_ipv6(mut self, addr: Ipv6Addr, prefix_len: u8) -> Config {
+        self.ipv6 = Some(Ipv6Cidr::new(addr, prefix_len));
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subnet() {
+        let c = Ipv4Cidr::new(Ipv4Addr::new(10, 0, 1, 5), 24);
+        assert!(c.contains(Ipv4Addr::new(10, 0, 1, 200)));
+        assert!(!c.contains(Ipv4Addr::new(10, 0, 2, 1)));
+        assert_eq!(c.broadcast(), Ipv4Addr::new(10, 0, 1, 255));
+        assert!(Ipv4Cidr::new(Ipv4Addr::new(1, 2, 3, 4), 0).contains(Ipv4Addr::new(9, 9, 9, 9)));
+    }
+}

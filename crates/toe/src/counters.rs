@@ -1,0 +1,94 @@
+//! Counters, named after the MIB objects `netstat -s` prints (RFC 4293 for IP and
+//! ICMP, RFC 4022 for TCP), plus the reasons frames were dropped.
+
+/// Everything the engine counts. Each field only ever increases.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Frames handed to the engine.
+    pub rx_frames: u64,
+    /// Frames the engine emitted.
+    pub tx_frames: u64,
+    /// Frames dropped: bad or truncated Ethernet header.
+    pub rx_bad_ethernet: u64,
+    /// Frames dropped: not for our MAC, broadcast or a group we listen to.
+    pub rx_other_host: u64,
+    /// Frames dropped: an EtherType we do not speak.
+    pub rx_unknown_ethertype: u64,
+    /// ARP packets received.
+    pub arp_in: u64,
+    /// ARP packets dropped as malformed.
+    pub arp_errors: u64,
+    /// ARP requests sent.
+    pub arp_requests_out: u64,
+    /// ARP replies sent.
+    pub arp_replies_out: u64,
+    /// Neighbour resolutions that gave up (ARP or NDP).
+    pub neighbor_failures: u64,
+    /// Frames dropped because their neighbour could not be resolved or the queue was full.
+    pub neighbor_drops: u64,
+    /// ipInReceives: IP datagrams received.
+    pub ip_in_receives: u64,
+    /// ipInHdrErrors: bad version, length, header checksum.
+    pub ip_in_hdr_errors: u64,
+    /// ipInAddrErrors: not addressed to us.
+    pub ip_in_addr_errors: u64,
+    /// ipInUnknownProtos: no handler for the protocol.
+    pub ip_in_unknown_protos: u64,
+    /// Fragments dropped (reassembly is not implemented).
+    pub ip_in_fragments_dropped: u64,
+    /// ipInDelivers: datagrams handed to ICMP or TCP.
+    pub ip_in_delivers: u64,
+    /// ipOutRequests: datagrams sent (a super-segment counts once).
+    pub ip_out_requests: u64,
+    /// icmpInMsgs.
+    pub icmp_in_msgs: u64,
+    /// icmpInErrors: bad checksum or length.
+    pub icmp_in_errors: u64,
+    /// icmpOutMsgs.
+    pub icmp_out_msgs: u64,
+    /// icmpInEchos.
+    pub icmp_in_echos: u64,
+    /// icmpOutEchoReps.
+    pub icmp_out_echo_reps: u64,
+    /// NDP neighbour solicitations received for one of our addresses.
+    pub ndp_in_solicits: u64,
+    /// NDP neighbour advertisements received.
+    pub ndp_in_adverts: u64,
+    /// NDP messages dropped (hop limit not 255, malformed).
+    pub ndp_errors: u64,
+    /// tcpActiveOpens.
+    pub tcp_active_opens: u64,
+    /// tcpPassiveOpens.
+    pub tcp_passive_opens: u64,
+    /// tcpAttemptFails.
+    pub tcp_attempt_fails: u64,
+    /// tcpEstabResets.
+    pub tcp_estab_resets: u64,
+    /// tcpInSegs (a coalesced super-segment counts as the segments it holds).
+    pub tcp_in_segs: u64,
+    /// tcpOutSegs (a super-segment counts as the segments it will become).
+    pub tcp_out_segs: u64,
+    /// tcpRetransSegs.
+    pub tcp_retrans_segs: u64,
+    /// tcpInErrs: bad checksum, bad header.
+    pub tcp_in_errs: u64,
+    /// tcpInCsumErrors (also counted in `tcp_in_errs`).
+    pub tcp_in_csum_errors: u64,
+    /// tcpOutRsts.
+    pub tcp_out_rsts: u64,
+    /// Segments dropped by the sequence or PAWS checks (an ACK may have been sent).
+    pub tcp_out_of_window: u64,
+    /// Challenge ACKs sent (RFC 5961).
+    pub tcp_challenge_acks: u64,
+    /// Retransmission timeouts.
+    pub tcp_timeouts: u64,
+    /// Fast retransmits (entries into loss recovery).
+    pub tcp_fast_retransmits: u64,
+    /// Zero-window probes sent.
+    pub tcp_window_probes: u64,
+    /// SYNs dropped because the accept queue was full.
+    pub tcp_listen_drops: u64,
+    /// UDP datagrams to no socket (UDP sockets are not implemented yet).
+    pub udp_no_ports: u64,
+}

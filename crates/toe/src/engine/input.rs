@@ -1,0 +1,480 @@
+//! Frame input: Ethernet demultiplexing, ARP (RFC 826), IPv4 (RFC 791, RFC 1122
+//! section 3.2.1) and IPv6 (RFC 8200) validation, ICMP echo (RFC 792, RFC 4443
+//! section 4), neighbour discovery (RFC 4861 sections 7.1 and 7.2.3 to 7.2.5) and
+//! TCP demultiplexing to connections and listeners (RFC 9293 section 3.10.7).
+//!
+//! Checksums are verified here unless the NIC layer says it did
+//! (`Checksum::Verified`, or `Checksum::Partial` for a frame that never left the
+//! host). A GRO super-segment (`meta.gso` set) is handed to TCP as one segment that
+//! stands for the segments it holds. Every refusal is counted, none panics.
+
+use super::Engine;
+use super::output::IpTo;
+use crate::tcp::conn::{Conn, ConnParams};
+use crate::tcp::input::Rst;
+use crate::tcp::segment::Segment;
+use crate::time::Instant;
+use linerate_offload::{Checksum, GsoType, OffloadMeta};
+use linerate_wire::ethernet::{self, ethertype};
+use linerate_wire::icmp::ndp;
+use linerate_wire::icmp::v6::Addrs;
+use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
+use linerate_wire::ipv4::{self, protocol};
+use linerate_wire::ipv6::{self, ext};
+use linerate_wire::{arp, tcp};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// The IPv6 all-nodes multicast address ff02::1.
+const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+
+/// Where a datagram came from and how the NIC layer marked it.
+#[derive(Debug, Clone, Copy)]
+struct From<'m> {
+    mac: [u8; 6],
+    meta: &'m OffloadMeta,
+}
+
+impl Engine {
+    /// Processes one received Ethernet frame. `meta` says what the NIC layer
+    /// verified or coalesced; a frame from a plain link passes
+    /// [`OffloadMeta::plain()`].
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
+        self.counters.rx_frames += 1;
+        let Ok(eth) = ethernet::Packet::new_checked(frame) else {
+            self.counters.rx_bad_ethernet += 1;
+            return;
+        };
+        let dst = eth.dst_addr();
+        let for_us = dst == self.cfg.mac || dst == ethernet::BROADCAST || dst[..2] == [0x33, 0x33];
+        if !for_us {
+            self.counters.rx_other_host += 1;
+            return;
+        }
+        let from = From {
+            mac: eth.src_addr(),
+            meta,
+        };
+        match eth.ethertype() {
+            ethertype::ARP => self.arp_input(now, eth.payload()),
+            ethertype::IPV4 => self.ipv4_input(now, eth.payload(), from),
+            ethertype::IPV6 => self.ipv6_input(now, eth.payload(), from),
+            _ => self.counters.rx_unknown_ethertype += 1,
+        }
+    }
+
+    /// RFC 826 "packet reception": merge the sender if known, add it if the request
+    /// is for us, answer requests for our address.
+    fn arp_input(&mut self, now: Instant, data: &[u8]) {
+        self.counters.arp_in += 1;
+        let Some(me) = self.cfg.ipv4 else { return };
+        let Ok(p) = arp::Packet::new_checked(data) else {
+            self.counters.arp_errors += 1;
+            return;
+        };
+        if p.htype() != arp::HTYPE_ETHERNET
+            || p.ptype() != ethertype::IPV4
+            || p.hlen() != 6
+            || p.plen() != 4
+        {
+            self.counters.arp_errors += 1;
+            return;
+        }
+        let spa = Ipv4Addr::from(p.spa());
+        let sha = p.sha();
+        if spa.is_unspecified() || sha == ethernet::BROADCAST || sha[0] & 1 == 1 {
+            return;
+        }
+        let for_me = Ipv4Addr::from(p.tpa()) == me.addr;
+        let released = self.neighbors.learn(now, IpAddr::V4(spa), sha, for_me);
+        self.release(released, sha);
+        if for_me && p.oper() == arp::operation::REQUEST {
+            let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
+            super::output::put_eth(&mut f, sha, self.cfg.mac, ethertype::ARP);
+            let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
+            if arp::emit_reply(body, self.cfg.mac, me.addr.octets(), sha, spa.octets()).is_ok() {
+                self.counters.arp_replies_out += 1;
+                self.control.push_back((f, OffloadMeta::plain()));
+            }
+        }
+    }
+
+    /// Sends the frames that waited for a neighbour, now at `mac`.
+    fn release(
+        &mut self,
+        frames: std::collections::VecDeque<(Vec<u8>, OffloadMeta)>,
+        mac: [u8; 6],
+    ) {
+        for (mut f, meta) in frames {
+            if let Some(d) = f.get_mut(..6) {
+                d.copy_from_slice(&mac);
+            }
+            self.control.push_back((f, meta));
+        }
+    }
+
+    fn ipv4_input(&mut self, now: Instant, data: &[u8], from: From<'_>) {
+        self.counters.ip_in_receives += 1;
+        let Some(me) = self.cfg.ipv4 else {
+            self.counters.ip_in_addr_errors += 1;
+            return;
+        };
+        let Ok(ip) = ipv4::Packet::new_checked(data) else {
+            self.counters.ip_in_hdr_errors += 1;
+            return;
+        };
+        if !ip.verify_checksum() {
+            self.counters.ip_in_hdr_errors += 1;
+            return;
+        }
+        let dst = Ipv4Addr::from(ip.dst_addr());
+        let src = Ipv4Addr::from(ip.src_addr());
+        let unicast = dst == me.addr;
+        if !unicast && dst != Ipv4Addr::BROADCAST && dst != me.broadcast() {
+            self.counters.ip_in_addr_errors += 1;
+            return;
+        }
+        if ip.is_fragment() {
+            self.counters.ip_in_fragments_dropped += 1;
+            return;
+        }
+        let payload = ip.payload();
+        match ip.protocol() {
+            protocol::ICMP => {
+                self.counters.ip_in_delivers += 1;
+                self.icmpv4_input(payload, src, dst, unicast, from);
+            }
+            protocol::TCP if unicast => {
+                self.counters.ip_in_delivers += 1;
+                let pseudo = ip.pseudo_header_sum(payload.len() as u16);
+                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, pseudo, from);
+            }
+            protocol::UDP => self.counters.udp_no_ports += 1,
+            protocol::TCP => self.counters.ip_in_addr_errors += 1,
+            _ => self.counters.ip_in_unknown_protos += 1,
+        }
+    }
+
+    fn ipv6_input(&mut self, now: Instant, data: &[u8], from: From<'_>) {
+        self.counters.ip_in_receives += 1;
+        let Some(me) = self.cfg.ipv6 else {
+            self.counters.ip_in_addr_errors += 1;
+            return;
+        };
+        let Ok(ip) = ipv6::Packet::new_checked(data) else {
+            self.counters.ip_in_hdr_errors += 1;
+            return;
+        };
+        let dst = Ipv6Addr::from(ip.dst_addr());
+        let src = Ipv6Addr::from(ip.src_addr());
+        let unicast = dst == me.addr;
+        let group = Ipv6Addr::from(ndp::solicited_node_multicast(&me.addr.octets()));
+        if !unicast && dst != group && dst != ALL_NODES {
+            self.counters.ip_in_addr_errors += 1;
+            return;
+        }
+        let payload = ip.payload();
+        let Ok(chain) = ext::walk(ip.next_header(), payload) else {
+            self.counters.ip_in_hdr_errors += 1;
+            return;
+        };
+        if chain.fragment.is_some() {
+            self.counters.ip_in_fragments_dropped += 1;
+            return;
+        }
+        let upper = payload.get(chain.len..).unwrap_or_default();
+        match chain.next_header {
+            protocol::ICMPV6 => {
+                self.counters.ip_in_delivers += 1;
+                self.icmpv6_input(now, upper, src, dst, ip.hop_limit(), unicast, from);
+            }
+            protocol::TCP if unicast => {
+                self.counters.ip_in_delivers += 1;
+                let pseudo = ip.pseudo_header_sum(protocol::TCP, upper.len() as u32);
+                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, pseudo, from);
+            }
+            protocol::UDP => self.counters.udp_no_ports += 1,
+            protocol::TCP => self.counters.ip_in_addr_errors += 1,
+            _ => self.counters.ip_in_unknown_protos += 1,
+        }
+    }
+
+    /// ICMPv4: answer echo requests to our unicast address (RFC 1122 section
+    /// 3.2.2.6); everything else is counted and dropped.
+    fn icmpv4_input(
+        &mut self,
+        data: &[u8],
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        unicast: bool,
+        from: From<'_>,
+    ) {
+        self.counters.icmp_in_msgs += 1;
+        let Ok(p) = icmpv4::Packet::new_checked(data) else {
+            self.counters.icmp_in_errors += 1;
+            return;
+        };
+        if !p.verify_checksum() {
+            self.counters.icmp_in_errors += 1;
+            return;
+        }
+        if p.msg_type() != icmpv4::msg_type::ECHO_REQUEST || p.code() != 0 {
+            return;
+        }
+        self.counters.icmp_in_echos += 1;
+        if !unicast {
+            return;
+        }
+        let (ident, seq, body) = (p.echo_ident(), p.echo_seq_no(), p.data());
+        let len = icmp::HEADER_LEN + body.len();
+        self.counters.icmp_out_msgs += 1;
+        self.counters.icmp_out_echo_reps += 1;
+        self.send_ip_direct(
+            IpTo {
+                mac: from.mac,
+                src: IpAddr::V4(dst),
+                dst: IpAddr::V4(src),
+                proto: protocol::ICMP,
+                hop: 64,
+            },
+            len,
+            |b| icmpv4::emit_echo_reply(b, ident, seq, body).is_ok(),
+        );
+    }
+
+    /// ICMPv6: echo (RFC 4443 section 4.2) and neighbour solicitation and
+    /// advertisement (RFC 4861 sections 7.1.1, 7.1.2, 7.2.3 to 7.2.5).
+    #[allow(clippy::too_many_arguments)]
+    fn icmpv6_input(
+        &mut self,
+        now: Instant,
+        data: &[u8],
+        src: Ipv6Addr,
+        dst: Ipv6Addr,
+        hop_limit: u8,
+        unicast: bool,
+        from: From<'_>,
+    ) {
+        self.counters.icmp_in_msgs += 1;
+        let Ok(p) = icmpv6::Packet::new_checked(data) else {
+            self.counters.icmp_in_errors += 1;
+            return;
+        };
+        if !p.verify_checksum(&src.octets(), &dst.octets()) {
+            self.counters.icmp_in_errors += 1;
+            return;
+        }
+        let Some(me) = self.cfg.ipv6 else { return };
+        match p.msg_type() {
+            icmpv6::msg_type::ECHO_REQUEST if unicast => {
+                self.counters.icmp_in_echos += 1;
+                let (ident, seq, body) = (p.echo_ident(), p.echo_seq_no(), p.data());
+                let len = icmp::HEADER_LEN + body.len();
+                self.counters.icmp_out_msgs += 1;
+                self.counters.icmp_out_echo_reps += 1;
+                let (s, d) = (me.addr.octets(), src.octets());
+                self.send_ip_direct(
+                    IpTo {
+                        mac: from.mac,
+                        src: IpAddr::V6(me.addr),
+                        dst: IpAddr::V6(src),
+                        proto: protocol::ICMPV6,
+                        hop: 64,
+                    },
+                    len,
+                    |b| {
+                        icmpv6::emit_echo_reply(b, Addrs { src: &s, dst: &d }, ident, seq, body)
+                            .is_ok()
+                    },
+                );
+            }
+            icmpv6::msg_type::NEIGHBOR_SOLICITATION | icmpv6::msg_type::NEIGHBOR_ADVERTISEMENT => {
+                let Ok(n) = ndp::Neighbor::new_checked(data) else {
+                    self.counters.ndp_errors += 1;
+                    return;
+                };
+                if hop_limit != 255 {
+                    self.counters.ndp_errors += 1;
+                    return;
+                }
+                let target = Ipv6Addr::from(n.target_addr());
+                if n.is_solicitation() {
+                    if target != me.addr {
+                        return;
+                    }
+                    self.counters.ndp_in_solicits += 1;
+                    let reply_to = if src.is_unspecified() { ALL_NODES } else { src };
+                    if let (false, Some(mac)) = (src.is_unspecified(), n.source_lladdr()) {
+                        let released = self.neighbors.learn(now, IpAddr::V6(src), mac, true);
+                        self.release(released, mac);
+                    }
+                    let dst_mac = if src.is_unspecified() {
+                        ndp::multicast_mac(&ALL_NODES.octets())
+                    } else {
+                        from.mac
+                    };
+                    let flags = etherparse_na_flags(!src.is_unspecified());
+                    let len = ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN;
+                    let mac = self.cfg.mac;
+                    let (s, d) = (me.addr.octets(), reply_to.octets());
+                    self.counters.icmp_out_msgs += 1;
+                    self.send_ip_direct(
+                        IpTo {
+                            mac: dst_mac,
+                            src: IpAddr::V6(me.addr),
+                            dst: IpAddr::V6(reply_to),
+                            proto: protocol::ICMPV6,
+                            hop: 255,
+                        },
+                        len,
+                        |b| {
+                            ndp::emit_neighbor_advertisement(
+                                b,
+                                Addrs { src: &s, dst: &d },
+                                &s,
+                                flags,
+                                Some(mac),
+                            )
+                            .is_ok()
+                        },
+                    );
+                } else {
+                    self.counters.ndp_in_adverts += 1;
+                    if let Some(mac) = n.target_lladdr() {
+                        let released = self.neighbors.learn(now, IpAddr::V6(target), mac, false);
+                        self.release(released, mac);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// TCP demultiplexing (RFC 9293 section 3.10.7): to the connection with this
+    /// 4-tuple, else a SYN to a listener opens one, else an RST answers.
+    fn tcp_input(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        data: &[u8],
+        pseudo: u32,
+        from: From<'_>,
+    ) {
+        let csum_ok = match from.meta.csum {
+            Checksum::Verified { levels } if levels >= 1 => true,
+            Checksum::Partial { .. } => true,
+            _ => tcp::Packet::new_checked(data).is_ok_and(|p| p.verify_checksum(pseudo)),
+        };
+        if !csum_ok {
+            self.counters.tcp_in_errs += 1;
+            self.counters.tcp_in_csum_errors += 1;
+            return;
+        }
+        let segs = match from.meta.gso {
+            Some(g) if matches!(g.kind, GsoType::TcpV4 | GsoType::TcpV6) && g.size > 0 => {
+                let hl = tcp::Packet::new_checked(data).map_or(0, |p| p.header_len());
+                data.len()
+                    .saturating_sub(hl)
+                    .div_ceil(usize::from(g.size))
+                    .max(1) as u32
+            }
+            _ => 1,
+        };
+        let Ok(seg) = Segment::parse(data, segs) else {
+            self.counters.tcp_in_errs += 1;
+            return;
+        };
+        self.counters.tcp_in_segs += u64::from(segs);
+        let local = SocketAddr::new(dst, seg.dst_port);
+        let remote = SocketAddr::new(src, seg.src_port);
+        if let Some(&idx) = self.by_tuple.get(&(local, remote)) {
+            let counters = &mut self.counters;
+            let rst = match self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) {
+                Some(conn) => conn.on_segment(now, &seg, counters),
+                None => None,
+            };
+            if let Some(r) = rst {
+                self.send_rst(from.mac, local, remote, r);
+            }
+            self.after_event(idx);
+            self.mark_ready(idx);
+            return;
+        }
+        let syn_only =
+            seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
+        if syn_only {
+            if let Some(&l) = self.by_port.get(&seg.dst_port) {
+                self.passive_open(now, l, local, remote, &seg);
+                return;
+            }
+        }
+        if let Some(r) = Rst::for_segment(&seg) {
+            self.send_rst(from.mac, local, remote, r);
+        }
+    }
+
+    /// A SYN for listener `l` (RFC 9293 section 3.10.7.2).
+    fn passive_open(
+        &mut self,
+        now: Instant,
+        l: usize,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Segment<'_>,
+    ) {
+        let backlog = self.cfg.tcp.backlog;
+        let Some(Some(lst)) = self.listeners.get_mut(l) else {
+            return;
+        };
+        if lst.embryonic + lst.ready.len() >= backlog {
+            self.counters.tcp_listen_drops += 1;
+            return;
+        }
+        lst.embryonic += 1;
+        let iss = self.isn.isn(now, local, remote);
+        let ts_offset = self.rng.next_u32();
+        let params = self.conn_params(local.ip());
+        let conn = Conn::accept_syn(now, local, remote, iss, ts_offset, params, seg, l);
+        let idx = self.insert_conn(conn);
+        self.after_event(idx);
+    }
+
+    /// The per-connection parameters for a connection over `ip`'s family.
+    pub(super) fn conn_params(&self, ip: IpAddr) -> ConnParams {
+        let (l3, default_mss) = match ip {
+            IpAddr::V4(_) => (ipv4::HEADER_LEN, 536),
+            IpAddr::V6(_) => (ipv6::HEADER_LEN, 1220),
+        };
+        let mtu_mss = usize::from(self.cfg.mtu)
+            .saturating_sub(l3 + tcp::HEADER_LEN)
+            .clamp(64, 65_535);
+        ConnParams {
+            tcp: self.cfg.tcp.clone(),
+            mtu_mss: mtu_mss as u16,
+            default_mss,
+        }
+    }
+
+    /// Neighbour retries; failed resolutions drop their frames.
+    pub(super) fn neighbor_timers(&mut self, now: Instant) {
+        let mut probes = Vec::new();
+        let (failed, dropped) = self.neighbors.poll(now, &mut probes);
+        self.counters.neighbor_failures += failed as u64;
+        self.counters.neighbor_drops += dropped as u64;
+        for ip in probes {
+            self.probe(ip);
+        }
+    }
+}
+
+/// Neighbour advertisement flags: solicited (when answering a unicast
+/// solicitation) and override, never router.
+fn etherparse_na_flags(
+    solicited: bool,
+) -> linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
+    linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
+        router: false,
+        solicited,
+        r#override: true,
+    }
+}

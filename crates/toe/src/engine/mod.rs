@@ -1,0 +1,304 @@
+//! The engine: one network interface's worth of ARP, NDP, IPv4, IPv6, ICMP and TCP
+//! as a sans-IO state machine (the shape of quinn-proto's `Endpoint`).
+//!
+//! * [`Engine::handle_frame`] takes a received Ethernet frame and its
+//!   [`OffloadMeta`] (checksums the NIC verified, or a GRO super-segment);
+//! * [`Engine::poll_transmit`] hands out every frame due now, TCP data as one
+//!   super-segment per flow per round with a GSO request when offloads are on;
+//! * [`Engine::poll_timeout`] says when to call [`Engine::handle_timeout`].
+//!
+//! Time only enters as an argument and randomness comes from the seed, so a run
+//! is a pure function of its inputs. Connections are found by their 4-tuple in a
+//! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
+//! with something to send wait in a round-robin queue.
+
+mod input;
+mod output;
+mod socket;
+
+pub use socket::{Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
+
+use crate::config::Config;
+use crate::counters::Counters;
+use crate::net::neighbor::{Limits, NeighborCache};
+use crate::rng::{IsnGenerator, Rng};
+use crate::tcp::conn::Conn;
+use crate::time::{Instant, earliest};
+use linerate_offload::OffloadMeta;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+
+/// A connection slot: handles carry the generation so a reused slot is not
+/// mistaken for the connection that had it before.
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    conn: Option<Conn>,
+    /// In the transmit queue.
+    queued: bool,
+    /// Earliest deadline pushed to the timer heap and not yet popped.
+    scheduled: Option<Instant>,
+}
+
+/// A listening port.
+#[derive(Debug)]
+struct Listener {
+    port: u16,
+    /// Connections that reached ESTABLISHED, waiting for `tcp_accept`.
+    ready: VecDeque<usize>,
+    /// Connections in SYN-RECEIVED.
+    embryonic: usize,
+}
+
+/// The connection engine for one interface. See the [crate docs](crate).
+#[derive(Debug)]
+pub struct Engine {
+    cfg: Config,
+    rng: Rng,
+    isn: IsnGenerator,
+    counters: Counters,
+    neighbors: NeighborCache,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    by_tuple: HashMap<(SocketAddr, SocketAddr), usize>,
+    listeners: Vec<Option<Listener>>,
+    by_port: HashMap<u16, usize>,
+    /// Frames ready to go that are not TCP output (ARP, NDP, ICMP, RST, frames
+    /// released by a neighbour resolution).
+    control: VecDeque<(Vec<u8>, OffloadMeta)>,
+    ready: VecDeque<usize>,
+    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    /// The frame being built (reused; no allocation per TCP segment).
+    scratch: Vec<u8>,
+    ip_id: u16,
+}
+
+impl Engine {
+    /// An engine for the interface `config`, drawing all its randomness (ISN key,
+    /// timestamp offsets, ephemeral ports) from `rng_seed`.
+    pub fn new(config: Config, rng_seed: u64) -> Engine {
+        let mut rng = Rng::new(rng_seed);
+        let isn = IsnGenerator::new(&mut rng);
+        let limits = Limits {
+            ttl: config.neighbor_ttl,
+            retry: config.neighbor_retry,
+            probes: config.neighbor_probes,
+            queue: config.neighbor_queue,
+        };
+        let ip_id = rng.next_u32() as u16;
+        Engine {
+            cfg: config,
+            rng,
+            isn,
+            counters: Counters::default(),
+            neighbors: NeighborCache::new(limits),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_tuple: HashMap::new(),
+            listeners: Vec::new(),
+            by_port: HashMap::new(),
+            control: VecDeque::new(),
+            ready: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            scratch: Vec::with_capacity(65_536 + 128),
+            ip_id,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// When [`Engine::handle_timeout`] should next be called, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let conn = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        earliest(conn, self.neighbors.next_deadline())
+    }
+
+    /// Runs every timer due at `now`: retransmissions, delayed ACKs, zero-window
+    /// probes, TIME-WAIT expiry, neighbour resolution retries.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&Reverse((t, idx, generation))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(slot) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            if slot.generation != generation {
+                continue;
+            }
+            if slot.scheduled.is_some_and(|s| s <= now) {
+                slot.scheduled = None;
+            }
+            if let Some(conn) = slot.conn.as_mut() {
+                conn.on_timeout(now, &mut self.counters);
+                self.after_event(idx);
+                self.mark_ready(idx);
+            }
+        }
+        self.neighbor_timers(now);
+    }
+
+    /// Hands every frame due now to `out`, with its offload metadata; returns how
+    /// many. Control frames first, then TCP: each connection with something to send
+    /// emits one segment (a super-segment of up to 64 KiB with offloads on) per
+    /// round, round robin, until none has anything left.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) -> usize {
+        let mut n = 0;
+        while let Some((frame, meta)) = self.control.pop_front() {
+            out(&frame, &meta);
+            n += 1;
+        }
+        while let Some(idx) = self.ready.pop_front() {
+            let Some(slot) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            slot.queued = false;
+            let mut sent = false;
+            if let Some(meta) = self.emit_tcp(now, idx) {
+                out(&self.scratch, &meta);
+                n += 1;
+                sent = true;
+            }
+            // Frames a neighbour miss queued, or an RST, may be waiting.
+            while let Some((frame, meta)) = self.control.pop_front() {
+                out(&frame, &meta);
+                n += 1;
+            }
+            self.after_event(idx);
+            if sent {
+                self.mark_ready(idx);
+            }
+        }
+        self.counters.tx_frames += n as u64;
+        n
+    }
+
+    fn conn(&self, idx: usize) -> Option<&Conn> {
+        self.slots.get(idx).and_then(|s| s.conn.as_ref())
+    }
+
+    fn conn_mut(&mut self, idx: usize) -> Option<&mut Conn> {
+        self.slots.get_mut(idx).and_then(|s| s.conn.as_mut())
+    }
+
+    /// Queues a connection for transmission.
+    fn mark_ready(&mut self, idx: usize) {
+        if let Some(slot) = self.slots.get_mut(idx) {
+            if slot.conn.is_some() && !slot.queued {
+                slot.queued = true;
+                self.ready.push_back(idx);
+            }
+        }
+    }
+
+    /// Stores a new connection; returns its slot.
+    fn insert_conn(&mut self, conn: Conn) -> usize {
+        let key = (conn.local, conn.remote);
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    conn: None,
+                    queued: false,
+                    scheduled: None,
+                });
+                self.slots.len() - 1
+            }
+        };
+        if let Some(slot) = self.slots.get_mut(idx) {
+            slot.conn = Some(conn);
+            slot.scheduled = None;
+        }
+        self.by_tuple.insert(key, idx);
+        self.mark_ready(idx);
+        idx
+    }
+
+    /// Frees a slot.
+    fn remove_conn(&mut self, idx: usize) {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        let Some(conn) = slot.conn.take() else { return };
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.scheduled = None;
+        if self.by_tuple.get(&(conn.local, conn.remote)) == Some(&idx) {
+            self.by_tuple.remove(&(conn.local, conn.remote));
+        }
+        if let Some(l) = conn
+            .listener
+            .and_then(|l| self.listeners.get_mut(l))
+            .and_then(Option::as_mut)
+        {
+            l.ready.retain(|&i| i != idx);
+        }
+        self.free.push(idx);
+    }
+
+    /// Bookkeeping after anything happened to a connection: the accept queue,
+    /// removal of finished connections, the timer heap.
+    fn after_event(&mut self, idx: usize) {
+        let Some(conn) = self.conn_mut(idx) else {
+            return;
+        };
+        conn.apply_close();
+        let established = std::mem::take(&mut conn.became_established);
+        let listener = conn.listener;
+        let closed = conn.close_reason().is_some();
+        let orphan = conn.app_closed || listener.is_some();
+        let key = (conn.local, conn.remote);
+        let deadline = conn.next_deadline();
+        if let Some(l) = listener {
+            if let Some(Some(lst)) = self.listeners.get_mut(l) {
+                if established {
+                    lst.embryonic = lst.embryonic.saturating_sub(1);
+                    lst.ready.push_back(idx);
+                    self.counters.tcp_passive_opens += 1;
+                }
+            }
+        }
+        if closed {
+            if let Some(l) = listener {
+                if let Some(Some(lst)) = self.listeners.get_mut(l) {
+                    if !lst.ready.contains(&idx) {
+                        lst.embryonic = lst.embryonic.saturating_sub(1);
+                    }
+                }
+            }
+            if self.by_tuple.get(&key) == Some(&idx) {
+                self.by_tuple.remove(&key);
+            }
+            if orphan {
+                self.remove_conn(idx);
+            }
+            return;
+        }
+        if let (Some(d), Some(slot)) = (deadline, self.slots.get_mut(idx)) {
+            if slot.scheduled.is_none_or(|s| d < s) {
+                slot.scheduled = Some(d);
+                self.timers.push(Reverse((d, idx, slot.generation)));
+            }
+        }
+    }
+
+    fn next_ip_id(&mut self, segments: usize) -> u16 {
+        let id = self.ip_id;
+        self.ip_id = self.ip_id.wrapping_add(segments as u16);
+        id
+    }
+}

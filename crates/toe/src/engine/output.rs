@@ -1,0 +1,376 @@
+//! Frame construction: Ethernet, IPv4 (RFC 791) or IPv6 (RFC 8200) and TCP headers
+//! written straight into the reused scratch buffer, payload copied once from the
+//! send buffer; ARP requests and replies, neighbour solicitations and
+//! advertisements, ICMP echo replies and RSTs as control frames.
+//!
+//! With offloads on, a segment carrying more than one MSS of data goes out as one
+//! super-segment with `gso: Some(Gso::new(TcpV4 | TcpV6, mss))`, and every TCP
+//! segment with `csum: Partial { start: l4 offset, offset: 16 }` and the folded,
+//! uncomplemented pseudo-header sum (addresses, protocol, and the L4 length of the
+//! frame as built, as Linux's `CHECKSUM_PARTIAL` does) in the checksum field. The
+//! NIC layer segments (IPv4 ID advancing by one per segment, FIN and PSH only on
+//! the last) and completes the checksums. With offloads off, segments are at most
+//! one MSS and every checksum is complete.
+
+use super::Engine;
+use crate::net::neighbor::{Lookup, Queued};
+use crate::tcp::segment::Outgoing;
+use crate::time::Instant;
+use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
+use linerate_wire::checksum;
+use linerate_wire::ethernet::{self, ethertype};
+use linerate_wire::icmp::ndp;
+use linerate_wire::icmp::v6::Addrs;
+use linerate_wire::ipv4::{self, protocol};
+use linerate_wire::{arp, ipv6, tcp};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Largest TCP data per super-segment: the IPv4 total length (and IPv6 payload
+/// length) is 16 bits, so 65535 less the largest IP and TCP headers.
+pub(crate) const MAX_SUPER_DATA: usize = 65_535 - ipv4::HEADER_LEN - tcp::MAX_HEADER_LEN;
+
+/// Hop limit / TTL of the datagrams we originate.
+const HOP_LIMIT: u8 = 64;
+
+/// Where a control datagram goes: next-hop MAC, addresses, protocol, hop limit.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IpTo {
+    pub mac: [u8; 6],
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub proto: u8,
+    pub hop: u8,
+}
+
+/// Writes an Ethernet header at the start of `buf` (at least 14 bytes).
+pub(super) fn put_eth(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: u16) {
+    if let Some(h) = buf.get_mut(..ethernet::HEADER_LEN) {
+        let mut e = ethernet::Packet::new_unchecked(h);
+        e.set_dst_addr(dst);
+        e.set_src_addr(src);
+        e.set_ethertype(ethertype);
+    }
+}
+
+/// Writes a 20-byte IPv4 header (no options, DF) at the start of `buf`, checksum filled.
+fn put_ipv4(buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload_len: usize, id: u16) {
+    if let Some(h) = buf.get_mut(..ipv4::HEADER_LEN) {
+        h.fill(0);
+        let mut p = ipv4::Packet::new_unchecked(h);
+        p.set_version(4);
+        p.set_ihl(5);
+        p.set_total_len((ipv4::HEADER_LEN + payload_len).min(65_535) as u16);
+        p.set_ident(id);
+        p.set_dont_frag(true);
+        p.set_ttl(HOP_LIMIT);
+        p.set_protocol(proto);
+        p.set_src_addr(src.octets());
+        p.set_dst_addr(dst.octets());
+        p.fill_checksum();
+    }
+}
+
+/// Writes a 40-byte IPv6 header at the start of `buf`.
+fn put_ipv6(buf: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, next: u8, payload_len: usize, hop: u8) {
+    if let Some(h) = buf.get_mut(..ipv6::HEADER_LEN) {
+        h.fill(0);
+        let mut p = ipv6::Packet::new_unchecked(h);
+        p.set_version(6);
+        p.set_payload_len(payload_len.min(65_535) as u16);
+        p.set_next_header(next);
+        p.set_hop_limit(hop);
+        p.set_src_addr(src.octets());
+        p.set_dst_addr(dst.octets());
+    }
+}
+
+/// The IP header length for an address family.
+fn ip_header_len(ip: IpAddr) -> usize {
+    match ip {
+        IpAddr::V4(_) => ipv4::HEADER_LEN,
+        IpAddr::V6(_) => ipv6::HEADER_LEN,
+    }
+}
+
+impl Engine {
+    /// Bytes of TCP data one segment (or super-segment) may carry.
+    fn max_data(&self, mss: usize) -> usize {
+        if self.cfg.offloads {
+            MAX_SUPER_DATA
+        } else {
+            mss.max(1)
+        }
+    }
+
+    /// Asks connection `idx` for its next segment and builds the frame in the
+    /// scratch buffer; returns its metadata, or `None` if there was nothing to send
+    /// or the frame went to a neighbour queue.
+    pub(super) fn emit_tcp(&mut self, now: Instant, idx: usize) -> Option<OffloadMeta> {
+        let offloads = self.cfg.offloads;
+        let mss_hint = self.conn(idx)?.state.snd().map_or(1, |s| s.mss);
+        let max_data = self.max_data(mss_hint);
+        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
+        let o = conn.poll_output(now, max_data, &mut self.counters)?;
+        let (local, remote) = (conn.local, conn.remote);
+        let segments = o.wire_segments();
+        self.counters.tcp_out_segs += segments as u64;
+        self.counters.ip_out_requests += 1;
+        let id = self.next_ip_id(segments);
+        let meta = self.build_tcp(idx, local, remote, &o, id, offloads)?;
+        self.route(now, remote.ip(), meta)
+    }
+
+    /// Builds the frame for `o` of connection `idx` into the scratch buffer (with a
+    /// zero destination MAC, filled in by [`Engine::route`]).
+    fn build_tcp(
+        &mut self,
+        idx: usize,
+        local: SocketAddr,
+        remote: SocketAddr,
+        o: &Outgoing,
+        id: u16,
+        offloads: bool,
+    ) -> Option<OffloadMeta> {
+        let mut opts = [0u8; tcp::options::MAX_LEN];
+        let opt_len = o.write_options(&mut opts);
+        let tcp_len = tcp::HEADER_LEN + opt_len;
+        let l3 = ethernet::HEADER_LEN;
+        let l4 = l3 + ip_header_len(local.ip());
+        let l4_len = tcp_len + o.data_len;
+        let total = l4 + l4_len;
+        let mac = self.cfg.mac;
+        let buf = &mut self.scratch;
+        buf.clear();
+        buf.resize(total, 0);
+        let pseudo = match (local.ip(), remote.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                put_eth(buf, [0; 6], mac, ethertype::IPV4);
+                put_ipv4(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, id);
+                checksum::pseudo_ipv4(
+                    s.octets(),
+                    d.octets(),
+                    protocol::TCP,
+                    l4_len.min(65_535) as u16,
+                )
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                put_eth(buf, [0; 6], mac, ethertype::IPV6);
+                put_ipv6(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, HOP_LIMIT);
+                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, l4_len as u32)
+            }
+            _ => return None,
+        };
+        let seg = buf.get_mut(l4..)?;
+        {
+            let (hdr, data) = seg.split_at_mut(tcp_len);
+            let mut t = tcp::Packet::new_unchecked(&mut hdr[..]);
+            t.set_src_port(local.port());
+            t.set_dst_port(remote.port());
+            t.set_seq_number(o.seq.0);
+            t.set_ack_number(if o.flags.contains(tcp::Flags::ACK) {
+                o.ack.0
+            } else {
+                0
+            });
+            t.set_data_offset((tcp_len / 4) as u8);
+            t.set_flags(o.flags);
+            t.set_window(o.wnd);
+            t.options_mut().copy_from_slice(opts.get(..opt_len)?);
+            let conn = self.slots.get(idx)?.conn.as_ref()?;
+            conn.tx.peek(o.data_off, data);
+        }
+        let mut t = tcp::Packet::new_unchecked(seg);
+        let mut meta = OffloadMeta::plain();
+        if offloads {
+            t.set_checksum(checksum::fold(pseudo));
+            meta.csum = Checksum::Partial {
+                start: l4 as u16,
+                offset: 16,
+            };
+            if o.data_len > o.mss && o.mss > 0 {
+                let kind = if local.is_ipv4() {
+                    GsoType::TcpV4
+                } else {
+                    GsoType::TcpV6
+                };
+                let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
+                gso.segs = o.wire_segments().min(65_535) as u16;
+                meta.gso = Some(gso);
+            }
+        } else {
+            t.fill_checksum(pseudo);
+        }
+        Some(meta)
+    }
+
+    /// Fills in the destination MAC of the frame in the scratch buffer, or moves
+    /// the frame to the neighbour queue (and probes) if `ip` is not resolved.
+    fn route(&mut self, now: Instant, ip: IpAddr, meta: OffloadMeta) -> Option<OffloadMeta> {
+        match self.neighbors.lookup(now, ip) {
+            Lookup::Hit(mac) => {
+                if let Some(d) = self.scratch.get_mut(..6) {
+                    d.copy_from_slice(&mac);
+                }
+                Some(meta)
+            }
+            Lookup::Miss => {
+                let frame = self.scratch.clone();
+                match self.neighbors.enqueue(now, ip, (frame, meta)) {
+                    Queued::ProbeNow => self.probe(ip),
+                    Queued::Waiting => {}
+                    Queued::Dropped => self.counters.neighbor_drops += 1,
+                }
+                None
+            }
+        }
+    }
+
+    /// Sends an ARP request or a neighbour solicitation for `ip`.
+    pub(super) fn probe(&mut self, ip: IpAddr) {
+        let mac = self.cfg.mac;
+        match ip {
+            IpAddr::V4(target) => {
+                let Some(me) = self.cfg.ipv4 else { return };
+                let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
+                put_eth(&mut f, ethernet::BROADCAST, mac, ethertype::ARP);
+                let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
+                if arp::emit_request(body, mac, me.addr.octets(), target.octets()).is_ok() {
+                    self.counters.arp_requests_out += 1;
+                    self.control.push_back((f, OffloadMeta::plain()));
+                }
+            }
+            IpAddr::V6(target) => {
+                let Some(me) = self.cfg.ipv6 else { return };
+                let group = Ipv6Addr::from(ndp::solicited_node_multicast(&target.octets()));
+                let len = ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN;
+                let l4 = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
+                let mut f = vec![0u8; l4 + len];
+                put_eth(
+                    &mut f,
+                    ndp::multicast_mac(&group.octets()),
+                    mac,
+                    ethertype::IPV6,
+                );
+                put_ipv6(
+                    f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(),
+                    me.addr,
+                    group,
+                    protocol::ICMPV6,
+                    len,
+                    255,
+                );
+                let ip = Addrs {
+                    src: &me.addr.octets(),
+                    dst: &group.octets(),
+                };
+                let body = f.get_mut(l4..).unwrap_or_default();
+                if ndp::emit_neighbor_solicitation(body, ip, &target.octets(), Some(mac)).is_ok() {
+                    self.counters.icmp_out_msgs += 1;
+                    self.control.push_back((f, OffloadMeta::plain()));
+                }
+            }
+        }
+    }
+
+    /// Builds an IPv4 or IPv6 frame around an L4 message written by `body` (which
+    /// gets the buffer for the message and returns its length), addressed to
+    /// `dst_mac`, and queues it.
+    pub(super) fn send_ip_direct(
+        &mut self,
+        to: IpTo,
+        len: usize,
+        body: impl FnOnce(&mut [u8]) -> bool,
+    ) {
+        let IpTo {
+            mac: dst_mac,
+            src,
+            dst,
+            proto,
+            hop,
+        } = to;
+        let l4 = ethernet::HEADER_LEN + ip_header_len(src);
+        let mut f = vec![0u8; l4 + len];
+        let mac = self.cfg.mac;
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                put_eth(&mut f, dst_mac, mac, ethertype::IPV4);
+                let id = self.next_ip_id(1);
+                put_ipv4(
+                    f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(),
+                    s,
+                    d,
+                    proto,
+                    len,
+                    id,
+                );
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                put_eth(&mut f, dst_mac, mac, ethertype::IPV6);
+                put_ipv6(
+                    f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default(),
+                    s,
+                    d,
+                    proto,
+                    len,
+                    hop,
+                );
+            }
+            _ => return,
+        }
+        if body(f.get_mut(l4..).unwrap_or_default()) {
+            self.counters.ip_out_requests += 1;
+            self.control.push_back((f, OffloadMeta::plain()));
+        }
+    }
+
+    /// Sends an RST (RFC 9293 section 3.10.7.1) from `local` to `remote` at `dst_mac`.
+    pub(super) fn send_rst(
+        &mut self,
+        dst_mac: [u8; 6],
+        local: SocketAddr,
+        remote: SocketAddr,
+        rst: crate::tcp::input::Rst,
+    ) {
+        let flags = if rst.ack.is_some() {
+            tcp::Flags::RST | tcp::Flags::ACK
+        } else {
+            tcp::Flags::RST
+        };
+        let ack = rst.ack.map_or(0, |a| a.0);
+        let pseudo = match (local.ip(), remote.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, 20)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, 20)
+            }
+            _ => return,
+        };
+        self.counters.tcp_out_rsts += 1;
+        self.counters.tcp_out_segs += 1;
+        self.send_ip_direct(
+            IpTo {
+                mac: dst_mac,
+                src: local.ip(),
+                dst: remote.ip(),
+                proto: protocol::TCP,
+                hop: HOP_LIMIT,
+            },
+            tcp::HEADER_LEN,
+            |b| {
+                let Some(h) = b.get_mut(..tcp::HEADER_LEN) else {
+                    return false;
+                };
+                let mut t = tcp::Packet::new_unchecked(h);
+                t.set_src_port(local.port());
+                t.set_dst_port(remote.port());
+                t.set_seq_number(rst.seq.0);
+                t.set_ack_number(ack);
+                t.set_data_offset(5);
+                t.set_flags(flags);
+                t.fill_checksum(pseudo);
+                true
+            },
+        );
+    }
+}

@@ -1,0 +1,431 @@
+//! The socket API over the engine (RFC 9293 section 3.9.1's user calls): listen,
+//! accept, connect, send, recv, shutdown, close, abort, state and readiness.
+//!
+//! Handles are slot indices with a generation, so a handle to a connection that is
+//! gone is refused ([`Error::InvalidHandle`]) rather than reaching the one that
+//! took its slot. Calls never block: [`Error::WouldBlock`] says "try after the next
+//! input". Connection failures are typed: refused, reset, timed out.
+
+use super::{Engine, Listener};
+use crate::tcp::TcpState;
+use crate::tcp::conn::Conn;
+use crate::tcp::state::CloseReason;
+use crate::time::Instant;
+use core::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// A TCP connection's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SocketHandle {
+    index: u32,
+    generation: u32,
+}
+
+/// A listening socket's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenerHandle(u32);
+
+/// Why a socket call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Error {
+    /// The handle does not name a live socket (closed, or never valid).
+    InvalidHandle,
+    /// Nothing to read, or no room to write, right now.
+    WouldBlock,
+    /// The interface has no address of the needed family.
+    NoAddress,
+    /// The port is already listened on, or the 4-tuple is in use.
+    AddrInUse,
+    /// No ephemeral port is free for this destination.
+    NoPorts,
+    /// The connection is not established yet or no longer accepts this call.
+    NotConnected,
+    /// Writing after shutdown or close.
+    Closed,
+    /// The peer answered the SYN with RST (`ECONNREFUSED`).
+    ConnectionRefused,
+    /// The peer reset the connection (`ECONNRESET`).
+    ConnectionReset,
+    /// Retransmissions gave up (`ETIMEDOUT`).
+    TimedOut,
+    /// The connection was aborted locally.
+    Aborted,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Error::InvalidHandle => "invalid socket handle",
+            Error::WouldBlock => "operation would block",
+            Error::NoAddress => "no address of that family on the interface",
+            Error::AddrInUse => "address in use",
+            Error::NoPorts => "no free ephemeral port",
+            Error::NotConnected => "not connected",
+            Error::Closed => "socket closed for writing",
+            Error::ConnectionRefused => "connection refused",
+            Error::ConnectionReset => "connection reset by peer",
+            Error::TimedOut => "connection timed out",
+            Error::Aborted => "connection aborted",
+        };
+        f.write_str(s)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What a socket is ready for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Readiness {
+    /// `tcp_recv` would return data, end of stream, or an error.
+    pub readable: bool,
+    /// `tcp_send` would take bytes (or return an error).
+    pub writable: bool,
+    /// The connection failed with this error.
+    pub error: Option<Error>,
+}
+
+/// A snapshot of a connection's TCP variables (like Linux's `tcp_info`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TcpInfo {
+    /// State.
+    pub state: TcpState,
+    /// Data bytes per segment sent (effective MSS less options), once synchronized.
+    pub snd_mss: usize,
+    /// Congestion window, bytes.
+    pub cwnd: usize,
+    /// Slow start threshold, bytes (`usize::MAX` until the first loss).
+    pub ssthresh: usize,
+    /// Smoothed RTT.
+    pub srtt: Option<Duration>,
+    /// Current retransmission timeout (with backoff).
+    pub rto: Duration,
+    /// Peer's window, bytes.
+    pub snd_wnd: usize,
+    /// The peer's window scale shift.
+    pub snd_wscale: u8,
+    /// Our window scale shift.
+    pub rcv_wscale: u8,
+    /// SACK negotiated.
+    pub sack: bool,
+    /// Timestamps negotiated.
+    pub timestamps: bool,
+    /// Bytes sent and not acknowledged.
+    pub unacked: usize,
+    /// Consecutive retransmission timeouts.
+    pub retransmits: u32,
+    /// Bytes waiting to be read.
+    pub recv_queue: usize,
+    /// Bytes in the send buffer (unacknowledged and unsent).
+    pub send_queue: usize,
+}
+
+fn reason_error(r: CloseReason) -> Option<Error> {
+    match r {
+        CloseReason::Normal => None,
+        CloseReason::Refused => Some(Error::ConnectionRefused),
+        CloseReason::Reset => Some(Error::ConnectionReset),
+        CloseReason::TimedOut => Some(Error::TimedOut),
+        CloseReason::Aborted => Some(Error::Aborted),
+    }
+}
+
+impl Engine {
+    fn handle_conn(&self, h: SocketHandle) -> Result<&Conn, Error> {
+        let slot = self
+            .slots
+            .get(h.index as usize)
+            .ok_or(Error::InvalidHandle)?;
+        if slot.generation != h.generation {
+            return Err(Error::InvalidHandle);
+        }
+        match slot.conn.as_ref() {
+            Some(c) if !c.app_closed => Ok(c),
+            _ => Err(Error::InvalidHandle),
+        }
+    }
+
+    fn handle_conn_mut(&mut self, h: SocketHandle) -> Result<&mut Conn, Error> {
+        self.handle_conn(h)?;
+        self.conn_mut(h.index as usize).ok_or(Error::InvalidHandle)
+    }
+
+    fn handle_of(&self, idx: usize) -> SocketHandle {
+        let generation = self.slots.get(idx).map_or(0, |s| s.generation);
+        SocketHandle {
+            index: idx as u32,
+            generation,
+        }
+    }
+
+    /// After an application call: bookkeeping and a transmit opportunity.
+    fn touched(&mut self, h: SocketHandle) {
+        let idx = h.index as usize;
+        self.after_event(idx);
+        self.mark_ready(idx);
+    }
+
+    /// Listens on `port` on every address of the interface (LISTEN, RFC 9293
+    /// section 3.10.1 with a passive open).
+    pub fn tcp_listen(&mut self, port: u16) -> Result<ListenerHandle, Error> {
+        if self.by_port.contains_key(&port) || port == 0 {
+            return Err(Error::AddrInUse);
+        }
+        let l = Listener {
+            port,
+            ready: Default::default(),
+            embryonic: 0,
+        };
+        let idx = match self.listeners.iter().position(Option::is_none) {
+            Some(i) => {
+                if let Some(slot) = self.listeners.get_mut(i) {
+                    *slot = Some(l);
+                }
+                i
+            }
+            None => {
+                self.listeners.push(Some(l));
+                self.listeners.len() - 1
+            }
+        };
+        self.by_port.insert(port, idx);
+        Ok(ListenerHandle(idx as u32))
+    }
+
+    /// Takes the next established connection from a listener's queue.
+    pub fn tcp_accept(&mut self, l: ListenerHandle) -> Result<SocketHandle, Error> {
+        let lst = self
+            .listeners
+            .get_mut(l.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(Error::InvalidHandle)?;
+        let idx = lst.ready.pop_front().ok_or(Error::WouldBlock)?;
+        if let Some(c) = self.conn_mut(idx) {
+            c.listener = None;
+        }
+        Ok(self.handle_of(idx))
+    }
+
+    /// Stops listening. Connections not yet accepted are reset.
+    pub fn tcp_unlisten(&mut self, l: ListenerHandle) -> Result<(), Error> {
+        let lst = self
+            .listeners
+            .get_mut(l.0 as usize)
+            .and_then(Option::take)
+            .ok_or(Error::InvalidHandle)?;
+        self.by_port.remove(&lst.port);
+        let pending: Vec<usize> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.conn
+                    .as_ref()
+                    .is_some_and(|c| c.listener == Some(l.0 as usize))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        for idx in pending {
+            if let Some(c) = self.conn_mut(idx) {
+                c.listener = None;
+                c.app_closed = true;
+                c.abort();
+            }
+            self.after_event(idx);
+            self.mark_ready(idx);
+        }
+        Ok(())
+    }
+
+    /// Opens a connection to `remote` (an active OPEN): SYN-SENT, from the
+    /// interface's address of the same family and a random free ephemeral port
+    /// (RFC 6056 section 3.3.2's random search).
+    pub fn tcp_connect(&mut self, now: Instant, remote: SocketAddr) -> Result<SocketHandle, Error> {
+        self.connect_from(now, None, remote)
+    }
+
+    /// [`Engine::tcp_connect`] from a chosen local port (as after `bind`).
+    pub fn tcp_connect_from(
+        &mut self,
+        now: Instant,
+        local_port: u16,
+        remote: SocketAddr,
+    ) -> Result<SocketHandle, Error> {
+        self.connect_from(now, Some(local_port), remote)
+    }
+
+    fn connect_from(
+        &mut self,
+        now: Instant,
+        port: Option<u16>,
+        remote: SocketAddr,
+    ) -> Result<SocketHandle, Error> {
+        let local_ip = match remote.ip() {
+            IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
+            IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
+        }
+        .ok_or(Error::NoAddress)?;
+        let local = match port {
+            Some(p) => {
+                let cand = SocketAddr::new(local_ip, p);
+                if p == 0 || self.by_tuple.contains_key(&(cand, remote)) {
+                    return Err(Error::AddrInUse);
+                }
+                cand
+            }
+            None => self.ephemeral(local_ip, remote)?,
+        };
+        let iss = self.isn.isn(now, local, remote);
+        let ts_offset = self.rng.next_u32();
+        let params = self.conn_params(local_ip);
+        let conn = Conn::connect(now, local, remote, iss, ts_offset, params);
+        self.counters.tcp_active_opens += 1;
+        let idx = self.insert_conn(conn);
+        self.after_event(idx);
+        Ok(self.handle_of(idx))
+    }
+
+    /// A free ephemeral port for `remote`, searched from a random start.
+    fn ephemeral(&mut self, local_ip: IpAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
+        const LOW: u16 = 49_152;
+        let span = u64::from(u16::MAX - LOW) + 1;
+        let start = self.rng.below(span);
+        (0..span)
+            .map(|i| SocketAddr::new(local_ip, LOW + ((start + i) % span) as u16))
+            .find(|cand| {
+                !self.by_tuple.contains_key(&(*cand, remote))
+                    && !self.by_port.contains_key(&cand.port())
+            })
+            .ok_or(Error::NoPorts)
+    }
+
+    /// Queues `data` for sending; returns how many bytes the send buffer took.
+    /// Allowed before the handshake completes (the data waits).
+    pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, Error> {
+        let c = self.handle_conn_mut(h)?;
+        if let Some(r) = c.close_reason() {
+            return Err(reason_error(r).unwrap_or(Error::Closed));
+        }
+        if !c.can_send() {
+            return Err(Error::Closed);
+        }
+        let n = c.send(data);
+        if n == 0 && !data.is_empty() {
+            return Err(Error::WouldBlock);
+        }
+        self.touched(h);
+        Ok(n)
+    }
+
+    /// Reads received bytes into `buf`. `Ok(0)` is the end of the stream (the peer
+    /// closed and everything was read); [`Error::WouldBlock`] means no data yet.
+    pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, Error> {
+        let c = self.handle_conn_mut(h)?;
+        let n = c.recv(buf);
+        if n > 0 || buf.is_empty() {
+            self.touched(h);
+            return Ok(n);
+        }
+        if let Some(r) = c.close_reason() {
+            return match reason_error(r) {
+                Some(e) => Err(e),
+                None => Ok(0),
+            };
+        }
+        if c.fin_received() {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
+    }
+
+    /// Closes the sending side: a FIN follows the buffered data (shutdown(SHUT_WR)).
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), Error> {
+        let c = self.handle_conn_mut(h)?;
+        c.shutdown();
+        self.touched(h);
+        Ok(())
+    }
+
+    /// CLOSE (RFC 9293 section 3.10.4): shuts the sending side and gives the handle
+    /// up; the engine finishes the close (FIN, TIME-WAIT) on its own. Unread data
+    /// makes it an abort with RST instead (RFC 1122 section 4.2.2.13).
+    pub fn tcp_close(&mut self, h: SocketHandle) -> Result<(), Error> {
+        let c = self.handle_conn_mut(h)?;
+        if c.rx.is_empty() {
+            c.shutdown();
+        } else {
+            c.abort();
+        }
+        c.app_closed = true;
+        let idx = h.index as usize;
+        self.mark_ready(idx);
+        self.after_event(idx);
+        Ok(())
+    }
+
+    /// ABORT (RFC 9293 section 3.10.5): an RST to the peer, buffers dropped, the
+    /// handle given up.
+    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), Error> {
+        let c = self.handle_conn_mut(h)?;
+        c.abort();
+        c.app_closed = true;
+        let idx = h.index as usize;
+        self.mark_ready(idx);
+        self.after_event(idx);
+        Ok(())
+    }
+
+    /// Turns Nagle's algorithm off (`true`) or on, like `TCP_NODELAY`.
+    pub fn tcp_set_nodelay(&mut self, h: SocketHandle, on: bool) -> Result<(), Error> {
+        self.handle_conn_mut(h)?.no_delay = on;
+        self.touched(h);
+        Ok(())
+    }
+
+    /// The connection's state (STATUS).
+    pub fn tcp_state(&self, h: SocketHandle) -> Result<TcpState, Error> {
+        Ok(self.handle_conn(h)?.tcp_state())
+    }
+
+    /// The local and remote addresses.
+    pub fn tcp_addrs(&self, h: SocketHandle) -> Result<(SocketAddr, SocketAddr), Error> {
+        let c = self.handle_conn(h)?;
+        Ok((c.local, c.remote))
+    }
+
+    /// What the socket is ready for.
+    pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, Error> {
+        let c = self.handle_conn(h)?;
+        let error = c.close_reason().and_then(reason_error);
+        Ok(Readiness {
+            readable: !c.rx.is_empty() || c.fin_received() || error.is_some(),
+            writable: error.is_some() || (c.can_send() && c.tx.free() > 0),
+            error,
+        })
+    }
+
+    /// TCP variables of the connection.
+    pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, Error> {
+        let c = self.handle_conn(h)?;
+        let snd = c.state.snd();
+        let rcv = c.state.rcv();
+        Ok(TcpInfo {
+            state: c.tcp_state(),
+            snd_mss: snd.map_or(0, |s| s.mss),
+            cwnd: snd.map_or(0, |s| s.cc.cwnd()),
+            ssthresh: snd.map_or(usize::MAX, |s| s.cc.ssthresh()),
+            srtt: snd.and_then(|s| s.rtt.srtt()),
+            rto: snd.map_or(Duration::ZERO, |s| s.rtt.rto()),
+            snd_wnd: snd.map_or(0, |s| s.wnd),
+            snd_wscale: snd.map_or(0, |s| s.shift),
+            rcv_wscale: rcv.map_or(0, |r| r.shift),
+            sack: snd.is_some_and(|s| s.sack_ok),
+            timestamps: rcv.is_some_and(|r| r.ts_ok),
+            unacked: snd.map_or(0, |s| s.outstanding()),
+            retransmits: snd.map_or(0, |s| s.retries),
+            recv_queue: c.rx.len(),
+            send_queue: c.tx.len(),
+        })
+    }
+}

@@ -1,0 +1,397 @@
+//! One connection: its state, its buffers, its timers, and the application's
+//! operations on it (RFC 9293 section 3.10.1 to 3.10.6: OPEN, SEND, RECEIVE,
+//! CLOSE, ABORT, STATUS).
+
+use super::TcpState;
+use super::assembler::Assembler;
+use super::ring::Ring;
+use super::rtt::RttEstimator;
+use super::seq::Seq;
+use super::state::*;
+use crate::config::TcpConfig;
+use crate::counters::Counters;
+use crate::time::{Instant, earliest};
+use linerate_wire::tcp::SynOptions;
+use std::net::SocketAddr;
+
+/// Parameters fixed when the connection is made.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnParams {
+    pub tcp: TcpConfig,
+    /// Largest MSS our MTU allows.
+    pub mtu_mss: u16,
+    /// MSS assumed when the peer sends none.
+    pub default_mss: u16,
+}
+
+/// A TCP connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub local: SocketAddr,
+    pub remote: SocketAddr,
+    pub state: State,
+    /// Send buffer: bytes from SND.UNA (ISS + 1 before the handshake completes).
+    pub tx: Ring,
+    /// Receive buffer: readable bytes, then out-of-order bytes past them.
+    pub rx: Ring,
+    pub asm: Assembler,
+    pub params: ConnParams,
+    /// Random offset added to our timestamp clock (RFC 7323 section 5.4).
+    pub ts_offset: u32,
+    /// The application asked to close the sending side (CLOSE or shutdown).
+    pub close_requested: bool,
+    /// The application will not read again (CLOSE): the connection is orphaned.
+    pub app_closed: bool,
+    /// Set when the connection reaches ESTABLISHED; taken by the engine.
+    pub became_established: bool,
+    /// An RST to send because the application aborted.
+    pub send_rst: bool,
+    /// The listener that created it (passive open), not yet accepted.
+    pub listener: Option<usize>,
+    /// No-delay (Nagle off), per connection.
+    pub no_delay: bool,
+}
+
+impl Conn {
+    fn new(
+        local: SocketAddr,
+        remote: SocketAddr,
+        state: State,
+        params: ConnParams,
+        ts_offset: u32,
+    ) -> Conn {
+        Conn {
+            local,
+            remote,
+            state,
+            tx: Ring::new(params.tcp.send_buffer),
+            rx: Ring::new(params.tcp.recv_buffer),
+            asm: Assembler::new(),
+            no_delay: params.tcp.no_delay,
+            params,
+            ts_offset,
+            close_requested: false,
+            app_closed: false,
+            became_established: false,
+            send_rst: false,
+            listener: None,
+        }
+    }
+
+    /// Our timestamp clock (milliseconds plus the offset).
+    pub fn ts_now(&self, now: Instant) -> u32 {
+        (now.as_millis() as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// The window scale shift that lets the receive buffer be advertised whole.
+    fn our_shift(buf: usize) -> u8 {
+        let mut s = 0u8;
+        while s < linerate_wire::tcp::options::MAX_WINDOW_SCALE && (buf >> s) > 65_535 {
+            s += 1;
+        }
+        s
+    }
+
+    /// The options we offer in a SYN.
+    fn our_syn_options(params: &ConnParams, tsval: u32) -> SynOptions {
+        let t = &params.tcp;
+        SynOptions {
+            mss: Some(params.mtu_mss),
+            window_scale: t.window_scaling.then(|| Conn::our_shift(t.recv_buffer)),
+            sack_permitted: t.sack,
+            timestamps: t.timestamps.then_some((tsval, 0)),
+        }
+    }
+
+    fn rtt(params: &ConnParams) -> RttEstimator {
+        RttEstimator::new(params.tcp.min_rto, params.tcp.max_rto)
+    }
+
+    /// An active open (RFC 9293 section 3.10.1): SYN-SENT with `iss`.
+    pub fn connect(
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: u32,
+        ts_offset: u32,
+        params: ConnParams,
+    ) -> Conn {
+        let tsval = (now.as_millis() as u32).wrapping_add(ts_offset);
+        let ours = Conn::our_syn_options(&params, tsval);
+        let st = SynSent {
+            iss: Seq(iss),
+            ours,
+            rtt: Conn::rtt(&params),
+            sent_at: None,
+            rto_at: None,
+            retries: 0,
+            send_syn: true,
+        };
+        Conn::new(local, remote, State::SynSent(st), params, ts_offset)
+    }
+
+    /// A passive open from a listener that received `syn` (RFC 9293 section
+    /// 3.10.7.2): SYN-RECEIVED, echoing only the options the peer offered
+    /// (RFC 7323 sections 2.2 and 3.2, RFC 2018 section 2).
+    #[allow(clippy::too_many_arguments)]
+    pub fn accept_syn(
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: u32,
+        ts_offset: u32,
+        params: ConnParams,
+        syn: &super::segment::Segment<'_>,
+        listener: usize,
+    ) -> Conn {
+        let tsval = (now.as_millis() as u32).wrapping_add(ts_offset);
+        let mut ours = Conn::our_syn_options(&params, tsval);
+        let peer = syn.opts;
+        if peer.window_scale.is_none() {
+            ours.window_scale = None;
+        }
+        ours.sack_permitted &= peer.sack_permitted;
+        match (ours.timestamps, peer.timestamps) {
+            (Some(_), Some((peer_val, _))) => ours.timestamps = Some((tsval, peer_val)),
+            _ => ours.timestamps = None,
+        }
+        let st = SynRcvd {
+            iss: Seq(iss),
+            irs: syn.seq,
+            ours,
+            peer,
+            ts_recent: peer.timestamps.map_or(0, |t| t.0),
+            rtt: Conn::rtt(&params),
+            rto_at: None,
+            retries: 0,
+            send_synack: true,
+            active: false,
+        };
+        let mut c = Conn::new(local, remote, State::SynRcvd(st), params, ts_offset);
+        c.listener = Some(listener);
+        c
+    }
+
+    /// The public state name.
+    pub fn tcp_state(&self) -> TcpState {
+        self.state.name()
+    }
+
+    /// Appends to the send buffer (SEND); returns the bytes taken.
+    pub fn send(&mut self, data: &[u8]) -> usize {
+        self.tx.push(data)
+    }
+
+    /// True if the application may still write.
+    pub fn can_send(&self) -> bool {
+        !self.close_requested
+            && matches!(
+                self.state,
+                State::SynSent(_) | State::SynRcvd(_) | State::Established(_) | State::CloseWait(_)
+            )
+    }
+
+    /// True once the peer's FIN has been received (all data before it is in `rx`).
+    pub fn fin_received(&self) -> bool {
+        matches!(
+            self.state,
+            State::CloseWait(_) | State::Closing(_) | State::LastAck(_) | State::TimeWait(_)
+        ) || matches!(&self.state, State::Closed(c) if c.reason == CloseReason::Normal)
+    }
+
+    /// Reads from the receive buffer (RECEIVE); returns the bytes copied. May
+    /// decide a window update is due.
+    pub fn recv(&mut self, out: &mut [u8]) -> usize {
+        let n = self.rx.pop(out);
+        if n > 0 {
+            self.maybe_window_update();
+        }
+        n
+    }
+
+    /// RFC 9293 section 3.8.6.2.2: after the application reads, announce the
+    /// larger window if the advertised one had shrunk below half the buffer and
+    /// the right edge can move by at least min(buffer / 2, MSS).
+    fn maybe_window_update(&mut self) {
+        let cap = self.rx.capacity();
+        let free = self.rx.free();
+        if let Some(rcv) = self.state.rcv_mut() {
+            let advertised = rcv.adv_right.since(rcv.nxt);
+            let new_right = rcv.nxt.plus(free);
+            let gain = new_right.since(rcv.adv_right);
+            if advertised < cap / 2 && gain >= (cap / 2).min(rcv.seg_max.max(1)) {
+                rcv.ack_now = true;
+            }
+        }
+    }
+
+    /// CLOSE of the sending side: a FIN follows the buffered data (RFC 9293
+    /// section 3.10.4). Applied as soon as the state allows it: in SYN-SENT and
+    /// SYN-RECEIVED it waits for ESTABLISHED.
+    pub fn shutdown(&mut self) {
+        self.close_requested = true;
+        self.apply_close();
+    }
+
+    /// Moves to the closing state if a close was requested and the state allows.
+    pub fn apply_close(&mut self) {
+        if !self.close_requested {
+            return;
+        }
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+        );
+        self.state = match old {
+            // Nothing sent yet and nobody left to want it: delete the TCB (RFC 9293
+            // section 3.10.4). With data queued, the FIN waits for ESTABLISHED.
+            State::SynSent(_) if self.app_closed && self.tx.is_empty() => State::Closed(Closed {
+                reason: CloseReason::Aborted,
+            }),
+            State::Established(e) => State::FinWait1(FinWait1 {
+                snd: e.snd,
+                rcv: e.rcv,
+            }),
+            State::CloseWait(s) => State::LastAck(LastAck {
+                snd: s.snd,
+                rcv: s.rcv,
+            }),
+            other => other,
+        };
+    }
+
+    /// ABORT (RFC 9293 section 3.10.5): an RST goes out if the peer knows us.
+    pub fn abort(&mut self) {
+        self.send_rst = matches!(
+            self.state,
+            State::SynRcvd(_)
+                | State::Established(_)
+                | State::FinWait1(_)
+                | State::FinWait2(_)
+                | State::CloseWait(_)
+        );
+        if !self.send_rst {
+            self.state = State::Closed(Closed {
+                reason: CloseReason::Aborted,
+            });
+        }
+    }
+
+    /// The reason, once closed.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        match &self.state {
+            State::Closed(c) => Some(c.reason),
+            _ => None,
+        }
+    }
+
+    /// The earliest deadline of any timer.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let ack_at = self
+            .state
+            .rcv()
+            .and_then(|r| if r.ack_now { None } else { r.ack_at });
+        let snd_t = self
+            .state
+            .snd()
+            .and_then(|s| earliest(s.rto_at, s.persist.map(|p| p.at)));
+        let own = match &self.state {
+            State::SynSent(s) => s.rto_at,
+            State::SynRcvd(s) => s.rto_at,
+            State::TimeWait(t) => Some(t.expiry),
+            _ => None,
+        };
+        earliest(earliest(ack_at, snd_t), own)
+    }
+
+    /// Runs the timers due at `now` (RFC 6298 section 5.4 to 5.7, RFC 9293
+    /// sections 3.8.3, 3.8.6.1 and 3.8.6.3, and the TIME-WAIT expiry).
+    pub fn on_timeout(&mut self, now: Instant, c: &mut Counters) {
+        let max_retries = self.params.tcp.max_retries;
+        let syn_retries = self.params.tcp.syn_retries;
+        let closed = |reason| State::Closed(Closed { reason });
+        match &mut self.state {
+            State::SynSent(s) if s.rto_at.is_some_and(|t| t <= now) => {
+                s.rto_at = None;
+                if s.retries >= syn_retries {
+                    c.tcp_attempt_fails += 1;
+                    self.state = closed(CloseReason::TimedOut);
+                    return;
+                }
+                s.retries += 1;
+                s.rtt.back_off();
+                s.send_syn = true;
+                c.tcp_timeouts += 1;
+            }
+            State::SynRcvd(s) if s.rto_at.is_some_and(|t| t <= now) => {
+                s.rto_at = None;
+                if s.retries >= syn_retries {
+                    c.tcp_attempt_fails += 1;
+                    self.state = closed(CloseReason::TimedOut);
+                    return;
+                }
+                s.retries += 1;
+                s.rtt.back_off();
+                s.send_synack = true;
+                c.tcp_timeouts += 1;
+            }
+            State::TimeWait(t) if t.expiry <= now => {
+                self.state = closed(CloseReason::Normal);
+                return;
+            }
+            _ => {}
+        }
+        if let Some(r) = self.state.rcv_mut() {
+            if r.ack_at.is_some_and(|t| t <= now) {
+                r.ack_now = true;
+                r.ack_at = None;
+            }
+        }
+        let tx_len = self.tx.len();
+        let mut timed_out = false;
+        if let Some(s) = self.state.snd_mut() {
+            if let Some(p) = &mut s.persist {
+                if p.at <= now {
+                    // Probe now (output sends one byte beyond the window); back off.
+                    p.probes = p.probes.saturating_add(1);
+                    let shift = p.probes.min(16);
+                    let wait = s
+                        .rtt
+                        .rto()
+                        .saturating_mul(1 << shift)
+                        .min(self.params.tcp.max_rto);
+                    p.at = now + wait;
+                    p.due = true;
+                    c.tcp_window_probes += 1;
+                }
+            }
+            if s.rto_at.is_some_and(|t| t <= now) {
+                s.rto_at = None;
+                if s.retries >= max_retries {
+                    timed_out = true;
+                } else {
+                    // RFC 6298 5.4 to 5.6, RFC 5681 equation 4, RFC 2018 section 5.1.
+                    s.retries += 1;
+                    c.tcp_timeouts += 1;
+                    let flight = s.max.since(s.una).min(tx_len);
+                    s.cc.on_rto(flight);
+                    s.rtt.back_off();
+                    s.recovery = None;
+                    s.dupacks = 0;
+                    s.sack.clear();
+                    s.nxt = s.una;
+                    s.timed = None;
+                }
+            }
+        }
+        if timed_out {
+            c.tcp_estab_resets += u64::from(matches!(
+                self.state,
+                State::Established(_) | State::CloseWait(_)
+            ));
+            self.state = closed(CloseReason::TimedOut);
+        }
+    }
+}

@@ -1,0 +1,556 @@
+//! Segment arrival (RFC 9293 section 3.10.7.3 for SYN-SENT, 3.10.7.4 for the
+//! other states), hardened per RFC 5961 (challenge ACKs for in-window RSTs and
+//! SYNs, section 3 and 4; ACK acceptance bounded by MAX.SND.WND, section 5) and
+//! RFC 7323 (PAWS, section 5; TS.Recent, section 4.3; RTT from TSecr, section 4).
+//!
+//! ACK processing advances SND.UNA, samples the RTT, grows the window or runs
+//! loss recovery: entry on three duplicate ACKs or when the SACK scoreboard says
+//! the first hole is lost (RFC 6675 section 5, IsLost), exit at RecoveryPoint; a
+//! partial ACK without SACK retransmits the next segment (RFC 6582 section 3.2).
+
+use super::conn::Conn;
+use super::ring::Ring;
+use super::segment::Segment;
+use super::seq::Seq;
+use super::state::*;
+use crate::counters::Counters;
+use crate::time::Instant;
+use linerate_wire::tcp::Flags;
+use std::time::Duration;
+
+/// An RST to send in reply to a segment (RFC 9293 section 3.10.7.1 "reset
+/// generation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rst {
+    pub seq: Seq,
+    /// `Some` for RST|ACK with this acknowledgement number.
+    pub ack: Option<Seq>,
+}
+
+impl Rst {
+    /// The reset RFC 9293 prescribes for a segment that belongs to no connection.
+    pub fn for_segment(seg: &Segment<'_>) -> Option<Rst> {
+        if seg.has(Flags::RST) {
+            return None;
+        }
+        Some(if seg.has(Flags::ACK) {
+            Rst {
+                seq: seg.ack,
+                ack: None,
+            }
+        } else {
+            Rst {
+                seq: Seq(0),
+                ack: Some(seg.seq.plus(seg.len())),
+            }
+        })
+    }
+}
+
+enum AckResult {
+    Ok {
+        fin_acked: bool,
+    },
+    /// Acknowledges something never sent: ACK and drop.
+    Drop,
+    /// Too old to be plausible: challenge ACK and drop (RFC 5961 section 5.2).
+    Challenge,
+}
+
+impl Conn {
+    /// Processes one segment addressed to this connection; returns an RST to send
+    /// in reply, if any.
+    pub fn on_segment(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> Option<Rst> {
+        let r = match self.state {
+            State::SynSent(_) => self.on_syn_sent(now, seg, c),
+            State::Closed(_) => None,
+            _ => self.on_synchronized(now, seg, c),
+        };
+        self.apply_close();
+        r
+    }
+
+    fn closed(&mut self, reason: CloseReason) {
+        self.state = State::Closed(Closed { reason });
+    }
+
+    fn on_syn_sent(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> Option<Rst> {
+        let State::SynSent(ss) = &self.state else {
+            return None;
+        };
+        let iss = ss.iss;
+        if seg.has(Flags::ACK) && (seg.ack <= iss || seg.ack > iss.plus(1)) {
+            return Rst::for_segment(seg);
+        }
+        if seg.has(Flags::RST) {
+            if seg.has(Flags::ACK) {
+                c.tcp_attempt_fails += 1;
+                self.closed(CloseReason::Refused);
+            }
+            return None;
+        }
+        if !seg.has(Flags::SYN) {
+            return None;
+        }
+        let p = &self.params;
+        let neg = Negotiated::new(&ss.ours, &seg.opts, p.mtu_mss, p.default_mss);
+        let ts_recent = seg.opts.timestamps.map_or(0, |t| t.0);
+        if seg.has(Flags::ACK) {
+            let mut rtt = ss.rtt.clone();
+            if let (0, Some(sent)) = (ss.retries, ss.sent_at) {
+                rtt.sample(now - sent);
+            }
+            let mut snd = Snd::new(iss, &neg, rtt, p.tcp.congestion_control);
+            // RFC 7323 section 2.2: the window of a SYN is never scaled.
+            snd.wnd = usize::from(seg.wnd);
+            snd.max_wnd = snd.wnd;
+            snd.wl1 = seg.seq;
+            snd.wl2 = seg.ack;
+            let mut rcv = Rcv::new(seg.seq, &neg, ts_recent);
+            rcv.ack_now = true;
+            self.state = State::Established(Established { snd, rcv });
+            self.became_established = true;
+        } else {
+            // Simultaneous open (RFC 9293 section 3.5, figure 8).
+            self.state = State::SynRcvd(SynRcvd {
+                iss,
+                irs: seg.seq,
+                ours: ss.ours,
+                peer: seg.opts,
+                ts_recent,
+                rtt: ss.rtt.clone(),
+                rto_at: None,
+                retries: 0,
+                send_synack: true,
+                active: true,
+            });
+        }
+        None
+    }
+
+    /// Asks for an ACK (or, in SYN-RECEIVED, the SYN-ACK again).
+    fn want_ack(&mut self) {
+        match &mut self.state {
+            State::SynRcvd(s) => s.send_synack = true,
+            other => {
+                if let Some(r) = other.rcv_mut() {
+                    r.ack_now = true;
+                }
+            }
+        }
+    }
+
+    fn challenge_ack(&mut self, c: &mut Counters) {
+        c.tcp_challenge_acks += 1;
+        self.want_ack();
+    }
+
+    fn on_synchronized(
+        &mut self,
+        now: Instant,
+        seg: &Segment<'_>,
+        c: &mut Counters,
+    ) -> Option<Rst> {
+        // Simultaneous open: the peer's SYN-ACK repeats the SYN we already took
+        // (RFC 9293 figure 8); its SYN is old, its ACK completes the handshake.
+        let trimmed;
+        let seg = match &self.state {
+            State::SynRcvd(s)
+                if s.active && seg.has(Flags::SYN | Flags::ACK) && seg.seq == s.irs =>
+            {
+                let mut t = *seg;
+                t.flags.remove(Flags::SYN);
+                t.seq = t.seq.plus(1);
+                trimmed = t;
+                &trimmed
+            }
+            _ => seg,
+        };
+        let (rcv_nxt, ts_ok, ts_recent) = match &self.state {
+            State::SynRcvd(s) => (
+                s.irs.plus(1),
+                s.ours.timestamps.is_some() && s.peer.timestamps.is_some(),
+                s.ts_recent,
+            ),
+            other => {
+                let r = other.rcv()?;
+                (r.nxt, r.ts_ok, r.ts_recent)
+            }
+        };
+        // First: the sequence number (RFC 9293 section 3.10.7.4, table 6).
+        let wnd = self.rx.free();
+        let len = seg.len();
+        let in_wnd = |s: Seq| s.in_range(rcv_nxt, rcv_nxt.plus(wnd));
+        let mut acceptable = match (len, wnd) {
+            (0, 0) => seg.seq == rcv_nxt,
+            (0, _) => in_wnd(seg.seq),
+            (_, 0) => false,
+            (_, _) => in_wnd(seg.seq) || in_wnd(seg.seq.plus(len - 1)),
+        };
+        // With a zero window, ACK, RST and URG are still processed; text is not.
+        let mut text_ok = true;
+        if !acceptable && wnd == 0 && seg.seq == rcv_nxt {
+            acceptable = true;
+            text_ok = false;
+        }
+        let tsval = seg.opts.timestamps.map(|t| t.0).filter(|_| ts_ok);
+        // PAWS (RFC 7323 section 5.3).
+        if let Some(v) = tsval {
+            if acceptable && !seg.has(Flags::RST) && (v.wrapping_sub(ts_recent) as i32) < 0 {
+                acceptable = false;
+            }
+        }
+        if !acceptable {
+            c.tcp_out_of_window += 1;
+            if !seg.has(Flags::RST) {
+                self.want_ack();
+                let two_msl = self.params.tcp.msl * 2;
+                if let State::TimeWait(t) = &mut self.state {
+                    if seg.has(Flags::FIN) {
+                        t.expiry = now + two_msl;
+                    }
+                }
+            }
+            return None;
+        }
+        // TS.Recent (RFC 7323 section 4.3).
+        if let Some(v) = tsval {
+            if seg.seq <= rcv_nxt && (v.wrapping_sub(ts_recent) as i32) >= 0 {
+                match &mut self.state {
+                    State::SynRcvd(s) => s.ts_recent = v,
+                    other => {
+                        if let Some(r) = other.rcv_mut() {
+                            r.ts_recent = v;
+                        }
+                    }
+                }
+            }
+        }
+        // Second: RST (RFC 5961 section 3.2).
+        if seg.has(Flags::RST) {
+            if seg.seq == rcv_nxt {
+                let reason = match &self.state {
+                    State::SynRcvd(s) if s.active => CloseReason::Refused,
+                    State::TimeWait(_) | State::Closing(_) | State::LastAck(_) => {
+                        CloseReason::Normal
+                    }
+                    _ => CloseReason::Reset,
+                };
+                match self.state {
+                    State::SynRcvd(_) => c.tcp_attempt_fails += 1,
+                    State::Established(_) | State::CloseWait(_) => c.tcp_estab_resets += 1,
+                    _ => {}
+                }
+                self.closed(reason);
+            } else {
+                self.challenge_ack(c);
+            }
+            return None;
+        }
+        // Fourth: SYN in a synchronized state (RFC 5961 section 4.2).
+        if seg.has(Flags::SYN) {
+            self.challenge_ack(c);
+            return None;
+        }
+        // Fifth: ACK.
+        if !seg.has(Flags::ACK) {
+            return None;
+        }
+        if let State::SynRcvd(s) = &self.state {
+            if !(s.iss < seg.ack && seg.ack <= s.iss.plus(1)) {
+                return Rst::for_segment(seg);
+            }
+            let p = &self.params;
+            let neg = Negotiated::new(&s.ours, &s.peer, p.mtu_mss, p.default_mss);
+            let mut snd = Snd::new(s.iss, &neg, s.rtt.clone(), p.tcp.congestion_control);
+            snd.wnd = usize::from(seg.wnd) << neg.snd_shift;
+            snd.max_wnd = snd.wnd;
+            snd.wl1 = seg.seq;
+            snd.wl2 = seg.ack;
+            if let (true, Some((_, tsecr))) = (neg.ts, seg.opts.timestamps) {
+                let ms = self.ts_now(now).wrapping_sub(tsecr);
+                if tsecr != 0 && (ms as i32) >= 0 {
+                    snd.rtt.sample(Duration::from_millis(u64::from(ms)));
+                }
+            }
+            let rcv = Rcv::new(s.irs, &neg, s.ts_recent);
+            self.state = State::Established(Established { snd, rcv });
+            self.became_established = true;
+        }
+        let fin_queued = self.state.fin_queued();
+        let ts_now = self.ts_now(now);
+        let mut fin_acked = false;
+        if let Some((snd, rcv)) = self.state.snd_rcv_mut() {
+            let ts_ok = rcv.ts_ok;
+            match process_ack(snd, &mut self.tx, fin_queued, ts_ok, now, ts_now, seg, c) {
+                AckResult::Ok { fin_acked: f } => fin_acked = f,
+                AckResult::Drop => {
+                    rcv.ack_now = true;
+                    return None;
+                }
+                AckResult::Challenge => {
+                    c.tcp_challenge_acks += 1;
+                    rcv.ack_now = true;
+                    return None;
+                }
+            }
+        }
+        if fin_acked {
+            self.our_fin_acked(now);
+        }
+        // Seventh: text.
+        if text_ok && self.state.accepts_text() {
+            let fresh = seg.seq.plus(seg.payload.len()) > rcv_nxt;
+            if self.app_closed && !seg.payload.is_empty() && fresh {
+                // Nobody will read it (RFC 9293 section 3.10.7.4, RFC 2525 section 2.17).
+                let rst = self.state.snd_nxt().map(|s| Rst { seq: s, ack: None });
+                self.closed(CloseReason::Aborted);
+                return rst;
+            }
+            self.process_text(now, seg);
+        }
+        // Eighth: FIN.
+        if text_ok && seg.has(Flags::FIN) {
+            let fin_at = seg.seq.plus(seg.payload.len());
+            if let Some(r) = self.state.rcv_mut() {
+                if fin_at >= r.nxt {
+                    r.fin_at = Some(fin_at);
+                }
+            }
+        }
+        self.take_fin(now);
+        None
+    }
+
+    /// Our FIN was acknowledged: FIN-WAIT-1 to FIN-WAIT-2, CLOSING to TIME-WAIT,
+    /// LAST-ACK to CLOSED.
+    fn our_fin_acked(&mut self, now: Instant) {
+        let two_msl = self.params.tcp.msl * 2;
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+        );
+        self.state = match old {
+            State::FinWait1(f) => State::FinWait2(FinWait2 {
+                snd_nxt: f.snd.nxt,
+                rcv: f.rcv,
+            }),
+            State::Closing(s) => State::TimeWait(TimeWait {
+                snd_nxt: s.snd.nxt,
+                rcv: s.rcv,
+                expiry: now + two_msl,
+            }),
+            State::LastAck(_) => State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+            other => other,
+        };
+    }
+
+    /// Places segment text in the receive buffer (RFC 9293 section 3.10.7.4
+    /// "seventh") and decides when to acknowledge: at once for out-of-order data or
+    /// a filled hole (RFC 5681 section 4.2), at least every second full-sized
+    /// segment, otherwise after the delayed-ACK timeout (RFC 9293 section 3.8.6.3).
+    fn process_text(&mut self, now: Instant, seg: &Segment<'_>) {
+        let delack = self.params.tcp.delayed_ack;
+        let Some(rcv) = self.state.rcv_mut() else {
+            return;
+        };
+        if seg.payload.is_empty() {
+            return;
+        }
+        let skip = rcv.nxt.since(seg.seq);
+        let data = seg.payload.get(skip..).unwrap_or_default();
+        if data.is_empty() {
+            // A duplicate: acknowledge at once so the sender learns it arrived.
+            rcv.ack_now = true;
+            return;
+        }
+        let per_seg = seg.payload.len() / seg.segs.max(1) as usize;
+        rcv.seg_max = rcv.seg_max.max(per_seg);
+        let start = seg.seq.plus(skip);
+        let offset = start.since(rcv.nxt);
+        let written = self.rx.write_at(offset, data);
+        if written < data.len() {
+            rcv.ack_now = true;
+        }
+        if offset > 0 {
+            if written > 0 {
+                self.asm.insert(start, start.plus(written));
+            }
+            rcv.ack_now = true;
+            return;
+        }
+        self.rx.commit(written);
+        rcv.nxt = rcv.nxt.plus(written);
+        if !self.asm.is_empty() {
+            while let Some(end) = self.asm.pop_front(rcv.nxt) {
+                let more = end.since(rcv.nxt);
+                self.rx.commit(more);
+                rcv.nxt = rcv.nxt.plus(more);
+            }
+            rcv.ack_now = true;
+        }
+        rcv.unacked = rcv.unacked.saturating_add(written);
+        if rcv.quickack > 0 || rcv.unacked >= 2 * rcv.seg_max {
+            rcv.ack_now = true;
+        } else if rcv.ack_at.is_none() {
+            rcv.ack_at = Some(now + delack);
+        }
+    }
+
+    /// Consumes the peer's FIN once every byte before it is in (RFC 9293 section
+    /// 3.10.7.4 "eighth").
+    fn take_fin(&mut self, now: Instant) {
+        let Some(r) = self.state.rcv_mut() else {
+            return;
+        };
+        if r.fin_at != Some(r.nxt) {
+            return;
+        }
+        r.nxt = r.nxt.plus(1);
+        r.fin_at = None;
+        r.ack_now = true;
+        let two_msl = self.params.tcp.msl * 2;
+        let old = std::mem::replace(
+            &mut self.state,
+            State::Closed(Closed {
+                reason: CloseReason::Normal,
+            }),
+        );
+        self.state = match old {
+            State::Established(e) => State::CloseWait(CloseWait {
+                snd: e.snd,
+                rcv: e.rcv,
+            }),
+            State::FinWait1(f) => State::Closing(Closing {
+                snd: f.snd,
+                rcv: f.rcv,
+            }),
+            State::FinWait2(f) => State::TimeWait(TimeWait {
+                snd_nxt: f.snd_nxt,
+                rcv: f.rcv,
+                expiry: now + two_msl,
+            }),
+            other => other,
+        };
+    }
+}
+
+/// RFC 9293 section 3.10.7.4 "fifth, check the ACK field" for the states with a
+/// send space, with RFC 5961 section 5.2, RFC 6298 section 5, RFC 5681 and
+/// RFC 6675 / RFC 6582 recovery.
+#[allow(clippy::too_many_arguments)]
+fn process_ack(
+    snd: &mut Snd,
+    tx: &mut Ring,
+    fin_queued: bool,
+    ts_ok: bool,
+    now: Instant,
+    ts_now: u32,
+    seg: &Segment<'_>,
+    c: &mut Counters,
+) -> AckResult {
+    if seg.ack > snd.max {
+        return AckResult::Drop;
+    }
+    if seg.ack < snd.una.minus(snd.max_wnd.max(1)) {
+        return AckResult::Challenge;
+    }
+    let seg_wnd = usize::from(seg.wnd) << snd.shift;
+    let new_sack = snd.sack_ok && snd.sack.update(snd.una, snd.max, seg.sack.as_slice());
+    let mut fin_acked = false;
+    if seg.ack > snd.una {
+        let acked = seg.ack.since(snd.una);
+        let data_acked = acked.min(tx.len());
+        tx.consume(data_acked);
+        fin_acked = fin_queued && acked > data_acked;
+        snd.una = seg.ack;
+        snd.nxt = snd.nxt.max(snd.una);
+        snd.sack.prune(snd.una);
+        snd.retries = 0;
+        // RTT sample: the timestamp echo (RFC 7323 section 4) or the timed segment.
+        match seg.opts.timestamps.filter(|_| ts_ok) {
+            Some((_, tsecr)) if tsecr != 0 => {
+                let ms = ts_now.wrapping_sub(tsecr);
+                if (ms as i32) >= 0 {
+                    snd.rtt.sample(Duration::from_millis(u64::from(ms)));
+                }
+            }
+            _ => {
+                if let Some((s, t)) = snd.timed {
+                    if seg.ack > s {
+                        snd.rtt.sample(now - t);
+                        snd.timed = None;
+                    }
+                }
+            }
+        }
+        match snd.recovery {
+            Some(rec) if seg.ack >= rec.recover => {
+                // Full acknowledgement: leave recovery with cwnd = ssthresh
+                // (RFC 6675 section 5 step 4, RFC 6582 section 3.2 step 3).
+                snd.recovery = None;
+                snd.dupacks = 0;
+                let ss = snd.cc.ssthresh();
+                snd.cc.set_cwnd(ss);
+            }
+            Some(mut rec) => {
+                // Partial acknowledgement. Without SACK the next segment is taken
+                // as lost and retransmitted (RFC 6582 section 3.2 step 4).
+                rec.high_rxt = if snd.sack_ok {
+                    rec.high_rxt.max(snd.una)
+                } else {
+                    snd.una
+                };
+                snd.recovery = Some(rec);
+                snd.dupacks = 0;
+            }
+            None => {
+                snd.dupacks = 0;
+                snd.cc.on_ack(now, data_acked, snd.rtt.srtt());
+            }
+        }
+        // RFC 6298 sections 5.2 and 5.3.
+        snd.rto_at = (snd.una != snd.max).then(|| now + snd.rtt.rto());
+    } else if seg.ack == snd.una
+        && seg.payload.is_empty()
+        && !seg.flags.intersects(Flags::SYN | Flags::FIN)
+        && seg_wnd == snd.wnd
+        && snd.max > snd.una
+    {
+        // A duplicate ACK (RFC 5681 section 2).
+        snd.dupacks = snd.dupacks.saturating_add(1);
+    }
+    if snd.recovery.is_none() && snd.max > snd.una && snd.persist.is_none() {
+        let lost = snd.dupacks >= 3 || (new_sack && snd.sack.lost_boundary(snd.mss).is_some());
+        if lost {
+            let flight = snd.outstanding();
+            let ss = snd.cc.on_congestion(flight);
+            snd.cc.set_cwnd(ss);
+            snd.recovery = Some(Recovery {
+                recover: snd.max,
+                high_rxt: snd.una,
+                rexmit_first: true,
+            });
+            snd.timed = None;
+            c.tcp_fast_retransmits += 1;
+        }
+    }
+    // Window update (RFC 9293 section 3.10.7.4, SND.WL1 / SND.WL2).
+    if snd.wl1 < seg.seq || (snd.wl1 == seg.seq && snd.wl2 <= seg.ack) {
+        snd.wnd = seg_wnd;
+        snd.wl1 = seg.seq;
+        snd.wl2 = seg.ack;
+        snd.max_wnd = snd.max_wnd.max(seg_wnd);
+    }
+    if snd.wnd >= snd.mss.min(snd.max_wnd / 2).max(1) {
+        snd.persist = None;
+    } else if snd.wnd == 0 && snd.persist.is_some() {
+        // The probe byte was not taken: send it again on the next probe.
+        snd.nxt = snd.una;
+    }
+    AckResult::Ok { fin_acked }
+}

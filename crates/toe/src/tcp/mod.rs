@@ -1,0 +1,49 @@
+//! TCP (RFC 9293) as a sans-IO state machine per connection.
+//!
+//! * `state`: one type per RFC 9293 section 3.3.2 state.
+//! * `input`: segment arrival (RFC 9293 section 3.10.7), with RFC 5961's
+//!   challenge ACKs, RFC 7323's PAWS, and ACK processing with RFC 6675 / RFC 6582
+//!   loss recovery.
+//! * `output`: what to send next (RFC 9293 section 3.8.6, Nagle per section 3.7.4,
+//!   zero-window probes per section 3.8.6.1, one super-segment per call).
+//! * `conn`: the connection (buffers, state, timers, application operations).
+//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`seq`]: the parts.
+
+pub mod assembler;
+pub mod cc;
+pub(crate) mod conn;
+pub(crate) mod input;
+mod output;
+pub mod ring;
+pub mod rtt;
+pub mod sack;
+pub(crate) mod segment;
+pub mod seq;
+pub(crate) mod state;
+
+/// The state of a TCP connection (RFC 9293 section 3.3.2), as the application sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TcpState {
+    /// No connection (never opened, or ended).
+    Closed,
+    /// Waiting for connections (a listener).
+    Listen,
+    /// SYN sent, waiting for a matching SYN.
+    SynSent,
+    /// SYN received and answered, waiting for the ACK of ours.
+    SynReceived,
+    /// Open: data flows both ways.
+    Established,
+    /// We closed; our FIN is not acknowledged yet.
+    FinWait1,
+    /// We closed and our FIN is acknowledged; the peer may still send.
+    FinWait2,
+    /// The peer closed; we may still send.
+    CloseWait,
+    /// Both closed at once; waiting for our FIN's acknowledgement.
+    Closing,
+    /// The peer closed, then we did; waiting for our FIN's acknowledgement.
+    LastAck,
+    /// Both closed; lingering 2 MSL for stray segments.
+    TimeWait,
+}

@@ -1,0 +1,350 @@
+//! What a connection sends next (RFC 9293 section 3.8.6 and 3.10.2).
+//!
+//! One call yields at most one segment, which may carry up to `max_data` bytes:
+//! with offloads that is a super-segment of whole MSS-sized segments (the NIC layer
+//! cuts it), without them one MSS. In order of priority:
+//!
+//! 1. an RST after ABORT;
+//! 2. SYN or SYN-ACK (with the options of RFC 9293 section 3.7.1, RFC 7323, RFC 2018);
+//! 3. a zero-window probe when the persist timer fired (section 3.8.6.1);
+//! 4. in loss recovery, the next lost hole below the SACK-derived loss boundary,
+//!    while pipe < cwnd (RFC 6675 section 5, NextSeg rule 1 and SetPipe);
+//! 5. new data (or, after an RTO, data again from SND.UNA), limited by cwnd and the
+//!    peer's window, cut to whole segments unless it is the last of the buffer, with
+//!    Nagle (section 3.7.4) holding a small tail while data is unacknowledged and
+//!    sender-side SWS avoidance (section 3.8.6.2.1); the FIN follows the last byte;
+//! 6. a pure ACK when one is due, carrying SACK blocks (RFC 2018 section 4).
+//!
+//! Every synchronized segment carries the window (never moving its right edge left,
+//! section 3.8.6.2.2), the timestamps (RFC 7323 section 3) and clears the pending
+//! ACK state. The retransmission timer is armed when data goes out (RFC 6298
+//! section 5.1).
+
+use super::conn::Conn;
+use super::sack::Scoreboard;
+use super::segment::{Outgoing, max_sack_blocks};
+use super::seq::Seq;
+use super::state::*;
+use crate::counters::Counters;
+use crate::time::Instant;
+use linerate_wire::tcp::{Flags, SackBlocks};
+
+/// The data part of a segment to send.
+#[derive(Debug, Clone, Copy)]
+struct Chosen {
+    seq: Seq,
+    len: usize,
+    fin: bool,
+    retransmit: bool,
+}
+
+impl Conn {
+    /// The next segment to send, with at most `max_data` bytes of data.
+    pub fn poll_output(
+        &mut self,
+        now: Instant,
+        max_data: usize,
+        c: &mut Counters,
+    ) -> Option<Outgoing> {
+        let ts_now = self.ts_now(now);
+        let free = self.rx.free();
+        if self.send_rst {
+            self.send_rst = false;
+            let seq = match &self.state {
+                State::SynRcvd(s) => s.iss.plus(1),
+                other => other.snd_nxt()?,
+            };
+            self.state = State::Closed(Closed {
+                reason: CloseReason::Aborted,
+            });
+            c.tcp_out_rsts += 1;
+            return Some(bare(seq, Seq(0), Flags::RST, 0));
+        }
+        match &mut self.state {
+            State::Closed(_) => None,
+            State::SynSent(s) => {
+                if !s.send_syn {
+                    return None;
+                }
+                s.send_syn = false;
+                s.sent_at.get_or_insert(now);
+                s.rto_at = Some(now + s.rtt.rto());
+                let mut syn = s.ours;
+                if let Some(ts) = &mut syn.timestamps {
+                    *ts = (ts_now, 0);
+                }
+                let mut o = bare(s.iss, Seq(0), Flags::SYN, free.min(65_535) as u16);
+                o.syn = Some(syn);
+                o.retransmit = s.retries > 0;
+                Some(o)
+            }
+            State::SynRcvd(s) => {
+                if !s.send_synack {
+                    return None;
+                }
+                s.send_synack = false;
+                s.rto_at = Some(now + s.rtt.rto());
+                let mut syn = s.ours;
+                if let Some(ts) = &mut syn.timestamps {
+                    *ts = (ts_now, s.ts_recent);
+                }
+                let mut o = bare(
+                    s.iss,
+                    s.irs.plus(1),
+                    Flags::SYN | Flags::ACK,
+                    free.min(65_535) as u16,
+                );
+                o.syn = Some(syn);
+                o.retransmit = s.retries > 0;
+                Some(o)
+            }
+            _ => self.poll_synchronized(now, ts_now, max_data, c),
+        }
+    }
+
+    fn poll_synchronized(
+        &mut self,
+        now: Instant,
+        ts_now: u32,
+        max_data: usize,
+        c: &mut Counters,
+    ) -> Option<Outgoing> {
+        let fin_queued = self.state.fin_queued();
+        let tx_len = self.tx.len();
+        let free = self.rx.free();
+        let no_delay = self.no_delay;
+        let mut mss = 0;
+        let mut una = Seq(0);
+        let chosen = match self.state.snd_mut() {
+            Some(snd) => {
+                mss = snd.mss;
+                let ch = choose(snd, tx_len, fin_queued, max_data, no_delay, now);
+                una = snd.una;
+                if let Some(ch) = ch {
+                    if ch.retransmit {
+                        c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
+                    }
+                }
+                ch
+            }
+            None => None,
+        };
+        let snd_nxt = self.state.snd_nxt()?;
+        let rcv = self.state.rcv_mut()?;
+        if chosen.is_none() && !rcv.ack_now {
+            return None;
+        }
+        let wnd = window_field(rcv, free);
+        let ts = rcv.ts_ok.then_some((ts_now, rcv.ts_recent));
+        let ack = rcv.nxt;
+        let sack_ok = rcv.sack_ok;
+        rcv.acked();
+        let mut o = bare(snd_nxt, ack, Flags::ACK, wnd);
+        o.ts = ts;
+        o.mss = mss;
+        match chosen {
+            Some(ch) => {
+                o.seq = ch.seq;
+                o.data_off = ch.seq.since(una);
+                o.data_len = ch.len;
+                o.retransmit = ch.retransmit;
+                if ch.fin {
+                    o.flags |= Flags::FIN;
+                }
+                if ch.len > 0 && o.data_off + ch.len == tx_len {
+                    o.flags |= Flags::PSH;
+                }
+            }
+            None => {
+                if sack_ok && !self.asm.is_empty() {
+                    o.sack = self.asm.sack_blocks(max_sack_blocks(ts.is_some()));
+                }
+            }
+        }
+        Some(o)
+    }
+}
+
+/// A segment with no data and no options.
+fn bare(seq: Seq, ack: Seq, flags: Flags, wnd: u16) -> Outgoing {
+    Outgoing {
+        seq,
+        ack,
+        flags,
+        wnd,
+        syn: None,
+        ts: None,
+        sack: SackBlocks::new(),
+        data_off: 0,
+        data_len: 0,
+        mss: 0,
+        retransmit: false,
+    }
+}
+
+/// The window field to send, and the right edge it advertises (never left of the
+/// last one, RFC 9293 section 3.8.6.2.2; RFC 7323 section 2.3 scaling).
+fn window_field(rcv: &mut Rcv, free: usize) -> u16 {
+    let right = rcv.nxt.plus(free).max(rcv.adv_right);
+    let wnd = right.since(rcv.nxt);
+    let field = (wnd >> rcv.shift).min(65_535);
+    rcv.adv_right = rcv.adv_right.max(rcv.nxt.plus(field << rcv.shift));
+    field as u16
+}
+
+/// Bytes in flight per RFC 6675 SetPipe: outstanding, less SACKed (estimated from
+/// duplicate ACKs without SACK, as Linux does for Reno), less the lost bytes not yet
+/// retransmitted (below `lost_end`, at or above HighRxt).
+fn pipe(snd: &Snd, lost_end: Seq, high_rxt: Seq) -> usize {
+    let sacked = if snd.sack_ok {
+        snd.sack.sacked_bytes()
+    } else {
+        (snd.dupacks as usize).saturating_mul(snd.mss)
+    };
+    let from = high_rxt.max(snd.una);
+    let lost = if snd.sack_ok {
+        snd.sack.holes_between(from, lost_end)
+    } else {
+        lost_end.since(from)
+    };
+    snd.outstanding()
+        .saturating_sub(sacked)
+        .saturating_sub(lost)
+}
+
+/// Where the lost region ends during recovery: the first segment at least, and
+/// everything with DupThresh segments SACKed above it.
+fn lost_end(snd: &Snd, sb: &Scoreboard) -> Seq {
+    let first = snd.una.plus(snd.mss);
+    let end = match sb.lost_boundary(snd.mss) {
+        Some(b) if snd.sack_ok => b.max(first),
+        _ => first,
+    };
+    end.min(snd.max)
+}
+
+fn choose(
+    snd: &mut Snd,
+    tx_len: usize,
+    fin_queued: bool,
+    max_data: usize,
+    no_delay: bool,
+    now: Instant,
+) -> Option<Chosen> {
+    let mss = snd.mss.max(1);
+    let max_data = max_data.max(1);
+    let data_end = snd.una.plus(tx_len);
+    // 3. Zero-window probe: one byte past the window, or the FIN; if the window is
+    // open but too small for the sender's SWS avoidance, what fits (the override
+    // timeout of RFC 9293 section 3.8.6.2.1).
+    if let Some(p) = &mut snd.persist {
+        if !p.due {
+            return None;
+        }
+        p.due = false;
+        let seq = snd.nxt;
+        let wnd_room = snd.una.plus(snd.wnd).since(seq);
+        let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
+        let fin = len == 0 && fin_queued && seq == data_end;
+        if len == 0 && !fin {
+            return None;
+        }
+        snd.nxt = seq.plus(len + usize::from(fin));
+        let retransmit = seq < snd.max;
+        snd.max = snd.max.max(snd.nxt);
+        return Some(Chosen {
+            seq,
+            len,
+            fin,
+            retransmit,
+        });
+    }
+    // 4. Loss recovery: retransmit the next lost hole while pipe < cwnd.
+    let mut room = None;
+    if let Some(mut rec) = snd.recovery {
+        let end = lost_end(snd, &snd.sack);
+        let mut start = rec.high_rxt.max(snd.una);
+        while let Some(e) = snd.sack.sacked_until(start) {
+            start = e;
+        }
+        let pipe = pipe(snd, end, rec.high_rxt);
+        let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
+        if start < end && (cwnd_room > 0 || rec.rexmit_first) {
+            let cwnd_room = if rec.rexmit_first {
+                cwnd_room.max(mss)
+            } else {
+                cwnd_room
+            };
+            rec.rexmit_first = false;
+            let hole_end = snd
+                .sack
+                .next_sacked_after(start)
+                .unwrap_or(snd.max)
+                .min(end);
+            let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
+            if len > mss {
+                len = len / mss * mss;
+            }
+            let data_len = len.min(data_end.since(start));
+            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
+            rec.high_rxt = start.plus(data_len + usize::from(fin));
+            snd.recovery = Some(rec);
+            if snd.rto_at.is_none() {
+                snd.rto_at = Some(now + snd.rtt.rto());
+            }
+            return Some(Chosen {
+                seq: start,
+                len: data_len,
+                fin,
+                retransmit: true,
+            });
+        }
+        room = Some(cwnd_room);
+    }
+    // 5. New data from SND.NXT.
+    let flight = snd.nxt.since(snd.una);
+    let cwnd_room = room.unwrap_or_else(|| snd.cc.cwnd().saturating_sub(flight));
+    let wnd_room = snd.una.plus(snd.wnd).since(snd.nxt);
+    let avail = data_end.since(snd.nxt);
+    let mut len = avail.min(cwnd_room).min(wnd_room).min(max_data);
+    if len < avail {
+        if len >= mss {
+            len = len / mss * mss;
+        } else if len < snd.max_wnd / 2 || len == 0 {
+            len = 0;
+        }
+    } else if !no_delay && !fin_queued && flight > 0 && len % mss != 0 {
+        // Nagle: hold the partial tail while data is unacknowledged.
+        len = len / mss * mss;
+    }
+    let fin = fin_queued && snd.nxt <= data_end && snd.nxt.plus(len) == data_end && (len == avail);
+    if len == 0 && !fin {
+        if avail > 0 && flight == 0 && snd.persist.is_none() {
+            snd.persist = Some(Persist {
+                at: now + snd.rtt.rto(),
+                probes: 0,
+                due: false,
+            });
+        }
+        return None;
+    }
+    let seq = snd.nxt;
+    let retransmit = seq < snd.max;
+    if retransmit && snd.timed.is_some_and(|(s, _)| s >= seq) {
+        snd.timed = None;
+    }
+    snd.nxt = seq.plus(len + usize::from(fin));
+    snd.max = snd.max.max(snd.nxt);
+    if snd.rto_at.is_none() {
+        snd.rto_at = Some(now + snd.rtt.rto());
+    }
+    if !retransmit && snd.timed.is_none() {
+        snd.timed = Some((seq, now));
+    }
+    Some(Chosen {
+        seq,
+        len,
+        fin,
+        retransmit,
+    })
+}

@@ -1,0 +1,115 @@
+//! Virtual time: the engine has no clock of its own.
+//!
+//! Every entry point takes the current [`Instant`] as an argument, so a simulation
+//! can run hours of TCP timers in milliseconds of real time, and a runtime can pass
+//! a monotonic clock. An `Instant` is a count of nanoseconds since an arbitrary
+//! epoch chosen by the caller (zero in simulations).
+
+use core::ops::{Add, AddAssign, Sub};
+use std::time::Duration;
+
+/// A point in time, in nanoseconds since the caller's epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Instant(u64);
+
+impl Instant {
+    /// The epoch.
+    pub const ZERO: Instant = Instant(0);
+
+    /// `ns` nanoseconds after the epoch.
+    pub const fn from_nanos(ns: u64) -> Instant {
+        Instant(ns)
+    }
+
+    /// `us` microseconds after the epoch (saturating).
+    pub const fn from_micros(us: u64) -> Instant {
+        Instant(us.saturating_mul(1_000))
+    }
+
+    /// `ms` milliseconds after the epoch (saturating).
+    pub const fn from_millis(ms: u64) -> Instant {
+        Instant(ms.saturating_mul(1_000_000))
+    }
+
+    /// Nanoseconds since the epoch.
+    pub const fn as_nanos(self) -> u64 {
+        self.0
+    }
+
+    /// Whole microseconds since the epoch.
+    pub const fn as_micros(self) -> u64 {
+        self.0 / 1_000
+    }
+
+    /// Whole milliseconds since the epoch.
+    pub const fn as_millis(self) -> u64 {
+        self.0 / 1_000_000
+    }
+
+    /// The time from `earlier` to `self`, or zero if `earlier` is later.
+    pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.0.saturating_sub(earlier.0))
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    /// Saturates at the largest representable instant.
+    fn add(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(nanos(d)))
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    /// Saturates at the epoch.
+    fn sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(nanos(d)))
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    /// Saturates at zero.
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+/// The earlier of two optional deadlines.
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_saturates() {
+        let t = Instant::from_millis(5);
+        assert_eq!(t + Duration::from_millis(1), Instant::from_micros(6_000));
+        assert_eq!(t - Duration::from_secs(1), Instant::ZERO);
+        assert_eq!(Instant::ZERO - t, Duration::ZERO);
+        assert_eq!(
+            Instant::from_nanos(u64::MAX) + Duration::from_secs(1),
+            Instant::from_nanos(u64::MAX)
+        );
+        assert_eq!(earliest(Some(t), None), Some(t));
+        assert_eq!(earliest(Some(t), Some(Instant::ZERO)), Some(Instant::ZERO));
+    }
+}

@@ -1,0 +1,160 @@
+//! One engine against a hand-driven peer: frames in, frames out, virtual time.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use linerate_toe::sim::{complete_checksum, gso_segment};
+use linerate_toe::{Config, Engine, Instant};
+use linerate_wire::build::{FrameBuilder, Ip, L4};
+use linerate_wire::etherparse::{TcpHeader, TcpOptionElement};
+use linerate_wire::tcp::{self, Flags, SynOptions};
+use linerate_wire::{arp, ethernet, ipv4};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+pub const ME_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+pub const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+/// A TCP segment as seen on the wire.
+#[derive(Clone)]
+pub struct Seen {
+    pub at: Instant,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: Flags,
+    pub wnd: u16,
+    pub opts: SynOptions,
+    pub payload: Vec<u8>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[{:?} {:?} seq {} ack {} wnd {} len {}]",
+            self.at,
+            self.flags,
+            self.seq,
+            self.ack,
+            self.wnd,
+            self.payload.len()
+        )
+    }
+}
+
+pub struct Raw {
+    pub e: Engine,
+    pub now: Instant,
+}
+
+impl Raw {
+    pub fn new(cfg: Config) -> Raw {
+        Raw {
+            e: Engine::new(cfg, 42),
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Host 1 of the simulation (10.0.0.1), knowing the peer 10.0.0.2 through an
+    /// ARP request the peer sent.
+    pub fn host(tune: impl FnOnce(&mut Config)) -> Raw {
+        let mut cfg = linerate_toe::sim::Sim::host_config(1);
+        tune(&mut cfg);
+        let mut r = Raw::new(cfg);
+        let mut f = vec![0u8; 14 + arp::PACKET_LEN];
+        f[..6].copy_from_slice(&ethernet::BROADCAST);
+        f[6..12].copy_from_slice(&PEER_MAC);
+        f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        arp::emit_request(&mut f[14..], PEER_MAC, [10, 0, 0, 2], [10, 0, 0, 1]).unwrap();
+        r.input(&f);
+        r.frames(); // the ARP reply
+        r
+    }
+
+    pub fn input(&mut self, frame: &[u8]) {
+        self.e
+            .handle_frame(self.now, frame, &linerate_offload::OffloadMeta::plain());
+    }
+
+    /// Frames the engine sends now, segmented and with checksums complete.
+    pub fn frames(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        self.e.poll_transmit(self.now, &mut |f, m| match m.gso {
+            Some(g) => out.extend(gso_segment(f, &g).unwrap()),
+            None => out.push(complete_checksum(f).unwrap()),
+        });
+        out
+    }
+
+    /// TCP segments the engine sends now.
+    pub fn segments(&mut self) -> Vec<Seen> {
+        let now = self.now;
+        self.frames()
+            .iter()
+            .filter_map(|f| parse_tcp(f, now))
+            .collect()
+    }
+
+    /// Advances time by `d`, running timers; returns the TCP segments sent meanwhile.
+    pub fn advance(&mut self, d: Duration) -> Vec<Seen> {
+        let end = self.now + d;
+        let mut seen = self.segments();
+        while let Some(t) = self.e.poll_timeout() {
+            if t > end {
+                break;
+            }
+            self.now = t.max(self.now);
+            self.e.handle_timeout(self.now);
+            seen.extend(self.segments());
+        }
+        self.now = end;
+        seen
+    }
+}
+
+/// Parses a TCP frame over IPv4 (checksums verified).
+pub fn parse_tcp(f: &[u8], at: Instant) -> Option<Seen> {
+    let eth = ethernet::Packet::new_checked(f).ok()?;
+    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+    assert!(ip.verify_checksum());
+    let t = tcp::Packet::new_checked(ip.payload()).ok()?;
+    assert!(t.verify_checksum(ip.pseudo_header_sum(ip.payload().len() as u16)));
+    Some(Seen {
+        at,
+        seq: t.seq_number(),
+        ack: t.ack_number(),
+        flags: t.flags(),
+        wnd: t.window(),
+        opts: tcp::parse_syn_options(t.options()).ok()?,
+        payload: t.payload().to_vec(),
+    })
+}
+
+/// A TCP segment from the peer (10.0.0.2) to the engine (10.0.0.1), checksums filled.
+#[allow(clippy::too_many_arguments)]
+pub fn tcp_frame(
+    peer_port: u16,
+    my_port: u16,
+    seq: u32,
+    ack: Option<u32>,
+    flags: Flags,
+    wnd: u16,
+    opts: &[TcpOptionElement],
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut h = TcpHeader::new(peer_port, my_port, seq, wnd);
+    h.syn = flags.contains(Flags::SYN);
+    h.fin = flags.contains(Flags::FIN);
+    h.rst = flags.contains(Flags::RST);
+    h.psh = flags.contains(Flags::PSH);
+    if let Some(a) = ack {
+        h.ack = true;
+        h.acknowledgment_number = a;
+    }
+    h.set_options(opts).unwrap();
+    FrameBuilder::new(Ip::v4([10, 0, 0, 2], [10, 0, 0, 1]), L4::Tcp(h))
+        .macs(PEER_MAC, ME_MAC)
+        .build(payload)
+}
+
+pub fn peer_addr(port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::from([10, 0, 0, 2]), port)
+}
