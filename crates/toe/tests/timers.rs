@@ -168,10 +168,10 @@ fn zero_window_probes_until_the_reader_reads() {
     let mut got = Vec::new();
     let end = sim.now + Duration::from_secs(120);
     assert!(sim.run_until(end, |sim| {
-        if sent < data.len() {
-            if let Ok(n) = sim.engines[0].tcp_send(c, &data[sent..]) {
-                sent += n;
-            }
+        if sent < data.len()
+            && let Ok(n) = sim.engines[0].tcp_send(c, &data[sent..])
+        {
+            sent += n;
         }
         let mut buf = [0u8; 4096];
         while let Ok(n) = sim.engines[1].tcp_recv(s, &mut buf) {

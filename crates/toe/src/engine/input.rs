@@ -402,11 +402,9 @@ impl Engine {
         }
         let syn_only =
             seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
-        if syn_only {
-            if let Some(&l) = self.by_port.get(&seg.dst_port) {
-                self.passive_open(now, l, local, remote, &seg);
-                return;
-            }
+        if syn_only && let Some(&l) = self.by_port.get(&seg.dst_port) {
+            self.passive_open(now, l, local, remote, &seg);
+            return;
         }
         if let Some(r) = Rst::for_segment(&seg) {
             self.send_rst(from.mac, local, remote, r);

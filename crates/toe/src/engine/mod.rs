@@ -197,11 +197,12 @@ impl Engine {
 
     /// Queues a connection for transmission.
     fn mark_ready(&mut self, idx: usize) {
-        if let Some(slot) = self.slots.get_mut(idx) {
-            if slot.conn.is_some() && !slot.queued {
-                slot.queued = true;
-                self.ready.push_back(idx);
-            }
+        if let Some(slot) = self.slots.get_mut(idx)
+            && slot.conn.is_some()
+            && !slot.queued
+        {
+            slot.queued = true;
+            self.ready.push_back(idx);
         }
     }
 
@@ -263,22 +264,20 @@ impl Engine {
         let orphan = conn.app_closed || listener.is_some();
         let key = (conn.local, conn.remote);
         let deadline = conn.next_deadline();
-        if let Some(l) = listener {
-            if let Some(Some(lst)) = self.listeners.get_mut(l) {
-                if established {
-                    lst.embryonic = lst.embryonic.saturating_sub(1);
-                    lst.ready.push_back(idx);
-                    self.counters.tcp_passive_opens += 1;
-                }
-            }
+        if let Some(l) = listener
+            && let Some(Some(lst)) = self.listeners.get_mut(l)
+            && established
+        {
+            lst.embryonic = lst.embryonic.saturating_sub(1);
+            lst.ready.push_back(idx);
+            self.counters.tcp_passive_opens += 1;
         }
         if closed {
-            if let Some(l) = listener {
-                if let Some(Some(lst)) = self.listeners.get_mut(l) {
-                    if !lst.ready.contains(&idx) {
-                        lst.embryonic = lst.embryonic.saturating_sub(1);
-                    }
-                }
+            if let Some(l) = listener
+                && let Some(Some(lst)) = self.listeners.get_mut(l)
+                && !lst.ready.contains(&idx)
+            {
+                lst.embryonic = lst.embryonic.saturating_sub(1);
             }
             if self.by_tuple.get(&key) == Some(&idx) {
                 self.by_tuple.remove(&key);
@@ -288,11 +287,11 @@ impl Engine {
             }
             return;
         }
-        if let (Some(d), Some(slot)) = (deadline, self.slots.get_mut(idx)) {
-            if slot.scheduled.is_none_or(|s| d < s) {
-                slot.scheduled = Some(d);
-                self.timers.push(Reverse((d, idx, slot.generation)));
-            }
+        if let (Some(d), Some(slot)) = (deadline, self.slots.get_mut(idx))
+            && slot.scheduled.is_none_or(|s| d < s)
+        {
+            slot.scheduled = Some(d);
+            self.timers.push(Reverse((d, idx, slot.generation)));
         }
     }
 

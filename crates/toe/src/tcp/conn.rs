@@ -343,29 +343,29 @@ impl Conn {
             }
             _ => {}
         }
-        if let Some(r) = self.state.rcv_mut() {
-            if r.ack_at.is_some_and(|t| t <= now) {
-                r.ack_now = true;
-                r.ack_at = None;
-            }
+        if let Some(r) = self.state.rcv_mut()
+            && r.ack_at.is_some_and(|t| t <= now)
+        {
+            r.ack_now = true;
+            r.ack_at = None;
         }
         let tx_len = self.tx.len();
         let mut timed_out = false;
         if let Some(s) = self.state.snd_mut() {
-            if let Some(p) = &mut s.persist {
-                if p.at <= now {
-                    // Probe now (output sends one byte beyond the window); back off.
-                    p.probes = p.probes.saturating_add(1);
-                    let shift = p.probes.min(16);
-                    let wait = s
-                        .rtt
-                        .rto()
-                        .saturating_mul(1 << shift)
-                        .min(self.params.tcp.max_rto);
-                    p.at = now + wait;
-                    p.due = true;
-                    c.tcp_window_probes += 1;
-                }
+            if let Some(p) = &mut s.persist
+                && p.at <= now
+            {
+                // Probe now (output sends one byte beyond the window); back off.
+                p.probes = p.probes.saturating_add(1);
+                let shift = p.probes.min(16);
+                let wait = s
+                    .rtt
+                    .rto()
+                    .saturating_mul(1 << shift)
+                    .min(self.params.tcp.max_rto);
+                p.at = now + wait;
+                p.due = true;
+                c.tcp_window_probes += 1;
             }
             if s.rto_at.is_some_and(|t| t <= now) {
                 s.rto_at = None;

@@ -195,33 +195,36 @@ impl Conn {
         }
         let tsval = seg.opts.timestamps.map(|t| t.0).filter(|_| ts_ok);
         // PAWS (RFC 7323 section 5.3).
-        if let Some(v) = tsval {
-            if acceptable && !seg.has(Flags::RST) && (v.wrapping_sub(ts_recent) as i32) < 0 {
-                acceptable = false;
-            }
+        if let Some(v) = tsval
+            && acceptable
+            && !seg.has(Flags::RST)
+            && (v.wrapping_sub(ts_recent) as i32) < 0
+        {
+            acceptable = false;
         }
         if !acceptable {
             c.tcp_out_of_window += 1;
             if !seg.has(Flags::RST) {
                 self.want_ack();
                 let two_msl = self.params.tcp.msl * 2;
-                if let State::TimeWait(t) = &mut self.state {
-                    if seg.has(Flags::FIN) {
-                        t.expiry = now + two_msl;
-                    }
+                if let State::TimeWait(t) = &mut self.state
+                    && seg.has(Flags::FIN)
+                {
+                    t.expiry = now + two_msl;
                 }
             }
             return None;
         }
         // TS.Recent (RFC 7323 section 4.3).
-        if let Some(v) = tsval {
-            if seg.seq <= rcv_nxt && (v.wrapping_sub(ts_recent) as i32) >= 0 {
-                match &mut self.state {
-                    State::SynRcvd(s) => s.ts_recent = v,
-                    other => {
-                        if let Some(r) = other.rcv_mut() {
-                            r.ts_recent = v;
-                        }
+        if let Some(v) = tsval
+            && seg.seq <= rcv_nxt
+            && (v.wrapping_sub(ts_recent) as i32) >= 0
+        {
+            match &mut self.state {
+                State::SynRcvd(s) => s.ts_recent = v,
+                other => {
+                    if let Some(r) = other.rcv_mut() {
+                        r.ts_recent = v;
                     }
                 }
             }
@@ -312,10 +315,10 @@ impl Conn {
         // Eighth: FIN.
         if text_ok && seg.has(Flags::FIN) {
             let fin_at = seg.seq.plus(seg.payload.len());
-            if let Some(r) = self.state.rcv_mut() {
-                if fin_at >= r.nxt {
-                    r.fin_at = Some(fin_at);
-                }
+            if let Some(r) = self.state.rcv_mut()
+                && fin_at >= r.nxt
+            {
+                r.fin_at = Some(fin_at);
             }
         }
         self.take_fin(now);
@@ -480,11 +483,11 @@ fn process_ack(
                 }
             }
             _ => {
-                if let Some((s, t)) = snd.timed {
-                    if seg.ack > s {
-                        snd.rtt.sample(now - t);
-                        snd.timed = None;
-                    }
+                if let Some((s, t)) = snd.timed
+                    && seg.ack > s
+                {
+                    snd.rtt.sample(now - t);
+                    snd.timed = None;
                 }
             }
         }

@@ -120,10 +120,10 @@ impl Conn {
                 mss = snd.mss;
                 let ch = choose(snd, tx_len, fin_queued, max_data, no_delay, now);
                 una = snd.una;
-                if let Some(ch) = ch {
-                    if ch.retransmit {
-                        c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
-                    }
+                if let Some(ch) = ch
+                    && ch.retransmit
+                {
+                    c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
                 }
                 ch
             }

@@ -74,10 +74,10 @@ impl Ring {
         if let Some(dst) = self.buf.get_mut(a) {
             dst.copy_from_slice(da);
         }
-        if let Some(dst) = self.buf.get_mut(b) {
-            if let Some(src) = db.get(..dst.len()) {
-                dst.copy_from_slice(src);
-            }
+        if let Some(dst) = self.buf.get_mut(b)
+            && let Some(src) = db.get(..dst.len())
+        {
+            dst.copy_from_slice(src);
         }
         n
     }
@@ -108,10 +108,10 @@ impl Ring {
         if let Some(src) = self.buf.get(a) {
             oa.copy_from_slice(src);
         }
-        if let Some(src) = self.buf.get(b) {
-            if let Some(dst) = ob.get_mut(..src.len()) {
-                dst.copy_from_slice(src);
-            }
+        if let Some(src) = self.buf.get(b)
+            && let Some(dst) = ob.get_mut(..src.len())
+        {
+            dst.copy_from_slice(src);
         }
         n
     }
