@@ -209,7 +209,8 @@ fn checker_catches_damage() {
     check_segments(&spec, &sup, &good);
     let hdr_len = sup.frame.len() - sup.payload.len();
     let l4 = usize::from(sup.meta.layout.unwrap().innermost().l4_offset);
-    let damages: [(&str, fn(&mut Vec<Vec<u8>>, usize, usize)); 6] = [
+    type Damage = fn(&mut Vec<Vec<u8>>, usize, usize);
+    let damages: [(&str, Damage); 6] = [
         ("payload byte", |s, h, _| s[1][h + 7] ^= 1),
         ("sequence number", |s, _, l4| s[1][l4 + 7] ^= 1),
         ("FIN on a middle segment", |s, _, l4| s[1][l4 + 13] |= 1),
