@@ -66,9 +66,9 @@ impl Layer {
     }
 }
 
-/// Most layers a frame has: outer Ethernet, outer IP, UDP or GRE, tunnel header and
-/// inner Ethernet, inner IP, transport.
-const MAX_LAYERS: usize = 7;
+/// Most layers a frame has: outer IP, UDP or GRE, tunnel header and inner
+/// Ethernet, inner IP, transport.
+const MAX_LAYERS: usize = 5;
 
 /// The layers of one super-frame and how it divides.
 #[derive(Debug, Clone, Copy)]
@@ -118,11 +118,8 @@ impl Plan {
         };
         // The frame ends where the outer IP packet does: no trailing bytes.
         ip::check_end(outer, frame.len())?;
-        plan.push(Layer::Opaque(sum(
-            frame,
-            usize::from(outer.l2),
-            outer.l3_offset,
-        )));
+        // The outer Ethernet header is copied unchanged and no checksum covers it:
+        // it needs no layer.
         let kind_mismatch = GsoError::KindMismatch { kind: gso.kind };
         if gso.tunnel != GsoTunnel::None {
             let outer_ip = ip::layer(frame, outer, hdr_len, gso.outer_fixed_id);
@@ -153,6 +150,10 @@ impl Plan {
     }
 
     fn push(&mut self, l: Layer) {
+        debug_assert!(
+            self.n < MAX_LAYERS,
+            "a frame has at most {MAX_LAYERS} layers"
+        );
         if let Some(slot) = self.layers.get_mut(self.n) {
             *slot = l;
             self.n += 1;
