@@ -6,6 +6,8 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub use linerate_nic as nic;
 pub use linerate_offload as offload;
 pub use linerate_rss as rss;
+pub use linerate_toe as toe;
 pub use linerate_wire as wire;

@@ -37,6 +37,14 @@ fn regenerate_seeds() {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("seed-{}", s.name)), &s.frame).unwrap();
         let l = layout::parse(&s.frame).unwrap();
+        // Every header of the innermost stack, from its L3 on, seeds the views target.
+        let views = corpus_dir("views");
+        std::fs::create_dir_all(&views).unwrap();
+        let h = l.innermost();
+        for (what, at) in [("l3", h.l3_offset), ("l4", h.l4_offset)] {
+            let name = format!("seed-{}-{what}", s.name);
+            std::fs::write(views.join(name), &s.frame[usize::from(at)..]).unwrap();
+        }
         if let Some(t) = l.tunnel {
             let target = match t.kind {
                 layout::TunnelKind::Vxlan => "vxlan",

@@ -237,6 +237,9 @@ fn kernel_frames_parse() {
         "tcp.srcport",
         "tcp.dstport",
         "tcp.flags.syn",
+        "tcp.options.mss_val",
+        "tcp.options.wscale.shift",
+        "tcp.options.timestamp.tsval",
         "udp.srcport",
         "udp.dstport",
         "icmp.type",
@@ -301,8 +304,20 @@ fn kernel_frames_parse() {
                 last(&row["tcp.dstport"])
             );
             if last(&row["tcp.flags.syn"]) == "1" {
-                // A kernel SYN carries MSS, SACK-permitted, timestamps, window scale.
-                assert!(h.l4_header_len() > 20, "frame {i}: SYN without options");
+                // A kernel SYN carries MSS, SACK-permitted, timestamps, window scale:
+                // linerate's option parser must read what tshark reads.
+                let seg = &f[usize::from(h.l4_offset)..h.l3_end()];
+                let tcp = linerate::wire::tcp::Packet::new_checked(seg).unwrap();
+                let o = linerate::wire::tcp::parse_syn_options(tcp.options()).unwrap();
+                assert_eq!(
+                    o.mss.map(|v| v.to_string()).unwrap_or_default(),
+                    last(&row["tcp.options.mss_val"])
+                );
+                let ws = o.window_scale.map(|v| v.to_string()).unwrap_or_default();
+                assert_eq!(ws, last(&row["tcp.options.wscale.shift"]));
+                let ts = o.timestamps.map(|(v, _)| v.to_string()).unwrap_or_default();
+                assert_eq!(ts, last(&row["tcp.options.timestamp.tsval"]));
+                assert!(o.sack_permitted && o.mss.is_some(), "frame {i}: {o:?}");
                 *seen
                     .entry(if l.tunnel.is_some() {
                         "vxlan-syn"

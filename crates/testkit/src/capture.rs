@@ -55,6 +55,10 @@ impl Capture {
     /// Receives frames until none has arrived for `quiet`, or `limit` has passed.
     #[allow(unsafe_code)]
     pub fn collect(&self, quiet: Duration, limit: Duration) -> io::Result<Vec<Vec<u8>>> {
+        // A zero SO_RCVTIMEO would block forever.
+        let quiet = quiet
+            .max(Duration::from_millis(1))
+            .min(limit.max(Duration::from_millis(1)));
         let tv = libc::timeval {
             tv_sec: quiet.as_secs() as libc::time_t,
             tv_usec: libc::suseconds_t::from(quiet.subsec_micros()),

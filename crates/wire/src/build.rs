@@ -176,6 +176,9 @@ pub struct FrameBuilder {
     level: Level,
     net: Net,
     outer: Option<Outer>,
+    /// A header that could not be encoded when it was added (reported by
+    /// [`FrameBuilder::try_build`]).
+    deferred: Option<Error>,
 }
 
 impl FrameBuilder {
@@ -189,6 +192,7 @@ impl FrameBuilder {
             },
             net: Net::Ip(ip, l4),
             outer: None,
+            deferred: None,
         }
     }
 
@@ -202,6 +206,7 @@ impl FrameBuilder {
             },
             net: Net::Arp(Box::new(arp)),
             outer: None,
+            deferred: None,
         }
     }
 
@@ -254,10 +259,14 @@ impl FrameBuilder {
 
     /// Wraps the frame in GENEVE (UDP port 6081) with `options` over `outer_ip`.
     pub fn geneve(self, vni: u32, options: &[geneve::GeneveOption<'_>], outer_ip: Ip) -> Self {
-        let mut buf = [0u8; 252];
-        let n = geneve::emit_options(options, &mut buf).unwrap_or(0);
-        let options = buf.get(..n).unwrap_or_default().to_vec();
-        self.wrap(outer_ip, TunnelSpec::Geneve { vni, options }, geneve::PORT)
+        let mut buf = [0u8; geneve::MAX_OPTIONS_LEN];
+        let (options, err) = match geneve::emit_options(options, &mut buf) {
+            Ok(n) => (buf.get(..n).unwrap_or_default().to_vec(), None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let mut b = self.wrap(outer_ip, TunnelSpec::Geneve { vni, options }, geneve::PORT);
+        b.deferred = b.deferred.or(err);
+        b
     }
 
     /// Wraps the frame in NVGRE (GRE key = VSID << 8 | flow ID) over `outer_ip`.
@@ -296,6 +305,9 @@ impl FrameBuilder {
 
     /// Builds the frame around `payload`, or says which header could not be built.
     pub fn try_build(&self, payload: &[u8]) -> Result<Vec<u8>> {
+        if let Some(e) = self.deferred {
+            return Err(e);
+        }
         let mut inner = Vec::with_capacity(payload.len() + 128);
         write_level(&mut inner, &self.level, &self.net, payload)?;
         let Some(o) = &self.outer else {
@@ -530,6 +542,22 @@ mod tests {
             .calc_checksum_ipv4(&h, tcp.payload())
             .unwrap();
         assert_eq!(tcp.checksum(), want);
+    }
+
+    #[test]
+    fn bad_geneve_options_are_an_error() {
+        let data = [0u8; 124];
+        let opt = geneve::GeneveOption {
+            class: 1,
+            kind: 2,
+            data: &data,
+        };
+        let b = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::udp(1, 2)).geneve(
+            7,
+            &[opt, opt, opt],
+            Ip::v4([3; 4], [4; 4]),
+        );
+        assert_eq!(b.try_build(b"x").unwrap_err().layer(), Layer::Geneve);
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! reports a broken invariant).
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use crate::icmp::{ndp, v4 as icmpv4, v6 as icmpv6};
 use crate::layout::{self, Config, Headers};
-use crate::{geneve, gre, vxlan};
+use crate::{arp, ethernet, geneve, gre, ipv4, ipv6, tcp, udp, vxlan};
 
 fn check_headers(h: &Headers, len: usize) {
     assert!(h.l2 <= h.l3_offset && h.l3_offset <= h.l4_offset && h.l4_offset <= h.payload);
@@ -82,6 +83,54 @@ pub fn geneve(data: &[u8]) {
     assert_eq!(again, r);
 }
 
+/// Every standard-header view on the same bytes: `new_checked`, then every accessor
+/// that reads variable-length parts (options, payloads, invoking packets, NDP and TCP
+/// option iterators, the IPv6 extension walk), which must not read out of bounds.
+pub fn views(data: &[u8]) {
+    if let Ok(p) = ethernet::Packet::new_checked(data) {
+        let _ = (p.header(), p.payload().len(), ethernet::walk_vlans(data));
+    }
+    if let Ok(p) = arp::Packet::new_checked(data) {
+        let _ = p.header();
+    }
+    if let Ok(p) = ipv4::Packet::new_checked(data) {
+        let _ = (
+            p.header(),
+            p.options().len(),
+            p.payload().len(),
+            p.verify_checksum(),
+        );
+    }
+    if let Ok(p) = ipv6::Packet::new_checked(data) {
+        let _ = (p.header(), ipv6::ext::walk(p.next_header(), p.payload()));
+    }
+    if let Ok(p) = tcp::Packet::new_checked(data) {
+        let _ = (p.header(), p.payload().len(), p.verify_checksum(0));
+        assert!(p.options_iter().count() <= p.options().len());
+        let _ = tcp::parse_syn_options(p.options());
+    }
+    if let Ok(p) = udp::Packet::new_checked(data) {
+        let _ = (p.header(), p.payload().len(), p.verify_checksum(0, true));
+    }
+    if let Ok(p) = icmpv4::Packet::new_checked(data) {
+        let _ = (
+            p.header(),
+            p.data().len(),
+            p.invoking_packet(),
+            p.next_hop_mtu(),
+        );
+        let _ = p.verify_checksum();
+    }
+    if let Ok(p) = icmpv6::Packet::new_checked(data) {
+        let _ = (p.header(), p.data().len(), p.invoking_packet(), p.mtu());
+        let _ = p.verify_checksum(&[0; 16], &[0; 16]);
+    }
+    if let Ok(p) = ndp::Neighbor::new_checked(data) {
+        let _ = (p.target_addr(), p.source_lladdr(), p.target_lladdr());
+        assert!(p.options_iter().count() <= p.options().len());
+    }
+}
+
 /// A fuzz entry point.
 pub type Target = fn(&[u8]);
 
@@ -91,4 +140,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("vxlan", vxlan),
     ("nvgre", nvgre),
     ("geneve", geneve),
+    ("views", views),
 ];

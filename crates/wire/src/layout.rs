@@ -15,6 +15,16 @@
 //! inside the outer datagram), so later field reads at these offsets cannot fail.
 //! Checksums are not verified here: that is the offload layer's work.
 //!
+//! What counts as an error: a malformed outer stack (Ethernet, VLAN, IP, transport)
+//! makes [`parse`] fail. A datagram that only *looks* like a tunnel (UDP to a tunnel
+//! port, or GRE carrying Ethernet) but whose tunnel header or inner frame is bad still
+//! parses: its [`Layout`] has the outer headers, no tunnel, and the reason in
+//! [`Layout::tunnel_error`], so RSS can still hash it and the tunnel endpoint can drop
+//! it with a counter. GRE that is not version 0 carrying Ethernet (PPTP's enhanced
+//! GRE, GRE carrying IP) is plain GRE. A first fragment never fails on its transport
+//! header (its UDP length, for one, covers the whole datagram): the header is decoded
+//! when the fragment holds it.
+//!
 //! Tunnel UDP ports are configurable ([`Config`]): by default VXLAN on 4789 (IANA) and
 //! 8472 (Linux's default), GENEVE on 6081. As in Linux, only the destination port
 //! selects the tunnel.
@@ -148,28 +158,27 @@ impl Config {
             tunnel: None,
             inner: None,
             payload: outer.payload,
+            tunnel_error: None,
         };
-        let Some(tunnel) = self.tunnel(frame, &outer)? else {
-            return Ok(layout);
-        };
-        layout.tunnel = Some(tunnel);
-        if tunnel.carries_ethernet() {
-            // The inner frame ends where the outer datagram does, not at the end
-            // of the buffer (which may hold Ethernet padding).
-            let end = match outer.l4 {
-                L4Kind::Udp => {
-                    let l4 = usize::from(outer.l4_offset);
-                    l4 + usize::from(be16(frame, l4 + 4).unwrap_or(0))
-                }
-                _ => outer.l3_end(),
-            };
-            let within = frame.get(..end).unwrap_or_default();
-            let inner =
-                parse_headers(within, usize::from(tunnel.offset) + usize::from(tunnel.len))?;
-            layout.inner = Some(inner);
-            layout.payload = inner.payload;
-        } else {
-            layout.payload = tunnel.offset + tunnel.len;
+        let found = self.tunnel(frame, &outer).and_then(|t| match t {
+            Some(t) if t.carries_ethernet() => {
+                // The inner frame ends where the outer datagram does (UDP length, or
+                // the IP packet for GRE), not at the end of the buffer.
+                let within = frame.get(..outer.l4_end()).unwrap_or_default();
+                let inner = parse_headers(within, usize::from(t.offset) + usize::from(t.len))?;
+                Ok(Some((t, Some(inner))))
+            }
+            Some(t) => Ok(Some((t, None))),
+            None => Ok(None),
+        });
+        match found {
+            Ok(Some((t, inner))) => {
+                layout.tunnel = Some(t);
+                layout.inner = inner;
+                layout.payload = inner.map_or(t.offset + t.len, |h| h.payload);
+            }
+            Ok(None) => {}
+            Err(e) => layout.tunnel_error = Some(e),
         }
         Ok(layout)
     }
@@ -179,14 +188,16 @@ impl Config {
             return Ok(None);
         }
         let l4 = usize::from(outer.l4_offset);
+        let body = frame
+            .get(usize::from(outer.payload)..outer.l4_end())
+            .unwrap_or_default();
         match outer.l4 {
             L4Kind::Udp => {
                 let dport = be16(frame, l4 + 2).unwrap_or(0);
-                // parse_l4 checked that the UDP length lies inside the IP packet.
-                let end = l4 + usize::from(be16(frame, l4 + 4).unwrap_or(0));
-                let body = frame
-                    .get(usize::from(outer.payload)..end)
-                    .unwrap_or_default();
+                let flags = TunnelFlags {
+                    outer_udp_csum: be16(frame, l4 + 6).unwrap_or(0) != 0,
+                    ..TunnelFlags::default()
+                };
                 if self.vxlan_ports.contains(dport) {
                     let repr = vxlan::Repr::parse(&vxlan::Packet::new_checked(body)?)?;
                     Ok(Some(Tunnel {
@@ -195,32 +206,46 @@ impl Config {
                         len: vxlan::HEADER_LEN as u16,
                         vni: repr.vni,
                         protocol: ethertype::TEB,
+                        flags,
                     }))
                 } else if self.geneve_ports.contains(dport) {
                     let p = geneve::Packet::new_checked(body)?;
                     Ok(Some(Tunnel {
                         kind: TunnelKind::Geneve,
                         offset: outer.payload,
-                        len: p.header_len() as u16,
+                        len: off16(Layer::Geneve, p.header_len())?,
                         vni: p.vni(),
                         protocol: p.protocol(),
+                        flags: TunnelFlags {
+                            oam: p.oam(),
+                            critical: p.critical(),
+                            ..flags
+                        },
                     }))
                 } else {
                     Ok(None)
                 }
             }
             L4Kind::Gre if self.gre => {
-                let body = frame.get(l4..outer.l3_end()).unwrap_or_default();
-                let p = gre::Packet::new_checked(body)?;
-                if p.protocol() != gre::PROTO_TEB {
+                let gre_bytes = frame.get(l4..outer.l3_end()).unwrap_or_default();
+                let word = be16(gre_bytes, 0).unwrap_or(0);
+                // Only version 0 carrying Ethernet is a tunnel; other GRE is plain.
+                if word & gre::VERSION_MASK != 0 || be16(gre_bytes, 2) != Some(gre::PROTO_TEB) {
                     return Ok(None);
                 }
+                let p = gre::Packet::new_checked(gre_bytes)?;
                 Ok(Some(Tunnel {
                     kind: TunnelKind::Nvgre,
                     offset: outer.l4_offset,
-                    len: p.header_len() as u16,
+                    len: off16(Layer::Gre, p.header_len())?,
                     vni: p.key().map_or(0, |k| k >> 8),
                     protocol: ethertype::TEB,
+                    flags: TunnelFlags {
+                        gre_csum: p.checksum_present(),
+                        gre_key: p.key_present(),
+                        gre_seq: p.sequence_present(),
+                        ..TunnelFlags::default()
+                    },
                 }))
             }
             _ => Ok(None),
@@ -273,10 +298,11 @@ pub enum L4Kind {
 /// Whether the IP packet is a fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Fragment {
-    /// Not a fragment.
+    /// Not a fragment (an IPv6 atomic fragment, offset 0 without more fragments,
+    /// RFC 6946, counts as not a fragment).
     #[default]
     None,
-    /// The first fragment: it carries the transport header.
+    /// The first fragment: it carries the transport header (when long enough).
     First,
     /// A later fragment: no transport header.
     Later,
@@ -289,8 +315,26 @@ pub enum TunnelKind {
     Vxlan,
     /// GENEVE (RFC 8926) over UDP.
     Geneve,
-    /// GRE carrying Ethernet (protocol 0x6558): NVGRE (RFC 7637) when keyed.
+    /// GRE version 0 carrying Ethernet (protocol 0x6558): NVGRE (RFC 7637) when keyed
+    /// without checksum or sequence ([`TunnelFlags`] says which fields are present).
     Nvgre,
+}
+
+/// Tunnel header facts the GRO and GSO rules need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TunnelFlags {
+    /// UDP tunnels: the outer UDP checksum field is non-zero.
+    pub outer_udp_csum: bool,
+    /// GRE: the checksum field is present (C).
+    pub gre_csum: bool,
+    /// GRE: the key field is present (K).
+    pub gre_key: bool,
+    /// GRE: the sequence number field is present (S).
+    pub gre_seq: bool,
+    /// GENEVE: the O (control message) bit.
+    pub oam: bool,
+    /// GENEVE: the C (critical options present) bit.
+    pub critical: bool,
 }
 
 /// The tunnel header of an encapsulated frame.
@@ -308,6 +352,8 @@ pub struct Tunnel {
     /// The protocol the tunnel carries (0x6558 Ethernet; GENEVE may say otherwise,
     /// in which case the inner frame is not decoded).
     pub protocol: u16,
+    /// Header facts (checksums, optional fields, GENEVE bits).
+    pub flags: TunnelFlags,
 }
 
 impl Tunnel {
@@ -319,7 +365,8 @@ impl Tunnel {
 
 /// Offsets and kinds of one Ethernet + L3 + L4 stack (outer or inner).
 ///
-/// All offsets count from the start of the whole frame.
+/// All offsets count from the start of the whole frame. Header offsets fit in 16
+/// bits; lengths and ends that may cover a 64 KiB payload are 32-bit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Headers {
     /// Offset of the Ethernet header.
@@ -333,8 +380,9 @@ pub struct Headers {
     /// Offset of the network header (after the Ethernet header and tags).
     pub l3_offset: u16,
     /// Length of the network packet as its header declares (IPv4 total length;
-    /// IPv6 40 + payload length; ARP 28), which excludes any Ethernet padding.
-    pub l3_len: u16,
+    /// IPv6 40 + payload length, up to 65575; ARP 28), which excludes any Ethernet
+    /// padding. For an undecoded EtherType: the rest of the buffer.
+    pub l3_len: u32,
     /// IP protocol / final IPv6 next header (0 when not IP).
     pub protocol: u8,
     /// Fragment state of the IP packet.
@@ -347,12 +395,21 @@ pub struct Headers {
     /// header, 8 bytes of ICMP, the GRE header); equal to `l4_offset` when the
     /// transport header is not decoded.
     pub payload: u16,
+    /// Offset just past the transport segment: the end of the UDP datagram as its
+    /// length field says (a UDP datagram may be shorter than its IP payload), the end
+    /// of the network packet otherwise.
+    pub l4_end: u32,
 }
 
 impl Headers {
     /// Offset just past the network packet (its declared end).
     pub fn l3_end(&self) -> usize {
-        usize::from(self.l3_offset) + usize::from(self.l3_len)
+        usize::from(self.l3_offset) + self.l3_len as usize
+    }
+
+    /// Offset just past the transport segment (see [`Headers::l4_end`] the field).
+    pub fn l4_end(&self) -> usize {
+        self.l4_end as usize
     }
 
     /// Length of the network header including IPv4 options / IPv6 extension headers.
@@ -364,6 +421,11 @@ impl Headers {
     pub fn l4_header_len(&self) -> usize {
         usize::from(self.payload) - usize::from(self.l4_offset)
     }
+
+    /// The transport payload's byte range in the frame.
+    pub fn payload_range(&self) -> core::ops::Range<usize> {
+        usize::from(self.payload)..self.l4_end()
+    }
 }
 
 /// Where every header of a frame is.
@@ -371,12 +433,15 @@ impl Headers {
 pub struct Layout {
     /// The outer (or only) headers.
     pub outer: Headers,
-    /// The tunnel header, when the outer L4 is a recognised tunnel.
+    /// The tunnel header, when the outer L4 is a recognised and valid tunnel.
     pub tunnel: Option<Tunnel>,
     /// The inner headers, when the tunnel carries Ethernet.
     pub inner: Option<Headers>,
     /// Offset of the innermost payload (what follows the innermost decoded header).
     pub payload: u16,
+    /// Why a datagram that looked like a tunnel (by port or GRE protocol) was not
+    /// decoded as one: a bad tunnel header or a bad inner frame.
+    pub tunnel_error: Option<Error>,
 }
 
 impl Layout {
@@ -391,6 +456,12 @@ impl Layout {
     #[inline]
     pub fn header_len(&self) -> usize {
         usize::from(self.payload)
+    }
+
+    /// The innermost payload's byte range in the frame.
+    #[inline]
+    pub fn payload_range(&self) -> core::ops::Range<usize> {
+        self.innermost().payload_range()
     }
 }
 
@@ -413,6 +484,11 @@ fn off16(layer: Layer, at: usize) -> Result<u16> {
         .map_err(|_| Error::invalid(layer, "offset", u32::try_from(at).unwrap_or(u32::MAX)))
 }
 
+#[inline]
+fn len32(at: usize) -> u32 {
+    u32::try_from(at).unwrap_or(u32::MAX)
+}
+
 /// Parses Ethernet, VLAN tags, L3 and L4 starting at `start`; the frame ends at
 /// `frame.len()`.
 #[inline]
@@ -431,21 +507,20 @@ fn parse_headers(frame: &[u8], start: usize) -> Result<Headers> {
         ethertype::IPV4 => parse_ipv4(frame, l3, &mut h)?,
         ethertype::IPV6 => parse_ipv6(frame, l3, &mut h)?,
         ethertype::ARP => {
-            const ARP_LEN: usize = 28;
-            if avail(l3) < ARP_LEN {
-                return Err(Error::truncated(Layer::Arp, ARP_LEN, avail(l3)));
-            }
+            crate::arp::Packet::new_checked(frame.get(l3..).unwrap_or_default())?;
             h.l3 = L3Kind::Arp;
-            h.l3_len = ARP_LEN as u16;
-            h.l4_offset = h.l3_offset + ARP_LEN as u16;
+            h.l3_len = crate::arp::PACKET_LEN as u32;
+            h.l4_offset = off16(Layer::Arp, l3 + crate::arp::PACKET_LEN)?;
             h.payload = h.l4_offset;
+            h.l4_end = len32(h.l3_end());
             return Ok(h);
         }
         other => {
             h.l3 = L3Kind::Other(other);
-            h.l3_len = u16::try_from(avail(l3)).unwrap_or(u16::MAX);
+            h.l3_len = len32(avail(l3));
             h.l4_offset = h.l3_offset;
             h.payload = h.l3_offset;
+            h.l4_end = len32(h.l3_end());
             return Ok(h);
         }
     }
@@ -482,7 +557,7 @@ fn parse_ipv4(frame: &[u8], l3: usize, h: &mut Headers) -> Result<()> {
         _ => Fragment::Later,
     };
     h.l3 = L3Kind::Ipv4;
-    h.l3_len = total as u16;
+    h.l3_len = total as u32;
     h.protocol = byte(frame, l3 + 9).unwrap_or(0);
     h.l4_offset = off16(Layer::Ipv4, l3 + ihl)?;
     Ok(())
@@ -501,65 +576,93 @@ fn parse_ipv6(frame: &[u8], l3: usize, h: &mut Headers) -> Result<()> {
     if have < total {
         return Err(Error::truncated(Layer::Ipv6, total, have));
     }
-    let Ok(total16) = u16::try_from(total) else {
-        return Err(Error::invalid(
-            Layer::Ipv6,
-            "payload_len",
-            total as u32 - 40,
-        ));
-    };
     let nh = byte(frame, l3 + 6).unwrap_or(0);
     let exts = frame.get(l3 + 40..l3 + total).unwrap_or_default();
     let chain = ipv6::ext::walk(nh, exts)?;
     h.frag = match chain.fragment {
         None => Fragment::None,
+        // An atomic fragment (RFC 6946) is a whole packet.
+        Some(f) if f.is_first() && !f.more => Fragment::None,
         Some(f) if f.is_first() => Fragment::First,
         Some(_) => Fragment::Later,
     };
     h.l3 = L3Kind::Ipv6;
-    h.l3_len = total16;
+    h.l3_len = total as u32;
     h.protocol = chain.next_header;
     h.l4_offset = off16(Layer::Ipv6, l3 + 40 + chain.len)?;
     Ok(())
 }
 
+/// The length of a GRE header from its first word (RFC 2784 / RFC 2890 for version
+/// 0: base, checksum (C, or the deprecated R), key, sequence; RFC 2637 for version 1,
+/// PPTP's enhanced GRE: base, key, sequence (S), acknowledgement (A)).
+fn gre_header_len(word: u16) -> usize {
+    let bit = |mask: u16| usize::from(word & mask != 0) * 4;
+    match word & gre::VERSION_MASK {
+        0 => {
+            4 + usize::from(word & (gre::FLAG_C | gre::FLAG_R) != 0) * 4
+                + bit(gre::FLAG_K)
+                + bit(gre::FLAG_S)
+        }
+        1 => 8 + bit(gre::FLAG_S) + bit(0x0080),
+        _ => 4,
+    }
+}
+
 /// Decodes the transport header at `h.l4_offset`, bounded by the IP packet's end.
+/// A first fragment never fails here: its transport header is decoded if it fits.
 #[inline]
 fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
     let l4 = usize::from(h.l4_offset);
     let end = h.l3_end();
     let have = end.saturating_sub(l4);
     h.payload = h.l4_offset;
+    h.l4_end = len32(end);
     if h.frag == Fragment::Later {
         h.l4 = L4Kind::None;
         return Ok(());
     }
-    let (kind, hdr_len) = match h.protocol {
+    let first = h.frag == Fragment::First;
+    // In a first fragment a short transport header is not an error: there is
+    // simply no decoded header.
+    let short = |layer: Layer, need: usize| -> Result<usize> {
+        if first {
+            Ok(0)
+        } else {
+            Err(Error::truncated(layer, need, have))
+        }
+    };
+    let (kind, layer, hdr_len) = match h.protocol {
         protocol::TCP => {
-            if have < 20 {
-                return Err(Error::truncated(Layer::Tcp, 20, have));
-            }
             let doff = usize::from(byte(frame, l4 + 12).unwrap_or(0) >> 4) * 4;
-            if doff < 20 {
+            let len = if have < 20 {
+                short(Layer::Tcp, 20)?
+            } else if doff < 20 {
                 return Err(Error::invalid(Layer::Tcp, "data_offset", (doff / 4) as u32));
-            }
-            if have < doff {
-                return Err(Error::truncated(Layer::Tcp, doff, have));
-            }
-            (L4Kind::Tcp, doff)
+            } else if have < doff {
+                short(Layer::Tcp, doff)?
+            } else {
+                doff
+            };
+            (L4Kind::Tcp, Layer::Tcp, len)
         }
         protocol::UDP => {
             if have < 8 {
-                return Err(Error::truncated(Layer::Udp, 8, have));
+                (L4Kind::Udp, Layer::Udp, short(Layer::Udp, 8)?)
+            } else {
+                let len = usize::from(be16(frame, l4 + 4).unwrap_or(0));
+                if len < 8 {
+                    return Err(Error::invalid(Layer::Udp, "length", len as u32));
+                }
+                // A first fragment's UDP length covers the whole datagram.
+                if !first {
+                    if len > have {
+                        return Err(Error::truncated(Layer::Udp, len, have));
+                    }
+                    h.l4_end = len32(l4 + len);
+                }
+                (L4Kind::Udp, Layer::Udp, 8)
             }
-            let len = usize::from(be16(frame, l4 + 4).unwrap_or(0));
-            if len < 8 {
-                return Err(Error::invalid(Layer::Udp, "length", len as u32));
-            }
-            if len > have {
-                return Err(Error::truncated(Layer::Udp, len, have));
-            }
-            (L4Kind::Udp, 8)
         }
         protocol::ICMP | protocol::ICMPV6 => {
             let (kind, layer) = if h.protocol == protocol::ICMP {
@@ -567,28 +670,21 @@ fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
             } else {
                 (L4Kind::Icmpv6, Layer::Icmpv6)
             };
-            if have < 8 {
-                return Err(Error::truncated(layer, 8, have));
-            }
-            (kind, 8)
+            let len = if have < 8 { short(layer, 8)? } else { 8 };
+            (kind, layer, len)
         }
         protocol::GRE => {
-            // Base header plus the optional checksum, key and sequence words
-            // (RFC 2784, RFC 2890); the GRE codec validates the rest.
-            let flags = be16(frame, l4).unwrap_or(0);
-            let len = 4 + [0x8000u16, 0x2000, 0x1000]
-                .iter()
-                .filter(|&&f| flags & f != 0)
-                .count()
-                * 4;
-            if have < len {
-                return Err(Error::truncated(Layer::Gre, len, have));
-            }
-            (L4Kind::Gre, len)
+            let len = gre_header_len(be16(frame, l4).unwrap_or(0));
+            let len = if have < len {
+                short(Layer::Gre, len)?
+            } else {
+                len
+            };
+            (L4Kind::Gre, Layer::Gre, len)
         }
-        other => (L4Kind::Other(other), 0),
+        other => (L4Kind::Other(other), Layer::Ipv4, 0),
     };
     h.l4 = kind;
-    h.payload = off16(Layer::Tcp, l4 + hdr_len)?;
+    h.payload = off16(layer, l4 + hdr_len)?;
     Ok(())
 }

@@ -5,11 +5,13 @@
 //! The offsets `layout::parse` reports are checked against etherparse parsing the same
 //! bytes on its own (the whole frame, and the inner frame at the offset we report),
 //! and every checksum the builder wrote is checked with etherparse's own routines.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use etherparse::{
     IpNumber, Ipv4Options, Ipv6Extensions, Ipv6RawExtHeader, NetSlice, SlicedPacket,
     TcpOptionElement, TransportSlice,
 };
+use linerate_wire::Layer;
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::geneve::GeneveOption;
 use linerate_wire::layout::{self, Fragment, Headers, L3Kind, L4Kind, TunnelKind};
@@ -109,13 +111,13 @@ fn compare_with_etherparse<'a>(frame: &'a [u8], h: &Headers) -> &'a [u8] {
                 hdr.header_checksum(),
                 hdr.to_header().calc_header_checksum()
             );
-            assert_eq!(usize::from(h.l3_len), usize::from(hdr.total_len()));
+            assert_eq!(h.l3_len, u32::from(hdr.total_len()));
             (L3Kind::Ipv4, hdr.slice().len(), hdr.protocol().0)
         }
         Some(NetSlice::Ipv6(s)) => {
             let exts = s.extensions().slice().len();
             assert_eq!(
-                usize::from(h.l3_len),
+                h.l3_len as usize,
                 40 + usize::from(s.header().payload_length())
             );
             (L3Kind::Ipv6, 40 + exts, s.payload().ip_number.0)
@@ -218,7 +220,8 @@ proptest! {
             }
             (_, t, i) => prop_assert!(false, "tunnel {:?} inner {:?}", t, i),
         }
-        prop_assert_eq!(&frame[l.header_len()..l.innermost().l3_end()], &payload[..]);
+        prop_assert_eq!(&frame[l.payload_range()], &payload[..]);
+        prop_assert_eq!(l.tunnel_error, None);
 
         // Every strict prefix is refused with an error, never a panic.
         for cut in 0..frame.len() {
@@ -248,7 +251,7 @@ fn padding_after_ip_is_ignored() {
     frame.resize(60, 0xee);
     let l = layout::parse(&frame).unwrap();
     assert_eq!(l.outer.l3_end(), 14 + 20 + 8 + 2);
-    assert_eq!(&frame[l.header_len()..l.outer.l3_end()], b"ab");
+    assert_eq!(&frame[l.payload_range()], b"ab");
 }
 
 #[test]
@@ -281,7 +284,7 @@ fn fragments_have_no_transport_header() {
 
 #[test]
 fn typed_errors_name_the_layer() {
-    use linerate_wire::{Error, Layer};
+    use linerate_wire::Error;
     let frame = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::tcp(1, 2)).build(b"xyz");
     let mut bad = frame.clone();
     bad[14] = 0x44; // IHL 4
@@ -311,15 +314,21 @@ fn typed_errors_name_the_layer() {
             limit: 2
         }
     );
-    // VXLAN port but the I flag is clear: Linux drops it, so do we.
+    // VXLAN port but the I flag is clear: not a tunnel, and the reason is kept (the
+    // tunnel endpoint drops it, as Linux does); RSS can still use the outer headers.
     let mut vx = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::tcp(1, 2))
         .vxlan(7, Ip::v4([3; 4], [4; 4]))
         .build(b"");
     vx[14 + 20 + 8] = 0;
-    assert_eq!(layout::parse(&vx).unwrap_err().layer(), Layer::Vxlan);
+    let l = layout::parse(&vx).unwrap();
+    assert_eq!((l.tunnel, l.inner, l.outer.l4), (None, None, L4Kind::Udp));
+    assert_eq!(l.tunnel_error.map(|e| e.layer()), Some(Layer::Vxlan));
     // The same bytes with tunnels off parse as plain UDP.
     let l = layout::Config::PLAIN.parse(&vx).unwrap();
-    assert_eq!((l.outer.l4, l.tunnel), (L4Kind::Udp, None));
+    assert_eq!(
+        (l.outer.l4, l.tunnel, l.tunnel_error),
+        (L4Kind::Udp, None, None)
+    );
 }
 
 #[test]
@@ -337,4 +346,190 @@ fn configurable_ports() {
     let mut full = layout::PortSet::new(&[1, 2, 3, 4]).unwrap();
     assert!(full.insert(5).is_err());
     assert!(full.insert(4).is_ok());
+}
+
+#[test]
+fn udp_shorter_than_its_ip_payload() {
+    // UDP length 10 in an IP payload of 14: the datagram ends at the UDP length.
+    let mut frame = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::udp(1, 2)).build(b"abcdef");
+    frame[14 + 20 + 5] = 10;
+    let l = layout::parse(&frame).unwrap();
+    assert_eq!(&frame[l.payload_range()], b"ab");
+    assert_eq!(l.outer.l3_end(), 14 + 20 + 14);
+}
+
+#[test]
+fn first_fragments_parse_whatever_their_transport_length() {
+    // A first fragment of a 3000-byte UDP datagram carries 1480 bytes of it.
+    for ip in [Ip::v4([1; 4], [2; 4]), Ip::v6([1; 16], [2; 16])] {
+        let ip = match ip {
+            Ip::V4(mut h) => {
+                h.dont_fragment = false;
+                h.more_fragments = true;
+                Ip::V4(h)
+            }
+            Ip::V6(h, mut exts) => {
+                exts.fragment = Some(etherparse::Ipv6FragmentHeader::new(
+                    IpNumber::UDP,
+                    etherparse::IpFragOffset::ZERO,
+                    true,
+                    99,
+                ));
+                Ip::V6(h, exts)
+            }
+        };
+        let mut frame = FrameBuilder::new(ip, L4::udp(5000, 4789)).build(&[0u8; 1472]);
+        let l = layout::parse(&frame).unwrap();
+        let udp = usize::from(l.outer.l4_offset);
+        frame[udp + 4..udp + 6].copy_from_slice(&3008u16.to_be_bytes());
+        let l = layout::parse(&frame).unwrap();
+        assert_eq!(
+            (l.outer.frag, l.outer.l4, l.tunnel),
+            (Fragment::First, L4Kind::Udp, None)
+        );
+        assert_eq!(l.outer.l4_header_len(), 8);
+        // A first fragment too short for a TCP header still parses, undecoded.
+        let cut = &frame[..udp + 4];
+        let mut short = cut.to_vec();
+        let l3 = usize::from(l.outer.l3_offset);
+        if l.outer.l3 == L3Kind::Ipv4 {
+            let total = (short.len() - l3) as u16;
+            short[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
+            short[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+        } else {
+            let plen = (short.len() - l3 - 40) as u16;
+            short[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+        }
+        let l = layout::parse(&short).unwrap();
+        assert_eq!((l.outer.l4, l.outer.l4_header_len()), (L4Kind::Udp, 0));
+    }
+}
+
+#[test]
+fn ipv6_atomic_fragment_is_whole() {
+    let Ip::V6(h, mut exts) = Ip::v6([1; 16], [2; 16]) else {
+        unreachable!()
+    };
+    exts.fragment = Some(etherparse::Ipv6FragmentHeader::new(
+        IpNumber::UDP,
+        etherparse::IpFragOffset::ZERO,
+        false,
+        7,
+    ));
+    let frame = FrameBuilder::new(Ip::V6(h, exts), L4::udp(1, 2))
+        .vxlan(5, Ip::v4([3; 4], [4; 4]))
+        .build(b"x");
+    assert_eq!(layout::parse(&frame).unwrap().outer.frag, Fragment::None);
+    // And as the inner packet of a tunnel, which is then still decoded.
+    assert_eq!(
+        layout::parse(&frame).unwrap().tunnel.map(|t| t.vni),
+        Some(5)
+    );
+}
+
+#[test]
+fn ipv6_payload_up_to_64k() {
+    let frame = FrameBuilder::new(Ip::v6([1; 16], [2; 16]), L4::tcp(1, 2)).build(&[7; 65515]);
+    let l = layout::parse(&frame).unwrap();
+    assert_eq!(l.outer.l3_len, 40 + 65535);
+    assert_eq!(l.payload_range().len(), 65515);
+}
+
+#[test]
+fn other_gre_is_plain() {
+    // PPTP's enhanced GRE (version 1, key, sequence): plain GRE with its own length.
+    let mut pptp = vec![0x30, 0x01, 0x88, 0x0b, 0, 8, 0, 1, 0, 0, 0, 9];
+    pptp.extend_from_slice(&[0xff, 0x03, 0, 0x21, 0, 0, 0, 0]);
+    let frame = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::Raw(47)).build(&pptp);
+    let l = layout::parse(&frame).unwrap();
+    assert_eq!(
+        (l.outer.l4, l.tunnel, l.tunnel_error),
+        (L4Kind::Gre, None, None)
+    );
+    assert_eq!(l.outer.l4_header_len(), 12);
+    // GRE version 0 carrying IPv4 with a reserved bit set: plain GRE too.
+    let gre_ip = [0x00, 0x40, 0x08, 0x00, 0x45, 0, 0, 20];
+    let frame = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::Raw(47)).build(&gre_ip);
+    let l = layout::parse(&frame).unwrap();
+    assert_eq!(
+        (l.outer.l4, l.tunnel, l.outer.l4_header_len()),
+        (L4Kind::Gre, None, 4)
+    );
+    // GRE carrying Ethernet with the routing bit: a tunnel header we refuse, reported.
+    let mut nvgre = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::tcp(1, 2))
+        .nvgre(9, 1, Ip::v4([3; 4], [4; 4]))
+        .build(b"");
+    nvgre[14 + 20] |= 0x40;
+    let l = layout::parse(&nvgre).unwrap();
+    assert_eq!(l.tunnel_error.map(|e| e.layer()), Some(Layer::Gre));
+}
+
+#[test]
+fn tunnel_flags() {
+    let l4 = || L4::tcp(1, 2);
+    let v4 = || Ip::v4([3; 4], [4; 4]);
+    let f = FrameBuilder::new(v4(), l4())
+        .vxlan(1, v4())
+        .outer_udp_checksum(true)
+        .build(b"a");
+    assert!(
+        layout::parse(&f)
+            .unwrap()
+            .tunnel
+            .unwrap()
+            .flags
+            .outer_udp_csum
+    );
+    let f = FrameBuilder::new(v4(), l4()).vxlan(1, v4()).build(b"a");
+    assert!(
+        !layout::parse(&f)
+            .unwrap()
+            .tunnel
+            .unwrap()
+            .flags
+            .outer_udp_csum
+    );
+    let f = FrameBuilder::new(v4(), l4()).nvgre(1, 2, v4()).build(b"a");
+    let t = layout::parse(&f).unwrap().tunnel.unwrap();
+    assert!(t.flags.gre_key && !t.flags.gre_csum && !t.flags.gre_seq);
+    let crit = GeneveOption {
+        class: 1,
+        kind: 0x80,
+        data: &[],
+    };
+    let f = FrameBuilder::new(v4(), l4())
+        .geneve(1, &[crit], v4())
+        .build(b"a");
+    let t = layout::parse(&f).unwrap().tunnel.unwrap();
+    assert!(t.flags.critical && !t.flags.oam);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Random bytes rarely get past Ethernet; damaged real frames reach every layer.
+    #[test]
+    fn damaged_frames_never_panic(
+        inner_ip in ip_strategy(),
+        (l4, _) in l4_strategy(),
+        tun in tunnel_strategy(),
+        outer_ip in ip_strategy(),
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+        cut in any::<usize>(),
+    ) {
+        let b = FrameBuilder::new(inner_ip, l4);
+        let b = match tun {
+            Tun::None => b,
+            Tun::Vxlan(v) => b.vxlan(v, outer_ip),
+            Tun::Geneve(v, _) => b.geneve(v, &[], outer_ip),
+            Tun::Nvgre(v, f) => b.nvgre(v, f, outer_ip),
+        };
+        let mut frame = b.build(b"payload bytes");
+        for (at, v) in edits {
+            let n = frame.len();
+            frame[at % n] = v;
+        }
+        frame.truncate(cut % (frame.len() + 1));
+        linerate_wire::harness::layout(&frame);
+    }
 }

@@ -70,6 +70,14 @@ pub fn walk(mut next_header: u8, data: &[u8]) -> Result<ExtChain> {
                 limit: MAX_EXTENSIONS,
             });
         }
+        // RFC 8200 section 4.1: Hop-by-Hop Options only right after the fixed header.
+        if next_header == HOP_BY_HOP && chain.count > 0 {
+            return Err(Error::invalid(
+                Layer::Ipv6Ext,
+                "next_header",
+                u32::from(HOP_BY_HOP),
+            ));
+        }
         let rest = data.get(off..).unwrap_or_default();
         let (Some(&nh), Some(&len_byte)) = (rest.first(), rest.get(1)) else {
             return Err(Error::truncated(Layer::Ipv6Ext, 8, rest.len()));
@@ -130,15 +138,17 @@ mod tests {
 
     #[test]
     fn chain_written_by_etherparse() {
-        let mut exts = Ipv6Extensions::default();
-        exts.hop_by_hop_options = Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[0; 14]).unwrap());
-        exts.destination_options = Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1; 6]).unwrap());
-        exts.fragment = Some(Ipv6FragmentHeader::new(
-            IpNumber(0),
-            etherparse::IpFragOffset::ZERO,
-            true,
-            0xdead_beef,
-        ));
+        let mut exts = Ipv6Extensions {
+            hop_by_hop_options: Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[0; 14]).unwrap()),
+            destination_options: Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1; 6]).unwrap()),
+            fragment: Some(Ipv6FragmentHeader::new(
+                IpNumber(0),
+                etherparse::IpFragOffset::ZERO,
+                true,
+                0xdead_beef,
+            )),
+            ..Ipv6Extensions::default()
+        };
         let mut bytes = Vec::new();
         let first = exts.set_next_headers(IpNumber::TCP);
         assert_eq!(first, IpNumber::IPV6_HEADER_HOP_BY_HOP);
@@ -155,6 +165,17 @@ mod tests {
                 ident: 0xdead_beef
             })
         );
+    }
+
+    #[test]
+    fn hop_by_hop_only_first() {
+        // Destination options, then a hop-by-hop header: refused (Linux drops it too).
+        let bytes = [0, 0, 1, 4, 0, 0, 0, 0, 6, 0, 1, 4, 0, 0, 0, 0];
+        assert_eq!(
+            walk(DEST_OPTS, &bytes).unwrap_err(),
+            Error::invalid(Layer::Ipv6Ext, "next_header", 0)
+        );
+        assert_eq!(walk(HOP_BY_HOP, &bytes[8..]).unwrap().next_header, 6);
     }
 
     #[test]
