@@ -201,7 +201,7 @@ fn tunnel_layers(
             plan.push(udp::tunnel(frame, outer, plan.hdr_len, outer_csum)?.ok_or(mismatch)?);
         }
         (GsoTunnel::Gre { csum }, TunnelKind::Nvgre) => {
-            plan.push(tunnel::gre(frame, outer, csum).ok_or(mismatch)?);
+            plan.push(tunnel::gre(frame, outer, &t, csum).ok_or(mismatch)?);
         }
         _ => return Err(mismatch),
     }

@@ -13,7 +13,7 @@ use super::plan::Layer;
 use crate::csum::put16;
 use linerate_wire::checksum;
 use linerate_wire::gre;
-use linerate_wire::layout::Headers;
+use linerate_wire::layout::{Headers, Tunnel};
 
 /// A GRE header's fix-up.
 #[derive(Debug, Clone, Copy)]
@@ -38,15 +38,19 @@ impl Gre {
     }
 }
 
-/// The layer for the GRE header of `outer`; `None` if it is not a GRE header this
-/// crate accepts, or if `want_csum` and it has no checksum.
-pub(super) fn gre(frame: &[u8], outer: &Headers, want_csum: bool) -> Option<Layer> {
-    let (l4, end) = (usize::from(outer.l4_offset), usize::from(outer.payload));
-    let p = gre::Packet::new_checked(frame.get(l4..outer.l3_end())?).ok()?;
-    let csum = p.checksum_present();
+/// The layer for the GRE header of `outer` (whose checksum flag the layout read);
+/// `None` if `want_csum` and the header has no checksum.
+pub(super) fn gre(
+    frame: &[u8],
+    outer: &Headers,
+    tunnel: &Tunnel,
+    want_csum: bool,
+) -> Option<Layer> {
+    let csum = tunnel.flags.gre_csum;
     if want_csum && !csum {
         return None;
     }
+    let (l4, end) = (usize::from(outer.l4_offset), usize::from(outer.payload));
     let part =
         |from: usize, to: usize| checksum::partial(frame.get(from..to).unwrap_or_default(), 0);
     let at = l4 + gre::field::OPTIONAL;

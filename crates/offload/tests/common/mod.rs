@@ -251,10 +251,15 @@ pub fn max_payload(spec: &Spec) -> usize {
     let l = layout::parse(&empty).unwrap();
     let outer = &l.outer;
     let gre_csum = usize::from(matches!(spec.tunnel, Tunnel::Nvgre { csum: true })) * 4;
-    // IPv4's total length is 16 bits; so is IPv6's payload length, but
-    // linerate-wire's layout keeps the whole IPv6 packet's length in 16 bits too.
+    // IPv4's total length is 16 bits; IPv6's payload length (without the fixed
+    // header) too.
     let ip_overhead = empty.len() - usize::from(outer.l3_offset) + gre_csum;
-    65535 - ip_overhead
+    let v6 = if spec.tunnel == Tunnel::None {
+        spec.ip_v6
+    } else {
+        spec.outer_v6
+    };
+    65535 + if v6 { 40 } else { 0 } - ip_overhead
 }
 
 /// Deterministic payload bytes.
