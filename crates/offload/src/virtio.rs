@@ -478,7 +478,9 @@ impl VirtioNetHdr {
     ///
     /// `hdr_len` counts the headers up to and including the segmented transport
     /// header (the inner one in a UDP tunnel, as the virtio specification asks);
-    /// it is zero without GSO, as Linux writes it.
+    /// it is zero without GSO, as Linux writes it. `Checksum::Verified` with more
+    /// than two levels is written as two (`csum_level` 1 is the most virtio says);
+    /// with zero levels, as nothing verified.
     pub fn from_meta(meta: &OffloadMeta, frame: &[u8]) -> Result<VirtioNetHdr, VirtioError> {
         let parsed;
         let l = match &meta.layout {
@@ -515,9 +517,13 @@ impl VirtioNetHdr {
                 GsoTunnel::None => &l.outer,
                 GsoTunnel::Gre { .. } => return Err(VirtioError::Unrepresentable),
                 GsoTunnel::Udp { outer_csum } => {
+                    let udp_tunnel = l.tunnel.is_some_and(|tn| {
+                        matches!(tn.kind, TunnelKind::Vxlan | TunnelKind::Geneve)
+                    });
                     let inner = l
                         .inner
                         .as_ref()
+                        .filter(|_| udp_tunnel)
                         .ok_or(VirtioError::GsoMismatch { gso_type: t })?;
                     if !matches!(meta.csum, Checksum::Partial { .. }) {
                         return Err(VirtioError::TunnelNeedsPartial);

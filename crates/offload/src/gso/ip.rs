@@ -9,7 +9,7 @@
 //! IPv6: the payload length (extension headers are copied and counted in it).
 
 use super::GsoError;
-use super::plan::{Layer, Seg};
+use super::plan::{Net, Seg};
 use crate::csum::{be16, put16};
 use linerate_wire::layout::{Headers, L3Kind};
 use linerate_wire::{Layer as WireLayer, checksum, ipv4, ipv6};
@@ -75,7 +75,7 @@ impl Ipv6 {
 
 /// The layer for the network header of `h`, whose segments' headers end at
 /// `hdr_len`; `None` if `h` is not IP.
-pub(super) fn layer(frame: &[u8], h: &Headers, hdr_len: usize, fixed_id: bool) -> Option<Layer> {
+pub(super) fn layer(frame: &[u8], h: &Headers, hdr_len: usize, fixed_id: bool) -> Option<Net> {
     let (l3, l4) = (usize::from(h.l3_offset), usize::from(h.l4_offset));
     let part = |r: core::ops::Range<usize>| {
         checksum::partial(frame.get(l3 + r.start..l3 + r.end).unwrap_or_default(), 0)
@@ -91,7 +91,7 @@ pub(super) fn layer(frame: &[u8], h: &Headers, hdr_len: usize, fixed_id: bool) -
                     part(ipv4::field::SRC_ADDR.start..hlen),
                 ),
             );
-            Some(Layer::Ipv4(Ipv4 {
+            Some(Net::V4(Ipv4 {
                 off: l3,
                 tail,
                 base,
@@ -104,7 +104,7 @@ pub(super) fn layer(frame: &[u8], h: &Headers, hdr_len: usize, fixed_id: bool) -
                 part(ipv6::field::VER_TC_FLOW),
                 part(ipv6::field::NXT_HDR..hlen),
             );
-            Some(Layer::Ipv6(Ipv6 {
+            Some(Net::V6(Ipv6 {
                 off: l3,
                 tail,
                 base,

@@ -4,10 +4,10 @@
 //! Building walks the headers outermost first, as Linux's `skb_mac_gso_segment`
 //! descends through `inet_gso_segment` / `ipv6_gso_segment`, the tunnel's
 //! `gso_segment` and the transport's: each step checks its own header against the
-//! request and pushes one [`Layer`]. Applying runs the layers innermost first, each
-//! fixing its own header and passing outward the one's-complement sum of everything
-//! from its header to the end of the segment (what an enclosing UDP or GRE checksum
-//! covers).
+//! request and makes its layer (in `ip`, `udp`, `tunnel`, `tcp`). Applying runs the
+//! layers innermost first, each fixing its own header and passing outward the
+//! one's-complement sum of everything from its header to the end of the segment
+//! (what an enclosing UDP or GRE checksum covers).
 
 use super::{CsumMode, GsoError, ip, tcp, tunnel, udp};
 use crate::meta::{Checksum, Gso, GsoTunnel};
@@ -32,49 +32,91 @@ pub(super) struct Seg {
     pub payload_sum: u32,
 }
 
-/// One header's fix-up.
+/// A network header: IPv4 or IPv6.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Layer {
-    /// Bytes copied unchanged (Ethernet and VLAN tags, VXLAN, GENEVE): their sum.
-    Opaque(u32),
+pub(super) enum Net {
     /// An IPv4 header.
-    Ipv4(ip::Ipv4),
+    V4(ip::Ipv4),
     /// An IPv6 header and its extension headers.
-    Ipv6(ip::Ipv6),
-    /// A GRE header.
-    Gre(tunnel::Gre),
-    /// A UDP header: the segmented one (USO) or a tunnel's.
-    Udp(udp::Udp),
-    /// The segmented TCP header.
-    Tcp(tcp::Tcp),
+    V6(ip::Ipv6),
 }
 
-impl Layer {
-    /// Fixes this layer's header in `hdr` (the segment's headers) for `seg`, given
-    /// the sum of everything after the header, and returns the sum from the header's
-    /// start to the end of the segment.
+impl Net {
     #[inline]
     fn fix(&self, hdr: &mut [u8], seg: &Seg, below: u32) -> u32 {
         match self {
-            Layer::Opaque(sum) => checksum::combine(*sum, below),
-            Layer::Ipv4(l) => l.fix(hdr, seg, below),
-            Layer::Ipv6(l) => l.fix(hdr, seg, below),
-            Layer::Gre(l) => l.fix(hdr, below),
-            Layer::Udp(l) => l.fix(hdr, seg, below),
-            Layer::Tcp(l) => l.fix(hdr, seg, below),
+            Net::V4(l) => l.fix(hdr, seg, below),
+            Net::V6(l) => l.fix(hdr, seg, below),
         }
     }
 }
 
-/// Most layers a frame has: outer IP, UDP or GRE, tunnel header and inner
-/// Ethernet, inner IP, transport.
-const MAX_LAYERS: usize = 5;
+/// The segmented transport header.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Transport {
+    /// TCP (TSO).
+    Tcp(tcp::Tcp),
+    /// UDP (USO).
+    Udp(udp::Udp),
+}
 
-/// The layers of one super-frame and how it divides.
+impl Transport {
+    #[inline]
+    fn fix(&self, hdr: &mut [u8], seg: &Seg, payload_sum: u32) -> u32 {
+        match self {
+            Transport::Tcp(l) => l.fix(hdr, seg, payload_sum),
+            Transport::Udp(l) => l.fix(hdr, seg, payload_sum),
+        }
+    }
+
+    /// Offset of the checksum field in the header.
+    fn csum_offset(&self) -> u16 {
+        match self {
+            Transport::Tcp(_) => linerate_wire::tcp::field::CHECKSUM.start as u16,
+            Transport::Udp(_) => linerate_wire::udp::field::CHECKSUM.start as u16,
+        }
+    }
+}
+
+/// The header a tunnel puts on the outer IP packet: UDP (VXLAN, GENEVE) or GRE.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Encap {
+    /// The outer UDP header.
+    Udp(udp::Udp),
+    /// The GRE header.
+    Gre(tunnel::Gre),
+}
+
+impl Encap {
+    #[inline]
+    fn fix(&self, hdr: &mut [u8], seg: &Seg, below: u32) -> u32 {
+        match self {
+            Encap::Udp(l) => l.fix(hdr, seg, below),
+            Encap::Gre(l) => l.fix(hdr, below),
+        }
+    }
+}
+
+/// The headers of a tunnel, outside the segmented IP packet.
+#[derive(Debug, Clone, Copy)]
+struct TunnelLayers {
+    /// The outer IP header.
+    outer_ip: Net,
+    /// The outer UDP or the GRE header.
+    encap: Encap,
+    /// Sum of what lies between it and the inner IP header, copied unchanged: the
+    /// VXLAN or GENEVE header and the inner Ethernet header.
+    opaque: u32,
+}
+
+/// The layers of one super-frame and how it divides: the transport in its IP
+/// packet, in a tunnel or not. The nesting is fixed, so applying the plan is
+/// straight-line code; what each header does is its own module's business.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Plan {
-    layers: [Layer; MAX_LAYERS],
-    n: usize,
+    transport: Transport,
+    ip: Net,
+    tunnel: Option<TunnelLayers>,
     /// Bytes of headers copied into every segment.
     pub hdr_len: usize,
     /// Payload bytes of the super-frame.
@@ -108,25 +150,19 @@ impl Plan {
             return Err(GsoError::Fragment);
         }
         let hdr_len = usize::from(seg_h.payload);
-        let mut plan = Plan {
-            layers: [Layer::Opaque(0); MAX_LAYERS],
-            n: 0,
-            hdr_len,
-            payload_len: 0,
-            mss: usize::from(gso.size),
-            csum_out: Checksum::None,
-        };
         // The frame ends where the outer IP packet does: no trailing bytes.
         ip::check_end(outer, frame.len())?;
         // The outer Ethernet header is copied unchanged and no checksum covers it:
         // it needs no layer.
+        let tunnel = match gso.tunnel {
+            GsoTunnel::None => None,
+            t => Some(
+                tunnel_layers(frame, layout, seg_h, hdr_len, gso)?
+                    .ok_or(GsoError::TunnelMismatch { tunnel: t })?,
+            ),
+        };
         let kind_mismatch = GsoError::KindMismatch { kind: gso.kind };
-        if gso.tunnel != GsoTunnel::None {
-            let outer_ip = ip::layer(frame, outer, hdr_len, gso.outer_fixed_id);
-            plan.push(outer_ip.ok_or(GsoError::TunnelMismatch { tunnel: gso.tunnel })?);
-            tunnel_layers(&mut plan, frame, layout, seg_h, gso.tunnel)?;
-        }
-        plan.push(ip::layer(frame, seg_h, hdr_len, gso.fixed_id).ok_or(kind_mismatch)?);
+        let ip = ip::layer(frame, seg_h, hdr_len, gso.fixed_id).ok_or(kind_mismatch)?;
         let transport = match seg_h.l4 {
             L4Kind::Tcp => tcp::layer(frame, seg_h, hdr_len, mode),
             _ => {
@@ -137,27 +173,23 @@ impl Plan {
                 udp::segmented(frame, seg_h, hdr_len, csum)?
             }
         }
-        .ok_or(GsoError::KindMismatch { kind: gso.kind })?;
-        plan.payload_len = seg_h.l3_end().saturating_sub(hdr_len);
-        if mode == CsumMode::LeavePartial {
-            plan.csum_out = Checksum::Partial {
+        .ok_or(kind_mismatch)?;
+        let csum_out = match mode {
+            CsumMode::Complete => Checksum::None,
+            CsumMode::LeavePartial => Checksum::Partial {
                 start: seg_h.l4_offset,
                 offset: transport.csum_offset(),
-            };
-        }
-        plan.push(transport.layer);
-        Ok(plan)
-    }
-
-    fn push(&mut self, l: Layer) {
-        debug_assert!(
-            self.n < MAX_LAYERS,
-            "a frame has at most {MAX_LAYERS} layers"
-        );
-        if let Some(slot) = self.layers.get_mut(self.n) {
-            *slot = l;
-            self.n += 1;
-        }
+            },
+        };
+        Ok(Plan {
+            transport,
+            ip,
+            tunnel,
+            hdr_len,
+            payload_len: seg_h.l3_end().saturating_sub(hdr_len),
+            mss: usize::from(gso.size),
+            csum_out,
+        })
     }
 
     /// Number of segments: at least one, even without payload.
@@ -172,62 +204,56 @@ impl Plan {
         payload.chunks(self.mss.max(1)).chain(empty)
     }
 
-    /// Fixes every header of one segment, innermost first.
+    /// Fixes every header of one segment, innermost first, each passing outward
+    /// the sum of what it covers.
     #[inline]
     pub fn fix(&self, hdr: &mut [u8], seg: &Seg) {
-        let mut below = seg.payload_sum;
-        for l in self.layers.get(..self.n).unwrap_or_default().iter().rev() {
-            below = l.fix(hdr, seg, below);
+        let below = self.transport.fix(hdr, seg, seg.payload_sum);
+        let below = self.ip.fix(hdr, seg, below);
+        if let Some(t) = &self.tunnel {
+            let below = checksum::combine(t.opaque, below);
+            let below = t.encap.fix(hdr, seg, below);
+            t.outer_ip.fix(hdr, seg, below);
         }
     }
 }
 
-/// The layers between the outer and the inner IP header: the tunnel's UDP or GRE
-/// header, the tunnel header and the inner Ethernet header.
+/// The layers of a tunnel around the segmented IP packet `inner`: the outer IP
+/// header, the tunnel's UDP or GRE header, and the tunnel header and inner
+/// Ethernet header between it and `inner`. `None` if the outer header is not IP.
 fn tunnel_layers(
-    plan: &mut Plan,
     frame: &[u8],
     layout: &Layout,
     inner: &Headers,
-    tunnel: GsoTunnel,
-) -> Result<(), GsoError> {
+    hdr_len: usize,
+    gso: &Gso,
+) -> Result<Option<TunnelLayers>, GsoError> {
     let outer = &layout.outer;
-    let mismatch = GsoError::TunnelMismatch { tunnel };
+    let mismatch = GsoError::TunnelMismatch { tunnel: gso.tunnel };
     let t = layout.tunnel.ok_or(mismatch)?;
     // The inner packet fills the tunnel to the end of the outer packet.
     ip::check_end(inner, outer.l3_end())?;
-    match (tunnel, t.kind) {
+    let encap = match (gso.tunnel, t.kind) {
         (GsoTunnel::Udp { outer_csum }, TunnelKind::Vxlan | TunnelKind::Geneve) => {
-            plan.push(udp::tunnel(frame, outer, plan.hdr_len, outer_csum)?.ok_or(mismatch)?);
+            udp::tunnel(frame, outer, hdr_len, outer_csum)?
         }
-        (GsoTunnel::Gre { csum }, TunnelKind::Nvgre) => {
-            plan.push(tunnel::gre(frame, outer, &t, csum).ok_or(mismatch)?);
-        }
-        _ => return Err(mismatch),
+        (GsoTunnel::Gre { csum }, TunnelKind::Nvgre) => tunnel::gre(frame, outer, &t, csum),
+        _ => None,
     }
+    .ok_or(mismatch)?;
     // After the UDP or GRE header: the tunnel header (VXLAN, GENEVE; NVGRE has none
     // beyond GRE's) and the inner Ethernet header, copied unchanged.
-    plan.push(Layer::Opaque(sum(
-        frame,
-        usize::from(outer.payload),
-        inner.l3_offset,
-    )));
-    Ok(())
+    let opaque = sum(frame, usize::from(outer.payload), inner.l3_offset);
+    Ok(
+        ip::layer(frame, outer, hdr_len, gso.outer_fixed_id).map(|outer_ip| TunnelLayers {
+            outer_ip,
+            encap,
+            opaque,
+        }),
+    )
 }
 
 /// The sum of `frame[from..to]` (empty if out of range).
 fn sum(frame: &[u8], from: usize, to: u16) -> u32 {
     checksum::partial(frame.get(from..usize::from(to)).unwrap_or_default(), 0)
-}
-
-/// A transport layer and where its checksum field is.
-pub(super) struct Transport {
-    pub layer: Layer,
-    pub csum_field: usize,
-}
-
-impl Transport {
-    fn csum_offset(&self) -> u16 {
-        self.csum_field as u16
-    }
 }

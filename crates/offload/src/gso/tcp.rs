@@ -8,7 +8,7 @@
 //! partial (the pseudo-header sum in the field).
 
 use super::CsumMode;
-use super::plan::{Layer, Seg, Transport};
+use super::plan::{Seg, Transport};
 use crate::csum::{be16, be32, pseudo_addr_sum, put16, put32};
 use linerate_wire::checksum;
 use linerate_wire::layout::Headers;
@@ -94,16 +94,13 @@ pub(super) fn layer(
         ),
     );
     let pseudo = pseudo_addr_sum(frame, h)?;
-    Some(Transport {
-        layer: Layer::Tcp(Tcp {
-            off: l4,
-            tail: hdr_len.saturating_sub(l4),
-            base,
-            seq0: be32(frame, l4 + tcp::field::SEQ_NUM.start).unwrap_or(0),
-            flags0: be16(frame, l4 + tcp::field::FLAGS.start).unwrap_or(0),
-            pseudo: checksum::combine(pseudo, u32::from(h.protocol)),
-            partial: mode == CsumMode::LeavePartial,
-        }),
-        csum_field: tcp::field::CHECKSUM.start,
-    })
+    Some(Transport::Tcp(Tcp {
+        off: l4,
+        tail: hdr_len.saturating_sub(l4),
+        base,
+        seq0: be32(frame, l4 + tcp::field::SEQ_NUM.start).unwrap_or(0),
+        flags0: be16(frame, l4 + tcp::field::FLAGS.start).unwrap_or(0),
+        pseudo: checksum::combine(pseudo, u32::from(h.protocol)),
+        partial: mode == CsumMode::LeavePartial,
+    }))
 }

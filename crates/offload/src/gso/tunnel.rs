@@ -9,7 +9,7 @@
 //! fix-up: they are copied as they are (see the plan), and their UDP header is
 //! [`super::udp`]'s.
 
-use super::plan::Layer;
+use super::plan::Encap;
 use crate::csum::put16;
 use linerate_wire::checksum;
 use linerate_wire::gre;
@@ -45,7 +45,7 @@ pub(super) fn gre(
     outer: &Headers,
     tunnel: &Tunnel,
     want_csum: bool,
-) -> Option<Layer> {
+) -> Option<Encap> {
     let csum = tunnel.flags.gre_csum;
     if want_csum && !csum {
         return None;
@@ -59,7 +59,7 @@ pub(super) fn gre(
     } else {
         part(l4, end)
     };
-    Some(Layer::Gre(Gre {
+    Some(Encap::Gre(Gre {
         off: l4,
         base,
         csum,

@@ -9,7 +9,7 @@
 //! IPv4; over IPv6 zero is kept only where the super-frame had it, RFC 6935).
 
 use super::GsoError;
-use super::plan::{Layer, Seg, Transport};
+use super::plan::{Encap, Seg, Transport};
 use crate::csum::{be16, mangle_zero, pseudo_addr_sum, put16};
 use linerate_wire::layout::{Headers, L3Kind};
 use linerate_wire::{Layer as WireLayer, checksum, ipv4, udp};
@@ -101,10 +101,7 @@ pub(super) fn segmented(
     csum: Csum,
 ) -> Result<Option<Transport>, GsoError> {
     check_len(frame, h)?;
-    Ok(new(frame, h, hdr_len, csum).map(|u| Transport {
-        layer: Layer::Udp(u),
-        csum_field: udp::field::CHECKSUM.start,
-    }))
+    Ok(new(frame, h, hdr_len, csum).map(Transport::Udp))
 }
 
 /// The layer for the outer UDP header of a tunnel in `outer`; the checksum is
@@ -114,7 +111,7 @@ pub(super) fn tunnel(
     outer: &Headers,
     hdr_len: usize,
     outer_csum: bool,
-) -> Result<Option<Layer>, GsoError> {
+) -> Result<Option<Encap>, GsoError> {
     check_len(frame, outer)?;
     let l4 = usize::from(outer.l4_offset);
     let had = be16(frame, l4 + udp::field::CHECKSUM.start).unwrap_or(0) != 0;
@@ -123,5 +120,5 @@ pub(super) fn tunnel(
     } else {
         Csum::Zero
     };
-    Ok(new(frame, outer, hdr_len, csum).map(Layer::Udp))
+    Ok(new(frame, outer, hdr_len, csum).map(Encap::Udp))
 }

@@ -229,6 +229,15 @@ fn gre_gso_has_no_virtio_form() {
         VirtioNetHdr::from_meta(&m, &frame),
         Err(VirtioError::Unrepresentable)
     );
+    // Nor is NVGRE a UDP tunnel.
+    let mut udp = m;
+    udp.gso.as_mut().unwrap().tunnel = GsoTunnel::Udp { outer_csum: false };
+    assert_eq!(
+        VirtioNetHdr::from_meta(&udp, &frame),
+        Err(VirtioError::GsoMismatch {
+            gso_type: gso_type::TCPV4
+        })
+    );
     // The checksum alone converts: the inner TCP is partial.
     let m = OffloadMeta { gso: None, ..m };
     let h = VirtioNetHdr::from_meta(&m, &frame).unwrap();
