@@ -229,6 +229,9 @@ impl Segmenter {
         out.clear();
         let r = self.segment_copy(frame, meta, out);
         self.count(&r);
+        if r.is_err() {
+            out.clear();
+        }
         r
     }
 
@@ -249,13 +252,15 @@ impl Segmenter {
         out.clear();
         let r = self.segment_zc(frame, meta, out);
         self.count(&r);
+        if r.is_err() {
+            out.clear();
+        }
         r
     }
 
     fn count(&mut self, r: &Result<usize, GsoError>) {
-        match r {
-            Ok(_) => {}
-            Err(_) => self.stats.errors += 1,
+        if r.is_err() {
+            self.stats.errors += 1;
         }
     }
 
@@ -266,13 +271,13 @@ impl Segmenter {
         out: &mut SegmentBuf,
     ) -> Result<usize, GsoError> {
         let Some(gso) = request(meta) else {
-            self.stats.passed_through += 1;
             let range = out.push_frame(frame);
             out.csum = meta.csum;
             if self.mode == CsumMode::Complete && matches!(meta.csum, Checksum::Partial { .. }) {
                 let copy = out.frame_mut(range).unwrap_or_default();
                 out.csum = csum::complete(copy, meta)?;
             }
+            self.stats.passed_through += 1;
             return Ok(1);
         };
         let (plan, hdrs, payload) = self.plan(frame, meta, &gso)?;
@@ -295,7 +300,6 @@ impl Segmenter {
         out: &mut ZeroCopyBuf,
     ) -> Result<usize, GsoError> {
         let Some(gso) = request(meta) else {
-            self.stats.passed_through += 1;
             out.csum = meta.csum;
             if self.mode == CsumMode::Complete && matches!(meta.csum, Checksum::Partial { .. }) {
                 let range = out.push_header(frame);
@@ -305,6 +309,7 @@ impl Segmenter {
             } else {
                 out.push_segment(0..0, 0..frame.len());
             }
+            self.stats.passed_through += 1;
             return Ok(1);
         };
         let (plan, hdrs, payload) = self.plan(frame, meta, &gso)?;

@@ -22,6 +22,7 @@ fn err(frame: &[u8], gso: Gso) -> GsoError {
         .segment(frame, &meta(frame, Some(gso)), &mut out)
         .unwrap_err();
     assert_eq!(s.stats().errors, 1);
+    assert!(out.is_empty());
     // The zero-copy path refuses the same frames.
     let mut zc = ZeroCopyBuf::new();
     assert_eq!(
