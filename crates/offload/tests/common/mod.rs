@@ -529,11 +529,58 @@ pub fn check_segments(spec: &Spec, sup: &Super, segs: &[Vec<u8>]) {
             assert_eq!(payload.len(), mss, "{what}: short segment before the last");
         }
         joined.extend_from_slice(payload);
-        // And linerate's own verifier agrees.
+        // And linerate's own verifier agrees, and so do linerate-wire's views.
         let l = layout::parse(f).unwrap_or_else(|e| panic!("{what}: {e}"));
         let v = csum::verify(f, &l);
         assert_eq!(v.bad, None, "{what}: linerate verify");
         assert_eq!(v.levels, levels, "{what}: verified levels");
+        check_with_views(f, &l, &what);
     }
     assert!(joined == sup.payload, "{}: payloads differ", spec.name());
+}
+
+/// Checks the IPv4 header and transport checksums of every level of `f` with
+/// linerate-wire's header views.
+fn check_with_views(f: &[u8], l: &layout::Layout, what: &str) {
+    use linerate_wire::layout::{L3Kind, L4Kind};
+    use linerate_wire::{gre, ipv4, ipv6, tcp, udp};
+    for h in [Some(l.outer), l.inner].into_iter().flatten() {
+        let (l3, l4, end) = (
+            usize::from(h.l3_offset),
+            usize::from(h.l4_offset),
+            h.l3_end(),
+        );
+        let len = end - l4;
+        let pseudo = |proto: u8| match h.l3 {
+            L3Kind::Ipv4 => {
+                let ip = ipv4::Packet::new_checked(&f[l3..end]).unwrap();
+                assert!(ip.verify_checksum(), "{what}: IPv4 view checksum");
+                ip.pseudo_header_sum(len as u16)
+            }
+            _ => ipv6::Packet::new_checked(&f[l3..end])
+                .unwrap()
+                .pseudo_header_sum(proto, len as u32),
+        };
+        match h.l4 {
+            L4Kind::Tcp => {
+                let p = tcp::Packet::new_checked(&f[l4..end]).unwrap();
+                assert!(p.verify_checksum(pseudo(6)), "{what}: TCP view checksum");
+            }
+            L4Kind::Udp => {
+                let p = udp::Packet::new_checked(&f[l4..end]).unwrap();
+                // Zero is absent: fine for a tunnel's outer header.
+                let zero_ok = l.tunnel.is_some() && h == l.outer;
+                assert!(
+                    p.verify_checksum(pseudo(17), zero_ok),
+                    "{what}: UDP view checksum"
+                );
+            }
+            L4Kind::Gre => {
+                let _ = pseudo(47);
+                let p = gre::Packet::new_checked(&f[l4..end]).unwrap();
+                assert!(p.verify_checksum(), "{what}: GRE view checksum");
+            }
+            other => panic!("{what}: unexpected {other:?}"),
+        }
+    }
 }
