@@ -1,1 +1,394 @@
-//! (being written)
+//! GSO in software: TCP segmentation (TSO), UDP segmentation (USO), plain and inside
+//! VXLAN, GENEVE or NVGRE, over IPv4 and IPv6, inner and outer.
+//!
+//! A super-frame (headers plus up to 64 KiB of payload, marked with a [`Gso`]
+//! request in its [`OffloadMeta`]) becomes frames carrying at most `size` payload
+//! bytes each, as Linux's `skb_gso_segment` makes them. The work is layered the same
+//! way: each header kind fixes up its own header in every segment and hands the
+//! one's-complement sum of what it covers to the header outside it (as Linux's
+//! local checksum offload, `lco_csum`, does), so no function knows every
+//! combination of tunnel and inner protocol:
+//!
+//! * Ethernet and VLAN tags, the VXLAN and GENEVE headers (options included): copied
+//!   unchanged.
+//! * IPv4 (`inet_gso_segment`): total length; identification +1 per segment unless
+//!   `fixed_id` (the outer header of a tunnel: `outer_fixed_id`); header checksum.
+//! * IPv6 (`ipv6_gso_segment`): payload length (extension headers kept).
+//! * UDP tunnel (`skb_udp_tunnel_segment`, RFC 7348, RFC 8926): outer UDP length;
+//!   outer checksum computed per segment when the tunnel is `outer_csum`, or over
+//!   IPv6 when the super-frame had a non-zero one (zero UDP checksums over IPv6 are
+//!   for tunnels that allow them, RFC 6935), else zero.
+//! * GRE (`gre_gso_segment`, RFC 2784 section 2.5, RFC 7637): the GRE checksum
+//!   recomputed per segment when the header has one.
+//! * TCP (`tcp_gso_segment`, RFC 9293): sequence number +`size` per segment; FIN and
+//!   PSH only on the last segment, CWR only on the first (RFC 3168 section 6.1.2);
+//!   checksum.
+//! * UDP (`__udp_gso_segment`, USO): length and checksum per datagram; a computed
+//!   zero is sent as `0xffff` (RFC 768).
+//!
+//! The transport checksum of each segment is completed ([`CsumMode::Complete`]) or
+//! left partial for a backend with checksum offload ([`CsumMode::LeavePartial`]: the
+//! field holds the pseudo-header sum, and outer checksums are computed as Linux's
+//! LCO does, valid once the backend completes the inner one).
+//!
+//! Output is either whole frames in a reusable arena ([`SegmentBuf`]) or, for
+//! backends that take scatter-gather lists, per-segment headers in an arena plus the
+//! range of the super-frame each segment's payload is ([`ZeroCopyBuf`]): the payload
+//! is only read (to sum it in [`CsumMode::Complete`]), never copied. Neither
+//! allocates per segment once its buffers have grown to the largest super-frame.
+//!
+//! A frame without a GSO request (or with size 0, which Linux reads as "not GSO")
+//! passes through as one segment, its checksum completed if partial and the mode is
+//! [`CsumMode::Complete`]; so does a GSO frame whose payload fits one segment (with
+//! every checksum recomputed). Bad input is a [`GsoError`], never a panic.
+//!
+//! ```
+//! use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
+//! use linerate_offload::{Gso, GsoTunnel, GsoType, OffloadMeta};
+//! use linerate_wire::build::{FrameBuilder, Ip, L4};
+//!
+//! // 4000 bytes of TCP over IPv6, inside VXLAN over IPv4, in 1400-byte segments.
+//! let frame = FrameBuilder::new(Ip::v6([1; 16], [2; 16]), L4::tcp(40000, 80))
+//!     .vxlan(7, Ip::v4([192, 0, 2, 1], [192, 0, 2, 2]))
+//!     .build(&[0xab; 4000]);
+//! let mut gso = Gso::new(GsoType::TcpV6, 1400);
+//! gso.tunnel = GsoTunnel::Udp { outer_csum: true };
+//! let meta = OffloadMeta { gso: Some(gso), ..OffloadMeta::plain() };
+//!
+//! let mut seg = Segmenter::new(CsumMode::Complete);
+//! let mut out = SegmentBuf::new();
+//! assert_eq!(seg.segment(&frame, &meta, &mut out).unwrap(), 3);
+//! let lens: Vec<usize> = out.iter().map(|f| f.len()).collect();
+//! let headers = 14 + 20 + 8 + 8 + 14 + 40 + 20;
+//! assert_eq!(lens, [headers + 1400, headers + 1400, headers + 1200]);
+//! ```
+
+mod ip;
+mod out;
+mod plan;
+mod tcp;
+mod tunnel;
+mod udp;
+
+pub use out::{SegmentBuf, ZeroCopyBuf, ZeroCopySegment};
+
+use crate::csum::{self, CsumError};
+use crate::meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta};
+use core::fmt;
+use linerate_wire::checksum;
+use linerate_wire::layout::{self, Layout};
+use plan::{Plan, Seg};
+
+/// What happens to the transport checksum of each segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum CsumMode {
+    /// Every checksum of every segment is complete.
+    #[default]
+    Complete,
+    /// The (innermost) transport checksum is left partial for a backend with
+    /// checksum offload: the field holds the pseudo-header sum and the output's
+    /// checksum state says where ([`SegmentBuf::csum`], [`ZeroCopyBuf::csum`]).
+    /// IPv4 header checksums and outer tunnel checksums are still completed.
+    LeavePartial,
+}
+
+/// Why a super-frame could not be segmented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GsoError {
+    /// The frame's headers do not parse.
+    Layout(linerate_wire::Error),
+    /// The segmented headers are not what the GSO kind says (TCPv4 needs IPv4 and
+    /// TCP, TCPv6 IPv6 and TCP, UDP L4 UDP).
+    KindMismatch {
+        /// The requested kind.
+        kind: GsoType,
+    },
+    /// The frame has no tunnel of the kind the request names (a UDP tunnel: VXLAN
+    /// or GENEVE carrying Ethernet; GRE: NVGRE), or the request asks for a GRE
+    /// checksum the header does not carry.
+    TunnelMismatch {
+        /// The requested tunnel.
+        tunnel: GsoTunnel,
+    },
+    /// An IP fragment cannot be segmented.
+    Fragment,
+    /// A length field disagrees with the frame: trailing bytes after the IP packet
+    /// (more than its 16-bit length can say, or padding), an inner packet shorter
+    /// than its tunnel, a UDP length shorter than its IP packet.
+    LengthMismatch {
+        /// The header whose length field disagrees.
+        layer: linerate_wire::Layer,
+        /// The end of the data that header declares.
+        declared: usize,
+        /// Where the data really ends.
+        actual: usize,
+    },
+    /// A pass-through frame's partial checksum could not be completed.
+    Checksum(CsumError),
+}
+
+impl fmt::Display for GsoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GsoError::Layout(e) => write!(f, "frame does not parse: {e}"),
+            GsoError::KindMismatch { kind } => {
+                write!(f, "frame does not carry what GSO kind {kind:?} segments")
+            }
+            GsoError::TunnelMismatch { tunnel } => {
+                write!(f, "frame does not carry the tunnel {tunnel:?}")
+            }
+            GsoError::Fragment => f.write_str("IP fragments cannot be segmented"),
+            GsoError::LengthMismatch {
+                layer,
+                declared,
+                actual,
+            } => write!(
+                f,
+                "{layer} length says the data ends at {declared}, it ends at {actual}"
+            ),
+            GsoError::Checksum(e) => write!(f, "checksum completion failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for GsoError {}
+
+impl From<linerate_wire::Error> for GsoError {
+    fn from(e: linerate_wire::Error) -> Self {
+        GsoError::Layout(e)
+    }
+}
+
+impl From<CsumError> for GsoError {
+    fn from(e: CsumError) -> Self {
+        GsoError::Checksum(e)
+    }
+}
+
+/// Counters, as `ethtool -S` keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Stats {
+    /// Super-frames segmented (at least one segment made by the engine).
+    pub super_frames: u64,
+    /// Segments made by the engine.
+    pub segments: u64,
+    /// Frames without a GSO request passed through as they were.
+    pub passed_through: u64,
+    /// Frames refused with an error.
+    pub errors: u64,
+}
+
+/// The segmentation engine. Holds the checksum mode and counters; all per-call
+/// state lives on the stack, and output goes to the caller's reusable buffers.
+#[derive(Debug, Clone, Default)]
+pub struct Segmenter {
+    mode: CsumMode,
+    stats: Stats,
+}
+
+impl Segmenter {
+    /// An engine producing segments with checksums in `mode`.
+    pub const fn new(mode: CsumMode) -> Segmenter {
+        Segmenter {
+            mode,
+            stats: Stats {
+                super_frames: 0,
+                segments: 0,
+                passed_through: 0,
+                errors: 0,
+            },
+        }
+    }
+
+    /// The checksum mode.
+    pub const fn mode(&self) -> CsumMode {
+        self.mode
+    }
+
+    /// Changes the checksum mode.
+    pub fn set_mode(&mut self, mode: CsumMode) {
+        self.mode = mode;
+    }
+
+    /// The counters so far.
+    pub const fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Segments `frame` as `meta` asks into whole frames in `out` (cleared first),
+    /// and returns the number of frames.
+    ///
+    /// The layout is `meta.layout`, or parsed from the frame when absent.
+    pub fn segment(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut SegmentBuf,
+    ) -> Result<usize, GsoError> {
+        out.clear();
+        let r = self.segment_copy(frame, meta, out);
+        self.count(&r);
+        if r.is_err() {
+            out.clear();
+        }
+        r
+    }
+
+    /// Segments `frame` as `meta` asks into per-segment headers in `out` (cleared
+    /// first), each paired with the range of `frame` that is its payload, and
+    /// returns the number of segments. Read a segment with [`ZeroCopyBuf::get`] or
+    /// [`ZeroCopyBuf::iter`], passing the same `frame`.
+    ///
+    /// A frame without a GSO request yields one segment: an empty header and the
+    /// whole frame as payload, or, when its partial checksum must be completed, the
+    /// completed frame as header and an empty payload.
+    pub fn segment_zero_copy(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut ZeroCopyBuf,
+    ) -> Result<usize, GsoError> {
+        out.clear();
+        let r = self.segment_zc(frame, meta, out);
+        self.count(&r);
+        if r.is_err() {
+            out.clear();
+        }
+        r
+    }
+
+    fn count(&mut self, r: &Result<usize, GsoError>) {
+        if r.is_err() {
+            self.stats.errors += 1;
+        }
+    }
+
+    fn segment_copy(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut SegmentBuf,
+    ) -> Result<usize, GsoError> {
+        let Some(gso) = request(meta) else {
+            let range = out.push_frame(frame);
+            out.csum = meta.csum;
+            if self.mode == CsumMode::Complete && matches!(meta.csum, Checksum::Partial { .. }) {
+                let copy = out.frame_mut(range).unwrap_or_default();
+                out.csum = csum::complete(copy, meta)?;
+            }
+            self.stats.passed_through += 1;
+            return Ok(1);
+        };
+        let (plan, hdrs, payload) = self.plan(frame, meta, &gso)?;
+        let n = plan.segments();
+        out.reserve(n * hdrs.len() + payload.len(), n);
+        out.csum = plan.csum_out;
+        for (i, chunk) in plan.chunks(payload).enumerate() {
+            let seg = plan.seg(i, chunk, self.mode);
+            out.push_segment(hdrs, chunk, |h| plan.fix(h, &seg));
+        }
+        self.stats.super_frames += 1;
+        self.stats.segments += n as u64;
+        Ok(n)
+    }
+
+    fn segment_zc(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut ZeroCopyBuf,
+    ) -> Result<usize, GsoError> {
+        let Some(gso) = request(meta) else {
+            out.csum = meta.csum;
+            if self.mode == CsumMode::Complete && matches!(meta.csum, Checksum::Partial { .. }) {
+                let range = out.push_header(frame);
+                let copy = out.header_mut(range.clone()).unwrap_or_default();
+                out.csum = csum::complete(copy, meta)?;
+                out.push_segment(range, frame.len()..frame.len());
+            } else {
+                out.push_segment(0..0, 0..frame.len());
+            }
+            self.stats.passed_through += 1;
+            return Ok(1);
+        };
+        let (plan, hdrs, payload) = self.plan(frame, meta, &gso)?;
+        let n = plan.segments();
+        out.reserve(n * hdrs.len(), n);
+        out.csum = plan.csum_out;
+        let mut at = hdrs.len();
+        for (i, chunk) in plan.chunks(payload).enumerate() {
+            let seg = plan.seg(i, chunk, self.mode);
+            let range = out.push_header(hdrs);
+            if let Some(h) = out.header_mut(range.clone()) {
+                plan.fix(h, &seg);
+            }
+            out.push_segment(range, at..at + chunk.len());
+            at += chunk.len();
+        }
+        self.stats.super_frames += 1;
+        self.stats.segments += n as u64;
+        Ok(n)
+    }
+
+    /// Builds the plan for `frame` and splits it into headers and payload.
+    fn plan<'f>(
+        &self,
+        frame: &'f [u8],
+        meta: &OffloadMeta,
+        gso: &Gso,
+    ) -> Result<(Plan, &'f [u8], &'f [u8]), GsoError> {
+        let parsed;
+        let l: &Layout = match &meta.layout {
+            Some(l) => l,
+            None => {
+                parsed = layout::parse(frame)?;
+                &parsed
+            }
+        };
+        let plan = Plan::build(frame, l, gso, self.mode)?;
+        let (hdrs, rest) =
+            frame
+                .split_at_checked(plan.hdr_len)
+                .ok_or(GsoError::LengthMismatch {
+                    layer: linerate_wire::Layer::Ethernet,
+                    declared: plan.hdr_len,
+                    actual: frame.len(),
+                })?;
+        let payload = rest
+            .get(..plan.payload_len)
+            .ok_or(GsoError::LengthMismatch {
+                layer: linerate_wire::Layer::Ethernet,
+                declared: plan.hdr_len + plan.payload_len,
+                actual: frame.len(),
+            })?;
+        Ok((plan, hdrs, payload))
+    }
+}
+
+/// The GSO request of `meta`, if it asks for segmentation at all.
+fn request(meta: &OffloadMeta) -> Option<Gso> {
+    meta.gso.filter(|g| g.size != 0)
+}
+
+impl Plan {
+    /// The per-segment context of segment `i`, whose payload is `chunk`.
+    #[inline]
+    fn seg(&self, i: usize, chunk: &[u8], mode: CsumMode) -> Seg {
+        let payload_sum = match mode {
+            CsumMode::Complete => checksum::partial(chunk, 0),
+            CsumMode::LeavePartial => 0,
+        };
+        Seg {
+            index: i as u32,
+            first: i == 0,
+            last: i + 1 == self.segments(),
+            offset: (i * self.mss) as u32,
+            len: chunk.len(),
+            payload_sum,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
