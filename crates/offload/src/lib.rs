@@ -10,3 +10,7 @@ pub mod csum;
 pub mod gro;
 pub mod gso;
 pub mod virtio;
+
+pub use csum::{Verdict, complete, prepare_partial, verify};
+pub use gso::{CsumMode, GsoError, SegmentBuf, Segmenter, ZeroCopyBuf};
+pub use virtio::VirtioNetHdr;
