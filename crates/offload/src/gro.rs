@@ -251,11 +251,12 @@ impl Gro {
         if !p.fits() {
             return self.refuse(frame, &meta, FlushReason::Unparsed, None, out);
         }
+        let hash = walk::has_ports(p).then(|| walk::flow_hash(p));
         let l4 = match walk::classify(p, self.cfg.udp) {
             Ok(l4) => l4,
-            Err(r) => return self.refuse(frame, &meta, r, None, out),
+            Err(r) => return self.refuse(frame, &meta, r, hash, out),
         };
-        let hash = walk::flow_hash(p);
+        let hash = hash.unwrap_or_else(|| walk::flow_hash(p));
         if let Err(r) = walk::check(p, meta.csum, l4) {
             return self.refuse(frame, &meta, r, Some(hash), out);
         }

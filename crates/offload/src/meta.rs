@@ -155,6 +155,11 @@ pub struct OffloadMeta {
 impl OffloadMeta {
     /// Meta for a frame whose checksums are complete and that needs no segmentation.
     pub const fn plain() -> OffloadMeta {
-        OffloadMeta { csum: Checksum::None, gso: None, rss: None, layout: None }
+        OffloadMeta {
+            csum: Checksum::None,
+            gso: None,
+            rss: None,
+            layout: None,
+        }
     }
 }

@@ -164,6 +164,14 @@ pub(super) fn classify(p: Frame<'_>, udp_on: bool) -> Result<L4, FlushReason> {
     }
 }
 
+/// True if the innermost headers are IP with TCP or UDP ports, so the packet has a
+/// flow hash (a first fragment has; a later one has not).
+#[inline]
+pub(super) fn has_ports(p: Frame<'_>) -> bool {
+    let h = p.innermost();
+    matches!(h.l3, L3Kind::Ipv4 | L3Kind::Ipv6) && matches!(h.l4, L4Kind::Tcp | L4Kind::Udp)
+}
+
 /// Mixes 64 bits into 32 (the finaliser of MurmurHash3).
 #[inline]
 const fn mix(mut x: u64) -> u32 {
@@ -380,7 +388,8 @@ pub(super) fn same_flow(p: Frame<'_>, h: Frame<'_>, l4: L4) -> Result<(), FlushR
     }
 }
 
-/// The flush rules of every level for `p` against the run `h` in state `st`.
+/// The flush rules of every level for `p` against the run `h` in state `st`
+/// (transport, then IP outer to inner).
 /// Returns the run's IPv4 ID modes if `p` may join.
 #[inline]
 pub(super) fn must_flush(
@@ -388,16 +397,19 @@ pub(super) fn must_flush(
     h: Frame<'_>,
     st: &RunState,
 ) -> Result<[IdMode; 2], FlushReason> {
+    // The transport first, as in `tcp_gro_receive`: when a segment breaks several
+    // rules (a reordered segment also has an out-of-turn IP ID), the transport's
+    // reason is the one counted.
+    let (ph, hh) = (p.innermost(), h.innermost());
+    match st.l4 {
+        L4::Tcp => tcp::must_flush(p.b, ph, h.b, hh, p.payload_len(), st.size, st.next_seq)?,
+        L4::Udp => udp::must_flush(p.b, ph, h.b, hh)?,
+    }
     let mut ids = st.ids;
     let [outer_id, inner_id] = &mut ids;
     *outer_id = ip_must_flush(p.b, &p.l.outer, h.b, &h.l.outer, *outer_id, st.segs)?;
     if let (Some(pi), Some(hi)) = (&p.l.inner, &h.l.inner) {
         *inner_id = ip_must_flush(p.b, pi, h.b, hi, *inner_id, st.segs)?;
-    }
-    let (ph, hh) = (p.innermost(), h.innermost());
-    match st.l4 {
-        L4::Tcp => tcp::must_flush(p.b, ph, h.b, hh, p.payload_len(), st.size, st.next_seq)?,
-        L4::Udp => udp::must_flush(p.b, ph, h.b, hh)?,
     }
     Ok(ids)
 }
