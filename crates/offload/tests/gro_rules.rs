@@ -211,6 +211,7 @@ fn ece_difference_flushes() {
     assert_eq!(g.counters().flushed(FlushReason::TcpFlags), 1);
 }
 
+#[allow(clippy::unwrap_used)] // a test helper: a panic is a failed test
 fn with_ts(
     mut t: linerate_wire::etherparse::TcpHeader,
     ts: u32,
