@@ -135,10 +135,11 @@ mod walk;
 pub use reason::{FlushReason, GroCounters};
 
 use crate::meta::OffloadMeta;
+use ipv4::IdMode;
 use linerate_wire::error::{Error, Layer};
 use linerate_wire::layout;
 use table::Table;
-use walk::{Frame, RunState};
+use walk::{Frame, RunState, View};
 
 /// GRO settings. The defaults are Linux's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,64 +245,63 @@ impl Gro {
                 Err(e) => return self.refuse(frame, &meta, parse_reason(&e), None, out),
             },
         };
-        let p = Frame {
+        let f = Frame {
             b: frame,
             l: layout,
         };
-        if !p.fits() {
+        if !f.fits() {
             return self.refuse(frame, &meta, FlushReason::Unparsed, None, out);
         }
-        let hash = walk::has_ports(p).then(|| walk::flow_hash(p));
-        let l4 = match walk::classify(p, self.cfg.udp) {
-            Ok(l4) => l4,
+        let hash = walk::has_ports(f).then(|| walk::flow_hash(f));
+        let p = match View::new(f, self.cfg.udp) {
+            Ok(p) => p,
             Err(r) => return self.refuse(frame, &meta, r, hash, out),
         };
-        let hash = hash.unwrap_or_else(|| walk::flow_hash(p));
-        if let Err(r) = walk::check(p, meta.csum, l4) {
+        // A view exists only for IP with TCP or UDP ports, so the hash does too.
+        let hash = hash.unwrap_or_default();
+        if let Err(r) = walk::check(&p, meta.csum) {
             return self.refuse(frame, &meta, r, Some(hash), out);
         }
         let bucket = self.table.bucket(hash);
+        let limits = (usize::from(self.cfg.max_len), self.cfg.max_segs);
         let mut found = None;
         let mut split = None;
         for slot in self.table.candidates(bucket.clone(), hash) {
             let Some(run) = self.table.run(slot) else {
                 continue;
             };
-            if run.state.l4 != l4 {
+            let Ok(h) = View::new(run.frame(), true) else {
                 continue;
-            }
-            match walk::same_flow(p, run.frame(), l4) {
+            };
+            match walk::same_flow(&p, &h) {
                 Ok(()) => {
-                    found = Some(slot);
+                    found = Some((slot, judge(&p, &h, run, limits.0)));
                     break;
                 }
                 Err(r) => split = split.or(Some(r)),
             }
         }
         match found {
-            Some(slot) => match self.merge(slot, p) {
-                Ok(None) => {
-                    self.counters.merged += 1;
-                    return;
+            Some((slot, Ok((ids, then)))) => {
+                self.counters.merged += 1;
+                if let Some(r) = self.append(slot, &p, ids, then, limits) {
+                    self.table.deliver(slot, r, &mut self.counters, out);
                 }
-                Ok(Some(r)) => {
-                    self.counters.merged += 1;
-                    return self.table.deliver(slot, r, &mut self.counters, out);
-                }
-                Err(r) => self.table.deliver(slot, r, &mut self.counters, out),
-            },
+                return;
+            }
+            Some((slot, Err(r))) => self.table.deliver(slot, r, &mut self.counters, out),
             None => {
                 if let Some(r) = split {
                     self.counters.split_off(r);
                 }
             }
         }
-        if let Err(r) = walk::can_start(p, l4) {
+        if let Err(r) = walk::can_start(&p) {
             return self.refuse(frame, &meta, r, None, out);
         }
         let slot = self.table.make_room(bucket, &mut self.counters, out);
         self.table
-            .hold(slot, hash, now, p, RunState::start(p, l4), &meta);
+            .hold(slot, hash, now, f, RunState::start(&p), &meta);
         self.counters.held += 1;
     }
 
@@ -336,38 +336,35 @@ impl Gro {
         );
     }
 
-    /// Appends `p` to the run in `slot` if the layers allow it. `Ok(Some(r))`: it
-    /// joined, and the run must now be delivered for `r`; `Err(r)`: it must not
-    /// join, and the run must be delivered for `r`.
+    /// Appends `p` to the run in `slot`, which [`judge`] let it join with ID modes
+    /// `ids`; returns why the run must now be delivered, if it must: `then` (the
+    /// transport's reason), the segment limit, or no room for another segment.
     #[inline]
-    fn merge(&mut self, slot: usize, p: Frame<'_>) -> Result<Option<FlushReason>, FlushReason> {
-        let (max_len, max_segs) = (usize::from(self.cfg.max_len), self.cfg.max_segs);
-        let Some(run) = self.table.run_mut(slot) else {
-            return Err(FlushReason::Unparsed);
-        };
-        let h = run.frame();
-        let ids = walk::must_flush(p, h, &run.state)?;
+    fn append(
+        &mut self,
+        slot: usize,
+        p: &View<'_>,
+        ids: [IdMode; 2],
+        then: Option<FlushReason>,
+        (max_len, max_segs): (usize, u16),
+    ) -> Option<FlushReason> {
+        let run = self.table.run_mut(slot)?;
+        run.buf.extend_from_slice(p.payload());
+        run.state.merged(p, ids);
+        if then.is_some() {
+            return then;
+        }
+        if run.state.segs >= max_segs {
+            return Some(FlushReason::Segs);
+        }
         let ip_len = run
             .buf
             .len()
             .saturating_sub(usize::from(run.layout.outer.l3_offset));
-        let add = p.payload_len();
-        if ip_len + add > max_len {
-            return Err(FlushReason::Size);
+        if ip_len + usize::from(run.state.size) > max_len {
+            return Some(FlushReason::Size);
         }
-        let then = walk::after_merge(p, h, &run.state);
-        run.buf.extend_from_slice(p.payload());
-        run.state.merged(p, ids);
-        if then.is_some() {
-            return Ok(then);
-        }
-        if run.state.segs >= max_segs {
-            return Ok(Some(FlushReason::Segs));
-        }
-        if ip_len + add + usize::from(run.state.size) > max_len {
-            return Ok(Some(FlushReason::Size));
-        }
-        Ok(None)
+        None
     }
 
     /// Delivers `frame` unchanged, counted as refused for `reason`, after the runs
@@ -389,6 +386,28 @@ impl Gro {
         self.counters.delivered += 1;
         out(frame, meta);
     }
+}
+
+/// Whether `p` may join the run whose head is `h` (the layers' flush rules, then
+/// the size limit `max_len`): `Ok` with the run's IP ID modes and the reason to
+/// flush right after joining, if any; `Err` with the reason the run must be
+/// delivered without it.
+#[inline]
+fn judge(
+    p: &View<'_>,
+    h: &View<'_>,
+    run: &table::Run,
+    max_len: usize,
+) -> Result<([IdMode; 2], Option<FlushReason>), FlushReason> {
+    let ids = walk::must_flush(p, h, &run.state)?;
+    let ip_len = run
+        .buf
+        .len()
+        .saturating_sub(usize::from(run.layout.outer.l3_offset));
+    if ip_len + p.payload_len() > max_len {
+        return Err(FlushReason::Size);
+    }
+    Ok((ids, walk::after_merge(p, h, &run.state)))
 }
 
 /// The reason for a frame the layout parser refused: the GRO rule it breaks where

@@ -9,16 +9,42 @@ use super::FlushReason;
 use super::bytes;
 use linerate_wire::layout::Headers;
 
-/// The MAC header of `h` in `b`: addresses, tags, EtherType.
-#[inline]
-fn header<'a>(b: &'a [u8], h: &Headers) -> &'a [u8] {
-    bytes::range(b, usize::from(h.l2), usize::from(h.l3_offset))
+/// The Ethernet header: destination, source, EtherType (or the first tag's TPID).
+pub(super) type Hdr = [u8; 14];
+
+/// A MAC header: the fixed part, and the VLAN tags after it (empty if none).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mac<'a> {
+    /// Destination, source and the first EtherType / TPID.
+    pub(super) base: &'a Hdr,
+    /// The tags and final EtherType that follow, when tagged.
+    pub(super) tags: &'a [u8],
+}
+
+/// The MAC header of `h` in `b`.
+#[inline(always)]
+pub(super) fn header<'a>(b: &'a [u8], h: &Headers) -> Option<Mac<'a>> {
+    let l2 = usize::from(h.l2);
+    let tags = if h.vlan_tags == 0 {
+        &[][..]
+    } else {
+        bytes::range(b, l2 + 14, usize::from(h.l3_offset))
+    };
+    Some(Mac {
+        base: bytes::array(b, l2)?,
+        tags,
+    })
 }
 
 /// Same flow if the MAC headers (addresses, VLAN tags, EtherType) are equal.
-#[inline]
-pub(super) fn same_flow(p: &[u8], ph: &Headers, h: &[u8], hh: &Headers) -> Result<(), FlushReason> {
-    if header(p, ph) == header(h, hh) {
+#[inline(always)]
+pub(super) fn same_flow(p: &Mac<'_>, h: &Mac<'_>) -> Result<(), FlushReason> {
+    // Two overlapping 8-byte words cover the 14 bytes.
+    let word = |x: &Hdr, at: usize| bytes::be64(x, at);
+    if word(p.base, 0) == word(h.base, 0)
+        && word(p.base, 6) == word(h.base, 6)
+        && bytes::eq(p.tags, h.tags)
+    {
         Ok(())
     } else {
         Err(FlushReason::L2)

@@ -12,27 +12,43 @@ use super::bytes;
 use linerate_wire::geneve::{FLAG_OAM, field};
 use linerate_wire::layout::Tunnel;
 
+/// The base GENEVE header (options follow it).
+pub(super) type Hdr = [u8; 8];
+
+/// The base header at the start of the whole header `g`.
+#[inline]
+pub(super) fn base(g: &[u8]) -> Option<&Hdr> {
+    bytes::array(g, 0)
+}
+
+/// The whole header of tunnel `t` in `b`, options included.
+#[inline]
+pub(super) fn whole<'a>(b: &'a [u8], t: &Tunnel) -> &'a [u8] {
+    bytes::slice(b, usize::from(t.offset), usize::from(t.len))
+}
+
 /// The packet-level checks.
 #[inline]
-pub(super) fn check(b: &[u8], t: &Tunnel) -> Result<(), FlushReason> {
-    let at = usize::from(t.offset);
-    if bytes::u8_at(b, at + field::VER_OPT_LEN) >> 6 != 0 {
+pub(super) fn check(g: &Hdr) -> Result<(), FlushReason> {
+    if g[field::VER_OPT_LEN] >> 6 != 0 {
         return Err(FlushReason::GeneveVersion);
     }
-    if bytes::u8_at(b, at + field::FLAGS) & FLAG_OAM != 0 {
+    if g[field::FLAGS] & FLAG_OAM != 0 {
         return Err(FlushReason::GeneveOam);
     }
     Ok(())
 }
 
-/// Same flow if the headers, options included, are byte-equal.
+/// Same flow if the whole headers `p` and `h`, options included, are byte-equal.
 #[inline]
-pub(super) fn same_flow(p: &[u8], pt: &Tunnel, h: &[u8], ht: &Tunnel) -> Result<(), FlushReason> {
-    if pt.vni != ht.vni {
+pub(super) fn same_flow(p: &[u8], h: &[u8]) -> Result<(), FlushReason> {
+    if !bytes::eq(
+        bytes::slice(p, field::VNI.start, 3),
+        bytes::slice(h, field::VNI.start, 3),
+    ) {
         return Err(FlushReason::Vni);
     }
-    let hdr = |b, t: &Tunnel| bytes::slice(b, usize::from(t.offset), usize::from(t.len));
-    if hdr(p, pt) != hdr(h, ht) {
+    if !bytes::eq(p, h) {
         return Err(FlushReason::GeneveOptions);
     }
     Ok(())

@@ -17,10 +17,22 @@ use linerate_wire::checksum;
 use linerate_wire::gre::{FLAG_C, FLAG_K, field};
 use linerate_wire::layout::Tunnel;
 
+/// The whole GRE header of tunnel `t` in `b` (base header and optional words).
+#[inline]
+pub(super) fn header<'a>(b: &'a [u8], t: &Tunnel) -> &'a [u8] {
+    bytes::slice(b, usize::from(t.offset), usize::from(t.len))
+}
+
+/// The flags and version word.
+#[inline]
+fn flags(g: &[u8]) -> u16 {
+    bytes::be16(g, field::FLAGS_VERSION.start)
+}
+
 /// The packet-level checks.
 #[inline]
-pub(super) fn check(b: &[u8], t: &Tunnel) -> Result<(), FlushReason> {
-    if bytes::be16(b, usize::from(t.offset)) & !(FLAG_C | FLAG_K) != 0 {
+pub(super) fn check(g: &[u8]) -> Result<(), FlushReason> {
+    if flags(g) & !(FLAG_C | FLAG_K) != 0 {
         return Err(FlushReason::GreFlags);
     }
     Ok(())
@@ -28,36 +40,39 @@ pub(super) fn check(b: &[u8], t: &Tunnel) -> Result<(), FlushReason> {
 
 /// True if the header carries a checksum (C).
 #[inline]
-pub(super) fn has_csum(b: &[u8], t: &Tunnel) -> bool {
-    bytes::be16(b, usize::from(t.offset)) & FLAG_C != 0
+pub(super) fn has_csum(g: &[u8]) -> bool {
+    flags(g) & FLAG_C != 0
 }
 
-/// Verifies the checksum over the GRE header and payload (to the end of `b`).
+/// Verifies the checksum over the GRE header at `at` and its payload (to the end
+/// of `b`).
 #[inline]
-pub(super) fn verify(b: &[u8], t: &Tunnel) -> Result<(), FlushReason> {
-    if checksum::verify(bytes::range(b, usize::from(t.offset), b.len()), 0) {
+pub(super) fn verify(b: &[u8], at: u16) -> Result<(), FlushReason> {
+    if checksum::verify(bytes::range(b, usize::from(at), b.len()), 0) {
         Ok(())
     } else {
         Err(FlushReason::GreCsum)
     }
 }
 
-/// Same flow if the flags/protocol words are equal and so are the keys.
+/// Same flow if the flags and protocol words are equal and so are the keys (a
+/// different VSID counts as [`FlushReason::Vni`], a different FlowID as
+/// [`FlushReason::GreKey`]).
 #[inline]
-pub(super) fn same_flow(p: &[u8], pt: &Tunnel, h: &[u8], ht: &Tunnel) -> Result<(), FlushReason> {
-    let (po, ho) = (usize::from(pt.offset), usize::from(ht.offset));
-    let flags = bytes::be16(p, po);
-    if flags != bytes::be16(h, ho) {
+pub(super) fn same_flow(p: &[u8], h: &[u8]) -> Result<(), FlushReason> {
+    let f = flags(p);
+    if f != flags(h) {
         return Err(FlushReason::GreFlags);
     }
-    if bytes::be16(p, po + 2) != bytes::be16(h, ho + 2) {
+    if bytes::be16(p, field::PROTOCOL.start) != bytes::be16(h, field::PROTOCOL.start) {
         return Err(FlushReason::Tuple);
     }
-    if flags & FLAG_K != 0 {
+    if f & FLAG_K != 0 {
         // The key follows the checksum word when C is set.
-        let key = field::OPTIONAL + if flags & FLAG_C != 0 { 4 } else { 0 };
-        if bytes::be32(p, po + key) != bytes::be32(h, ho + key) {
-            return Err(if pt.vni != ht.vni {
+        let at = field::OPTIONAL + if f & FLAG_C != 0 { 4 } else { 0 };
+        let (pk, hk) = (bytes::be32(p, at), bytes::be32(h, at));
+        if pk != hk {
+            return Err(if pk >> 8 != hk >> 8 {
                 FlushReason::Vni
             } else {
                 FlushReason::GreKey
@@ -67,10 +82,11 @@ pub(super) fn same_flow(p: &[u8], pt: &Tunnel, h: &[u8], ht: &Tunnel) -> Result<
     Ok(())
 }
 
-/// Zeroes the checksum field if C is set (see the module docs).
+/// Zeroes the checksum field of tunnel `t` if C is set (see the module docs).
 #[inline]
 pub(super) fn complete(b: &mut [u8], t: &Tunnel) {
-    if has_csum(b, t) {
-        bytes::put16(b, usize::from(t.offset) + field::OPTIONAL, 0);
+    let at = usize::from(t.offset);
+    if bytes::be16(b, at) & FLAG_C != 0 {
+        bytes::put16(b, at + field::OPTIONAL, 0);
     }
 }

@@ -18,7 +18,7 @@
 //!   marked `Checksum::Partial { start: <TCP header>, offset: 16 }`.
 
 use super::FlushReason;
-use super::bytes;
+use super::bytes::{self, hdr16, hdr32};
 use linerate_wire::checksum;
 use linerate_wire::layout::Headers;
 use linerate_wire::tcp::{Flags, field};
@@ -30,22 +30,37 @@ const DOFF_BITS: u32 = 0xf000_0000;
 /// The window bits of that word.
 const WINDOW_BITS: u32 = 0x0000_ffff;
 
-/// The flags of the segment whose header is at `h.l4_offset`.
+/// The fixed TCP header (options follow it).
+pub(super) type Hdr = [u8; 20];
+
+/// The fixed header at `h.l4_offset` in `b`, if it lies there.
 #[inline]
-pub(super) fn flags(b: &[u8], h: &Headers) -> Flags {
-    Flags::from_bits(bytes::be16(b, usize::from(h.l4_offset) + field::FLAGS.start) & 0x01ff)
+pub(super) fn header<'a>(b: &'a [u8], h: &Headers) -> Option<&'a Hdr> {
+    bytes::array(b, usize::from(h.l4_offset))
+}
+
+/// The options of the segment at `h` in `b`.
+#[inline]
+pub(super) fn options<'a>(b: &'a [u8], h: &Headers) -> &'a [u8] {
+    bytes::range(b, usize::from(h.l4_offset) + 20, usize::from(h.payload))
+}
+
+/// The flags.
+#[inline]
+pub(super) fn flags(t: &Hdr) -> Flags {
+    Flags::from_bits(hdr16!(t, field::FLAGS.start) & 0x01ff)
 }
 
 /// The sequence number.
 #[inline]
-pub(super) fn seq(b: &[u8], h: &Headers) -> u32 {
-    bytes::be32(b, usize::from(h.l4_offset) + field::SEQ_NUM.start)
+pub(super) fn seq(t: &Hdr) -> u32 {
+    hdr32!(t, field::SEQ_NUM.start)
 }
 
 /// The packet-level checks for a segment with `len` payload bytes.
 #[inline]
-pub(super) fn check(b: &[u8], h: &Headers, len: usize) -> Result<(), FlushReason> {
-    let f = flags(b, h);
+pub(super) fn check(t: &Hdr, len: usize) -> Result<(), FlushReason> {
+    let f = flags(t);
     if f.intersects(Flags::SYN | Flags::RST | Flags::URG) {
         return Err(if f.contains(Flags::SYN) {
             FlushReason::Syn
@@ -61,7 +76,8 @@ pub(super) fn check(b: &[u8], h: &Headers, len: usize) -> Result<(), FlushReason
     Ok(())
 }
 
-/// Verifies the checksum in software with the pseudo-header sum `pseudo`.
+/// Verifies the checksum of the segment at `h` (to the end of `b`) in software,
+/// with the pseudo-header sum `pseudo`.
 #[inline]
 pub(super) fn verify(b: &[u8], h: &Headers, pseudo: u32) -> Result<(), FlushReason> {
     if checksum::verify(bytes::range(b, usize::from(h.l4_offset), b.len()), pseudo) {
@@ -74,8 +90,8 @@ pub(super) fn verify(b: &[u8], h: &Headers, pseudo: u32) -> Result<(), FlushReas
 /// A segment that finds no run may start one unless it has FIN or PSH (Linux's
 /// final flush check): such a segment is delivered as it is.
 #[inline]
-pub(super) fn can_start(b: &[u8], h: &Headers) -> Result<(), FlushReason> {
-    let f = flags(b, h);
+pub(super) fn can_start(t: &Hdr) -> Result<(), FlushReason> {
+    let f = flags(t);
     if f.contains(Flags::FIN) {
         Err(FlushReason::Fin)
     } else if f.contains(Flags::PSH) {
@@ -87,32 +103,33 @@ pub(super) fn can_start(b: &[u8], h: &Headers) -> Result<(), FlushReason> {
 
 /// Same flow if both ports are equal.
 #[inline]
-pub(super) fn same_flow(p: &[u8], ph: &Headers, h: &[u8], hh: &Headers) -> Result<(), FlushReason> {
-    if bytes::be32(p, usize::from(ph.l4_offset)) == bytes::be32(h, usize::from(hh.l4_offset)) {
+pub(super) fn same_flow(p: &Hdr, h: &Hdr) -> Result<(), FlushReason> {
+    if hdr32!(p, 0) == hdr32!(h, 0) {
         Ok(())
     } else {
         Err(FlushReason::Tuple)
     }
 }
 
-/// The flush rules for a segment of `len` payload bytes against the run's head
-/// `hh`, whose MSS is `mss` and next sequence number `next_seq`.
+/// The flush rules for a segment `p` (options `popts`, `len` payload bytes)
+/// against the run's head `h` (options `hopts`), whose MSS is `mss` and next
+/// sequence number `next_seq`.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn must_flush(
-    p: &[u8],
-    ph: &Headers,
-    h: &[u8],
-    hh: &Headers,
+    p: &Hdr,
+    popts: &[u8],
+    h: &Hdr,
+    hopts: &[u8],
     len: usize,
     mss: u16,
     next_seq: u32,
 ) -> Result<(), FlushReason> {
-    let (pl, hl) = (usize::from(ph.l4_offset), usize::from(hh.l4_offset));
-    let word = bytes::be32(p, pl + field::FLAGS.start);
+    let word = hdr32!(p, field::FLAGS.start);
     if word & (u32::from(Flags::CWR.bits()) << 16) != 0 {
         return Err(FlushReason::Cwr);
     }
-    let diff = (word ^ bytes::be32(h, hl + field::FLAGS.start)) & !FREE_BITS;
+    let diff = (word ^ hdr32!(h, field::FLAGS.start)) & !FREE_BITS;
     if diff != 0 {
         return Err(if diff & DOFF_BITS != 0 {
             FlushReason::TcpOptions
@@ -122,28 +139,26 @@ pub(super) fn must_flush(
             FlushReason::TcpFlags
         });
     }
-    if bytes::be32(p, pl + field::ACK_NUM.start) != bytes::be32(h, hl + field::ACK_NUM.start) {
+    if hdr32!(p, field::ACK_NUM.start) != hdr32!(h, field::ACK_NUM.start) {
         return Err(FlushReason::Ack);
     }
-    let opts =
-        |b, h: &Headers| bytes::range(b, usize::from(h.l4_offset) + 20, usize::from(h.payload));
-    if opts(p, ph) != opts(h, hh) {
+    if !bytes::eq(popts, hopts) {
         return Err(FlushReason::TcpOptions);
     }
     if len > usize::from(mss) {
         return Err(FlushReason::OverMss);
     }
-    if seq(p, ph) != next_seq {
+    if seq(p) != next_seq {
         return Err(FlushReason::SeqGap);
     }
     Ok(())
 }
 
-/// After the segment (`len` payload bytes) joined a run of MSS `mss`: the reason
-/// to flush the run now, if any.
+/// After the segment `p` (`len` payload bytes) joined a run of MSS `mss`: the
+/// reason to flush the run now, if any.
 #[inline]
-pub(super) fn after_merge(p: &[u8], ph: &Headers, len: usize, mss: u16) -> Option<FlushReason> {
-    let f = flags(p, ph);
+pub(super) fn after_merge(p: &Hdr, len: usize, mss: u16) -> Option<FlushReason> {
+    let f = flags(p);
     if f.contains(Flags::FIN) {
         Some(FlushReason::Fin)
     } else if f.contains(Flags::PSH) {

@@ -14,32 +14,42 @@
 //!   `Checksum::Partial { start: <UDP header>, offset: 6 }` and `GsoType::UdpL4`.
 
 use super::FlushReason;
-use super::bytes;
+use super::bytes::{self, hdr16, hdr32};
 use linerate_wire::checksum;
 use linerate_wire::layout::Headers;
 use linerate_wire::udp::field;
 
-/// The UDP length field.
+/// The UDP header.
+pub(super) type Hdr = [u8; 8];
+
+/// The header at `h.l4_offset` in `b`, if it lies there.
 #[inline]
-fn ulen(b: &[u8], h: &Headers) -> u16 {
-    bytes::be16(b, usize::from(h.l4_offset) + field::LENGTH.start)
+pub(super) fn header<'a>(b: &'a [u8], h: &Headers) -> Option<&'a Hdr> {
+    bytes::array(b, usize::from(h.l4_offset))
 }
 
-/// The packet-level checks, for a datagram ending at `end`.
+/// The UDP length field.
 #[inline]
-pub(super) fn check(b: &[u8], h: &Headers, end: usize) -> Result<(), FlushReason> {
-    let l4 = usize::from(h.l4_offset);
-    if bytes::be16(b, l4 + field::CHECKSUM.start) == 0 {
+fn ulen(u: &Hdr) -> u16 {
+    hdr16!(u, field::LENGTH.start)
+}
+
+/// The packet-level checks, for a datagram that really is `len` bytes long (to the
+/// end of the frame).
+#[inline]
+pub(super) fn check(u: &Hdr, len: usize) -> Result<(), FlushReason> {
+    if hdr16!(u, field::CHECKSUM.start) == 0 {
         return Err(FlushReason::UdpCsumZero);
     }
-    let len = usize::from(ulen(b, h));
-    if len != end.wrapping_sub(l4) || len <= 8 {
+    let ulen = usize::from(ulen(u));
+    if ulen != len || ulen <= 8 {
         return Err(FlushReason::Length);
     }
     Ok(())
 }
 
-/// Verifies the checksum in software with the pseudo-header sum `pseudo`.
+/// Verifies the checksum of the datagram at `h` (to the end of `b`) in software,
+/// with the pseudo-header sum `pseudo`.
 #[inline]
 pub(super) fn verify(b: &[u8], h: &Headers, pseudo: u32) -> Result<(), FlushReason> {
     if checksum::verify(bytes::range(b, usize::from(h.l4_offset), b.len()), pseudo) {
@@ -51,34 +61,29 @@ pub(super) fn verify(b: &[u8], h: &Headers, pseudo: u32) -> Result<(), FlushReas
 
 /// Same flow if both ports are equal.
 #[inline]
-pub(super) fn same_flow(p: &[u8], ph: &Headers, h: &[u8], hh: &Headers) -> Result<(), FlushReason> {
-    if bytes::be32(p, usize::from(ph.l4_offset)) == bytes::be32(h, usize::from(hh.l4_offset)) {
+pub(super) fn same_flow(p: &Hdr, h: &Hdr) -> Result<(), FlushReason> {
+    if hdr32!(p, 0) == hdr32!(h, 0) {
         Ok(())
     } else {
         Err(FlushReason::Tuple)
     }
 }
 
-/// The flush rule against the run's first datagram `hh` (whose length field is
+/// The flush rule against the run's first datagram `h` (whose length field is
 /// still the first datagram's: it is only rewritten at completion).
 #[inline]
-pub(super) fn must_flush(
-    p: &[u8],
-    ph: &Headers,
-    h: &[u8],
-    hh: &Headers,
-) -> Result<(), FlushReason> {
-    if ulen(p, ph) > ulen(h, hh) {
+pub(super) fn must_flush(p: &Hdr, h: &Hdr) -> Result<(), FlushReason> {
+    if ulen(p) > ulen(h) {
         Err(FlushReason::OverMss)
     } else {
         Ok(())
     }
 }
 
-/// After the datagram joined the run: a shorter one than the first ends it.
+/// After the datagram `p` joined the run `h`: a shorter one than the first ends it.
 #[inline]
-pub(super) fn after_merge(p: &[u8], ph: &Headers, h: &[u8], hh: &Headers) -> Option<FlushReason> {
-    (ulen(p, ph) < ulen(h, hh)).then_some(FlushReason::Short)
+pub(super) fn after_merge(p: &Hdr, h: &Hdr) -> Option<FlushReason> {
+    (ulen(p) < ulen(h)).then_some(FlushReason::Short)
 }
 
 /// Sets the UDP length to `len` and writes the folded pseudo-header sum `pseudo`

@@ -12,35 +12,44 @@
 //!   checksum stays zero.
 
 use super::FlushReason;
-use super::bytes;
+use super::bytes::{self, hdr16, hdr32};
 use linerate_wire::checksum;
 use linerate_wire::layout::Headers;
 use linerate_wire::udp::field;
 
-/// The UDP checksum of the outer header `o`.
+/// The outer UDP header.
+pub(super) type Hdr = [u8; 8];
+
+/// The outer UDP header of the frame `b` whose outer headers are `o`.
 #[inline]
-pub(super) fn csum(b: &[u8], o: &Headers) -> u16 {
-    bytes::be16(b, usize::from(o.l4_offset) + field::CHECKSUM.start)
+pub(super) fn header<'a>(b: &'a [u8], o: &Headers) -> Option<&'a Hdr> {
+    bytes::array(b, usize::from(o.l4_offset))
 }
 
-/// The packet-level checks: the UDP length is the real length (to `end`).
+/// The checksum field.
 #[inline]
-pub(super) fn check(b: &[u8], o: &Headers, end: usize) -> Result<(), FlushReason> {
-    let l4 = usize::from(o.l4_offset);
-    if usize::from(bytes::be16(b, l4 + field::LENGTH.start)) != end.wrapping_sub(l4) {
+fn csum(u: &Hdr) -> u16 {
+    hdr16!(u, field::CHECKSUM.start)
+}
+
+/// The packet-level checks: the UDP length is the real length `len` (to the end
+/// of the frame).
+#[inline]
+pub(super) fn check(u: &Hdr, len: usize) -> Result<(), FlushReason> {
+    if usize::from(hdr16!(u, field::LENGTH.start)) != len {
         return Err(FlushReason::Length);
     }
     Ok(())
 }
 
-/// True if the datagram's checksum is non-zero, so it counts as a checksum level.
+/// True if the checksum is non-zero, so it counts as a checksum level.
 #[inline]
-pub(super) fn has_csum(b: &[u8], o: &Headers) -> bool {
-    csum(b, o) != 0
+pub(super) fn has_csum(u: &Hdr) -> bool {
+    csum(u) != 0
 }
 
-/// Verifies the (non-zero) checksum in software, with the outer pseudo header sum
-/// `pseudo`.
+/// Verifies the (non-zero) checksum of the datagram at `o` (to the end of `b`) in
+/// software, with the outer pseudo-header sum `pseudo`.
 #[inline]
 pub(super) fn verify(b: &[u8], o: &Headers, pseudo: u32) -> Result<(), FlushReason> {
     let seg = bytes::range(b, usize::from(o.l4_offset), b.len());
@@ -53,11 +62,11 @@ pub(super) fn verify(b: &[u8], o: &Headers, pseudo: u32) -> Result<(), FlushReas
 
 /// Same flow if both ports are equal and the checksums are both zero or both not.
 #[inline]
-pub(super) fn same_flow(p: &[u8], po: &Headers, h: &[u8], ho: &Headers) -> Result<(), FlushReason> {
-    if bytes::be32(p, usize::from(po.l4_offset)) != bytes::be32(h, usize::from(ho.l4_offset)) {
+pub(super) fn same_flow(p: &Hdr, h: &Hdr) -> Result<(), FlushReason> {
+    if hdr32!(p, 0) != hdr32!(h, 0) {
         return Err(FlushReason::Tuple);
     }
-    if (csum(p, po) == 0) != (csum(h, ho) == 0) {
+    if (csum(p) == 0) != (csum(h) == 0) {
         return Err(FlushReason::OuterCsum);
     }
     Ok(())
@@ -69,7 +78,7 @@ pub(super) fn same_flow(p: &[u8], po: &Headers, h: &[u8], ho: &Headers) -> Resul
 pub(super) fn complete(b: &mut [u8], o: &Headers, len: u16, pseudo: u32) {
     let l4 = usize::from(o.l4_offset);
     bytes::put16(b, l4 + field::LENGTH.start, len);
-    if csum(b, o) != 0 {
+    if bytes::be16(b, l4 + field::CHECKSUM.start) != 0 {
         bytes::put16(b, l4 + field::CHECKSUM.start, checksum::fold(pseudo));
     }
 }

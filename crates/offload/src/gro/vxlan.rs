@@ -5,18 +5,26 @@
 //! frame starts with [`super::eth`].
 
 use super::FlushReason;
-use super::bytes;
+use super::bytes::{self, hdr32};
 use linerate_wire::layout::Tunnel;
+
+/// The VXLAN header.
+pub(super) type Hdr = [u8; 8];
+
+/// The header of tunnel `t` in `b`.
+#[inline]
+pub(super) fn header<'a>(b: &'a [u8], t: &Tunnel) -> Option<&'a Hdr> {
+    bytes::array(b, usize::from(t.offset))
+}
 
 /// Same flow if the flags word (flags and reserved bits) and the VNI word (VNI and
 /// the reserved byte) are equal.
 #[inline]
-pub(super) fn same_flow(p: &[u8], pt: &Tunnel, h: &[u8], ht: &Tunnel) -> Result<(), FlushReason> {
-    let (po, ho) = (usize::from(pt.offset), usize::from(ht.offset));
-    if bytes::be32(p, po) != bytes::be32(h, ho) {
+pub(super) fn same_flow(p: &Hdr, h: &Hdr) -> Result<(), FlushReason> {
+    if hdr32!(p, 0) != hdr32!(h, 0) {
         return Err(FlushReason::TunnelFlags);
     }
-    if bytes::be32(p, po + 4) != bytes::be32(h, ho + 4) {
+    if hdr32!(p, 4) != hdr32!(h, 4) {
         return Err(FlushReason::Vni);
     }
     Ok(())

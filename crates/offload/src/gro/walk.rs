@@ -4,11 +4,14 @@
 //! `gre_gro_receive`, then `vxlan_gro_receive` / `geneve_gro_receive`,
 //! `eth_gro_receive`, the inner IP layer and `tcp_gro_receive`.
 //!
-//! The walk is the same for every stack: outer Ethernet, outer IP, then, in a
-//! tunnel, the tunnel header(s), inner Ethernet and inner IP, then the transport.
-//! At each level a small dispatcher picks the function for that header's kind
-//! (IPv4 or IPv6; VXLAN, GENEVE or GRE; TCP or UDP); no function looks at more than
-//! one level, and none matches on tunnel and inner protocol together.
+//! A [`View`] resolves, once per frame, where each level's header is and what kind
+//! it is: the outer Ethernet and IP level, in a tunnel the tunnel header and the
+//! inner Ethernet and IP level, then the transport. The walks ([`check`],
+//! [`same_flow`], [`must_flush`], [`after_merge`], [`complete`]) go through the
+//! levels outer to inner; at each level a small dispatcher picks the function for
+//! that header's kind (IPv4 or IPv6; VXLAN, GENEVE or GRE; TCP or UDP). No function
+//! looks at more than one level, and none matches on tunnel and inner protocol
+//! together.
 
 use super::FlushReason;
 use super::bytes;
@@ -16,37 +19,19 @@ use super::ipv4::IdMode;
 use super::{eth, geneve, gre, ipv4, ipv6, tcp, udp, udp_tunnel, vxlan};
 use crate::meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta};
 use linerate_wire::ipv4::protocol;
-use linerate_wire::layout::{Fragment, Headers, L3Kind, L4Kind, Layout, Tunnel, TunnelKind};
+use linerate_wire::layout::{Fragment, Headers, L3Kind, L4Kind, Layout, TunnelKind};
 use linerate_wire::tcp::Flags;
 
-/// A frame and its layout, as the layers see it.
+/// A frame and its layout.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Frame<'a> {
-    /// The frame's bytes; the innermost IP packet ends at the end (checked).
+    /// The frame's bytes.
     pub(super) b: &'a [u8],
     /// Where its headers are.
     pub(super) l: &'a Layout,
 }
 
 impl Frame<'_> {
-    /// The headers of the flow: inner in a tunnel, else outer.
-    #[inline]
-    pub(super) fn innermost(&self) -> &Headers {
-        self.l.innermost()
-    }
-
-    /// Payload bytes after the innermost transport header.
-    #[inline]
-    pub(super) fn payload_len(&self) -> usize {
-        self.b.len().saturating_sub(usize::from(self.l.payload))
-    }
-
-    /// The payload after the innermost transport header.
-    #[inline]
-    pub(super) fn payload(&self) -> &[u8] {
-        bytes::range(self.b, usize::from(self.l.payload), self.b.len())
-    }
-
     /// True if the layout's headers lie inside the frame (it may have come with the
     /// meta rather than from parsing this frame).
     #[inline]
@@ -73,6 +58,142 @@ impl L4 {
             L4::Tcp => 16,
             L4::Udp => 6,
         }
+    }
+}
+
+/// An IP header, by kind.
+#[derive(Debug, Clone, Copy)]
+enum Ip<'a> {
+    /// IPv4.
+    V4(&'a ipv4::Hdr),
+    /// IPv6 and its extension headers.
+    V6(&'a ipv6::Hdr, &'a [u8]),
+}
+
+/// One Ethernet + IP level of a frame.
+#[derive(Debug, Clone, Copy)]
+struct Level<'a> {
+    /// Where the level's headers are.
+    h: &'a Headers,
+    /// The MAC header.
+    mac: eth::Mac<'a>,
+    /// The IP header.
+    ip: Ip<'a>,
+}
+
+/// A tunnel header, by kind.
+#[derive(Debug, Clone, Copy)]
+enum Tun<'a> {
+    /// VXLAN: outer UDP and VXLAN headers.
+    Vxlan(&'a udp_tunnel::Hdr, &'a vxlan::Hdr),
+    /// GENEVE: outer UDP header and the whole GENEVE header with options.
+    Geneve(&'a udp_tunnel::Hdr, &'a [u8]),
+    /// GRE / NVGRE: the whole GRE header.
+    Gre(&'a [u8]),
+}
+
+/// The transport header, by kind.
+#[derive(Debug, Clone, Copy)]
+enum Trans<'a> {
+    /// TCP: fixed header and options.
+    Tcp(&'a tcp::Hdr, &'a [u8]),
+    /// UDP.
+    Udp(&'a udp::Hdr),
+}
+
+/// Every header of a frame GRO can coalesce, resolved once.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct View<'a> {
+    /// The frame's bytes.
+    pub(super) b: &'a [u8],
+    /// Where its headers are.
+    pub(super) l: &'a Layout,
+    /// The outer (or only) level.
+    outer: Level<'a>,
+    /// The tunnel header and the inner level.
+    tunnel: Option<(Tun<'a>, Level<'a>)>,
+    /// The transport header of the flow.
+    l4: Trans<'a>,
+}
+
+#[inline(always)]
+fn level<'a>(b: &'a [u8], h: &'a Headers) -> Result<Level<'a>, FlushReason> {
+    let ip = match h.l3 {
+        L3Kind::Ipv4 => ipv4::header(b, h).map(Ip::V4),
+        L3Kind::Ipv6 => ipv6::header(b, h).map(|x| Ip::V6(x, ipv6::ext(b, h))),
+        _ => None,
+    };
+    let ip = ip.ok_or(FlushReason::Unsupported)?;
+    Ok(Level {
+        h,
+        mac: eth::header(b, h).ok_or(FlushReason::Unparsed)?,
+        ip,
+    })
+}
+
+impl<'a> View<'a> {
+    /// Resolves the headers of `f`, or says why the frame cannot be coalesced (not
+    /// IP, a fragment, not TCP or, with `udp_on`, UDP; a tunnel that does not carry
+    /// Ethernet).
+    #[inline(always)]
+    pub(super) fn new(f: Frame<'a>, udp_on: bool) -> Result<View<'a>, FlushReason> {
+        let (b, l) = (f.b, f.l);
+        if l.outer.frag != Fragment::None || l.inner.is_some_and(|i| i.frag != Fragment::None) {
+            return Err(FlushReason::Fragment);
+        }
+        let outer = level(b, &l.outer)?;
+        let tunnel = match (&l.tunnel, &l.inner) {
+            (None, _) => None,
+            (Some(t), Some(inner)) => {
+                let o = &l.outer;
+                let tun = match t.kind {
+                    TunnelKind::Vxlan => udp_tunnel::header(b, o)
+                        .zip(vxlan::header(b, t))
+                        .map(|(u, x)| Tun::Vxlan(u, x)),
+                    TunnelKind::Geneve => {
+                        udp_tunnel::header(b, o).map(|u| Tun::Geneve(u, geneve::whole(b, t)))
+                    }
+                    TunnelKind::Nvgre => Some(Tun::Gre(gre::header(b, t))),
+                };
+                Some((tun.ok_or(FlushReason::Unparsed)?, level(b, inner)?))
+            }
+            (Some(_), None) => return Err(FlushReason::Unsupported),
+        };
+        let h = l.innermost();
+        let l4 = match h.l4 {
+            L4Kind::Tcp => tcp::header(b, h).map(|t| Trans::Tcp(t, tcp::options(b, h))),
+            L4Kind::Udp if udp_on => udp::header(b, h).map(Trans::Udp),
+            L4Kind::Udp => return Err(FlushReason::UdpOff),
+            _ => return Err(FlushReason::Unsupported),
+        };
+        Ok(View {
+            b,
+            l,
+            outer,
+            tunnel,
+            l4: l4.ok_or(FlushReason::Unparsed)?,
+        })
+    }
+
+    /// The transport protocol.
+    #[inline]
+    pub(super) fn l4(&self) -> L4 {
+        match self.l4 {
+            Trans::Tcp(..) => L4::Tcp,
+            Trans::Udp(_) => L4::Udp,
+        }
+    }
+
+    /// Payload bytes after the innermost transport header.
+    #[inline]
+    pub(super) fn payload_len(&self) -> usize {
+        self.b.len().saturating_sub(usize::from(self.l.payload))
+    }
+
+    /// The payload after the innermost transport header.
+    #[inline]
+    pub(super) fn payload(&self) -> &'a [u8] {
+        bytes::range(self.b, usize::from(self.l.payload), self.b.len())
     }
 }
 
@@ -106,17 +227,17 @@ impl RunState {
 
     /// The state of a run that `p` starts.
     #[inline]
-    pub(super) fn start(p: Frame<'_>, l4: L4) -> RunState {
+    pub(super) fn start(p: &View<'_>) -> RunState {
         let len = p.payload_len();
-        let h = p.innermost();
+        let next_seq = match p.l4 {
+            Trans::Tcp(t, _) => tcp::seq(t).wrapping_add(len as u32),
+            Trans::Udp(_) => 0,
+        };
         RunState {
-            l4,
+            l4: p.l4(),
             segs: 1,
             size: u16::try_from(len).unwrap_or(u16::MAX),
-            next_seq: match l4 {
-                L4::Tcp => tcp::seq(p.b, h).wrapping_add(len as u32),
-                L4::Udp => 0,
-            },
+            next_seq,
             or_flags: Flags::empty(),
             ids: [IdMode::Undecided; 2],
         }
@@ -125,50 +246,21 @@ impl RunState {
     /// Records that `p` joined the run, with the ID modes `ids` decided by
     /// [`must_flush`].
     #[inline]
-    pub(super) fn merged(&mut self, p: Frame<'_>, ids: [IdMode; 2]) {
+    pub(super) fn merged(&mut self, p: &View<'_>, ids: [IdMode; 2]) {
         self.segs = self.segs.saturating_add(1);
         self.ids = ids;
-        if self.l4 == L4::Tcp {
-            let len = p.payload_len();
-            self.next_seq = self.next_seq.wrapping_add(len as u32);
-            let f = tcp::flags(p.b, p.innermost());
-            if f.contains(Flags::FIN) {
-                self.or_flags |= Flags::FIN;
-            }
-            if f.contains(Flags::PSH) {
-                self.or_flags |= Flags::PSH;
-            }
+        if let Trans::Tcp(t, _) = p.l4 {
+            self.next_seq = self.next_seq.wrapping_add(p.payload_len() as u32);
+            self.or_flags |= tcp::flags(t) & (Flags::FIN | Flags::PSH);
         }
-    }
-}
-
-/// Which run family a packet belongs to, or why it is refused at once.
-#[inline]
-pub(super) fn classify(p: Frame<'_>, udp_on: bool) -> Result<L4, FlushReason> {
-    let outer = &p.l.outer;
-    if outer.frag != Fragment::None || p.l.inner.is_some_and(|i| i.frag != Fragment::None) {
-        return Err(FlushReason::Fragment);
-    }
-    if p.l.tunnel.is_some() && p.l.inner.is_none() {
-        return Err(FlushReason::Unsupported);
-    }
-    let h = p.innermost();
-    if !matches!(h.l3, L3Kind::Ipv4 | L3Kind::Ipv6) {
-        return Err(FlushReason::Unsupported);
-    }
-    match h.l4 {
-        L4Kind::Tcp => Ok(L4::Tcp),
-        L4Kind::Udp if udp_on => Ok(L4::Udp),
-        L4Kind::Udp => Err(FlushReason::UdpOff),
-        _ => Err(FlushReason::Unsupported),
     }
 }
 
 /// True if the innermost headers are IP with TCP or UDP ports, so the packet has a
 /// flow hash (a first fragment has; a later one has not).
 #[inline]
-pub(super) fn has_ports(p: Frame<'_>) -> bool {
-    let h = p.innermost();
+pub(super) fn has_ports(f: Frame<'_>) -> bool {
+    let h = f.l.innermost();
     matches!(h.l3, L3Kind::Ipv4 | L3Kind::Ipv6) && matches!(h.l4, L4Kind::Tcp | L4Kind::Udp)
 }
 
@@ -187,62 +279,62 @@ const fn mix(mut x: u64) -> u32 {
 /// purpose, so that flows that differ only there share a bucket and the layers can
 /// say why they are kept apart ([`GroCounters::split`](super::GroCounters::split)).
 #[inline]
-pub(super) fn flow_hash(p: Frame<'_>) -> u32 {
-    let h = p.innermost();
+pub(super) fn flow_hash(f: Frame<'_>) -> u32 {
+    let h = f.l.innermost();
     let l3 = usize::from(h.l3_offset);
     let addrs = match h.l3 {
         L3Kind::Ipv6 => {
-            bytes::be64(p.b, l3 + 8)
-                ^ bytes::be64(p.b, l3 + 16).rotate_left(17)
-                ^ bytes::be64(p.b, l3 + 24).rotate_left(31)
-                ^ bytes::be64(p.b, l3 + 32).rotate_left(47)
+            bytes::be64(f.b, l3 + 8)
+                ^ bytes::be64(f.b, l3 + 16).rotate_left(17)
+                ^ bytes::be64(f.b, l3 + 24).rotate_left(31)
+                ^ bytes::be64(f.b, l3 + 32).rotate_left(47)
         }
-        _ => bytes::be64(p.b, l3 + 12),
+        _ => bytes::be64(f.b, l3 + 12),
     };
-    let ports = u64::from(bytes::be32(p.b, usize::from(h.l4_offset)));
+    let ports = u64::from(bytes::be32(f.b, usize::from(h.l4_offset)));
     mix(addrs.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ports)
 }
 
 // ---- per-level dispatchers -------------------------------------------------------
 
 #[inline]
-fn ip_check(b: &[u8], h: &Headers, end: usize) -> Result<(), FlushReason> {
-    match h.l3 {
-        L3Kind::Ipv4 => ipv4::check(b, h, end),
-        L3Kind::Ipv6 => ipv6::check(b, h, end),
-        _ => Err(FlushReason::Unsupported),
+fn ip_check(v: &View<'_>, lv: &Level<'_>) -> Result<(), FlushReason> {
+    let len = v.b.len().saturating_sub(usize::from(lv.h.l3_offset));
+    match lv.ip {
+        Ip::V4(x) => ipv4::check(x, len),
+        Ip::V6(x, _) => ipv6::check(x, lv.h.frag, len),
     }
 }
 
-#[inline]
-fn ip_same_flow(p: &[u8], ph: &Headers, h: &[u8], hh: &Headers) -> Result<(), FlushReason> {
-    match (ph.l3, hh.l3) {
-        (L3Kind::Ipv4, L3Kind::Ipv4) => ipv4::same_flow(p, ph, h, hh),
-        (L3Kind::Ipv6, L3Kind::Ipv6) => ipv6::same_flow(p, ph, h, hh),
+#[inline(always)]
+fn level_same_flow(p: &Level<'_>, h: &Level<'_>) -> Result<(), FlushReason> {
+    eth::same_flow(&p.mac, &h.mac)?;
+    match (p.ip, h.ip) {
+        (Ip::V4(x), Ip::V4(y)) => ipv4::same_flow(x, y),
+        (Ip::V6(x, xe), Ip::V6(y, ye)) => ipv6::same_flow(x, xe, y, ye),
         _ => Err(FlushReason::Tuple),
     }
 }
 
 #[inline]
 fn ip_must_flush(
-    p: &[u8],
-    ph: &Headers,
-    h: &[u8],
-    hh: &Headers,
+    p: &Level<'_>,
+    h: &Level<'_>,
     mode: IdMode,
     count: u16,
 ) -> Result<IdMode, FlushReason> {
-    match ph.l3 {
-        L3Kind::Ipv4 => ipv4::must_flush(p, ph, h, hh, mode, count),
-        _ => ipv6::must_flush(p, ph, h, hh).map(|()| mode),
+    match (p.ip, h.ip) {
+        (Ip::V4(x), Ip::V4(y)) => ipv4::must_flush(x, y, mode, count),
+        (Ip::V6(x, _), Ip::V6(y, _)) => ipv6::must_flush(x, y).map(|()| mode),
+        _ => Err(FlushReason::Tuple),
     }
 }
 
 #[inline]
 fn ip_pseudo(b: &[u8], h: &Headers, proto: u8, l4_len: u16) -> u32 {
     match h.l3 {
-        L3Kind::Ipv4 => ipv4::pseudo(b, h, proto, l4_len),
-        _ => ipv6::pseudo(b, h, proto, l4_len),
+        L3Kind::Ipv4 => ipv4::header(b, h).map_or(0, |x| ipv4::pseudo(x, proto, l4_len)),
+        _ => ipv6::header(b, h).map_or(0, |x| ipv6::pseudo(x, proto, l4_len)),
     }
 }
 
@@ -255,37 +347,31 @@ fn ip_complete(b: &mut [u8], h: &mut Headers, total: u16) {
 }
 
 #[inline]
-fn tunnel_check(b: &[u8], o: &Headers, t: &Tunnel, end: usize) -> Result<(), FlushReason> {
-    match t.kind {
-        TunnelKind::Vxlan => udp_tunnel::check(b, o, end),
-        TunnelKind::Geneve => {
-            udp_tunnel::check(b, o, end)?;
-            geneve::check(b, t)
+fn tunnel_check(v: &View<'_>, t: &Tun<'_>) -> Result<(), FlushReason> {
+    let udp_len = v.b.len().saturating_sub(usize::from(v.l.outer.l4_offset));
+    match *t {
+        Tun::Vxlan(u, _) => udp_tunnel::check(u, udp_len),
+        Tun::Geneve(u, g) => {
+            udp_tunnel::check(u, udp_len)?;
+            geneve::base(g).map_or(Err(FlushReason::Unparsed), geneve::check)
         }
-        TunnelKind::Nvgre => gre::check(b, t),
+        Tun::Gre(g) => gre::check(g),
     }
 }
 
 #[inline]
-fn tunnel_same_flow(
-    p: Frame<'_>,
-    pt: &Tunnel,
-    h: Frame<'_>,
-    ht: &Tunnel,
-) -> Result<(), FlushReason> {
-    if pt.kind != ht.kind {
-        return Err(FlushReason::Tuple);
-    }
-    match pt.kind {
-        TunnelKind::Vxlan => {
-            udp_tunnel::same_flow(p.b, &p.l.outer, h.b, &h.l.outer)?;
-            vxlan::same_flow(p.b, pt, h.b, ht)
+fn tunnel_same_flow(p: &Tun<'_>, h: &Tun<'_>) -> Result<(), FlushReason> {
+    match (*p, *h) {
+        (Tun::Vxlan(pu, px), Tun::Vxlan(hu, hx)) => {
+            udp_tunnel::same_flow(pu, hu)?;
+            vxlan::same_flow(px, hx)
         }
-        TunnelKind::Geneve => {
-            udp_tunnel::same_flow(p.b, &p.l.outer, h.b, &h.l.outer)?;
-            geneve::same_flow(p.b, pt, h.b, ht)
+        (Tun::Geneve(pu, pg), Tun::Geneve(hu, hg)) => {
+            udp_tunnel::same_flow(pu, hu)?;
+            geneve::same_flow(pg, hg)
         }
-        TunnelKind::Nvgre => gre::same_flow(p.b, pt, h.b, ht),
+        (Tun::Gre(pg), Tun::Gre(hg)) => gre::same_flow(pg, hg),
+        _ => Err(FlushReason::Tuple),
     }
 }
 
@@ -309,40 +395,44 @@ fn len_from(b: &[u8], from: u16) -> u16 {
 /// Checks the transport checksums, outer to inner. `Verified { levels }` vouches
 /// for the first `levels` checksums present (a zero outer UDP checksum is not one,
 /// as in Linux's `csum_level`); the others are verified here in software.
-fn verify_checksums(p: Frame<'_>, csum: Checksum, l4: L4) -> Result<(), FlushReason> {
-    let h = p.innermost();
+#[inline]
+fn verify_checksums(v: &View<'_>, csum: Checksum) -> Result<(), FlushReason> {
+    if let (Checksum::Verified { levels: 1.. }, None) = (csum, &v.tunnel) {
+        return Ok(()); // the common case: one level, the transport's, vouched for
+    }
+    let h = v.l.innermost();
     let mut trusted = match csum {
         Checksum::None => 0,
         Checksum::Verified { levels } => levels,
         Checksum::Partial { start, offset } => {
-            return if start == h.l4_offset && offset == l4.csum_offset() {
+            return if start == h.l4_offset && offset == v.l4().csum_offset() {
                 Ok(())
             } else {
                 Err(FlushReason::CsumPartial)
             };
         }
     };
-    if let Some(t) = &p.l.tunnel {
-        let o = &p.l.outer;
-        match t.kind {
-            TunnelKind::Vxlan | TunnelKind::Geneve => {
-                if udp_tunnel::has_csum(p.b, o) && !take_level(&mut trusted) {
-                    let pseudo = ip_pseudo(p.b, o, protocol::UDP, len_from(p.b, o.l4_offset));
-                    udp_tunnel::verify(p.b, o, pseudo)?;
+    if let Some((t, _)) = &v.tunnel {
+        let o = &v.l.outer;
+        match *t {
+            Tun::Vxlan(u, _) | Tun::Geneve(u, _) => {
+                if udp_tunnel::has_csum(u) && !take_level(&mut trusted) {
+                    let pseudo = ip_pseudo(v.b, o, protocol::UDP, len_from(v.b, o.l4_offset));
+                    udp_tunnel::verify(v.b, o, pseudo)?;
                 }
             }
-            TunnelKind::Nvgre => {
-                if gre::has_csum(p.b, t) && !take_level(&mut trusted) {
-                    gre::verify(p.b, t)?;
+            Tun::Gre(g) => {
+                if gre::has_csum(g) && !take_level(&mut trusted) {
+                    gre::verify(v.b, v.l.tunnel.map_or(0, |t| t.offset))?;
                 }
             }
         }
     }
     if !take_level(&mut trusted) {
-        let pseudo = ip_pseudo(p.b, h, h.protocol, len_from(p.b, h.l4_offset));
-        match l4 {
-            L4::Tcp => tcp::verify(p.b, h, pseudo)?,
-            L4::Udp => udp::verify(p.b, h, pseudo)?,
+        let pseudo = ip_pseudo(v.b, h, h.protocol, len_from(v.b, h.l4_offset));
+        match v.l4 {
+            Trans::Tcp(..) => tcp::verify(v.b, h, pseudo)?,
+            Trans::Udp(_) => udp::verify(v.b, h, pseudo)?,
         }
     }
     Ok(())
@@ -351,90 +441,93 @@ fn verify_checksums(p: Frame<'_>, csum: Checksum, l4: L4) -> Result<(), FlushRea
 // ---- the walks -------------------------------------------------------------------
 
 /// The packet-level checks of every level, outer to inner, then the checksums.
-pub(super) fn check(p: Frame<'_>, csum: Checksum, l4: L4) -> Result<(), FlushReason> {
-    let end = p.b.len();
-    let o = &p.l.outer;
-    ip_check(p.b, o, end)?;
-    if let (Some(t), Some(i)) = (&p.l.tunnel, &p.l.inner) {
-        tunnel_check(p.b, o, t, end)?;
-        ip_check(p.b, i, end)?;
+#[inline]
+pub(super) fn check(v: &View<'_>, csum: Checksum) -> Result<(), FlushReason> {
+    ip_check(v, &v.outer)?;
+    if let Some((t, inner)) = &v.tunnel {
+        tunnel_check(v, t)?;
+        ip_check(v, inner)?;
     }
-    let h = p.innermost();
-    match l4 {
-        L4::Tcp => tcp::check(p.b, h, p.payload_len())?,
-        L4::Udp => udp::check(p.b, h, end)?,
+    match v.l4 {
+        Trans::Tcp(t, _) => tcp::check(t, v.payload_len())?,
+        Trans::Udp(u) => {
+            let len =
+                v.b.len()
+                    .saturating_sub(usize::from(v.l.innermost().l4_offset));
+            udp::check(u, len)?;
+        }
     }
-    verify_checksums(p, csum, l4)
+    verify_checksums(v, csum)
 }
 
 /// Same flow: every level agrees, outer to inner; the first that does not says why.
 #[inline]
-pub(super) fn same_flow(p: Frame<'_>, h: Frame<'_>, l4: L4) -> Result<(), FlushReason> {
-    eth::same_flow(p.b, &p.l.outer, h.b, &h.l.outer)?;
-    ip_same_flow(p.b, &p.l.outer, h.b, &h.l.outer)?;
-    match (&p.l.tunnel, &h.l.tunnel, &p.l.inner, &h.l.inner) {
-        (None, None, _, _) => {}
-        (Some(pt), Some(ht), Some(pi), Some(hi)) => {
-            tunnel_same_flow(p, pt, h, ht)?;
-            eth::same_flow(p.b, pi, h.b, hi)?;
-            ip_same_flow(p.b, pi, h.b, hi)?;
+pub(super) fn same_flow(p: &View<'_>, h: &View<'_>) -> Result<(), FlushReason> {
+    level_same_flow(&p.outer, &h.outer)?;
+    match (&p.tunnel, &h.tunnel) {
+        (None, None) => {}
+        (Some((pt, pi)), Some((ht, hi))) => {
+            tunnel_same_flow(pt, ht)?;
+            level_same_flow(pi, hi)?;
         }
         _ => return Err(FlushReason::Tuple),
     }
-    let (ph, hh) = (p.innermost(), h.innermost());
-    match l4 {
-        L4::Tcp => tcp::same_flow(p.b, ph, h.b, hh),
-        L4::Udp => udp::same_flow(p.b, ph, h.b, hh),
+    match (p.l4, h.l4) {
+        (Trans::Tcp(x, _), Trans::Tcp(y, _)) => tcp::same_flow(x, y),
+        (Trans::Udp(x), Trans::Udp(y)) => udp::same_flow(x, y),
+        _ => Err(FlushReason::Tuple),
     }
 }
 
 /// The flush rules of every level for `p` against the run `h` in state `st`
-/// (transport, then IP outer to inner).
-/// Returns the run's IPv4 ID modes if `p` may join.
+/// (transport, then IP outer to inner). Returns the run's IPv4 ID modes if `p` may
+/// join.
 #[inline]
 pub(super) fn must_flush(
-    p: Frame<'_>,
-    h: Frame<'_>,
+    p: &View<'_>,
+    h: &View<'_>,
     st: &RunState,
 ) -> Result<[IdMode; 2], FlushReason> {
     // The transport first, as in `tcp_gro_receive`: when a segment breaks several
     // rules (a reordered segment also has an out-of-turn IP ID), the transport's
     // reason is the one counted.
-    let (ph, hh) = (p.innermost(), h.innermost());
-    match st.l4 {
-        L4::Tcp => tcp::must_flush(p.b, ph, h.b, hh, p.payload_len(), st.size, st.next_seq)?,
-        L4::Udp => udp::must_flush(p.b, ph, h.b, hh)?,
+    match (p.l4, h.l4) {
+        (Trans::Tcp(x, xo), Trans::Tcp(y, yo)) => {
+            tcp::must_flush(x, xo, y, yo, p.payload_len(), st.size, st.next_seq)?;
+        }
+        (Trans::Udp(x), Trans::Udp(y)) => udp::must_flush(x, y)?,
+        _ => return Err(FlushReason::Tuple),
     }
-    let mut ids = st.ids;
-    let [outer_id, inner_id] = &mut ids;
-    *outer_id = ip_must_flush(p.b, &p.l.outer, h.b, &h.l.outer, *outer_id, st.segs)?;
-    if let (Some(pi), Some(hi)) = (&p.l.inner, &h.l.inner) {
-        *inner_id = ip_must_flush(p.b, pi, h.b, hi, *inner_id, st.segs)?;
-    }
-    Ok(ids)
+    let [outer_id, inner_id] = st.ids;
+    let outer_id = ip_must_flush(&p.outer, &h.outer, outer_id, st.segs)?;
+    let inner_id = match (&p.tunnel, &h.tunnel) {
+        (Some((_, pi)), Some((_, hi))) => ip_must_flush(pi, hi, inner_id, st.segs)?,
+        _ => inner_id,
+    };
+    Ok([outer_id, inner_id])
 }
 
 /// After `p` joined the run `h`: the transport's reason to flush it now, if any.
 #[inline]
-pub(super) fn after_merge(p: Frame<'_>, h: Frame<'_>, st: &RunState) -> Option<FlushReason> {
-    let (ph, hh) = (p.innermost(), h.innermost());
-    match st.l4 {
-        L4::Tcp => tcp::after_merge(p.b, ph, p.payload_len(), st.size),
-        L4::Udp => udp::after_merge(p.b, ph, h.b, hh),
+pub(super) fn after_merge(p: &View<'_>, h: &View<'_>, st: &RunState) -> Option<FlushReason> {
+    match (p.l4, h.l4) {
+        (Trans::Tcp(x, _), _) => tcp::after_merge(x, p.payload_len(), st.size),
+        (Trans::Udp(x), Trans::Udp(y)) => udp::after_merge(x, y),
+        _ => None,
     }
 }
 
 /// Whether `p`, which found no run to join, may start one.
 #[inline]
-pub(super) fn can_start(p: Frame<'_>, l4: L4) -> Result<(), FlushReason> {
-    match l4 {
-        L4::Tcp => tcp::can_start(p.b, p.innermost()),
-        L4::Udp => Ok(()),
+pub(super) fn can_start(p: &View<'_>) -> Result<(), FlushReason> {
+    match p.l4 {
+        Trans::Tcp(t, _) => tcp::can_start(t),
+        Trans::Udp(_) => Ok(()),
     }
 }
 
-/// Completes a merged run in place (Linux's `*_gro_complete`, inner to outer in
-/// effect, every level for its own header) and returns the meta of the merged frame.
+/// Completes a merged run in place (Linux's `*_gro_complete`, every level for its
+/// own header) and returns the meta of the merged frame.
 pub(super) fn complete(
     b: &mut [u8],
     l: &mut Layout,
@@ -451,13 +544,13 @@ pub(super) fn complete(
                 let len = len_from(b, o.l4_offset);
                 let pseudo = ip_pseudo(b, &o, protocol::UDP, len);
                 tunnel = GsoTunnel::Udp {
-                    outer_csum: udp_tunnel::has_csum(b, &o),
+                    outer_csum: udp_tunnel::header(b, &o).is_some_and(udp_tunnel::has_csum),
                 };
                 udp_tunnel::complete(b, &o, len, pseudo);
             }
             TunnelKind::Nvgre => {
                 tunnel = GsoTunnel::Gre {
-                    csum: gre::has_csum(b, &t),
+                    csum: gre::has_csum(gre::header(b, &t)),
                 };
                 gre::complete(b, &t);
             }
@@ -472,7 +565,7 @@ pub(super) fn complete(
     let pseudo = ip_pseudo(b, &h, h.protocol, l4_len);
     let (kind, ecn) = match st.l4 {
         L4::Tcp => {
-            let ecn = tcp::flags(b, &h).contains(Flags::CWR);
+            let ecn = tcp::header(b, &h).is_some_and(|t| tcp::flags(t).contains(Flags::CWR));
             tcp::complete(b, &h, st.or_flags, pseudo);
             let kind = if h.l3 == L3Kind::Ipv6 {
                 GsoType::TcpV6
