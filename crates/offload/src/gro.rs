@@ -223,6 +223,7 @@ impl Gro {
     /// (`Verified`, or `None`: the transport checksum is then verified here).
     /// Frames that leave GRO (merged runs, runs pushed out, refused frames) go to
     /// `out`, in an order that keeps every flow's segments in order.
+    #[inline]
     pub fn receive(
         &mut self,
         now: u64,
@@ -230,9 +231,21 @@ impl Gro {
         meta: OffloadMeta,
         out: &mut impl FnMut(&[u8], &OffloadMeta),
     ) {
+        self.receive_ref(now, frame, &meta, out);
+    }
+
+    /// [`Gro::receive`] with the meta borrowed.
+    #[inline]
+    fn receive_ref(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
         self.counters.received += 1;
         if meta.gso.is_some() {
-            return self.refuse(frame, &meta, FlushReason::AlreadyGso, None, out);
+            return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
         }
         let parsed;
         let layout = match &meta.layout {
@@ -242,7 +255,7 @@ impl Gro {
                     parsed = l;
                     &parsed
                 }
-                Err(e) => return self.refuse(frame, &meta, parse_reason(&e), None, out),
+                Err(e) => return self.refuse(frame, meta, parse_reason(&e), None, out),
             },
         };
         let f = Frame {
@@ -250,17 +263,18 @@ impl Gro {
             l: layout,
         };
         if !f.fits() {
-            return self.refuse(frame, &meta, FlushReason::Unparsed, None, out);
+            return self.refuse(frame, meta, FlushReason::Unparsed, None, out);
         }
-        let hash = walk::has_ports(f).then(|| walk::flow_hash(f));
         let p = match View::new(f, self.cfg.udp) {
             Ok(p) => p,
-            Err(r) => return self.refuse(frame, &meta, r, hash, out),
+            Err(r) => {
+                let hash = walk::has_ports(f).then(|| walk::flow_hash(f));
+                return self.refuse(frame, meta, r, hash, out);
+            }
         };
-        // A view exists only for IP with TCP or UDP ports, so the hash does too.
-        let hash = hash.unwrap_or_default();
+        let hash = p.flow_hash();
         if let Err(r) = walk::check(&p, meta.csum) {
-            return self.refuse(frame, &meta, r, Some(hash), out);
+            return self.refuse(frame, meta, r, Some(hash), out);
         }
         let bucket = self.table.bucket(hash);
         let limits = (usize::from(self.cfg.max_len), self.cfg.max_segs);
@@ -297,11 +311,11 @@ impl Gro {
             }
         }
         if let Err(r) = walk::can_start(&p) {
-            return self.refuse(frame, &meta, r, None, out);
+            return self.refuse(frame, meta, r, None, out);
         }
         let slot = self.table.make_room(bucket, &mut self.counters, out);
         self.table
-            .hold(slot, hash, now, f, RunState::start(&p), &meta);
+            .hold(slot, hash, now, f, RunState::start(&p), meta);
         self.counters.held += 1;
     }
 
@@ -313,7 +327,7 @@ impl Gro {
         out: &mut impl FnMut(&[u8], &OffloadMeta),
     ) {
         for (frame, meta) in batch {
-            self.receive(now, frame, meta, out);
+            self.receive_ref(now, frame, &meta, out);
         }
         self.flush_all(out);
     }

@@ -264,35 +264,61 @@ pub(super) fn has_ports(f: Frame<'_>) -> bool {
     matches!(h.l3, L3Kind::Ipv4 | L3Kind::Ipv6) && matches!(h.l4, L4Kind::Tcp | L4Kind::Udp)
 }
 
-/// Mixes 64 bits into 32 (the finaliser of MurmurHash3).
+/// The flow hash of innermost addresses `addrs` (IPv4: source and destination;
+/// IPv6: both folded to 64 bits) and `ports`: one multiply, the high half kept.
 #[inline]
-const fn mix(mut x: u64) -> u32 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^= x >> 33;
-    x as u32
+const fn hash(addrs: u64, ports: u32) -> u32 {
+    let x = addrs.rotate_left(17) ^ (ports as u64);
+    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
 }
 
-/// The flow hash: innermost addresses and ports. Tunnel fields are left out on
-/// purpose, so that flows that differ only there share a bucket and the layers can
-/// say why they are kept apart ([`GroCounters::split`](super::GroCounters::split)).
+/// IPv6 source and destination addresses (32 bytes) folded to 64 bits.
+#[inline]
+fn fold_v6(a: u64, b: u64, c: u64, d: u64) -> u64 {
+    a ^ b.rotate_left(16) ^ c.rotate_left(32) ^ d.rotate_left(48)
+}
+
+/// The flow hash read from the frame's bytes: innermost addresses and ports, as
+/// [`View::flow_hash`] computes it (for frames refused before a view exists).
 #[inline]
 pub(super) fn flow_hash(f: Frame<'_>) -> u32 {
     let h = f.l.innermost();
     let l3 = usize::from(h.l3_offset);
     let addrs = match h.l3 {
-        L3Kind::Ipv6 => {
-            bytes::be64(f.b, l3 + 8)
-                ^ bytes::be64(f.b, l3 + 16).rotate_left(17)
-                ^ bytes::be64(f.b, l3 + 24).rotate_left(31)
-                ^ bytes::be64(f.b, l3 + 32).rotate_left(47)
-        }
+        L3Kind::Ipv6 => fold_v6(
+            bytes::be64(f.b, l3 + 8),
+            bytes::be64(f.b, l3 + 16),
+            bytes::be64(f.b, l3 + 24),
+            bytes::be64(f.b, l3 + 32),
+        ),
         _ => bytes::be64(f.b, l3 + 12),
     };
-    let ports = u64::from(bytes::be32(f.b, usize::from(h.l4_offset)));
-    mix(addrs.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ports)
+    hash(addrs, bytes::be32(f.b, usize::from(h.l4_offset)))
+}
+
+impl View<'_> {
+    /// The flow hash: innermost addresses and ports. Tunnel fields are left out on
+    /// purpose, so that flows that differ only there share a bucket and the layers
+    /// can say why they are kept apart
+    /// ([`GroCounters::split`](super::GroCounters::split)).
+    #[inline]
+    pub(super) fn flow_hash(&self) -> u32 {
+        let lv = self.tunnel.as_ref().map_or(&self.outer, |(_, i)| i);
+        let addrs = match lv.ip {
+            Ip::V4(x) => bytes::be64(x, 12),
+            Ip::V6(x, _) => fold_v6(
+                bytes::be64(x, 8),
+                bytes::be64(x, 16),
+                bytes::be64(x, 24),
+                bytes::be64(x, 32),
+            ),
+        };
+        let ports = match self.l4 {
+            Trans::Tcp(t, _) => bytes::be32(t, 0),
+            Trans::Udp(u) => bytes::be32(u, 0),
+        };
+        hash(addrs, ports)
+    }
 }
 
 // ---- per-level dispatchers -------------------------------------------------------
