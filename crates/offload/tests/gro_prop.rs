@@ -243,7 +243,7 @@ fn check(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn gro_never_mixes_flows_and_delivers_every_segment_once_in_order(

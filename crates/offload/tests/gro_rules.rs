@@ -71,6 +71,52 @@ fn ipv6_train_merges_and_resegments_exactly() {
 }
 
 #[test]
+fn vlan_tagged_trains_merge_and_resegment_exactly() {
+    for tags in [&[5u16][..], &[100, 200]] {
+        let train: Vec<_> = (0..4u32)
+            .map(|i| {
+                let b = tags.iter().fold(
+                    FrameBuilder::new(v4(100 + i as u16), L4::Tcp(tcp(1 + i * 1000))),
+                    |b, &t| b.vlan(t),
+                );
+                b.build(&payload(0, 1 + i * 1000, 1000))
+            })
+            .collect();
+        let mut g = gro();
+        let out = run(&mut g, &train);
+        assert_eq!(segs(&out), [4], "{tags:?}");
+        assert_eq!(resegment(&out[0].0, &out[0].1), train);
+    }
+}
+
+#[test]
+#[allow(clippy::unwrap_used)]
+fn ipv6_extension_headers_merge_when_equal_and_split_when_not() {
+    use linerate_wire::etherparse::{IpNumber, Ipv6Extensions, Ipv6RawExtHeader};
+    let with_hbh = |opt: u8| {
+        let Ip::V6(h, _) = v6() else { unreachable!() };
+        let mut exts = Ipv6Extensions::default();
+        exts.hop_by_hop_options =
+            Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1, 4, opt, 0, 0, 0]).unwrap());
+        Ip::V6(h, Box::new(exts))
+    };
+    let train: Vec<_> = (0..3)
+        .map(|i| frame(with_hbh(0), tcp(1 + i * 1000), 1000))
+        .collect();
+    let mut g = gro();
+    let out = run(&mut g, &train);
+    assert_eq!(segs(&out), [3]);
+    assert_eq!(resegment(&out[0].0, &out[0].1), train);
+    let mut g = gro();
+    let out = run(
+        &mut g,
+        &[train[0].clone(), frame(with_hbh(9), tcp(1001), 1000)],
+    );
+    assert_eq!(segs(&out), [1, 1]);
+    assert_eq!(g.counters().split(FlushReason::Ipv6Ext), 1);
+}
+
+#[test]
 fn a_single_segment_is_delivered_unchanged() {
     let f = frame(v4(1), tcp(1), 100);
     let meta = OffloadMeta {
