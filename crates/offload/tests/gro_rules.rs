@@ -95,9 +95,12 @@ fn ipv6_extension_headers_merge_when_equal_and_split_when_not() {
     use linerate_wire::etherparse::{IpNumber, Ipv6Extensions, Ipv6RawExtHeader};
     let with_hbh = |opt: u8| {
         let Ip::V6(h, _) = v6() else { unreachable!() };
-        let mut exts = Ipv6Extensions::default();
-        exts.hop_by_hop_options =
-            Some(Ipv6RawExtHeader::new_raw(IpNumber(0), &[1, 4, opt, 0, 0, 0]).unwrap());
+        let exts = Ipv6Extensions {
+            hop_by_hop_options: Some(
+                Ipv6RawExtHeader::new_raw(IpNumber(0), &[1, 4, opt, 0, 0, 0]).unwrap(),
+            ),
+            ..Default::default()
+        };
         Ip::V6(h, Box::new(exts))
     };
     let train: Vec<_> = (0..3)
