@@ -38,7 +38,7 @@ pub(super) fn array<const N: usize>(b: &[u8], at: usize) -> Option<&[u8; N]> {
 }
 
 /// The big-endian 16-bit word at constant offset `$i` of a header array (see
-/// [`array`]): constant indices into an array are checked when compiling, so this
+/// [`array()`]): constant indices into an array are checked when compiling, so this
 /// cannot panic.
 macro_rules! hdr16 {
     ($h:expr, $i:expr) => {
