@@ -137,6 +137,7 @@ mod table;
 mod tcp;
 mod udp;
 mod udp_tunnel;
+mod view;
 mod vxlan;
 mod walk;
 
@@ -147,7 +148,8 @@ use ipv4::IdMode;
 use linerate_wire::error::{Error, Layer};
 use linerate_wire::layout;
 use table::Table;
-use walk::{Frame, RunState, View};
+use view::{Frame, View};
+use walk::RunState;
 
 /// GRO settings. The defaults are Linux's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,7 +278,7 @@ impl Gro {
         let p = match View::new(f, self.cfg.udp) {
             Ok(p) => p,
             Err(r) => {
-                let hash = walk::has_ports(f).then(|| walk::flow_hash(f));
+                let hash = view::has_ports(f).then(|| view::flow_hash(f));
                 return self.refuse(frame, meta, r, hash, out);
             }
         };

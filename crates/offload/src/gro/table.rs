@@ -7,7 +7,8 @@
 //! Buffers stay allocated when a run ends, so once warm nothing is allocated per
 //! packet.
 
-use super::walk::{Frame, RunState};
+use super::view::Frame;
+use super::walk::RunState;
 use super::{FlushReason, GroCounters, walk};
 use crate::meta::OffloadMeta;
 use core::ops::Range;

@@ -110,6 +110,15 @@ pub fn run(gro: &mut Gro, frames: &[Vec<u8>]) -> Delivered {
     run_with(gro, frames, verified())
 }
 
+/// Asserts every packet was accounted once and every delivered frame once, and
+/// nothing is left held.
+pub fn assert_balanced(g: &Gro) {
+    let c = g.counters();
+    assert_eq!(c.received, c.merged + c.held + c.refused_total(), "{c}");
+    assert_eq!(c.delivered, c.flushed_total() + c.refused_total(), "{c}");
+    assert_eq!(g.held(), 0);
+}
+
 /// Segment counts of what was delivered (1 for frames delivered as they came).
 pub fn segs(out: &Delivered) -> Vec<u16> {
     out.iter()
