@@ -76,7 +76,8 @@
 //!   bad or unverified checksum, padding, SYN/RST/URG, a pure ACK, GENEVE O bit or
 //!   version, GRE flags, not TCP, ...). It is delivered unchanged, bytes and meta.
 //!   Runs with its flow hash are delivered first (`flushed_<reason>`), so a flow's
-//!   bytes never overtake each other. (Linux delivers such a packet ahead of its
+//!   bytes never overtake each other (a frame whose headers do not parse as far as
+//!   its addresses and ports has no flow hash and flushes nothing). (Linux delivers such a packet ahead of its
 //!   held run; linerate keeps the order.)
 //! * **Split** (`split_<reason>`): it matched a held run's hash but one layer says
 //!   it is another flow (VNI, GENEVE options, GRE key or flags, outer UDP checksum

@@ -343,6 +343,28 @@ fn gre_sequence_numbers_are_refused() {
 }
 
 #[test]
+fn gre_version_other_than_zero_is_refused() {
+    let mut v1 = nvgre(77, 3, 1);
+    v1[GRE + 1] |= 0x01; // version 1 (PPTP's enhanced GRE)
+    let mut g = gro();
+    let out = run(&mut g, &[nvgre(77, 3, 0), v1.clone()]);
+    assert_eq!(out.len(), 2);
+    assert!(out.iter().any(|(f, _)| *f == v1));
+    assert_eq!(g.counters().refused(FlushReason::GreFlags), 1);
+}
+
+#[test]
+fn vxlan_flags_other_than_i_are_refused() {
+    let mut odd = vx(42, 1, 501, false);
+    odd[14 + 20 + 8] |= 0x01; // a reserved flag bit
+    let mut g = gro();
+    let out = run(&mut g, &[vx(42, 0, 500, false), odd.clone()]);
+    assert_eq!(out.len(), 2);
+    assert!(out.iter().any(|(f, _)| *f == odd));
+    assert_eq!(g.counters().refused(FlushReason::TunnelFlags), 1);
+}
+
+#[test]
 fn gre_flags_and_keys_that_differ_are_other_flows() {
     let cases = [
         (with_gre_csum(nvgre(77, 3, 1)), FlushReason::GreFlags),
