@@ -76,9 +76,9 @@
 //!   bad or unverified checksum, padding, SYN/RST/URG, a pure ACK, GENEVE O bit or
 //!   version, GRE flags, not TCP, ...). It is delivered unchanged, bytes and meta.
 //!   Runs with its flow hash are delivered first (`flushed_<reason>`), so a flow's
-//!   bytes never overtake each other (a frame whose headers do not parse as far as
-//!   its addresses and ports has no flow hash and flushes nothing). (Linux delivers such a packet ahead of its
-//!   held run; linerate keeps the order.)
+//!   bytes never overtake each other; Linux delivers such a packet ahead of its
+//!   held run. (A frame whose headers do not parse as far as its addresses and
+//!   ports has no flow hash and flushes nothing.)
 //! * **Split** (`split_<reason>`): it matched a held run's hash but one layer says
 //!   it is another flow (VNI, GENEVE options, GRE key or flags, outer UDP checksum
 //!   zero versus non-zero, IPv6 flow label or extension headers, MACs, ...). It is
@@ -124,6 +124,9 @@
 //! * A run is delivered as soon as another full segment would not fit in
 //!   `max_len`, rather than when that segment arrives.
 //! * A GRE checksum is zeroed rather than left stale.
+//! * The counters say why (Linux counts only merged and flushed packets).
+//! * When a segment breaks several rules, the transport's reason is counted, then
+//!   the outer IP header's, then the inner's (Linux ORs them into one flag).
 //! * `Checksum::Partial` frames are accepted only when the partial checksum is the
 //!   innermost transport checksum.
 
