@@ -1,1 +1,462 @@
-//! (being written)
+//! GRO: a per-queue coalescer of TCP segments (and, if asked, UDP datagrams), plain
+//! and inside VXLAN, GENEVE and NVGRE, following Linux's merge and flush rules
+//! (`net/core/gro.c`; REFERENCE.md, "GRO (coalescing)").
+//!
+//! Feed a receive batch to [`Gro::receive`] (or [`Gro::receive_batch`]), frame by
+//! frame with its [`OffloadMeta`]; merged frames, and frames that could not be
+//! merged, come out through a callback. [`Gro::flush_all`] ends the batch (Linux's
+//! `napi_gro_flush` at the end of a poll), [`Gro::flush_older_than`] delivers runs
+//! that waited too long.
+//!
+//! ```
+//! use linerate_offload::gro::{FlushReason, Gro, GroConfig};
+//! use linerate_offload::{Checksum, GsoType, OffloadMeta};
+//! use linerate_wire::build::{FrameBuilder, Ip, L4};
+//! use linerate_wire::etherparse::TcpHeader;
+//!
+//! // Three MSS-sized segments of one connection.
+//! let seg = |seq: u32| {
+//!     let mut tcp = TcpHeader::new(40000, 443, seq, 65535);
+//!     tcp.ack = true;
+//!     FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::Tcp(tcp)).build(&[7; 1000])
+//! };
+//! let frames = [seg(1), seg(1001), seg(2001)];
+//! let verified = OffloadMeta { csum: Checksum::Verified { levels: 1 }, ..OffloadMeta::plain() };
+//!
+//! let mut gro = Gro::new(GroConfig::default());
+//! let mut out = Vec::new();
+//! gro.receive_batch(0, frames.iter().map(|f| (f.as_slice(), verified)), &mut |frame: &[u8], meta: &OffloadMeta| {
+//!     out.push((frame.to_vec(), *meta));
+//! });
+//! assert_eq!(out.len(), 1);
+//! let (frame, meta) = &out[0];
+//! assert_eq!(frame.len(), 14 + 20 + 20 + 3000);
+//! let gso = meta.gso.unwrap();
+//! assert_eq!((gso.kind, gso.size, gso.segs), (GsoType::TcpV4, 1000, 3));
+//! assert_eq!(gro.counters().merged, 2);
+//! assert_eq!(gro.counters().flushed(FlushReason::BatchEnd), 1);
+//! ```
+//!
+//! # Layers
+//!
+//! As in Linux, each header kind decides for its own header, in its own module:
+//! whether a packet can be coalesced at all (`check`), whether it belongs to a held
+//! run's flow (`same_flow`), whether it must end that run instead of joining it
+//! (`must_flush`), and how the merged frame's header is fixed up (`complete`):
+//!
+//! | module | Linux | header |
+//! |---|---|---|
+//! | `eth` | `dev_gro_receive`, `eth_gro_receive`, `vlan_gro_receive` | Ethernet and VLAN tags |
+//! | `ipv4` | `inet_gro_receive`, `inet_gro_flush`, `inet_gro_complete` | IPv4 |
+//! | `ipv6` | `ipv6_gro_receive`, `ipv6_gro_flush`, `ipv6_gro_complete` | IPv6 |
+//! | `udp_tunnel` | `udp_gro_receive`, `udp4/6_gro_complete` | outer UDP of VXLAN/GENEVE |
+//! | `vxlan` | `vxlan_gro_receive` | VXLAN |
+//! | `geneve` | `geneve_gro_receive` | GENEVE |
+//! | `gre` | `gre_gro_receive`, `gre_gro_complete` | GRE / NVGRE |
+//! | `tcp` | `tcp_gro_receive`, `tcp4/6_gro_receive`, `tcp_gro_complete` | TCP |
+//! | `udp` | `udp_gro_receive_segment`, `udp_gro_complete_segment` | UDP GRO |
+//!
+//! A `walk` module composes them: outer Ethernet, outer IP, then in a tunnel the
+//! tunnel header, inner Ethernet and inner IP, then the transport. Each step only
+//! dispatches on its own header's kind; nothing matches tunnel and inner protocol
+//! together. The [`Layout`](linerate_wire::layout::Layout) (from the meta, or
+//! parsed once here) gives every offset; each frame's headers are then resolved
+//! once into fixed-size arrays (a `View`), so the rules read fields without
+//! per-field bounds checks, and a header that does not fit its frame can only make
+//! a frame pass through, never panic.
+//!
+//! Runs live in a table of hash buckets (`table`): at most 8 runs per bucket, each
+//! owning a buffer into which its first frame is copied and the later payloads
+//! appended. Buffers are kept when a run ends, so once warm nothing is allocated
+//! per packet.
+//!
+//! # What happens to a packet
+//!
+//! * **Refused** (`refused_<reason>`): it cannot be held (IP options, a fragment, a
+//!   bad or unverified checksum, padding, SYN/RST/URG, a pure ACK, GENEVE O bit or
+//!   version, GRE flags, not TCP, ...). It is delivered unchanged, bytes and meta.
+//!   Runs with its flow hash are delivered first (`flushed_<reason>`), so a flow's
+//!   bytes never overtake each other; Linux delivers such a packet ahead of its
+//!   held run. (A frame whose headers do not parse as far as its addresses and
+//!   ports has no flow hash and flushes nothing.)
+//! * **Split** (`split_<reason>`): it matched a held run's hash but one layer says
+//!   it is another flow (VNI, GENEVE options, GRE key or flags, outer UDP checksum
+//!   zero versus non-zero, IPv6 flow label or extension headers, MACs, ...). It is
+//!   kept apart: it joins or starts its own run.
+//! * **Flush** (`flushed_<reason>`): it is of the run's flow but must not join it
+//!   (TTL/TOS/DF, IP ID, traffic class/hop limit, ACK, window, flags, options,
+//!   sequence gap, payload over the MSS, CWR, size). The run is delivered and the
+//!   packet starts a new run (if it can: with FIN or PSH it is refused instead).
+//! * **Merged** (`merged`): its payload is appended to the run. FIN, PSH or a
+//!   payload shorter than the MSS then flush the run (`flushed_fin`, `_psh`,
+//!   `_short`); so do the segment limit (`_segs`) and a size that leaves no room
+//!   for another MSS (`_size`).
+//! * **Held** (`held`): it starts a run.
+//!
+//! # The merged frame
+//!
+//! As Linux's `*_gro_complete` leave it, so that GSO re-segments it exactly:
+//!
+//! * the first segment's headers; IPv4 total length / IPv6 payload length of every
+//!   IP header and the outer UDP length of a UDP tunnel set to the merged size;
+//!   IPv4 header checksums recomputed (valid);
+//! * TCP flags: the first segment's, ORed with the FIN and PSH of the others;
+//! * the inner TCP (UDP GRO: UDP) checksum field holds the folded, not complemented,
+//!   pseudo-header sum over the merged transport length, and the meta says
+//!   `Checksum::Partial { start: <inner L4 offset>, offset: 16 (UDP: 6) }`;
+//! * a non-zero outer UDP checksum holds, likewise, the folded pseudo-header sum
+//!   over the merged outer UDP length (GSO computes each segment's; zero stays
+//!   zero); a GRE checksum field is zeroed (GSO recomputes it per segment);
+//! * `meta.gso = Some(Gso { kind: TcpV4 | TcpV6 | UdpL4 (inner), size: the first
+//!   segment's payload length, tunnel: Udp { outer_csum } | Gre { csum } | None,
+//!   fixed_id, outer_fixed_id, ecn: the first segment had CWR, segs })`;
+//!   `meta.rss` is the first segment's and `meta.layout` the merged frame's.
+//!
+//! A run that nobody joined is delivered as it came: the same bytes and meta.
+//!
+//! # Where linerate differs from Linux
+//!
+//! * Refused packets flush runs of their flow hash first (see above).
+//! * The flow hash is computed here over the innermost addresses and ports (Linux
+//!   uses `skb->hash`); tunnel fields are compared by the layers, not hashed.
+//! * `max_segs` bounds TCP runs too (Linux bounds only UDP runs by count, TCP runs
+//!   by size; with a 1448-byte MSS a 64 KiB run has 45 segments, below 64).
+//! * A run is delivered as soon as another full segment would not fit in
+//!   `max_len`, rather than when that segment arrives.
+//! * A GRE checksum is zeroed rather than left stale.
+//! * The counters say why (Linux counts only merged and flushed packets).
+//! * When a segment breaks several rules, the transport's reason is counted, then
+//!   the outer IP header's, then the inner's (Linux ORs them into one flag).
+//! * `Checksum::Partial` frames are accepted only when the partial checksum is the
+//!   innermost transport checksum.
+
+mod bytes;
+mod eth;
+mod geneve;
+mod gre;
+mod ipv4;
+mod ipv6;
+mod reason;
+mod table;
+mod tcp;
+mod udp;
+mod udp_tunnel;
+mod view;
+mod vxlan;
+mod walk;
+
+pub use reason::{FlushReason, GroCounters};
+
+use crate::meta::OffloadMeta;
+use ipv4::IdMode;
+use linerate_wire::error::{Error, Layer};
+use linerate_wire::layout;
+use table::Table;
+use view::{Frame, View};
+use walk::RunState;
+
+/// GRO settings. The defaults are Linux's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroConfig {
+    /// Runs held at once (default 64: Linux's 8 hash buckets of 8 per NAPI
+    /// context). Buckets hold 8 runs (fewer if this is below 8); the number is
+    /// rounded up to whole buckets. A new flow whose bucket is full has the
+    /// bucket's oldest run delivered (`flushed_table_full`).
+    pub max_flows: usize,
+    /// Segments per run (default 64, Linux's `UDP_GRO_CNT_MAX`; applied to TCP
+    /// too).
+    pub max_segs: u16,
+    /// Largest merged IP packet, outer IP header included (default 65535: Linux's
+    /// `GRO_LEGACY_MAX_SIZE` minus one, the largest IPv4 total length).
+    pub max_len: u16,
+    /// Coalesce UDP datagrams (UDP GRO, `GsoType::UdpL4`); off by default, as in
+    /// Linux without `UDP_GRO` or UDP forwarding GRO. Tunnels are coalesced either
+    /// way.
+    pub udp: bool,
+    /// Age at which [`Gro::flush_older_than`] delivers a run, in the unit of the
+    /// `now` values given to [`Gro::receive`] (default 1 000 000: one millisecond
+    /// in nanoseconds, Linux's jiffy at HZ=1000).
+    pub flush_age: u64,
+    /// Tunnel ports used to parse frames whose meta carries no layout.
+    pub layout: layout::Config,
+}
+
+impl Default for GroConfig {
+    fn default() -> Self {
+        GroConfig {
+            max_flows: 64,
+            max_segs: 64,
+            max_len: u16::MAX,
+            udp: false,
+            flush_age: 1_000_000,
+            layout: layout::Config::DEFAULT,
+        }
+    }
+}
+
+/// A per-queue GRO context: the held runs and the counters.
+#[derive(Debug)]
+pub struct Gro {
+    cfg: GroConfig,
+    table: Table,
+    counters: GroCounters,
+}
+
+impl Gro {
+    /// A GRO context with `cfg`. Buffers are allocated as runs first use them and
+    /// kept.
+    pub fn new(cfg: GroConfig) -> Gro {
+        Gro {
+            cfg,
+            table: Table::new(cfg.max_flows),
+            counters: GroCounters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GroConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &GroCounters {
+        &self.counters
+    }
+
+    /// Runs held now.
+    pub fn held(&self) -> usize {
+        self.table.held()
+    }
+
+    /// Runs the table can hold (`max_flows` rounded up to whole buckets).
+    pub fn capacity(&self) -> usize {
+        self.table.capacity()
+    }
+
+    /// Takes one received frame at time `now`. `meta.csum` says what was verified
+    /// (`Verified`, or `None`: the transport checksum is then verified here).
+    /// Frames that leave GRO (merged runs, runs pushed out, refused frames) go to
+    /// `out`, in an order that keeps every flow's segments in order.
+    #[inline]
+    pub fn receive(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        meta: OffloadMeta,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        self.receive_ref(now, frame, &meta, out);
+    }
+
+    /// [`Gro::receive`] with the meta borrowed.
+    #[inline]
+    fn receive_ref(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        self.counters.received += 1;
+        if meta.gso.is_some() {
+            return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
+        }
+        let parsed;
+        let layout = match &meta.layout {
+            Some(l) => l,
+            None => match self.cfg.layout.parse(frame) {
+                Ok(l) => {
+                    parsed = l;
+                    &parsed
+                }
+                Err(e) => return self.refuse(frame, meta, parse_reason(&e), None, out),
+            },
+        };
+        let f = Frame {
+            b: frame,
+            l: layout,
+        };
+        if !f.fits() {
+            return self.refuse(frame, meta, FlushReason::Unparsed, None, out);
+        }
+        let p = match View::new(f, self.cfg.udp) {
+            Ok(p) => p,
+            Err(r) => {
+                let hash = view::has_ports(f).then(|| view::flow_hash(f));
+                return self.refuse(frame, meta, r, hash, out);
+            }
+        };
+        let hash = p.flow_hash();
+        if let Err(r) = walk::check(&p, meta.csum) {
+            return self.refuse(frame, meta, r, Some(hash), out);
+        }
+        let bucket = self.table.bucket(hash);
+        let limits = (usize::from(self.cfg.max_len), self.cfg.max_segs);
+        let mut found = None;
+        let mut split = None;
+        for slot in self.table.candidates(bucket.clone(), hash) {
+            let Some(run) = self.table.run(slot) else {
+                continue;
+            };
+            let Ok(h) = View::new(run.frame(), true) else {
+                continue;
+            };
+            match walk::same_flow(&p, &h) {
+                Ok(()) => {
+                    found = Some((slot, judge(&p, &h, run, limits.0)));
+                    break;
+                }
+                Err(r) => split = split.or(Some(r)),
+            }
+        }
+        match found {
+            Some((slot, Ok((ids, then)))) => {
+                self.counters.merged += 1;
+                if let Some(r) = self.append(slot, &p, ids, then, limits) {
+                    self.table.deliver(slot, r, &mut self.counters, out);
+                }
+                return;
+            }
+            Some((slot, Err(r))) => self.table.deliver(slot, r, &mut self.counters, out),
+            None => {
+                if let Some(r) = split {
+                    self.counters.split_off(r);
+                }
+            }
+        }
+        if let Err(r) = walk::can_start(&p) {
+            return self.refuse(frame, meta, r, None, out);
+        }
+        let slot = self.table.make_room(bucket, &mut self.counters, out);
+        self.table
+            .hold(slot, hash, now, f, RunState::start(&p), meta);
+        self.counters.held += 1;
+    }
+
+    /// [`Gro::receive`] for every frame of `batch`, then [`Gro::flush_all`].
+    pub fn receive_batch<'f>(
+        &mut self,
+        now: u64,
+        batch: impl IntoIterator<Item = (&'f [u8], OffloadMeta)>,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        for (frame, meta) in batch {
+            self.receive_ref(now, frame, &meta, out);
+        }
+        self.flush_all(out);
+    }
+
+    /// Delivers every held run, oldest first (`flushed_batch_end`).
+    pub fn flush_all(&mut self, out: &mut impl FnMut(&[u8], &OffloadMeta)) {
+        self.table
+            .deliver_where(FlushReason::BatchEnd, |_| true, &mut self.counters, out);
+    }
+
+    /// Delivers the runs whose first segment arrived at least
+    /// [`GroConfig::flush_age`] before `now`, oldest first (`flushed_age`).
+    pub fn flush_older_than(&mut self, now: u64, out: &mut impl FnMut(&[u8], &OffloadMeta)) {
+        let age = self.cfg.flush_age;
+        self.table.deliver_where(
+            FlushReason::Age,
+            |born| now.saturating_sub(born) >= age,
+            &mut self.counters,
+            out,
+        );
+    }
+
+    /// Appends `p` to the run in `slot`, which [`judge`] let it join with ID modes
+    /// `ids`; returns why the run must now be delivered, if it must: `then` (the
+    /// transport's reason), the segment limit, or no room for another segment.
+    #[inline]
+    fn append(
+        &mut self,
+        slot: usize,
+        p: &View<'_>,
+        ids: [IdMode; 2],
+        then: Option<FlushReason>,
+        (max_len, max_segs): (usize, u16),
+    ) -> Option<FlushReason> {
+        let run = self.table.run_mut(slot)?;
+        run.buf.extend_from_slice(p.payload());
+        run.state.merged(p, ids);
+        if then.is_some() {
+            return then;
+        }
+        if run.state.segs >= max_segs {
+            return Some(FlushReason::Segs);
+        }
+        let ip_len = run
+            .buf
+            .len()
+            .saturating_sub(usize::from(run.layout.outer.l3_offset));
+        if ip_len + usize::from(run.state.size) > max_len {
+            return Some(FlushReason::Size);
+        }
+        None
+    }
+
+    /// Delivers `frame` unchanged, counted as refused for `reason`, after the runs
+    /// with flow hash `hash` (if given), so the flow stays in order.
+    #[cold]
+    fn refuse(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        reason: FlushReason,
+        hash: Option<u32>,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        if let Some(hash) = hash {
+            self.table
+                .deliver_hash(hash, reason, &mut self.counters, out);
+        }
+        self.counters.refuse(reason);
+        self.counters.delivered += 1;
+        out(frame, meta);
+    }
+}
+
+/// Whether `p` may join the run whose head is `h` (the layers' flush rules, then
+/// the size limit `max_len`): `Ok` with the run's IP ID modes and the reason to
+/// flush right after joining, if any; `Err` with the reason the run must be
+/// delivered without it.
+#[inline]
+fn judge(
+    p: &View<'_>,
+    h: &View<'_>,
+    run: &table::Run,
+    max_len: usize,
+) -> Result<([IdMode; 2], Option<FlushReason>), FlushReason> {
+    let ids = walk::must_flush(p, h, &run.state)?;
+    let ip_len = run
+        .buf
+        .len()
+        .saturating_sub(usize::from(run.layout.outer.l3_offset));
+    if ip_len + p.payload_len() > max_len {
+        return Err(FlushReason::Size);
+    }
+    Ok((ids, walk::after_merge(p, h, &run.state)))
+}
+
+/// The reason for a frame the layout parser refused: the GRO rule it breaks where
+/// there is one (GENEVE version, GRE flags and version, VXLAN flags), else
+/// [`FlushReason::Unparsed`].
+fn parse_reason(e: &Error) -> FlushReason {
+    match *e {
+        Error::Invalid {
+            layer: Layer::Geneve,
+            field: "version",
+            ..
+        } => FlushReason::GeneveVersion,
+        Error::Invalid {
+            layer: Layer::Gre,
+            field: "version" | "flags",
+            ..
+        } => FlushReason::GreFlags,
+        Error::Invalid {
+            layer: Layer::Vxlan,
+            ..
+        } => FlushReason::TunnelFlags,
+        _ => FlushReason::Unparsed,
+    }
+}

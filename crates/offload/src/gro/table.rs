@@ -1,0 +1,272 @@
+//! The flow table: runs in hash buckets of at most eight (Linux `GRO_HASH_BUCKETS`
+//! buckets of `MAX_GRO_SKBS` = 8 per NAPI context), each run owning a reusable
+//! buffer into which its first frame is copied and later payloads appended.
+//!
+//! Lookup hashes into one bucket and scans at most eight slot keys (one cache line);
+//! when the bucket is full its oldest run is delivered (Linux `gro_flush_oldest`).
+//! Buffers stay allocated when a run ends, so once warm nothing is allocated per
+//! packet.
+
+use super::view::Frame;
+use super::walk::RunState;
+use super::{FlushReason, GroCounters, walk};
+use crate::meta::OffloadMeta;
+use core::ops::Range;
+use linerate_wire::layout::Layout;
+
+/// Runs per bucket (Linux `MAX_GRO_SKBS`).
+pub(super) const PER_BUCKET: usize = 8;
+
+/// A held run: the first frame (headers and payload) with later payloads appended.
+#[derive(Debug)]
+pub(super) struct Run {
+    /// Hold order, for oldest-first delivery.
+    order: u64,
+    /// When the first segment arrived (the caller's clock).
+    born: u64,
+    /// What the transport and IP layers remember.
+    pub(super) state: RunState,
+    /// The first frame's layout (offsets into `buf`).
+    pub(super) layout: Layout,
+    /// The first frame's meta, delivered unchanged if nothing joins.
+    meta: OffloadMeta,
+    /// The first frame, then the payloads of the segments that joined.
+    pub(super) buf: Vec<u8>,
+}
+
+impl Run {
+    /// The run's first frame (its headers), as the layers compare against it.
+    #[inline]
+    pub(super) fn frame(&self) -> Frame<'_> {
+        Frame {
+            b: &self.buf,
+            l: &self.layout,
+        }
+    }
+}
+
+/// The table of held runs.
+#[derive(Debug)]
+pub(super) struct Table {
+    /// Per slot: the flow hash of the run held there, or `None` when free.
+    keys: Vec<Option<u32>>,
+    /// Per slot: the run (kept when free, for its buffer).
+    pub(super) runs: Vec<Run>,
+    /// Runs per bucket.
+    per_bucket: usize,
+    /// Number of buckets.
+    buckets: usize,
+    /// Runs held.
+    held: usize,
+    /// Next hold order number.
+    next_order: u64,
+    /// Held runs in hold order, as (slot, order); entries whose run has since
+    /// been delivered are skipped and dropped lazily.
+    live: Vec<(usize, u64)>,
+}
+
+impl Table {
+    /// A table for `max_flows` runs: buckets of eight (fewer if `max_flows` is
+    /// smaller), `max_flows` rounded up to whole buckets.
+    pub(super) fn new(max_flows: usize) -> Table {
+        let per_bucket = max_flows.clamp(1, PER_BUCKET);
+        let buckets = max_flows.max(1).div_ceil(per_bucket);
+        let slots = buckets * per_bucket;
+        let empty = || Run {
+            order: 0,
+            born: 0,
+            state: RunState::EMPTY,
+            layout: Layout::default(),
+            meta: OffloadMeta::plain(),
+            buf: Vec::new(),
+        };
+        Table {
+            keys: vec![None; slots],
+            runs: (0..slots).map(|_| empty()).collect(),
+            per_bucket,
+            buckets,
+            held: 0,
+            next_order: 0,
+            live: Vec::with_capacity(slots),
+        }
+    }
+
+    /// Runs currently held.
+    pub(super) fn held(&self) -> usize {
+        self.held
+    }
+
+    /// Total run capacity.
+    pub(super) fn capacity(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The slots of the bucket for `hash`.
+    #[inline]
+    pub(super) fn bucket(&self, hash: u32) -> Range<usize> {
+        // Multiply-shift maps the hash onto 0..buckets without a division.
+        let b = ((u64::from(hash) * self.buckets as u64) >> 32) as usize;
+        let start = b * self.per_bucket;
+        start..start + self.per_bucket
+    }
+
+    /// The held runs in `bucket` whose hash is `hash`.
+    #[inline]
+    pub(super) fn candidates(
+        &self,
+        bucket: Range<usize>,
+        hash: u32,
+    ) -> impl Iterator<Item = usize> + '_ {
+        let start = bucket.start;
+        self.keys
+            .get(bucket)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter(move |(_, k)| **k == Some(hash))
+            .map(move |(i, _)| start + i)
+    }
+
+    /// The run in `slot`.
+    #[inline]
+    pub(super) fn run(&self, slot: usize) -> Option<&Run> {
+        self.runs.get(slot)
+    }
+
+    /// The run in `slot`, mutably.
+    #[inline]
+    pub(super) fn run_mut(&mut self, slot: usize) -> Option<&mut Run> {
+        self.runs.get_mut(slot)
+    }
+
+    /// A slot of `bucket` to hold a new run in: a free one, else the oldest run's,
+    /// delivered first (counted as [`FlushReason::TableFull`]).
+    pub(super) fn make_room(
+        &mut self,
+        bucket: Range<usize>,
+        counters: &mut GroCounters,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) -> usize {
+        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
+        if let Some(i) = keys.iter().position(Option::is_none) {
+            return bucket.start + i;
+        }
+        let oldest = bucket
+            .clone()
+            .min_by_key(|&s| self.runs.get(s).map_or(u64::MAX, |r| r.order))
+            .unwrap_or(bucket.start);
+        self.deliver(oldest, FlushReason::TableFull, counters, out);
+        oldest
+    }
+
+    /// Holds `p` as a new run in the free `slot`.
+    pub(super) fn hold(
+        &mut self,
+        slot: usize,
+        hash: u32,
+        now: u64,
+        p: Frame<'_>,
+        state: RunState,
+        meta: &OffloadMeta,
+    ) {
+        let order = self.next_order;
+        let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
+            return;
+        };
+        *key = Some(hash);
+        self.next_order += 1;
+        run.order = order;
+        run.born = now;
+        run.state = state;
+        run.layout = *p.l;
+        run.meta = *meta;
+        run.buf.clear();
+        run.buf.extend_from_slice(p.b);
+        self.held += 1;
+        if self.live.len() >= 4 * self.keys.len() {
+            let (keys, runs) = (&self.keys, &self.runs);
+            self.live.retain(|&(s, o)| is_live(keys, runs, s, o));
+        }
+        self.live.push((slot, order));
+    }
+
+    /// Delivers the run in `slot` (completing it if it holds more than one
+    /// segment), counting it as flushed for `reason`.
+    pub(super) fn deliver(
+        &mut self,
+        slot: usize,
+        reason: FlushReason,
+        counters: &mut GroCounters,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
+            return;
+        };
+        if key.take().is_none() {
+            return;
+        }
+        self.held -= 1;
+        counters.flush(reason);
+        counters.delivered += 1;
+        if run.state.segs <= 1 {
+            out(&run.buf, &run.meta);
+        } else {
+            counters.coalesced += 1;
+            let meta = walk::complete(&mut run.buf, &mut run.layout, &run.state, &run.meta);
+            out(&run.buf, &meta);
+        }
+    }
+
+    /// Delivers every held run whose hash is `hash` (all runs of a flow whose
+    /// packet is being refused, so the flow's bytes stay in order).
+    pub(super) fn deliver_hash(
+        &mut self,
+        hash: u32,
+        reason: FlushReason,
+        counters: &mut GroCounters,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        if self.held == 0 {
+            return;
+        }
+        for slot in self.bucket(hash) {
+            if self.keys.get(slot).copied().flatten() == Some(hash) {
+                self.deliver(slot, reason, counters, out);
+            }
+        }
+    }
+
+    /// Delivers the held runs, oldest first, for which `due(born)` is true.
+    pub(super) fn deliver_where(
+        &mut self,
+        reason: FlushReason,
+        mut due: impl FnMut(u64) -> bool,
+        counters: &mut GroCounters,
+        out: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) {
+        if self.held == 0 {
+            self.live.clear();
+            return;
+        }
+        let mut live = core::mem::take(&mut self.live);
+        live.retain(|&(slot, order)| {
+            if !is_live(&self.keys, &self.runs, slot, order) {
+                return false;
+            }
+            let born = self.runs.get(slot).map_or(0, |r| r.born);
+            if due(born) {
+                self.deliver(slot, reason, counters, out);
+                false
+            } else {
+                true
+            }
+        });
+        self.live = live;
+    }
+}
+
+/// True if the `live` entry (slot, order) still names a held run.
+#[inline]
+fn is_live(keys: &[Option<u32>], runs: &[Run], slot: usize, order: u64) -> bool {
+    keys.get(slot).is_some_and(Option::is_some) && runs.get(slot).is_some_and(|r| r.order == order)
+}
