@@ -130,7 +130,7 @@ pub(super) fn complete(b: &mut [u8], h: &mut Headers, total: u16) {
     bytes::put16(b, l3 + field::CHECKSUM.start, 0);
     let c = checksum::checksum(bytes::slice(b, l3, 20));
     bytes::put16(b, l3 + field::CHECKSUM.start, c);
-    h.l3_len = total;
+    h.l3_len = u32::from(total);
 }
 
 #[cfg(test)]

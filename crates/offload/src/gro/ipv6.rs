@@ -84,5 +84,5 @@ pub(super) fn pseudo(ip: &Hdr, next_header: u8, l4_len: u16) -> u32 {
 pub(super) fn complete(b: &mut [u8], h: &mut Headers, total: u16) {
     let l3 = usize::from(h.l3_offset);
     bytes::put16(b, l3 + field::LENGTH.start, total.saturating_sub(40));
-    h.l3_len = total;
+    h.l3_len = u32::from(total);
 }

@@ -321,6 +321,12 @@ pub(super) fn complete(
 ) -> OffloadMeta {
     let total = len_from(b, l.outer.l3_offset);
     ip_complete(b, &mut l.outer, total);
+    // The merged frame has no padding: every transport segment ends with it.
+    let end = u32::try_from(b.len()).unwrap_or(u32::MAX);
+    l.outer.l4_end = end;
+    if let Some(inner) = l.inner.as_mut() {
+        inner.l4_end = end;
+    }
     let mut tunnel = GsoTunnel::None;
     if let Some(t) = l.tunnel {
         let o = l.outer;
