@@ -437,14 +437,24 @@ fn readiness_fires_when_frames_arrive() {
 
 #[test]
 fn ports_run_on_separate_threads() {
-    let (mut a, mut b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    // Rings drop on overflow (as a NIC does); a receiver thread starved on a loaded
+    // machine must not lose frames here, so the ring holds the whole test.
+    let mut cfg = PairConfig::new(NicCaps::plain(), NicCaps::plain());
+    cfg.b.ring_len = 16_384;
+    let (mut a, mut b) = pair(cfg);
     let rx = std::thread::spawn(move || {
         let ready = b.readiness(0).unwrap();
         let mut got = Batch::new();
         let mut seqs = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while seqs.len() < 10_000 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "got {} of 10000",
+                seqs.len()
+            );
             if b.receive(0, &mut got, 256).unwrap() == 0 {
-                ready.wait(Duration::from_secs(5)).unwrap();
+                ready.wait(Duration::from_millis(100)).unwrap();
             }
             seqs.extend(got.drain(..).map(|f| decode(f.bytes()).0));
         }
