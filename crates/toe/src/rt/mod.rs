@@ -48,7 +48,7 @@
 //!   queue threads through bounded command channels and per-stream staging
 //!   rings, woken by the queue threads. See [`net`].
 
-mod driver;
+pub mod driver;
 pub mod net;
 mod ring;
 pub mod runtime;
