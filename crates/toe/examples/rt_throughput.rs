@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let received = sink.await.unwrap();
         let elapsed = start.elapsed();
-        assert_eq!(received, streams * mib << 20);
+        assert_eq!(received, (streams * mib) << 20);
         for s in senders {
             s.abort();
         }
