@@ -281,3 +281,27 @@ async fn stopping_the_runtime_aborts_its_streams() {
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotConnected);
 }
+
+#[test]
+fn engine_calls_from_a_plain_thread_and_config_errors() {
+    let (crt, _srt) = two_runtimes(2);
+    let h = crt.handle().clone();
+    let mtus: Vec<u16> = (0..2)
+        .map(|q| h.with_engine_blocking(q, |e| e.config().mtu).unwrap())
+        .collect();
+    assert_eq!(mtus, [1500, 1500]);
+    assert!(h.with_engine_blocking(2, |_| ()).is_err(), "no queue 2");
+
+    let (a, _b) = rt_common::mem_pair(2);
+    let cfg = linerate_toe::rt::RuntimeConfig {
+        steering: Some(rt_common::steering(4)),
+        ..linerate_toe::rt::RuntimeConfig::new(linerate_toe::sim::Sim::host_config(1))
+    };
+    assert!(matches!(
+        linerate_toe::rt::Runtime::start(a, cfg),
+        Err(linerate_toe::rt::RtError::Steering {
+            steering: 4,
+            nic: 2
+        })
+    ));
+}
