@@ -83,6 +83,7 @@ pub mod counters;
 pub mod engine;
 pub(crate) mod net;
 pub mod rng;
+pub mod rt;
 pub mod sim;
 pub mod tcp;
 pub mod time;

@@ -1,0 +1,294 @@
+//! One engine over one NIC queue, with no thread of its own.
+//!
+//! [`Driver::poll`] does one round of I/O: it receives what waits on the queue (in
+//! batches, up to a budget), feeds each frame to [`Engine::handle_frame`], runs due
+//! timers, then moves every frame [`Engine::poll_transmit`] hands out into pooled
+//! buffers of the NIC and transmits them in batches. It returns when to poll next.
+//! Between polls the caller waits on [`Driver::wait`] (the queue's readiness, up to
+//! that deadline) or, in an existing event loop, on [`Driver::readiness`] itself.
+//!
+//! Everything runs on the caller's thread. Once the pool is warm a round
+//! allocates nothing: received buffers go back to their pool when the batch is
+//! cleared, transmitted ones when the peer (or the backend) drops them, and the two
+//! batches keep their capacity.
+
+use super::RtError;
+use crate::engine::Engine;
+use crate::time::Instant;
+use linerate_nic::{Batch, DEFAULT_BATCH, Frame, Nic, NicError, Pool, Readiness};
+use linerate_offload::OffloadMeta;
+use std::time::Duration;
+
+/// Frames the transmit batch may hold when the backend takes none, before the
+/// newest are dropped (TCP retransmits them).
+const TX_BACKLOG: usize = 8 * DEFAULT_BATCH;
+
+/// What a [`Driver`] has done so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DriverStats {
+    /// Calls to [`Driver::poll`] (or rounds of the runtime's queue loop).
+    pub polls: u64,
+    /// Frames received from the queue and handed to the engine.
+    pub rx_frames: u64,
+    /// Frames the backend took for transmission.
+    pub tx_frames: u64,
+    /// Frames the backend refused (oversize, unsupported offload, malformed);
+    /// each is dropped and counted in the NIC's `tx_dropped_*` counters too.
+    pub tx_refused: u64,
+    /// Frames dropped because the backend took nothing for a long time.
+    pub tx_dropped: u64,
+}
+
+/// One [`Engine`] driving one queue of a [`Nic`]. See the [module docs](self).
+#[derive(Debug)]
+pub struct Driver<N: Nic> {
+    engine: Engine,
+    nic: N,
+    queue: usize,
+    pool: Pool,
+    rx: Batch,
+    tx: Batch,
+    rx_budget: usize,
+    stats: DriverStats,
+}
+
+/// Whether an engine configured like `engine` can hand its frames to a NIC with
+/// `caps` as they are: with offloads on, TCP leaves as super-segments with partial
+/// checksums, which the backend must segment and complete.
+pub(crate) fn offloads_fit(engine: &crate::Config, caps: &linerate_nic::NicCaps) -> bool {
+    let o = &caps.offloads;
+    !engine.offloads
+        || (o.tx_csum && (engine.ipv4.is_none() || o.tso4) && (engine.ipv6.is_none() || o.tso6))
+}
+
+impl<N: Nic> Driver<N> {
+    /// A driver for `engine` on queue `queue` of `nic`.
+    ///
+    /// Errors: [`RtError::NoQueue`] if the NIC has no such queue;
+    /// [`RtError::Offloads`] if the engine emits super-segments or partial
+    /// checksums ([`crate::Config::offloads`]) the NIC cannot finish.
+    pub fn new(engine: Engine, nic: N, queue: usize) -> Result<Driver<N>, RtError> {
+        let queues = nic.queues();
+        if queue >= queues {
+            return Err(RtError::NoQueue { queue, queues });
+        }
+        if !offloads_fit(engine.config(), nic.caps()) {
+            return Err(RtError::Offloads);
+        }
+        let pool = nic.pool().clone();
+        Ok(Driver {
+            engine,
+            nic,
+            queue,
+            pool,
+            rx: Batch::new(),
+            tx: Batch::new(),
+            rx_budget: 4 * DEFAULT_BATCH,
+            stats: DriverStats::default(),
+        })
+    }
+
+    /// Frames received per [`Driver::poll`] at most (default 256); more waiting
+    /// makes `poll` ask to be called again at once.
+    pub fn set_rx_budget(&mut self, frames: usize) {
+        self.rx_budget = frames.max(1);
+    }
+
+    /// The engine (for socket calls between polls).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine, mutable (for socket calls between polls).
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// The NIC.
+    pub fn nic(&self) -> &N {
+        &self.nic
+    }
+
+    /// The NIC, mutable.
+    pub fn nic_mut(&mut self) -> &mut N {
+        &mut self.nic
+    }
+
+    /// The queue this driver serves.
+    pub fn queue(&self) -> usize {
+        self.queue
+    }
+
+    /// What the driver has done so far.
+    pub fn stats(&self) -> DriverStats {
+        self.stats
+    }
+
+    /// The engine and the NIC back.
+    pub fn into_parts(self) -> (Engine, N) {
+        (self.engine, self.nic)
+    }
+
+    /// What to wait on for the queue to have frames.
+    pub fn readiness(&self) -> Result<Readiness, NicError> {
+        self.nic.readiness(self.queue)
+    }
+
+    /// One round: receive (up to the budget), timers, transmit. Returns when to
+    /// call again: `Some(now)` if frames are still waiting or the backend had no
+    /// room, else the engine's next timer, `None` if it has none (then only new
+    /// frames or socket calls make work).
+    ///
+    /// Frames the backend refuses are dropped and counted
+    /// ([`DriverStats::tx_refused`]); errors of the queue itself (an I/O error, no
+    /// such queue) are returned.
+    pub fn poll(&mut self, now: Instant) -> Result<Option<Instant>, NicError> {
+        let more = self.receive(now)?;
+        self.handle_timeouts(now);
+        self.transmit(now)?;
+        Ok(self.next_deadline(now, more))
+    }
+
+    /// When to poll again after a round that left `more` frames waiting.
+    pub(crate) fn next_deadline(&self, now: Instant, more: bool) -> Option<Instant> {
+        if more || !self.tx.is_empty() {
+            Some(now)
+        } else {
+            self.engine.poll_timeout()
+        }
+    }
+
+    /// Receives up to the budget and hands every frame to the engine; returns
+    /// true if the budget ran out (frames may still wait).
+    pub fn receive(&mut self, now: Instant) -> Result<bool, NicError> {
+        self.receive_with(now, &mut |_, _| {})
+    }
+
+    /// [`Driver::receive`], also showing `neighbor` every ARP and IPv6 neighbour
+    /// discovery frame (which RSS puts on one queue while every engine of the host
+    /// needs it).
+    pub(crate) fn receive_with(
+        &mut self,
+        now: Instant,
+        neighbor: &mut impl FnMut(&[u8], &OffloadMeta),
+    ) -> Result<bool, NicError> {
+        self.stats.polls += 1;
+        let mut budget = self.rx_budget;
+        while budget > 0 {
+            let want = budget.min(DEFAULT_BATCH);
+            self.rx.clear();
+            let n = self.nic.receive(self.queue, &mut self.rx, want)?;
+            for f in self.rx.iter() {
+                let bytes = f.bytes();
+                if is_neighbor_frame(bytes) {
+                    neighbor(bytes, &f.meta);
+                }
+                self.engine.handle_frame(now, bytes, &f.meta);
+            }
+            self.rx.clear();
+            self.stats.rx_frames += n as u64;
+            budget = budget.saturating_sub(n);
+            if n < want {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Runs the engine's timers if one is due.
+    pub fn handle_timeouts(&mut self, now: Instant) {
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
+        }
+    }
+
+    /// Hands a frame that did not come from this queue to the engine.
+    pub fn inject(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
+        self.engine.handle_frame(now, frame, meta);
+    }
+
+    /// Transmits every frame the engine has due now (and any the backend had no
+    /// room for before); returns how many the backend took.
+    pub fn transmit(&mut self, now: Instant) -> Result<usize, NicError> {
+        let before = self.stats.tx_frames;
+        let Driver {
+            engine,
+            nic,
+            queue,
+            pool,
+            tx,
+            stats,
+            ..
+        } = self;
+        let mut err = flush(nic, *queue, tx, stats).err();
+        engine.poll_transmit(now, &mut |bytes, meta| {
+            if tx.len() >= TX_BACKLOG {
+                stats.tx_dropped += 1;
+                return;
+            }
+            let mut buf = pool.alloc();
+            buf.extend_from_slice(bytes);
+            tx.push(Frame::new(buf, *meta));
+            if tx.len() >= DEFAULT_BATCH
+                && err.is_none()
+                && let Err(e) = flush(nic, *queue, tx, stats)
+            {
+                err = Some(e);
+            }
+        });
+        if err.is_none() {
+            err = flush(nic, *queue, tx, stats).err();
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok((self.stats.tx_frames - before) as usize),
+        }
+    }
+
+    /// Blocks until the queue may have frames, `deadline` passes, or `max` passes,
+    /// whichever is first; `Ok(true)` if the queue signalled.
+    pub fn wait(
+        &self,
+        now: Instant,
+        deadline: Option<Instant>,
+        max: Duration,
+    ) -> Result<bool, NicError> {
+        let timeout = deadline.map_or(max, |d| d.saturating_duration_since(now).min(max));
+        if timeout.is_zero() {
+            return Ok(false);
+        }
+        Ok(self.readiness()?.wait(timeout)?)
+    }
+}
+
+/// Transmits the batch until it is empty or the backend takes nothing more.
+fn flush<N: Nic>(
+    nic: &mut N,
+    queue: usize,
+    tx: &mut Batch,
+    stats: &mut DriverStats,
+) -> Result<(), NicError> {
+    while !tx.is_empty() {
+        match nic.transmit(queue, tx) {
+            Ok(0) => return Ok(()),
+            Ok(n) => stats.tx_frames += n as u64,
+            Err(e @ (NicError::Io(_) | NicError::NoQueue { .. })) => return Err(e),
+            // The refused frame is gone from the batch; go on with the rest.
+            Err(_) => stats.tx_refused += 1,
+        }
+    }
+    Ok(())
+}
+
+/// ARP, or ICMPv6 router/neighbour discovery (types 133 to 137) in an IPv6 packet
+/// without extension headers, which NDP packets do not carry.
+pub(crate) fn is_neighbor_frame(frame: &[u8]) -> bool {
+    match frame.get(12..14) {
+        Some([0x08, 0x06]) => true,
+        Some([0x86, 0xdd]) => {
+            frame.get(14 + 6) == Some(&58)
+                && frame.get(14 + 40).is_some_and(|t| (133..=137).contains(t))
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,143 @@
+//! Running engines on NIC queues: a single-threaded [`Driver`], the per-queue
+//! [`Runtime`], and the tokio adaptor ([`TcpListener`], [`TcpStream`]).
+//!
+//! ```
+//! use linerate_nic::{MemNic, NicCaps};
+//! use linerate_toe::rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
+//! use linerate_toe::Config;
+//! use std::net::Ipv4Addr;
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! // Two hosts joined by a memory wire, one runtime (one thread per queue) each.
+//! let (a, b) = MemNic::pair(NicCaps::full(), NicCaps::full());
+//! let host = |i: u8| Config::new([2, 0, 0, 0, 0, i]).with_ipv4(Ipv4Addr::new(10, 0, 0, i), 24);
+//! let client = Runtime::start(a, RuntimeConfig::new(host(1)))?;
+//! let server = Runtime::start(b, RuntimeConfig::new(host(2)))?;
+//! let (ch, sh) = (client.handle().clone(), server.handle().clone());
+//!
+//! let tokio = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! tokio.block_on(async move {
+//!     let listener = TcpListener::bind(&sh, 7).await?;
+//!     let echo = tokio::spawn(async move {
+//!         let (mut s, _) = listener.accept().await?;
+//!         let mut buf = Vec::new();
+//!         s.read_to_end(&mut buf).await?;
+//!         s.write_all(&buf).await?;
+//!         std::io::Result::Ok(())
+//!     });
+//!     let mut c = TcpStream::connect(&ch, "10.0.0.2:7".parse().unwrap()).await?;
+//!     c.write_all(b"ping").await?;
+//!     c.shutdown().await?;
+//!     let mut back = Vec::new();
+//!     c.read_to_end(&mut back).await?;
+//!     assert_eq!(back, b"ping");
+//!     echo.await.unwrap()
+//! })?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What runs where
+//!
+//! * [`Driver`]: one engine on one queue, on the caller's thread. `poll(now)`
+//!   does a round of receive, timers and transmit and returns the next deadline;
+//!   the caller waits on the queue's readiness until then. For embedding in an
+//!   existing event loop, or for tests.
+//! * [`Runtime`]: one thread per queue, each with its own engine and the
+//!   connections RSS puts on that queue (shared-nothing). See [`runtime`].
+//! * [`TcpListener`] / [`TcpStream`]: futures for any executor, talking to the
+//!   queue threads through bounded command channels and per-stream staging
+//!   rings, woken by the queue threads. See [`net`].
+
+pub mod driver;
+pub mod net;
+mod ring;
+pub mod runtime;
+mod shared;
+mod socket;
+
+pub use driver::{Driver, DriverStats};
+pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
+pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig};
+pub use shared::SharedNic;
+pub use socket::io_error;
+
+use linerate_nic::NicError;
+use linerate_rss::ConfigError;
+
+/// Why a driver or runtime could not be set up, or stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RtError {
+    /// The NIC has no queue `queue`; it has `queues`.
+    NoQueue {
+        /// The queue asked for.
+        queue: usize,
+        /// How many the NIC has.
+        queues: usize,
+    },
+    /// The engine emits TCP super-segments or partial checksums
+    /// ([`crate::Config::offloads`]) that the NIC cannot segment or complete.
+    Offloads,
+    /// The steering spreads flows over a different number of queues than the
+    /// NIC has.
+    Steering {
+        /// Queues of the steering's indirection table.
+        steering: usize,
+        /// Queues of the NIC.
+        nic: usize,
+    },
+    /// The source-port range is not usable.
+    Ports(ConfigError),
+    /// A NIC call failed.
+    Nic(NicError),
+    /// A queue thread could not be started.
+    Spawn(std::io::Error),
+    /// A queue thread panicked.
+    Panicked {
+        /// Its queue.
+        queue: usize,
+    },
+}
+
+impl core::fmt::Display for RtError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RtError::NoQueue { queue, queues } => {
+                write!(f, "no queue {queue}: the NIC has {queues}")
+            }
+            RtError::Offloads => f.write_str(
+                "the engine emits super-segments or partial checksums the NIC cannot finish",
+            ),
+            RtError::Steering { steering, nic } => {
+                write!(f, "the steering has {steering} queues, the NIC {nic}")
+            }
+            RtError::Ports(e) => write!(f, "source ports: {e}"),
+            RtError::Nic(e) => write!(f, "NIC: {e}"),
+            RtError::Spawn(e) => write!(f, "cannot start a queue thread: {e}"),
+            RtError::Panicked { queue } => write!(f, "the thread of queue {queue} panicked"),
+        }
+    }
+}
+
+impl std::error::Error for RtError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RtError::Ports(e) => Some(e),
+            RtError::Nic(e) => Some(e),
+            RtError::Spawn(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<NicError> for RtError {
+    fn from(e: NicError) -> Self {
+        RtError::Nic(e)
+    }
+}
+
+impl From<ConfigError> for RtError {
+    fn from(e: ConfigError) -> Self {
+        RtError::Ports(e)
+    }
+}

@@ -1,0 +1,399 @@
+//! The tokio adaptor: [`TcpListener`] and [`TcpStream`] (`AsyncRead +
+//! AsyncWrite`) over a [`Runtime`](super::Runtime).
+//!
+//! The futures run on any executor (tokio's or another); the connections live on
+//! the runtime's queue threads. A stream's data moves through two staging rings
+//! shared with its queue thread: `poll_write` copies the caller's bytes into the
+//! send ring and `poll_read` copies out of the receive ring, each under the
+//! stream's own lock, and the queue thread moves the rings to and from the
+//! engine's buffers. A task that finds its ring full (write) or empty (read)
+//! leaves its waker there; the queue thread wakes it when it moves bytes, when the
+//! stream ends or fails. Reads and writes wake the queue thread only when it has
+//! work: the send ring was empty, or the receive ring had stalled full.
+
+use super::runtime::{Command, Handle, to_io};
+use super::shared::lock;
+use super::socket::{ListenShared, SockShared, register};
+use crate::engine::Error;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+
+/// A TCP listener open on every queue of a runtime.
+///
+/// ```no_run
+/// # async fn f(rt: linerate_toe::rt::Handle) -> std::io::Result<()> {
+/// use linerate_toe::rt::TcpListener;
+/// use tokio::io::AsyncWriteExt;
+/// let listener = TcpListener::bind(&rt, 8080).await?;
+/// loop {
+///     let (mut stream, peer) = listener.accept().await?;
+///     tokio::spawn(async move { stream.write_all(b"hello\n").await });
+/// }
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct TcpListener {
+    shared: Arc<ListenShared>,
+    rt: Handle,
+    port: u16,
+}
+
+impl TcpListener {
+    /// Listens on `port` on every queue (every address of the interface).
+    /// Fails with `AddrInUse` if any queue already listens there.
+    pub async fn bind(rt: &Handle, port: u16) -> io::Result<TcpListener> {
+        let shared = Arc::new(ListenShared::default());
+        let listener = TcpListener {
+            shared: Arc::clone(&shared),
+            rt: rt.clone(),
+            port,
+        };
+        for q in 0..rt.queues() {
+            let (tx, rx) = oneshot::channel();
+            let cmd = Command::Listen {
+                port,
+                shared: Arc::clone(&shared),
+                reply: tx,
+            };
+            rt.command(q, cmd).await?;
+            // On error, dropping `listener` closes the queues that did listen.
+            rx.await
+                .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
+                .map_err(to_io)?;
+        }
+        Ok(listener)
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The next connection, from whichever queue RSS put it on, with the peer's
+    /// address.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Polls for the next connection.
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let mut st = lock(&self.shared.st);
+        if let Some(sock) = st.ready.pop_front() {
+            drop(st);
+            let remote = sock.remote;
+            return Poll::Ready(Ok((TcpStream::new(sock, self.rt.clone()), remote)));
+        }
+        if let Some(e) = st.error {
+            return Poll::Ready(Err(to_io(e)));
+        }
+        register(&mut st.waker, cx.waker());
+        Poll::Pending
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        self.shared.close();
+        self.rt.kick_all();
+    }
+}
+
+/// The application side of one stream; closing happens when the last half goes.
+#[derive(Debug)]
+struct Inner {
+    sock: Arc<SockShared>,
+    rt: Handle,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.sock.close();
+        self.rt.kick(self.sock.queue);
+    }
+}
+
+impl Inner {
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let mut kick = false;
+        let poll = {
+            let mut guard = lock(&self.sock.st);
+            let st = &mut *guard;
+            if !st.rx.is_empty() {
+                let (a, b) = st.rx.readable();
+                let n1 = a.len().min(buf.remaining());
+                buf.put_slice(a.get(..n1).unwrap_or_default());
+                let n2 = b.len().min(buf.remaining());
+                buf.put_slice(b.get(..n2).unwrap_or_default());
+                st.rx.consume(n1 + n2);
+                if st.rx_stalled && 4 * st.rx.free() >= st.rx.capacity() {
+                    st.rx_stalled = false;
+                    kick = true;
+                }
+                Poll::Ready(Ok(()))
+            } else if let Some(e) = st.error {
+                Poll::Ready(Err(to_io(e)))
+            } else if st.eof {
+                Poll::Ready(Ok(()))
+            } else {
+                register(&mut st.read_waker, cx.waker());
+                Poll::Pending
+            }
+        };
+        if kick {
+            self.rt.kick(self.sock.queue);
+        }
+        poll
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let was_empty;
+        let n = {
+            let mut guard = lock(&self.sock.st);
+            let st = &mut *guard;
+            if let Some(e) = st.error {
+                return Poll::Ready(Err(to_io(e)));
+            }
+            if st.shutdown || st.closed {
+                return Poll::Ready(Err(to_io(Error::Closed)));
+            }
+            if data.is_empty() {
+                return Poll::Ready(Ok(0));
+            }
+            was_empty = st.tx.is_empty();
+            let n = st.tx.write(data);
+            if n == 0 {
+                register(&mut st.write_waker, cx.waker());
+                return Poll::Pending;
+            }
+            n
+        };
+        if was_empty {
+            self.rt.kick(self.sock.queue);
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_shutdown(&self) -> Poll<io::Result<()>> {
+        lock(&self.sock.st).shutdown = true;
+        self.rt.kick(self.sock.queue);
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A TCP connection served by one queue of a runtime.
+///
+/// Reads return 0 at the end of the stream (the peer's FIN); a failed connection
+/// reads and writes as an `io::Error` of the matching kind (`ConnectionReset`,
+/// `TimedOut`, ...). `poll_flush` returns at once: written bytes are in the send
+/// ring, on their way. `poll_shutdown` queues a FIN after them. Dropping the
+/// stream (or both halves) sends what is staged, then closes; unread received
+/// data makes the close an abort (RST), as with `close(2)`.
+#[derive(Debug)]
+pub struct TcpStream {
+    inner: Arc<Inner>,
+}
+
+impl TcpStream {
+    fn new(sock: Arc<SockShared>, rt: Handle) -> TcpStream {
+        TcpStream {
+            inner: Arc::new(Inner { sock, rt }),
+        }
+    }
+
+    /// Opens a connection to `remote` from the next queue in round-robin order.
+    pub async fn connect(rt: &Handle, remote: SocketAddr) -> io::Result<TcpStream> {
+        TcpStream::connect_on(rt, rt.pick_queue(), remote).await
+    }
+
+    /// Opens a connection to `remote` from `queue`: with the runtime's steering,
+    /// its source port makes the peer's replies arrive on that queue.
+    /// Fails with `ConnectionRefused` if the peer answers with RST, `TimedOut`
+    /// if it never answers.
+    pub async fn connect_on(
+        rt: &Handle,
+        queue: usize,
+        remote: SocketAddr,
+    ) -> io::Result<TcpStream> {
+        let (tx, rx) = oneshot::channel();
+        rt.command(queue, Command::Connect { remote, reply: tx })
+            .await?;
+        let sock = rx
+            .await
+            .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
+            .map_err(to_io)?;
+        Ok(TcpStream::new(sock, rt.clone()))
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.sock.local
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.sock.remote
+    }
+
+    /// The queue (thread, engine) serving the connection.
+    pub fn queue(&self) -> usize {
+        self.inner.sock.queue
+    }
+
+    /// Splits into halves that can move to different tasks; the connection
+    /// closes when both are dropped. Dropping the write half shuts the sending
+    /// side (a FIN), as tokio's does.
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        (
+            OwnedReadHalf {
+                inner: Arc::clone(&self.inner),
+            },
+            OwnedWriteHalf { inner: self.inner },
+        )
+    }
+
+    /// Splits into borrowed halves, for reading and writing concurrently in one
+    /// task.
+    pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
+        (
+            ReadHalf { inner: &self.inner },
+            WriteHalf { inner: &self.inner },
+        )
+    }
+}
+
+impl AsyncRead for TcpStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.inner.poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TcpStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.poll_shutdown()
+    }
+}
+
+/// The reading half of [`TcpStream::into_split`].
+#[derive(Debug)]
+pub struct OwnedReadHalf {
+    inner: Arc<Inner>,
+}
+
+/// The writing half of [`TcpStream::into_split`]; dropping it sends a FIN.
+#[derive(Debug)]
+pub struct OwnedWriteHalf {
+    inner: Arc<Inner>,
+}
+
+impl OwnedReadHalf {
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.sock.remote
+    }
+}
+
+impl OwnedWriteHalf {
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.inner.sock.remote
+    }
+}
+
+impl Drop for OwnedWriteHalf {
+    fn drop(&mut self) {
+        let _ = self.inner.poll_shutdown();
+    }
+}
+
+impl AsyncRead for OwnedReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.inner.poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for OwnedWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.poll_shutdown()
+    }
+}
+
+/// The reading half of [`TcpStream::split`].
+#[derive(Debug)]
+pub struct ReadHalf<'a> {
+    inner: &'a Inner,
+}
+
+/// The writing half of [`TcpStream::split`].
+#[derive(Debug)]
+pub struct WriteHalf<'a> {
+    inner: &'a Inner,
+}
+
+impl AsyncRead for ReadHalf<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.inner.poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteHalf<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.inner.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.inner.poll_shutdown()
+    }
+}

@@ -1,0 +1,148 @@
+//! A fixed-capacity byte ring: the staging buffer between an application task and
+//! a queue thread, one per direction of a stream.
+//!
+//! Readers and writers see the contents as at most two slices, so data moves with
+//! one `copy_from_slice` per slice and nothing is allocated after creation.
+
+/// A ring of bytes with a fixed capacity.
+#[derive(Debug)]
+pub(crate) struct ByteRing {
+    buf: Box<[u8]>,
+    head: usize,
+    len: usize,
+}
+
+impl ByteRing {
+    /// An empty ring holding at most `cap` bytes (at least 1).
+    pub(crate) fn new(cap: usize) -> ByteRing {
+        ByteRing {
+            buf: vec![0u8; cap.max(1)].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn free(&self) -> usize {
+        self.capacity() - self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The stored bytes, oldest first, as two slices (the second may be empty).
+    pub(crate) fn readable(&self) -> (&[u8], &[u8]) {
+        let cap = self.capacity();
+        let first = self.len.min(cap - self.head);
+        let (before, from_head) = self.buf.split_at(self.head);
+        let a = from_head.get(..first).unwrap_or_default();
+        let b = before.get(..self.len - first).unwrap_or_default();
+        (a, b)
+    }
+
+    /// Forgets the `n` oldest bytes (at most all of them).
+    pub(crate) fn consume(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.head = (self.head + n) % self.capacity();
+        self.len -= n;
+        if self.len == 0 {
+            self.head = 0;
+        }
+    }
+
+    /// The first contiguous free area (empty when the ring is full); fill it, then
+    /// call [`ByteRing::produce`].
+    pub(crate) fn writable(&mut self) -> &mut [u8] {
+        let cap = self.capacity();
+        let tail = (self.head + self.len) % cap;
+        let end = if tail >= self.head && self.len < cap {
+            cap
+        } else {
+            self.head
+        };
+        let n = if self.len == cap { 0 } else { end - tail };
+        self.buf.get_mut(tail..tail + n).unwrap_or_default()
+    }
+
+    /// Counts `n` bytes written into [`ByteRing::writable`] as stored.
+    pub(crate) fn produce(&mut self, n: usize) {
+        self.len = (self.len + n).min(self.capacity());
+    }
+
+    /// Copies as much of `data` as fits; returns how much.
+    pub(crate) fn write(&mut self, data: &[u8]) -> usize {
+        let mut done = 0;
+        while done < data.len() {
+            let rest = data.get(done..).unwrap_or_default();
+            let area = self.writable();
+            let n = area.len().min(rest.len());
+            if n == 0 {
+                break;
+            }
+            if let (Some(dst), Some(src)) = (area.get_mut(..n), rest.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+            self.produce(n);
+            done += n;
+        }
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ByteRing;
+
+    fn contents(r: &ByteRing) -> Vec<u8> {
+        let (a, b) = r.readable();
+        [a, b].concat()
+    }
+
+    #[test]
+    fn wraps_and_keeps_order() {
+        let mut r = ByteRing::new(8);
+        assert_eq!(r.write(b"abcdef"), 6);
+        r.consume(4);
+        assert_eq!(r.write(b"ghijklmn"), 6, "only 6 free");
+        assert_eq!(r.free(), 0);
+        assert!(r.writable().is_empty());
+        assert_eq!(contents(&r), b"efghijkl");
+        r.consume(3);
+        assert_eq!(contents(&r), b"hijkl");
+        assert_eq!(r.writable().len(), 3);
+        r.consume(100);
+        assert!(r.is_empty());
+        assert_eq!(r.writable().len(), 8);
+    }
+
+    #[test]
+    fn matches_a_model() {
+        let mut r = ByteRing::new(13);
+        let mut model = std::collections::VecDeque::new();
+        let mut x = 1u32;
+        for step in 0..2000u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            let n = (x >> 16) as usize % 9;
+            if step % 2 == 0 {
+                let data: Vec<u8> = (0..n).map(|i| (step as usize + i) as u8).collect();
+                let took = r.write(&data);
+                model.extend(&data[..took]);
+            } else {
+                r.consume(n);
+                for _ in 0..n.min(model.len()) {
+                    model.pop_front();
+                }
+            }
+            assert_eq!(contents(&r), model.iter().copied().collect::<Vec<_>>());
+            assert_eq!(r.len() + r.free(), 13);
+        }
+    }
+}

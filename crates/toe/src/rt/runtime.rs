@@ -1,0 +1,882 @@
+//! The per-queue runtime: one thread per NIC queue, each owning one [`Engine`]
+//! and the connections RSS puts on its queue (shared-nothing).
+//!
+//! # What runs where
+//!
+//! * **Queue threads** (`linerate-q0`, `linerate-q1`, ...): each loops over
+//!   commands from its channel, a [`Driver`] round on its queue (receive, timers),
+//!   a sweep of its streams and listeners (staging rings to and from the engine,
+//!   accepts, connect results, task wake-ups), and transmit; then it blocks on
+//!   the queue's readiness until the engine's next timer. Nothing of one queue's
+//!   engine is touched by another thread.
+//! * **Application threads and tasks** talk to a queue through its bounded
+//!   command channel (listen, connect, engine calls) and through per-stream
+//!   staging rings (data), then wake the queue thread. The memory backend's
+//!   [`Notify`] is that wake-up; a backend whose readiness is a file descriptor
+//!   cannot be woken safely without FFI, so its queue threads poll the descriptor
+//!   with a short timeout ([`RuntimeConfig::fd_poll`]) instead.
+//!
+//! # Flows and queues
+//!
+//! A listener is opened on every queue: RSS puts each incoming flow on one queue
+//! and that queue's engine answers it. An active open from queue `q` takes its
+//! source port from linerate-rss's [`PortAllocator`] (with the runtime's
+//! [`Steering`], which must describe the NIC's RSS), so the peer's replies hash to
+//! `q`. ARP and IPv6 neighbour discovery frames, which RSS puts on one queue while
+//! every engine of the host resolves neighbours, are copied to the other queues.
+//!
+//! [`Notify`]: linerate_nic::Notify
+
+use super::RtError;
+use super::driver::{Driver, offloads_fit};
+use super::shared::{SharedNic, lock};
+use super::socket::{ListenShared, SockShared, io_error, wake};
+use crate::config::Config;
+use crate::engine::{Engine, Error, ListenerHandle, SocketHandle};
+use crate::tcp::TcpState;
+use crate::time::Instant;
+use linerate_nic::{Nic, NicError, Notify, Readiness};
+use linerate_offload::OffloadMeta;
+use linerate_rss::{FlowTuple, PortAllocator, Steering};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How to build a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// The interface every queue's engine serves (one MAC and address set for
+    /// the host). [`Config::offloads`] is switched off if the NIC cannot segment
+    /// and checksum what the engine would emit.
+    pub engine: Config,
+    /// Seed of the engines' randomness; each queue mixes in its index.
+    pub seed: u64,
+    /// The NIC's receive steering, for RSS-aware active opens. `None`: source
+    /// ports are the engine's random ephemeral ones (right for one queue, or a
+    /// backend that maps queues straight through).
+    pub steering: Option<Arc<Steering>>,
+    /// Source ports for active opens with steering, first and last.
+    pub ephemeral: (u16, u16),
+    /// Commands each queue's channel holds before senders wait.
+    pub commands: usize,
+    /// Bytes of each stream's staging ring, per direction, between the
+    /// application and the engine's own buffers.
+    pub stream_buffer: usize,
+    /// Accepted connections a listener holds (over all queues) before the queues
+    /// leave further ones in their engines' accept queues.
+    pub accept_backlog: usize,
+    /// Longest a queue thread sleeps with nothing to do (it is woken earlier by
+    /// frames, commands and its engine's timers).
+    pub max_wait: Duration,
+    /// Longest a queue thread waits on a file-descriptor readiness before
+    /// looking at its commands again.
+    pub fd_poll: Duration,
+    /// Prefix of the queue threads' names.
+    pub thread_name: String,
+}
+
+impl RuntimeConfig {
+    /// Defaults for an interface `engine`: no steering, 64-command channels,
+    /// 256 KiB staging rings.
+    pub fn new(engine: Config) -> RuntimeConfig {
+        RuntimeConfig {
+            engine,
+            seed: 0x6c69_6e65_7261_7465,
+            steering: None,
+            ephemeral: linerate_rss::sport::EPHEMERAL,
+            commands: 64,
+            stream_buffer: 256 * 1024,
+            accept_backlog: 1024,
+            max_wait: Duration::from_secs(1),
+            fd_poll: Duration::from_millis(1),
+            thread_name: "linerate-q".to_string(),
+        }
+    }
+}
+
+/// A request to a queue thread.
+pub(crate) enum Command {
+    /// Open a listener on the queue's engine.
+    Listen {
+        port: u16,
+        shared: Arc<ListenShared>,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Open a connection from this queue.
+    Connect {
+        remote: SocketAddr,
+        reply: oneshot::Sender<Result<Arc<SockShared>, Error>>,
+    },
+    /// Run a closure on the engine.
+    Run(Box<dyn FnOnce(&mut Engine) + Send>),
+    /// A neighbour-discovery frame another queue received.
+    Frame(Vec<u8>, OffloadMeta),
+}
+
+/// Counters of one queue, read with [`Handle::stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueStats {
+    /// Rounds of the queue loop.
+    pub polls: u64,
+    /// Frames received on the queue.
+    pub rx_frames: u64,
+    /// Frames the backend took for transmission.
+    pub tx_frames: u64,
+    /// Frames the backend refused or the driver dropped.
+    pub tx_dropped: u64,
+    /// Neighbour-discovery frames copied to the other queues.
+    pub forwarded: u64,
+    /// Connections opened from this queue that reached ESTABLISHED.
+    pub active_opens: u64,
+    /// Connections accepted on this queue.
+    pub passive_opens: u64,
+    /// Connects from this queue that failed.
+    pub connect_failures: u64,
+    /// Streams the queue serves now.
+    pub streams: u64,
+}
+
+#[derive(Debug, Default)]
+struct StatCells {
+    polls: AtomicU64,
+    rx_frames: AtomicU64,
+    tx_frames: AtomicU64,
+    tx_dropped: AtomicU64,
+    forwarded: AtomicU64,
+    active_opens: AtomicU64,
+    passive_opens: AtomicU64,
+    connect_failures: AtomicU64,
+    streams: AtomicU64,
+}
+
+impl StatCells {
+    fn store(&self, s: &QueueStats) {
+        let r = Ordering::Relaxed;
+        self.polls.store(s.polls, r);
+        self.rx_frames.store(s.rx_frames, r);
+        self.tx_frames.store(s.tx_frames, r);
+        self.tx_dropped.store(s.tx_dropped, r);
+        self.forwarded.store(s.forwarded, r);
+        self.active_opens.store(s.active_opens, r);
+        self.passive_opens.store(s.passive_opens, r);
+        self.connect_failures.store(s.connect_failures, r);
+        self.streams.store(s.streams, r);
+    }
+
+    fn load(&self) -> QueueStats {
+        let r = Ordering::Relaxed;
+        QueueStats {
+            polls: self.polls.load(r),
+            rx_frames: self.rx_frames.load(r),
+            tx_frames: self.tx_frames.load(r),
+            tx_dropped: self.tx_dropped.load(r),
+            forwarded: self.forwarded.load(r),
+            active_opens: self.active_opens.load(r),
+            passive_opens: self.passive_opens.load(r),
+            connect_failures: self.connect_failures.load(r),
+            streams: self.streams.load(r),
+        }
+    }
+}
+
+/// How application threads wake a queue thread.
+#[derive(Debug)]
+enum Wake {
+    /// The queue's own readiness signal (memory backend).
+    Notify(Arc<Notify>),
+    /// None: the queue thread polls at [`RuntimeConfig::fd_poll`].
+    Poll,
+}
+
+#[derive(Debug)]
+struct QueueShared {
+    cmd: mpsc::Sender<Command>,
+    wake: Wake,
+    stats: StatCells,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    queues: Box<[QueueShared]>,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    epoch: std::time::Instant,
+    stream_buffer: usize,
+}
+
+impl Inner {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A cheap, cloneable reference to a running [`Runtime`], for opening sockets
+/// ([`super::TcpListener::bind`], [`super::TcpStream::connect`]) and reaching
+/// engines from any thread or task.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    pub(crate) inner: Arc<Inner>,
+}
+
+fn stopped() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "the linerate runtime has stopped",
+    )
+}
+
+impl Handle {
+    /// Number of queues (and queue threads).
+    pub fn queues(&self) -> usize {
+        self.inner.queues.len()
+    }
+
+    /// The runtime's clock, as its engines see it.
+    pub fn now(&self) -> Instant {
+        self.inner.now()
+    }
+
+    /// The counters of `queue`, if there is such a queue.
+    pub fn stats(&self, queue: usize) -> Option<QueueStats> {
+        self.inner.queues.get(queue).map(|q| q.stats.load())
+    }
+
+    /// Runs `f` on the engine of `queue`, on its thread, and returns its result
+    /// (for counters, [`Engine::tcp_info`], tuning).
+    pub async fn with_engine<R, F>(&self, queue: usize, f: F) -> io::Result<R>
+    where
+        F: FnOnce(&mut Engine) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let run = move |e: &mut Engine| {
+            let _ = tx.send(f(e));
+        };
+        self.command(queue, Command::Run(Box::new(run))).await?;
+        rx.await.map_err(|_| stopped())
+    }
+
+    /// [`Handle::with_engine`] for a thread outside any async runtime (it blocks;
+    /// calling it from an async task panics, as tokio's blocking calls do).
+    pub fn with_engine_blocking<R, F>(&self, queue: usize, f: F) -> io::Result<R>
+    where
+        F: FnOnce(&mut Engine) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let run = move |e: &mut Engine| {
+            let _ = tx.send(f(e));
+        };
+        let q = self.queue(queue)?;
+        q.cmd
+            .blocking_send(Command::Run(Box::new(run)))
+            .map_err(|_| stopped())?;
+        self.kick(queue);
+        rx.blocking_recv().map_err(|_| stopped())
+    }
+
+    fn queue(&self, queue: usize) -> io::Result<&QueueShared> {
+        self.inner.queues.get(queue).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("no queue {queue}: the runtime has {}", self.queues()),
+            )
+        })
+    }
+
+    /// Sends `cmd` to `queue` (waiting while its channel is full) and wakes it.
+    pub(crate) async fn command(&self, queue: usize, cmd: Command) -> io::Result<()> {
+        self.queue(queue)?
+            .cmd
+            .send(cmd)
+            .await
+            .map_err(|_| stopped())?;
+        self.kick(queue);
+        Ok(())
+    }
+
+    /// Wakes the thread of `queue`.
+    pub(crate) fn kick(&self, queue: usize) {
+        if let Some(QueueShared {
+            wake: Wake::Notify(n),
+            ..
+        }) = self.inner.queues.get(queue)
+        {
+            n.notify();
+        }
+    }
+
+    /// Wakes every queue thread.
+    pub(crate) fn kick_all(&self) {
+        for q in 0..self.queues() {
+            self.kick(q);
+        }
+    }
+
+    /// The next queue in round-robin order.
+    pub(crate) fn pick_queue(&self) -> usize {
+        self.inner.next.fetch_add(1, Ordering::Relaxed) % self.queues().max(1)
+    }
+}
+
+/// The per-queue runtime. See the [module docs](self).
+///
+/// Dropping it stops the queue threads and waits for them; streams and
+/// listeners still open then fail with [`std::io::ErrorKind::ConnectionAborted`].
+#[derive(Debug)]
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<JoinHandle<Result<(), NicError>>>,
+}
+
+impl Runtime {
+    /// Starts one thread per queue of `nic`.
+    ///
+    /// Errors: [`RtError::Steering`] if the steering's queue count differs from
+    /// the NIC's; [`RtError::Ports`] for a bad ephemeral range; [`RtError::Nic`]
+    /// if a queue has no readiness; [`RtError::Spawn`] if a thread cannot start.
+    pub fn start<N: Nic + 'static>(nic: N, cfg: RuntimeConfig) -> Result<Runtime, RtError> {
+        let queues = nic.queues().max(1);
+        if let Some(s) = &cfg.steering
+            && usize::from(s.queues()) != queues
+        {
+            return Err(RtError::Steering {
+                steering: usize::from(s.queues()),
+                nic: queues,
+            });
+        }
+        let mut engine_cfg = cfg.engine.clone();
+        if !offloads_fit(&engine_cfg, nic.caps()) {
+            engine_cfg.offloads = false;
+        }
+        let nic = SharedNic::new(nic);
+        let mut shared = Vec::with_capacity(queues);
+        let mut loops = Vec::with_capacity(queues);
+        for q in 0..queues {
+            let readiness = nic.readiness(q)?;
+            let wake = match &readiness {
+                Readiness::Notify(n) => Wake::Notify(Arc::clone(n)),
+                #[allow(unreachable_patterns)]
+                _ => Wake::Poll,
+            };
+            let (tx, rx) = mpsc::channel(cfg.commands.max(1));
+            shared.push(QueueShared {
+                cmd: tx,
+                wake,
+                stats: StatCells::default(),
+            });
+            let seed = cfg.seed ^ (q as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let engine = Engine::new(engine_cfg.clone(), seed);
+            let driver = Driver::new(engine, nic.clone(), q)?;
+            let ports = match &cfg.steering {
+                Some(s) => {
+                    let (first, last) = cfg.ephemeral;
+                    Some((
+                        PortAllocator::new(Arc::clone(s), false, first, last)?,
+                        PortAllocator::new(Arc::clone(s), true, first, last)?,
+                    ))
+                }
+                None => None,
+            };
+            loops.push((driver, rx, readiness, ports));
+        }
+        let inner = Arc::new(Inner {
+            queues: shared.into_boxed_slice(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            epoch: std::time::Instant::now(),
+            stream_buffer: cfg.stream_buffer.max(1),
+        });
+        let mut rt = Runtime {
+            handle: Handle { inner },
+            threads: Vec::with_capacity(queues),
+        };
+        for (q, (driver, cmd, readiness, ports)) in loops.into_iter().enumerate() {
+            let lp = QueueLoop {
+                q,
+                driver,
+                inner: Arc::clone(&rt.handle.inner),
+                cmd,
+                conns: Vec::new(),
+                listeners: Vec::new(),
+                ports,
+                readiness,
+                neighbor: Vec::new(),
+                backlog: cfg.accept_backlog.max(1),
+                max_wait: cfg.max_wait,
+                fd_poll: cfg.fd_poll,
+                stats: QueueStats::default(),
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("{}{q}", cfg.thread_name))
+                .spawn(move || lp.run())
+                .map_err(RtError::Spawn)?;
+            rt.threads.push(t);
+        }
+        Ok(rt)
+    }
+
+    /// A handle for opening sockets; clones are cheap and may outlive the
+    /// runtime (their calls then fail).
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Stops the queue threads and waits for them; returns the first error a
+    /// queue stopped with.
+    pub fn shutdown(mut self) -> Result<(), RtError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), RtError> {
+        self.handle.inner.stop.store(true, Ordering::Release);
+        self.handle.kick_all();
+        let mut first = Ok(());
+        for (queue, t) in self.threads.drain(..).enumerate() {
+            let r = match t.join() {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(RtError::Nic(e)),
+                Err(_) => Err(RtError::Panicked { queue }),
+            };
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// A stream the queue thread serves.
+struct Conn {
+    h: SocketHandle,
+    sock: Arc<SockShared>,
+    /// The connect call waiting for the handshake.
+    connect: Option<oneshot::Sender<Result<Arc<SockShared>, Error>>>,
+    /// Source port from the allocator, released when the stream goes.
+    port: Option<u16>,
+    fin_sent: bool,
+}
+
+struct Listening {
+    lh: ListenerHandle,
+    shared: Arc<ListenShared>,
+}
+
+/// Commands handled per round at most, before frames get their turn.
+const COMMAND_BUDGET: usize = 256;
+
+/// One queue thread's state.
+struct QueueLoop<N: Nic> {
+    q: usize,
+    driver: Driver<N>,
+    inner: Arc<Inner>,
+    cmd: mpsc::Receiver<Command>,
+    conns: Vec<Conn>,
+    listeners: Vec<Listening>,
+    /// IPv4 and IPv6 source-port allocators for this queue.
+    ports: Option<(PortAllocator, PortAllocator)>,
+    readiness: Readiness,
+    neighbor: Vec<(Vec<u8>, OffloadMeta)>,
+    backlog: usize,
+    max_wait: Duration,
+    fd_poll: Duration,
+    stats: QueueStats,
+}
+
+impl<N: Nic> QueueLoop<N> {
+    fn run(mut self) -> Result<(), NicError> {
+        let r = self.run_inner();
+        self.teardown();
+        r
+    }
+
+    fn run_inner(&mut self) -> Result<(), NicError> {
+        while !self.inner.stop.load(Ordering::Acquire) {
+            let now = self.inner.now();
+            let mut more = self.commands(now);
+            let mut neighbor = std::mem::take(&mut self.neighbor);
+            more |= self
+                .driver
+                .receive_with(now, &mut |f, m| neighbor.push((f.to_vec(), *m)))?;
+            self.forward(&mut neighbor);
+            self.neighbor = neighbor;
+            self.driver.handle_timeouts(now);
+            self.accept_all();
+            self.sweep();
+            self.driver.transmit(now)?;
+            self.publish();
+            let deadline = self.driver.next_deadline(now, more);
+            self.wait(now, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// Handles waiting commands; true if some are left for the next round.
+    fn commands(&mut self, now: Instant) -> bool {
+        for _ in 0..COMMAND_BUDGET {
+            let Ok(cmd) = self.cmd.try_recv() else {
+                return false;
+            };
+            match cmd {
+                Command::Listen {
+                    port,
+                    shared,
+                    reply,
+                } => {
+                    let r = self.driver.engine_mut().tcp_listen(port);
+                    let ok = r.map(|lh| self.listeners.push(Listening { lh, shared }));
+                    let _ = reply.send(ok);
+                }
+                Command::Connect { remote, reply } => match self.connect(now, remote) {
+                    Ok((h, port)) => match self.driver.engine().tcp_addrs(h) {
+                        Ok((local, remote)) => {
+                            let sock =
+                                SockShared::new(self.q, local, remote, self.inner.stream_buffer);
+                            self.conns.push(Conn {
+                                h,
+                                sock: Arc::new(sock),
+                                connect: Some(reply),
+                                port,
+                                fin_sent: false,
+                            });
+                        }
+                        Err(e) => {
+                            self.stats.connect_failures += 1;
+                            let _ = reply.send(Err(e));
+                        }
+                    },
+                    Err(e) => {
+                        self.stats.connect_failures += 1;
+                        let _ = reply.send(Err(e));
+                    }
+                },
+                Command::Run(f) => f(self.driver.engine_mut()),
+                Command::Frame(bytes, meta) => self.driver.inject(now, &bytes, &meta),
+            }
+        }
+        true
+    }
+
+    /// An active open from this queue: with steering, from a source port whose
+    /// replies hash to this queue.
+    fn connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+    ) -> Result<(SocketHandle, Option<u16>), Error> {
+        let engine = self.driver.engine_mut();
+        let Some((p4, p6)) = self.ports.as_mut() else {
+            return engine.tcp_connect(now, remote).map(|h| (h, None));
+        };
+        let cfg = engine.config();
+        let (flow, ports) = match remote.ip() {
+            IpAddr::V4(r) => {
+                let local = cfg.ipv4.ok_or(Error::NoAddress)?.addr;
+                (FlowTuple::tcp4(local, 0, r, remote.port()), p4)
+            }
+            IpAddr::V6(r) => {
+                let local = cfg.ipv6.ok_or(Error::NoAddress)?.addr;
+                (FlowTuple::tcp6(local, 0, r, remote.port()), p6)
+            }
+        };
+        let queue = u16::try_from(self.q).map_err(|_| Error::NoPorts)?;
+        let mut busy = Vec::new();
+        let mut result = Err(Error::NoPorts);
+        // A port still in TIME-WAIT towards the same peer is refused by the
+        // engine: keep it aside and take another.
+        for _ in 0..16 {
+            let Ok(port) = ports.allocate(&flow, queue) else {
+                break;
+            };
+            match engine.tcp_connect_from(now, port, remote) {
+                Ok(h) => {
+                    result = Ok((h, Some(port)));
+                    break;
+                }
+                Err(Error::AddrInUse) => busy.push(port),
+                Err(e) => {
+                    busy.push(port);
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        for p in busy {
+            let _ = ports.release(p);
+        }
+        result
+    }
+
+    /// Copies neighbour-discovery frames to the other queues' engines.
+    fn forward(&mut self, frames: &mut Vec<(Vec<u8>, OffloadMeta)>) {
+        if self.inner.queues.len() < 2 {
+            frames.clear();
+            return;
+        }
+        for (bytes, meta) in frames.drain(..) {
+            for (q, other) in self.inner.queues.iter().enumerate() {
+                if q == self.q {
+                    continue;
+                }
+                if other
+                    .cmd
+                    .try_send(Command::Frame(bytes.clone(), meta))
+                    .is_ok()
+                {
+                    self.stats.forwarded += 1;
+                    if let Wake::Notify(n) = &other.wake {
+                        n.notify();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Moves established connections from the engine's listeners to the
+    /// application's, and stops listeners the application dropped.
+    fn accept_all(&mut self) {
+        let engine = self.driver.engine_mut();
+        let mut accepted = Vec::new();
+        let (q, buffer, backlog) = (self.q, self.inner.stream_buffer, self.backlog);
+        self.listeners.retain(|l| {
+            let mut st = lock(&l.shared.st);
+            if st.closed {
+                let _ = engine.tcp_unlisten(l.lh);
+                return false;
+            }
+            let mut woke = false;
+            while st.ready.len() < backlog {
+                let Ok(h) = engine.tcp_accept(l.lh) else {
+                    break;
+                };
+                let Ok((local, remote)) = engine.tcp_addrs(h) else {
+                    continue;
+                };
+                let sock = Arc::new(SockShared::new(q, local, remote, buffer));
+                st.ready.push_back(Arc::clone(&sock));
+                accepted.push(Conn {
+                    h,
+                    sock,
+                    connect: None,
+                    port: None,
+                    fin_sent: false,
+                });
+                woke = true;
+            }
+            let w = if woke { st.waker.take() } else { None };
+            drop(st);
+            wake(w);
+            true
+        });
+        self.stats.passive_opens += accepted.len() as u64;
+        self.conns.extend(accepted);
+    }
+
+    /// Serves every stream: pending connects, staged data both ways, shutdown,
+    /// close, errors, wake-ups.
+    fn sweep(&mut self) {
+        let engine = self.driver.engine_mut();
+        let stats = &mut self.stats;
+        let ports = &mut self.ports;
+        self.conns.retain_mut(|c| {
+            let keep = service(engine, c, stats);
+            if !keep && let (Some(port), Some((p4, p6))) = (c.port, ports.as_mut()) {
+                let alloc = if c.sock.remote.is_ipv4() { p4 } else { p6 };
+                let _ = alloc.release(port);
+            }
+            keep
+        });
+        self.stats.streams = self.conns.len() as u64;
+    }
+
+    fn publish(&mut self) {
+        let d = self.driver.stats();
+        self.stats.polls = d.polls;
+        self.stats.rx_frames = d.rx_frames;
+        self.stats.tx_frames = d.tx_frames;
+        self.stats.tx_dropped = d.tx_refused + d.tx_dropped;
+        if let Some(q) = self.inner.queues.get(self.q) {
+            q.stats.store(&self.stats);
+        }
+    }
+
+    /// Sleeps until the queue signals (frames, or a wake-up from the
+    /// application), the deadline, or the longest wait.
+    fn wait(&self, now: Instant, deadline: Option<Instant>) -> Result<(), NicError> {
+        let timeout = deadline.map_or(self.max_wait, |d| {
+            d.saturating_duration_since(now).min(self.max_wait)
+        });
+        if timeout.is_zero() {
+            return Ok(());
+        }
+        match &self.readiness {
+            Readiness::Notify(n) => {
+                n.wait_timeout(timeout);
+            }
+            #[allow(unreachable_patterns)]
+            other => {
+                other.wait(timeout.min(self.fd_poll))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The runtime stopped: every stream, connect and listener fails.
+    fn teardown(&mut self) {
+        for c in self.conns.drain(..) {
+            if let Some(reply) = c.connect {
+                let _ = reply.send(Err(Error::Aborted));
+            }
+            c.sock.fail(Error::Aborted);
+        }
+        for l in self.listeners.drain(..) {
+            let w = {
+                let mut st = lock(&l.shared.st);
+                st.error = Some(Error::Aborted);
+                st.waker.take()
+            };
+            wake(w);
+        }
+        self.cmd.close();
+        while let Ok(cmd) = self.cmd.try_recv() {
+            match cmd {
+                Command::Listen { reply, .. } => {
+                    let _ = reply.send(Err(Error::Aborted));
+                }
+                Command::Connect { reply, .. } => {
+                    let _ = reply.send(Err(Error::Aborted));
+                }
+                Command::Run(_) | Command::Frame(..) => {}
+            }
+        }
+    }
+}
+
+/// Serves one stream; false once it is finished and can be forgotten.
+fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
+    let h = c.h;
+    if let Some(reply) = c.connect.take() {
+        let failed = match engine.tcp_readiness(h) {
+            Ok(r) => r.error,
+            Err(e) => Some(e),
+        };
+        if let Some(e) = failed {
+            stats.connect_failures += 1;
+            let _ = reply.send(Err(e));
+            let _ = engine.tcp_abort(h);
+            return false;
+        }
+        match engine.tcp_state(h) {
+            Ok(TcpState::SynSent | TcpState::SynReceived) => {
+                if reply.is_closed() {
+                    // The connect call was given up.
+                    let _ = engine.tcp_abort(h);
+                    return false;
+                }
+                c.connect = Some(reply);
+                return true;
+            }
+            _ => {
+                stats.active_opens += 1;
+                if reply.send(Ok(Arc::clone(&c.sock))).is_err() {
+                    let _ = engine.tcp_abort(h);
+                    return false;
+                }
+            }
+        }
+    }
+    let mut guard = lock(&c.sock.st);
+    let st = &mut *guard;
+    let (mut wake_r, mut wake_w) = (false, false);
+    if st.error.is_none() {
+        if !st.tx.is_empty() {
+            let before = st.tx.len();
+            loop {
+                let (a, _) = st.tx.readable();
+                let len = a.len();
+                if len == 0 {
+                    break;
+                }
+                match engine.tcp_send(h, a) {
+                    Ok(n) => {
+                        st.tx.consume(n);
+                        if n < len {
+                            break;
+                        }
+                    }
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => {
+                        st.error = Some(e);
+                        break;
+                    }
+                }
+            }
+            wake_w = st.tx.len() < before && 2 * st.tx.free() >= st.tx.capacity();
+        }
+        if st.shutdown && st.tx.is_empty() && !c.fin_sent && st.error.is_none() {
+            let _ = engine.tcp_shutdown(h);
+            c.fin_sent = true;
+        }
+        if !st.eof && !st.closed && st.error.is_none() {
+            loop {
+                let area = st.rx.writable();
+                if area.is_empty() {
+                    st.rx_stalled = true;
+                    break;
+                }
+                match engine.tcp_recv(h, area) {
+                    Ok(0) => {
+                        st.eof = true;
+                        wake_r = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        st.rx.produce(n);
+                        wake_r = true;
+                    }
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => {
+                        st.error = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        if st.error.is_none() {
+            match engine.tcp_readiness(h) {
+                Ok(r) => st.error = r.error,
+                Err(e) => st.error = Some(e),
+            }
+        }
+        if st.error.is_some() {
+            wake_r = true;
+            wake_w = true;
+        }
+    }
+    let close = st.closed && (st.tx.is_empty() || st.error.is_some());
+    let r = if wake_r { st.read_waker.take() } else { None };
+    let w = if wake_w { st.write_waker.take() } else { None };
+    drop(guard);
+    wake(r);
+    wake(w);
+    if close {
+        let _ = engine.tcp_close(h);
+        return false;
+    }
+    true
+}
+
+/// The `std::io` error for a failed socket call.
+pub(crate) fn to_io(e: Error) -> io::Error {
+    io_error(e)
+}

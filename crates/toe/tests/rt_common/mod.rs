@@ -1,0 +1,137 @@
+//! Shared set-up of the runtime tests: two hosts on a memory wire whose receiving
+//! side steers frames by RSS, as a multi-queue NIC does.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use linerate_nic::memory::{self, Clock, PairConfig};
+use linerate_nic::{Batch, Counters, MemNic, Nic, NicCaps, NicError, Pool, Readiness, Recorder};
+use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
+use linerate_toe::rt::{Runtime, RuntimeConfig};
+use linerate_toe::sim::Sim;
+use std::sync::Arc;
+
+/// A memory port whose transmitted frames arrive on the peer's queue that RSS
+/// (`steering`, the same on both hosts) picks for them: the memory wire maps
+/// transmit queue q to receive queue q, so the frame is sent on that queue.
+pub struct RssWire {
+    pub nic: MemNic,
+    pub steering: Arc<Steering>,
+    per_queue: Vec<Batch>,
+}
+
+impl RssWire {
+    pub fn new(nic: MemNic, steering: Arc<Steering>) -> RssWire {
+        let per_queue = (0..nic.queues()).map(|_| Batch::new()).collect();
+        RssWire {
+            nic,
+            steering,
+            per_queue,
+        }
+    }
+}
+
+impl Nic for RssWire {
+    fn caps(&self) -> &NicCaps {
+        self.nic.caps()
+    }
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        self.nic.receive(queue, batch, max)
+    }
+    fn transmit(&mut self, _queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        let n = batch.len();
+        for f in batch.drain(..) {
+            let q = usize::from(self.steering.rx_queue_of_frame(f.bytes(), None));
+            self.per_queue[q].push(f);
+        }
+        for (q, b) in self.per_queue.iter_mut().enumerate() {
+            while !b.is_empty() {
+                if self.nic.transmit(q, b)? == 0 {
+                    b.clear();
+                }
+            }
+        }
+        Ok(n)
+    }
+    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        self.nic.readiness(queue)
+    }
+    fn counters(&self) -> &Counters {
+        self.nic.counters()
+    }
+    fn pool(&self) -> &Pool {
+        self.nic.pool()
+    }
+    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.nic.set_recorder(recorder);
+    }
+}
+
+/// RSS over `queues` queues with the symmetric key: both directions of a flow
+/// hash alike, so a connection has the same queue index on both hosts.
+pub fn steering(queues: u16) -> Arc<Steering> {
+    Arc::new(Steering::new(
+        &RssKey::SYMMETRIC,
+        IndirectionTable::new(queues).unwrap(),
+        HashConfig::default(),
+    ))
+}
+
+/// Two memory ports with every offload and `queues` queues, on the system clock.
+pub fn mem_pair(queues: u16) -> (MemNic, MemNic) {
+    let caps = NicCaps {
+        queues,
+        ..NicCaps::full()
+    };
+    memory::pair(PairConfig {
+        clock: Clock::system(),
+        ..PairConfig::new(caps, caps)
+    })
+}
+
+/// Host 1 (client, 10.0.0.1 / fd00::1) and host 2 (server, 10.0.0.2 / fd00::2),
+/// each a runtime over one port of an RSS wire, with the steering of the wire.
+pub fn two_runtimes(queues: u16) -> (Runtime, Runtime) {
+    let s = steering(queues);
+    let (a, b) = mem_pair(queues);
+    let cfg = |i: u8| RuntimeConfig {
+        steering: Some(Arc::clone(&s)),
+        seed: u64::from(i),
+        ..RuntimeConfig::new(Sim::host_config(i))
+    };
+    let client = Runtime::start(RssWire::new(a, Arc::clone(&s)), cfg(1)).unwrap();
+    let server = Runtime::start(RssWire::new(b, Arc::clone(&s)), cfg(2)).unwrap();
+    (client, server)
+}
+
+/// A deterministic byte stream: `len` bytes for stream `id`.
+pub fn pattern(id: u64, len: usize) -> Vec<u8> {
+    let mut x = id.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// FNV-1a, 64 bits: enough to compare streams.
+#[derive(Clone, Copy)]
+pub struct Fnv(pub u64);
+
+impl Fnv {
+    pub fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    pub fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    pub fn of(data: &[u8]) -> u64 {
+        let mut h = Fnv::new();
+        h.update(data);
+        h.0
+    }
+}

@@ -1,0 +1,307 @@
+//! The tokio adaptor over two per-queue runtimes on a memory wire with RSS.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod rt_common;
+
+use linerate_toe::rt::{Handle, TcpListener, TcpStream};
+use rt_common::{Fnv, pattern, two_runtimes};
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits for a full round of every queue thread, so its counters are published.
+async fn settle(h: &Handle) {
+    for q in 0..h.queues() {
+        h.with_engine(q, |_| ()).await.unwrap();
+    }
+}
+
+fn server_addr(port: u16, v6: bool) -> SocketAddr {
+    if v6 {
+        SocketAddr::new("fd00::2".parse().unwrap(), port)
+    } else {
+        SocketAddr::new("10.0.0.2".parse().unwrap(), port)
+    }
+}
+
+/// Reads a 16-byte header (stream id, bytes to send back), sends those bytes
+/// while reading the client's until EOF, then a trailer: hash and length of what
+/// it read.
+async fn serve(s: TcpStream) {
+    let (mut r, mut w) = s.into_split();
+    let mut hdr = [0u8; 16];
+    r.read_exact(&mut hdr).await.unwrap();
+    let id = u64::from_le_bytes(hdr[..8].try_into().unwrap());
+    let down = u64::from_le_bytes(hdr[8..].try_into().unwrap()) as usize;
+    let writer = tokio::spawn(async move {
+        w.write_all(&pattern(id ^ 0xd0d0, down)).await.unwrap();
+        w
+    });
+    let (mut h, mut total, mut buf) = (Fnv::new(), 0u64, vec![0u8; 16 * 1024]);
+    loop {
+        let n = r.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        total += n as u64;
+    }
+    let mut w = writer.await.unwrap();
+    w.write_all(&h.0.to_le_bytes()).await.unwrap();
+    w.write_all(&total.to_le_bytes()).await.unwrap();
+    w.shutdown().await.unwrap();
+}
+
+/// One client stream: sends `up` bytes, receives `down` bytes and the trailer,
+/// checks both directions byte for byte (by hash).
+async fn client(s: TcpStream, id: u64, up: usize, down: usize) {
+    let (mut r, mut w) = s.into_split();
+    let data = pattern(id, up);
+    let sent = Fnv::of(&data);
+    let writer = tokio::spawn(async move {
+        let mut hdr = id.to_le_bytes().to_vec();
+        hdr.extend_from_slice(&(down as u64).to_le_bytes());
+        w.write_all(&hdr).await.unwrap();
+        // Uneven write sizes, to cross ring boundaries.
+        for chunk in data.chunks(7_001) {
+            w.write_all(chunk).await.unwrap();
+        }
+        w.shutdown().await.unwrap();
+    });
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    writer.await.unwrap();
+    assert_eq!(got.len(), down + 16, "stream {id}");
+    assert_eq!(
+        Fnv::of(&got[..down]),
+        Fnv::of(&pattern(id ^ 0xd0d0, down)),
+        "stream {id} down"
+    );
+    let hash = u64::from_le_bytes(got[down..down + 8].try_into().unwrap());
+    let len = u64::from_le_bytes(got[down + 8..].try_into().unwrap());
+    assert_eq!((hash, len), (sent, up as u64), "stream {id} up");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_streams_carry_exact_bytes_both_ways() {
+    const N: u64 = 32;
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = TcpListener::bind(&sh, 5000).await.unwrap();
+    let run = async move {
+        let server = tokio::spawn(async move {
+            let mut tasks = Vec::new();
+            for _ in 0..N {
+                let (s, peer) = listener.accept().await.unwrap();
+                assert_eq!(s.peer_addr(), peer);
+                tasks.push(tokio::spawn(serve(s)));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let mut clients = Vec::new();
+        for id in 0..N {
+            let ch = ch.clone();
+            clients.push(tokio::spawn(async move {
+                // Every fourth stream over IPv6 (neighbour discovery on each queue).
+                let s = TcpStream::connect(&ch, server_addr(5000, id % 4 == 3))
+                    .await
+                    .unwrap();
+                let up = 20_000 + (id as usize * 7_919) % 70_000;
+                let down = 10_000 + (id as usize * 104_729) % 60_000;
+                client(s, id, up, down).await;
+            }));
+        }
+        for c in clients {
+            c.await.unwrap();
+        }
+        server.await.unwrap();
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("transfers finish");
+
+    let (ch, sh) = (crt.handle(), srt.handle());
+    settle(ch).await;
+    settle(sh).await;
+    let opened: Vec<u64> = (0..2).map(|q| ch.stats(q).unwrap().active_opens).collect();
+    let accepted: Vec<u64> = (0..2).map(|q| sh.stats(q).unwrap().passive_opens).collect();
+    assert_eq!(opened.iter().sum::<u64>(), N, "{opened:?}");
+    assert_eq!(accepted, opened, "symmetric RSS: same queue on both hosts");
+    assert!(
+        accepted.iter().all(|&n| n > 0),
+        "both queues used: {accepted:?}"
+    );
+    for q in 0..2 {
+        let fails = ch.stats(q).unwrap().connect_failures;
+        assert_eq!(fails, 0);
+    }
+    crt.shutdown().unwrap();
+    srt.shutdown().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_on_a_queue_brings_the_replies_to_that_queue() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = TcpListener::bind(&sh, 6000).await.unwrap();
+    let run = async {
+        for q in 0..2 {
+            for k in 0..6 {
+                let addr = server_addr(6000, k == 5);
+                let mut s = TcpStream::connect_on(&ch, q, addr).await.unwrap();
+                assert_eq!(s.queue(), q);
+                let (mut a, _) = listener.accept().await.unwrap();
+                assert_eq!(a.queue(), q, "the server sees the flow on the same queue");
+                assert_eq!(a.peer_addr(), s.local_addr());
+                s.write_all(b"q").await.unwrap();
+                let mut b = [0u8; 1];
+                a.read_exact(&mut b).await.unwrap();
+                a.write_all(&[q as u8]).await.unwrap();
+                s.read_exact(&mut b).await.unwrap();
+                assert_eq!(b[0], q as u8);
+            }
+        }
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("connects finish");
+    settle(&ch).await;
+    settle(&sh).await;
+    for q in 0..2 {
+        let st = ch.stats(q).unwrap();
+        assert_eq!((st.active_opens, st.connect_failures), (6, 0), "queue {q}");
+        assert_eq!(sh.stats(q).unwrap().passive_opens, 6, "queue {q}");
+        // A segment on a queue whose engine does not know its flow would draw a
+        // reset: none did, on either host.
+        let rsts = ch
+            .with_engine(q, |e| e.counters().tcp_out_rsts)
+            .await
+            .unwrap();
+        let srv_rsts = sh
+            .with_engine(q, |e| e.counters().tcp_out_rsts)
+            .await
+            .unwrap();
+        assert_eq!((rsts, srv_rsts), (0, 0), "queue {q}");
+        let opens = ch
+            .with_engine(q, |e| e.counters().tcp_active_opens)
+            .await
+            .unwrap();
+        assert_eq!(opens, 6);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_close_reads_as_eof() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = TcpListener::bind(&sh, 7000).await.unwrap();
+    let run = async {
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let (mut r, mut w) = s.split();
+            let (read, wrote) = tokio::join!(
+                async {
+                    let mut v = Vec::new();
+                    r.read_to_end(&mut v).await.unwrap();
+                    v
+                },
+                w.write_all(b"goodbye")
+            );
+            wrote.unwrap();
+            assert_eq!(read, b"hello");
+            // Dropping the stream closes it: a FIN after "goodbye".
+        });
+        let mut c = TcpStream::connect(&ch, server_addr(7000, false))
+            .await
+            .unwrap();
+        c.write_all(b"hello").await.unwrap();
+        c.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"goodbye");
+        let mut more = [0u8; 8];
+        assert_eq!(c.read(&mut more).await.unwrap(), 0, "EOF stays EOF");
+        server.await.unwrap();
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("close finishes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_a_closed_port_is_refused() {
+    let (crt, _srt) = two_runtimes(2);
+    let ch = crt.handle().clone();
+    let run = async {
+        for v6 in [false, true] {
+            let e = TcpStream::connect(&ch, server_addr(9, v6))
+                .await
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
+        }
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("refusal arrives");
+    settle(&ch).await;
+    let fails: u64 = (0..2).map(|q| ch.stats(q).unwrap().connect_failures).sum();
+    assert_eq!(fails, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_runtime_aborts_its_streams() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = TcpListener::bind(&sh, 7100).await.unwrap();
+    let mut c = TcpStream::connect(&ch, server_addr(7100, false))
+        .await
+        .unwrap();
+    let _server_side = listener.accept().await.unwrap();
+    let reader = tokio::spawn(async move {
+        let mut b = [0u8; 4];
+        c.read(&mut b).await
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::task::spawn_blocking(move || crt.shutdown().unwrap())
+        .await
+        .unwrap();
+    let e = tokio::time::timeout(LIMIT, reader)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionAborted);
+    let e = TcpStream::connect(&ch, server_addr(7100, false))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotConnected);
+}
+
+#[test]
+fn engine_calls_from_a_plain_thread_and_config_errors() {
+    let (crt, _srt) = two_runtimes(2);
+    let h = crt.handle().clone();
+    let mtus: Vec<u16> = (0..2)
+        .map(|q| h.with_engine_blocking(q, |e| e.config().mtu).unwrap())
+        .collect();
+    assert_eq!(mtus, [1500, 1500]);
+    assert!(h.with_engine_blocking(2, |_| ()).is_err(), "no queue 2");
+
+    let (a, _b) = rt_common::mem_pair(2);
+    let cfg = linerate_toe::rt::RuntimeConfig {
+        steering: Some(rt_common::steering(4)),
+        ..linerate_toe::rt::RuntimeConfig::new(linerate_toe::sim::Sim::host_config(1))
+    };
+    assert!(matches!(
+        linerate_toe::rt::Runtime::start(a, cfg),
+        Err(linerate_toe::rt::RtError::Steering {
+            steering: 4,
+            nic: 2
+        })
+    ));
+}
