@@ -272,6 +272,11 @@ impl Gro {
                 Err(e) => return self.refuse(frame, meta, parse_reason(&e), None, out),
             },
         };
+        // A datagram that looked like a tunnel but whose tunnel header or inner frame
+        // is bad: refused for the reason the tunnel layer gives.
+        if let Some(e) = &layout.tunnel_error {
+            return self.refuse(frame, meta, parse_reason(e), None, out);
+        }
         let f = Frame {
             b: frame,
             l: layout,
