@@ -254,7 +254,9 @@ impl Link {
     }
 }
 
-/// Engines on a [`Link`], stepped together in virtual time.
+/// Engines on a [`Link`], stepped together in virtual time. The link may have
+/// more ports than there are engines: a test can inject frames from them
+/// ([`Link::send`]); frames reaching them are dropped.
 #[derive(Debug)]
 pub struct Sim {
     /// The link; engine `i` is on port `i`.
@@ -309,6 +311,11 @@ impl Sim {
             }
             let link = &mut self.link;
             e.poll_transmit(now, &mut |f, m| link.send(now, port, f, m));
+        }
+        // Ports without an engine (a test injecting frames there) drop what
+        // reaches them.
+        for port in self.engines.len()..self.link.queues.len() {
+            while self.link.recv(now, port).is_some() {}
         }
     }
 
