@@ -84,8 +84,14 @@ pub struct TcpConfig {
     pub delayed_ack: Duration,
     /// Maximum segment lifetime; TIME-WAIT lasts twice this (RFC 9293 section 3.4.2).
     pub msl: Duration,
-    /// Connections waiting in a listener's accept queue, at most.
+    /// Connections waiting in a listener's accept queue, at most. Also the size
+    /// of its SYN queue: connections in SYN-RECEIVED and accepted-not-taken ones
+    /// together stay below it.
     pub backlog: usize,
+    /// Answer SYNs with SYN cookies (RFC 4987 section 3.6) when a listener's SYN
+    /// queue is full, instead of dropping them. See `tcp::cookie` for what a
+    /// cookie connection loses.
+    pub syn_cookies: bool,
 }
 
 impl Default for TcpConfig {
@@ -105,6 +111,7 @@ impl Default for TcpConfig {
             delayed_ack: Duration::from_millis(40),
             msl: Duration::from_secs(30),
             backlog: 128,
+            syn_cookies: true,
         }
     }
 }

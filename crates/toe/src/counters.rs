@@ -87,8 +87,16 @@ pub struct Counters {
     pub tcp_fast_retransmits: u64,
     /// Zero-window probes sent.
     pub tcp_window_probes: u64,
-    /// SYNs dropped because the accept queue was full.
+    /// SYNs (or cookie ACKs) dropped because the listen queues were full.
     pub tcp_listen_drops: u64,
+    /// SYN cookies sent (Linux's SyncookiesSent).
+    pub tcp_syncookies_sent: u64,
+    /// Returning ACKs whose cookie validated: connections made from a cookie
+    /// (SyncookiesRecv).
+    pub tcp_syncookies_recv: u64,
+    /// ACKs to a listener that recently sent cookies whose cookie did not
+    /// validate (SyncookiesFailed); answered with RST.
+    pub tcp_syncookies_failed: u64,
     /// UDP datagrams to no socket (UDP sockets are not implemented yet).
     pub udp_no_ports: u64,
 }

@@ -74,8 +74,9 @@
 //! RFC 9293 (TCP), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 (SACK),
 //! RFC 6675 (SACK loss recovery), RFC 6582 (NewReno), RFC 5681 and RFC 3465
 //! (congestion control, byte counting), RFC 9438 (CUBIC), RFC 6928 (initial window),
-//! RFC 6298 (RTO), RFC 5961 (challenge ACKs), RFC 6528 (ISNs), RFC 6056 (ephemeral
-//! ports), RFC 826 and RFC 1122 (ARP), RFC 4861 (NDP), RFC 792 / RFC 4443 (echo).
+//! RFC 6298 (RTO), RFC 5961 (challenge ACKs), RFC 6528 (ISNs), RFC 4987 section 3.6
+//! (SYN cookies), RFC 6056 (ephemeral ports), RFC 826 and RFC 1122 (ARP), RFC 4861
+//! (NDP), RFC 792 / RFC 4443 (echo).
 #![forbid(unsafe_code)]
 
 pub mod config;

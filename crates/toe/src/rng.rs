@@ -92,6 +92,14 @@ impl IsnGenerator {
         }
     }
 
+    /// A second 128-bit key derived from this one (for SYN cookies), so that the
+    /// engine's draws from its generator stay as they were.
+    pub(crate) fn derived_key(&self) -> (u64, u64) {
+        let mut x = self.k0 ^ 0x5359_4e43_4f4f_4b49; // "SYNCOOKI"
+        let mut y = self.k1 ^ 0x4553_5f52_4643_3439; // "ES_RFC49"
+        (splitmix64(&mut x), splitmix64(&mut y))
+    }
+
     /// `M + F(local, remote, key)` at time `now`.
     pub(crate) fn isn(&self, now: Instant, local: SocketAddr, remote: SocketAddr) -> u32 {
         let mut h = SipHasher24::new_with_keys(self.k0, self.k1);

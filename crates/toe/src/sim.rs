@@ -7,12 +7,13 @@
 //! (one flipped byte, and the metadata then claims nothing verified, so the
 //! receiver's checksum check must catch it). The link also enforces the MTU.
 //!
-//! Offloads: frames marked `Checksum::Partial` get their checksum completed, and
-//! GSO super-frames are cut into MSS-sized segments by [`gso_segment`]. **That
-//! segmenter is a small test-only stand-in** (plain TCP over IPv4/IPv6, no VLANs,
-//! no tunnels) until the NIC layer's GSO from linerate-offload replaces it. With
-//! [`LinkConfig::gro`] on, super-frames instead cross whole, marked as a coalesced
-//! frame with verified checksums, as a GRO-capable receiver would hand them up.
+//! Offloads are finished as a NIC would finish them, by linerate-offload's real
+//! code: frames marked `Checksum::Partial` get their checksum completed
+//! ([`linerate_offload::csum::complete`]), and GSO super-frames (TSO and USO) are
+//! cut into segments by a [`Segmenter`] in [`CsumMode::Complete`]. With
+//! [`LinkConfig::gro`] on, super-frames instead cross whole, their checksum
+//! completed and marked verified with the GSO record kept, as a GRO-capable
+//! receiver would hand them up.
 //!
 //! [`Sim`] steps engines and link together: deliver due frames, run due timers,
 //! collect transmissions, jump to the next event.
@@ -21,11 +22,9 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::rng::Rng;
 use crate::time::Instant;
-use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
-use linerate_wire::checksum;
-use linerate_wire::ethernet::{self, ethertype};
-use linerate_wire::ipv4::{self, protocol};
-use linerate_wire::{ipv6, tcp};
+use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
+use linerate_offload::{Checksum, OffloadMeta, csum};
+use linerate_wire::ethernet;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -85,7 +84,7 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Frames above the MTU, dropped.
     pub oversize: u64,
-    /// Super-frames cut by the test segmenter.
+    /// Super-frames cut by the segmenter.
     pub segmented: u64,
     /// Frames a GSO request could not be honoured for (malformed), dropped.
     pub bad_gso: u64,
@@ -123,6 +122,10 @@ pub struct Link {
     queues: Vec<BinaryHeap<Reverse<InFlight>>>,
     seq: u64,
     stats: LinkStats,
+    /// linerate-offload's GSO, completing every checksum.
+    segmenter: Segmenter,
+    /// Its reusable output.
+    segments: SegmentBuf,
 }
 
 impl Link {
@@ -134,6 +137,8 @@ impl Link {
             queues: (0..ports).map(|_| BinaryHeap::new()).collect(),
             seq: 0,
             stats: LinkStats::default(),
+            segmenter: Segmenter::new(CsumMode::Complete),
+            segments: SegmentBuf::new(),
         }
     }
 
@@ -152,32 +157,31 @@ impl Link {
     pub fn send(&mut self, now: Instant, from: usize, frame: &[u8], meta: &OffloadMeta) {
         let mut frames = Vec::new();
         match meta.gso {
-            Some(g) if self.cfg.gro => match complete_checksum(frame) {
-                Some(f) => {
-                    let mut m = OffloadMeta::plain();
-                    m.csum = Checksum::Verified { levels: 1 };
-                    m.gso = Some(g);
-                    frames.push((f, m, true));
-                }
-                None => self.stats.bad_gso += 1,
-            },
-            Some(g) => match gso_segment(frame, &g) {
-                Some(segs) => {
-                    self.stats.segmented += 1;
-                    frames.extend(segs.into_iter().map(|f| (f, OffloadMeta::plain(), false)));
-                }
-                None => self.stats.bad_gso += 1,
-            },
-            None => {
-                let f = match meta.csum {
-                    Checksum::Partial { .. } => complete_checksum(frame),
-                    _ => Some(frame.to_vec()),
-                };
-                match f {
-                    Some(f) => frames.push((f, OffloadMeta::plain(), false)),
-                    None => self.stats.bad_gso += 1,
+            Some(g) if self.cfg.gro => {
+                let mut f = frame.to_vec();
+                match csum::complete(&mut f, meta) {
+                    Ok(_) => {
+                        let mut m = OffloadMeta::plain();
+                        m.csum = Checksum::Verified { levels: 1 };
+                        m.gso = Some(g);
+                        frames.push((f, m, true));
+                    }
+                    Err(_) => self.stats.bad_gso += 1,
                 }
             }
+            gso => match self.segmenter.segment(frame, meta, &mut self.segments) {
+                Ok(_) => {
+                    if gso.is_some() {
+                        self.stats.segmented += 1;
+                    }
+                    frames.extend(
+                        self.segments
+                            .iter()
+                            .map(|f| (f.to_vec(), OffloadMeta::plain(), false)),
+                    );
+                }
+                Err(_) => self.stats.bad_gso += 1,
+            },
         }
         for (mut f, mut m, whole) in frames {
             self.stats.sent += 1;
@@ -250,107 +254,9 @@ impl Link {
     }
 }
 
-/// Offsets of a plain Ethernet / IPv4-or-IPv6 / TCP frame: (l3, l4, payload, v4).
-fn tcp_offsets(frame: &[u8]) -> Option<(usize, usize, usize, bool)> {
-    let eth = ethernet::Packet::new_checked(frame).ok()?;
-    let l3 = ethernet::HEADER_LEN;
-    let (l4, v4) = match eth.ethertype() {
-        ethertype::IPV4 => {
-            let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
-            (ip.protocol() == protocol::TCP).then_some(())?;
-            (l3 + ip.header_len(), true)
-        }
-        ethertype::IPV6 => {
-            let ip = ipv6::Packet::new_checked(eth.payload()).ok()?;
-            (ip.next_header() == protocol::TCP).then_some(())?;
-            (l3 + ipv6::HEADER_LEN, false)
-        }
-        _ => return None,
-    };
-    let t = tcp::Packet::new_checked(frame.get(l4..)?).ok()?;
-    Some((l3, l4, l4 + t.header_len(), v4))
-}
-
-/// Sets the IP length fields and checksums and the TCP checksum of a plain TCP
-/// frame whose lengths changed.
-fn fix_tcp_frame(f: &mut [u8], l3: usize, l4: usize, v4: bool) -> Option<()> {
-    let l4_len = f.len().checked_sub(l4)?;
-    let pseudo = if v4 {
-        let mut ip = ipv4::Packet::new_unchecked(f.get_mut(l3..)?);
-        ip.set_total_len(u16::try_from(l4 - l3 + l4_len).ok()?);
-        ip.fill_checksum();
-        checksum::pseudo_ipv4(
-            ip.src_addr(),
-            ip.dst_addr(),
-            protocol::TCP,
-            u16::try_from(l4_len).ok()?,
-        )
-    } else {
-        let mut ip = ipv6::Packet::new_unchecked(f.get_mut(l3..)?);
-        ip.set_payload_len(u16::try_from(l4_len).ok()?);
-        checksum::pseudo_ipv6(&ip.src_addr(), &ip.dst_addr(), protocol::TCP, l4_len as u32)
-    };
-    tcp::Packet::new_unchecked(f.get_mut(l4..)?).fill_checksum(pseudo);
-    Some(())
-}
-
-/// Completes the TCP checksum of a frame (test-only stand-in for checksum offload).
-pub fn complete_checksum(frame: &[u8]) -> Option<Vec<u8>> {
-    let mut f = frame.to_vec();
-    match tcp_offsets(&f) {
-        Some((l3, l4, _, v4)) => fix_tcp_frame(&mut f, l3, l4, v4).map(|_| f),
-        // Not TCP: nothing of ours asks for checksum offload on it.
-        None => Some(f),
-    }
-}
-
-/// Cuts a TCP super-frame into segments of `gso.size` payload bytes, as TSO does:
-/// sequence numbers advance, the IPv4 ID advances by one per segment, FIN and PSH
-/// stay on the last segment only, every checksum is computed. **Test-only**: plain
-/// TCP over IPv4 or IPv6 without VLANs, extension headers or tunnels; the NIC
-/// layer's GSO replaces it.
-pub fn gso_segment(frame: &[u8], gso: &Gso) -> Option<Vec<Vec<u8>>> {
-    if !matches!(gso.kind, GsoType::TcpV4 | GsoType::TcpV6) || gso.size == 0 {
-        return None;
-    }
-    let (l3, l4, pl, v4) = tcp_offsets(frame)?;
-    let header = frame.get(..pl)?;
-    let payload = frame.get(pl..)?;
-    let t = tcp::Packet::new_checked(frame.get(l4..)?).ok()?;
-    let (seq0, flags) = (t.seq_number(), t.flags());
-    let id0 = if v4 {
-        ipv4::Packet::new_checked(frame.get(l3..)?).ok()?.ident()
-    } else {
-        0
-    };
-    let chunks: Vec<&[u8]> = payload.chunks(usize::from(gso.size)).collect();
-    let n = chunks.len();
-    let mut out = Vec::with_capacity(n);
-    for (i, chunk) in chunks.into_iter().enumerate() {
-        let mut f = Vec::with_capacity(header.len() + chunk.len());
-        f.extend_from_slice(header);
-        f.extend_from_slice(chunk);
-        let off = i * usize::from(gso.size);
-        if v4 {
-            ipv4::Packet::new_unchecked(f.get_mut(l3..)?).set_ident(id0.wrapping_add(i as u16));
-        }
-        let mut t = tcp::Packet::new_unchecked(f.get_mut(l4..)?);
-        t.set_seq_number(seq0.wrapping_add(off as u32));
-        let mut fl = flags;
-        if i + 1 < n {
-            fl.remove(tcp::Flags::FIN | tcp::Flags::PSH);
-        }
-        if i > 0 {
-            fl.remove(tcp::Flags::CWR);
-        }
-        t.set_flags(fl);
-        fix_tcp_frame(&mut f, l3, l4, v4)?;
-        out.push(f);
-    }
-    Some(out)
-}
-
-/// Engines on a [`Link`], stepped together in virtual time.
+/// Engines on a [`Link`], stepped together in virtual time. The link may have
+/// more ports than there are engines: a test can inject frames from them
+/// ([`Link::send`]); frames reaching them are dropped.
 #[derive(Debug)]
 pub struct Sim {
     /// The link; engine `i` is on port `i`.
@@ -405,6 +311,11 @@ impl Sim {
             }
             let link = &mut self.link;
             e.poll_transmit(now, &mut |f, m| link.send(now, port, f, m));
+        }
+        // Ports without an engine (a test injecting frames there) drop what
+        // reaches them.
+        for port in self.engines.len()..self.link.queues.len() {
+            while self.link.recv(now, port).is_some() {}
         }
     }
 

@@ -11,6 +11,7 @@
 use super::Engine;
 use super::output::IpTo;
 use crate::tcp::conn::{Conn, ConnParams};
+use crate::tcp::cookie;
 use crate::tcp::input::Rst;
 use crate::tcp::segment::Segment;
 use crate::time::Instant;
@@ -23,6 +24,7 @@ use linerate_wire::ipv4::{self, protocol};
 use linerate_wire::ipv6::{self, ext};
 use linerate_wire::{arp, tcp};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::time::Duration;
 
 /// The IPv6 all-nodes multicast address ff02::1.
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
@@ -403,7 +405,15 @@ impl Engine {
         let syn_only =
             seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
         if syn_only && let Some(&l) = self.by_port.get(&seg.dst_port) {
-            self.passive_open(now, l, local, remote, &seg);
+            self.passive_open(now, l, local, remote, &seg, from.mac);
+            return;
+        }
+        let ack_only =
+            seg.has(tcp::Flags::ACK) && !seg.flags.intersects(tcp::Flags::SYN | tcp::Flags::RST);
+        if ack_only
+            && let Some(&l) = self.by_port.get(&seg.dst_port)
+            && self.cookie_open(now, l, local, remote, &seg, from.mac)
+        {
             return;
         }
         if let Some(r) = Rst::for_segment(&seg) {
@@ -411,7 +421,9 @@ impl Engine {
         }
     }
 
-    /// A SYN for listener `l` (RFC 9293 section 3.10.7.2).
+    /// A SYN for listener `l` (RFC 9293 section 3.10.7.2). When the SYN queue is
+    /// full, a SYN cookie answers instead (RFC 4987 section 3.6), unless the
+    /// accept queue is full too (then nothing could take the connection).
     fn passive_open(
         &mut self,
         now: Instant,
@@ -419,13 +431,21 @@ impl Engine {
         local: SocketAddr,
         remote: SocketAddr,
         seg: &Segment<'_>,
+        mac: [u8; 6],
     ) {
         let backlog = self.cfg.tcp.backlog;
+        let cookies = self.cfg.tcp.syn_cookies;
         let Some(Some(lst)) = self.listeners.get_mut(l) else {
             return;
         };
         if lst.embryonic + lst.ready.len() >= backlog {
-            self.counters.tcp_listen_drops += 1;
+            if !cookies || lst.ready.len() >= backlog {
+                self.counters.tcp_listen_drops += 1;
+                return;
+            }
+            let slots = u64::from(cookie::MAX_AGE + 1);
+            lst.cookies_until = Some(now + Duration::from_secs(64 * slots));
+            self.send_cookie_synack(now, mac, local, remote, seg);
             return;
         }
         lst.embryonic += 1;
@@ -435,6 +455,82 @@ impl Engine {
         let conn = Conn::accept_syn(now, local, remote, iss, ts_offset, params, seg, l);
         let idx = self.insert_conn(conn);
         self.after_event(idx);
+    }
+
+    /// Answers a SYN with a SYN-ACK whose ISN is a cookie, keeping no state.
+    fn send_cookie_synack(
+        &mut self,
+        now: Instant,
+        mac: [u8; 6],
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Segment<'_>,
+    ) {
+        let params = self.conn_params(local.ip());
+        let default_mss = params.default_mss;
+        let mss = seg.opts.mss.unwrap_or(default_mss);
+        let iss = self.cookies.isn(now, local, remote, seg.seq.0, mss);
+        let ts_offset = self.cookies.ts_offset(local, remote);
+        let ts = (now.as_millis() as u32).wrapping_add(ts_offset);
+        let opts = Conn::cookie_syn_options(&params, &seg.opts, ts);
+        let wnd = params.tcp.recv_buffer.min(65_535) as u16;
+        let ack = seg.seq.plus(1);
+        self.counters.tcp_syncookies_sent += 1;
+        self.send_syn_ack_stateless(mac, local, remote, iss, ack.0, wnd, &opts);
+    }
+
+    /// An ACK for a listener that matched no connection: if the listener sent
+    /// cookies lately and the ACK returns a valid one, the connection is made
+    /// from it and the ACK processed in it. Returns false if the segment is
+    /// still to be answered (with RST).
+    fn cookie_open(
+        &mut self,
+        now: Instant,
+        l: usize,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Segment<'_>,
+        mac: [u8; 6],
+    ) -> bool {
+        let backlog = self.cfg.tcp.backlog;
+        let Some(Some(lst)) = self.listeners.get(l) else {
+            return false;
+        };
+        if lst.cookies_until.is_none_or(|t| now > t) {
+            return false;
+        }
+        let irs = seg.seq.0.wrapping_sub(1);
+        let iss = seg.ack.0.wrapping_sub(1);
+        let Some(mss) = self.cookies.check(now, local, remote, irs, iss) else {
+            self.counters.tcp_syncookies_failed += 1;
+            return false;
+        };
+        if lst.ready.len() >= backlog {
+            self.counters.tcp_listen_drops += 1;
+            return true;
+        }
+        self.counters.tcp_syncookies_recv += 1;
+        let ts_offset = self.cookies.ts_offset(local, remote);
+        let params = self.conn_params(local.ip());
+        let ts = seg.opts.timestamps;
+        let conn = Conn::from_cookie(local, remote, iss, irs, ts_offset, params, mss, ts, l);
+        if let Some(Some(lst)) = self.listeners.get_mut(l) {
+            // Counted like a SYN-RECEIVED one; reaching ESTABLISHED moves it on.
+            lst.embryonic += 1;
+        }
+        let idx = self.insert_conn(conn);
+        let counters = &mut self.counters;
+        let rst = self
+            .slots
+            .get_mut(idx)
+            .and_then(|s| s.conn.as_mut())
+            .and_then(|c| c.on_segment(now, seg, counters));
+        if let Some(r) = rst {
+            self.send_rst(mac, local, remote, r);
+        }
+        self.after_event(idx);
+        self.mark_ready(idx);
+        true
     }
 
     /// The per-connection parameters for a connection over `ip`'s family.

@@ -23,6 +23,7 @@ use crate::counters::Counters;
 use crate::net::neighbor::{Limits, NeighborCache};
 use crate::rng::{IsnGenerator, Rng};
 use crate::tcp::conn::Conn;
+use crate::tcp::cookie::SynCookies;
 use crate::time::{Instant, earliest};
 use linerate_offload::OffloadMeta;
 use std::cmp::Reverse;
@@ -49,6 +50,9 @@ struct Listener {
     ready: VecDeque<usize>,
     /// Connections in SYN-RECEIVED.
     embryonic: usize,
+    /// Until when returning ACKs are checked for SYN cookies (set when one is
+    /// sent, for as long as a cookie stays valid).
+    cookies_until: Option<Instant>,
 }
 
 /// The connection engine for one interface. See the [crate docs](crate).
@@ -57,6 +61,7 @@ pub struct Engine {
     cfg: Config,
     rng: Rng,
     isn: IsnGenerator,
+    cookies: SynCookies,
     counters: Counters,
     neighbors: NeighborCache,
     slots: Vec<Slot>,
@@ -80,6 +85,7 @@ impl Engine {
     pub fn new(config: Config, rng_seed: u64) -> Engine {
         let mut rng = Rng::new(rng_seed);
         let isn = IsnGenerator::new(&mut rng);
+        let (k0, k1) = isn.derived_key();
         let limits = Limits {
             ttl: config.neighbor_ttl,
             retry: config.neighbor_retry,
@@ -91,6 +97,7 @@ impl Engine {
             cfg: config,
             rng,
             isn,
+            cookies: SynCookies::new(k0, k1),
             counters: Counters::default(),
             neighbors: NeighborCache::new(limits),
             slots: Vec::new(),

@@ -323,6 +323,62 @@ impl Engine {
         }
     }
 
+    /// Sends a SYN-ACK that belongs to no connection (a SYN cookie's, RFC 4987
+    /// section 3.6) from `local` to `remote` at `dst_mac`, checksum complete.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_syn_ack_stateless(
+        &mut self,
+        dst_mac: [u8; 6],
+        local: SocketAddr,
+        remote: SocketAddr,
+        seq: u32,
+        ack: u32,
+        wnd: u16,
+        syn: &tcp::SynOptions,
+    ) {
+        let mut opts = [0u8; tcp::options::MAX_LEN];
+        let opt_len = syn.emit(&mut opts).unwrap_or(0);
+        let len = tcp::HEADER_LEN + opt_len;
+        let pseudo = match (local.ip(), remote.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, len as u16)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, len as u32)
+            }
+            _ => return,
+        };
+        self.counters.tcp_out_segs += 1;
+        self.send_ip_direct(
+            IpTo {
+                mac: dst_mac,
+                src: local.ip(),
+                dst: remote.ip(),
+                proto: protocol::TCP,
+                hop: HOP_LIMIT,
+            },
+            len,
+            |b| {
+                let Some(h) = b.get_mut(..len) else {
+                    return false;
+                };
+                let mut t = tcp::Packet::new_unchecked(h);
+                t.set_src_port(local.port());
+                t.set_dst_port(remote.port());
+                t.set_seq_number(seq);
+                t.set_ack_number(ack);
+                t.set_data_offset((len / 4) as u8);
+                t.set_flags(tcp::Flags::SYN | tcp::Flags::ACK);
+                t.set_window(wnd);
+                if let Some(o) = opts.get(..opt_len) {
+                    t.options_mut().copy_from_slice(o);
+                }
+                t.fill_checksum(pseudo);
+                true
+            },
+        );
+    }
+
     /// Sends an RST (RFC 9293 section 3.10.7.1) from `local` to `remote` at `dst_mac`.
     pub(super) fn send_rst(
         &mut self,

@@ -176,6 +176,7 @@ impl Engine {
             port,
             ready: Default::default(),
             embryonic: 0,
+            cookies_until: None,
         };
         let idx = match self.listeners.iter().position(Option::is_none) {
             Some(i) => {

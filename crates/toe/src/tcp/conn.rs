@@ -156,6 +156,7 @@ impl Conn {
             _ => ours.timestamps = None,
         }
         let st = SynRcvd {
+            cookie: false,
             iss: Seq(iss),
             irs: syn.seq,
             ours,
@@ -165,6 +166,83 @@ impl Conn {
             rto_at: None,
             retries: 0,
             send_synack: true,
+            active: false,
+        };
+        let mut c = Conn::new(local, remote, State::SynRcvd(st), params, ts_offset);
+        c.listener = Some(listener);
+        c
+    }
+
+    /// The SYN-ACK options of a cookie answer to a SYN with options `peer`
+    /// (RFC 4987 section 3.6): without timestamps only the MSS, since window
+    /// scaling and SACK could not be recovered from the ACK (Linux does the same);
+    /// with them, `ts` (our TSval, options encoded in its low bits) and the peer's
+    /// TSval, and window scale and SACK as usual.
+    pub fn cookie_syn_options(params: &ConnParams, peer: &SynOptions, ts: u32) -> SynOptions {
+        let mut ours = Conn::our_syn_options(params, ts);
+        match (ours.timestamps, peer.timestamps) {
+            (Some(_), Some((peer_val, _))) => {
+                if peer.window_scale.is_none() {
+                    ours.window_scale = None;
+                }
+                ours.sack_permitted &= peer.sack_permitted;
+                let tsval = super::cookie::ts_encode(
+                    ts,
+                    ours.window_scale.and(peer.window_scale),
+                    ours.sack_permitted,
+                );
+                ours.timestamps = Some((tsval, peer_val));
+            }
+            _ => {
+                ours.window_scale = None;
+                ours.sack_permitted = false;
+                ours.timestamps = None;
+            }
+        }
+        ours
+    }
+
+    /// A passive open from a validated SYN cookie (RFC 4987 section 3.6): the
+    /// state the SYN would have made, rebuilt from the ACK (`irs` is its sequence
+    /// number less one, `ack_ts` its timestamps) and the cookie's MSS. The ACK
+    /// itself is then processed as in SYN-RECEIVED.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_cookie(
+        local: SocketAddr,
+        remote: SocketAddr,
+        iss: u32,
+        irs: u32,
+        ts_offset: u32,
+        params: ConnParams,
+        mss: u16,
+        ack_ts: Option<(u32, u32)>,
+        listener: usize,
+    ) -> Conn {
+        let mut ours = Conn::our_syn_options(&params, 0);
+        let ts = ack_ts.filter(|_| ours.timestamps.is_some());
+        let dec = ts.map(|(_, tsecr)| super::cookie::ts_decode(tsecr, mss));
+        let peer = SynOptions {
+            mss: Some(mss),
+            window_scale: dec.and_then(|d| d.window_scale),
+            sack_permitted: dec.is_some_and(|d| d.sack_permitted),
+            timestamps: ts,
+        };
+        if peer.window_scale.is_none() {
+            ours.window_scale = None;
+        }
+        ours.sack_permitted &= peer.sack_permitted;
+        ours.timestamps = ts.map(|(tsval, tsecr)| (tsecr, tsval));
+        let st = SynRcvd {
+            cookie: true,
+            iss: Seq(iss),
+            irs: Seq(irs),
+            ours,
+            peer,
+            ts_recent: ts.map_or(0, |t| t.0),
+            rtt: Conn::rtt(&params),
+            rto_at: None,
+            retries: 0,
+            send_synack: false,
             active: false,
         };
         let mut c = Conn::new(local, remote, State::SynRcvd(st), params, ts_offset);

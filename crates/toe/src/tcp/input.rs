@@ -113,6 +113,7 @@ impl Conn {
         } else {
             // Simultaneous open (RFC 9293 section 3.5, figure 8).
             self.state = State::SynRcvd(SynRcvd {
+                cookie: false,
                 iss,
                 irs: seg.seq,
                 ours: ss.ours,
@@ -270,7 +271,7 @@ impl Conn {
             snd.max_wnd = snd.wnd;
             snd.wl1 = seg.seq;
             snd.wl2 = seg.ack;
-            if let (true, Some((_, tsecr))) = (neg.ts, seg.opts.timestamps) {
+            if let (true, false, Some((_, tsecr))) = (neg.ts, s.cookie, seg.opts.timestamps) {
                 let ms = self.ts_now(now).wrapping_sub(tsecr);
                 if tsecr != 0 && (ms as i32) >= 0 {
                     snd.rtt.sample(Duration::from_millis(u64::from(ms)));

@@ -12,6 +12,7 @@
 pub mod assembler;
 pub mod cc;
 pub(crate) mod conn;
+pub(crate) mod cookie;
 pub(crate) mod input;
 mod output;
 pub mod ring;

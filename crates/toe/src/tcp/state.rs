@@ -245,6 +245,9 @@ pub(crate) struct SynSent {
 /// SYN-RECEIVED: the peer's SYN is in, our SYN-ACK is out.
 #[derive(Debug, Clone)]
 pub(crate) struct SynRcvd {
+    /// Made from a SYN cookie on the ACK's arrival (RFC 4987 section 3.6): the
+    /// SYN-ACK's TSval carried option bits, so it is no RTT sample.
+    pub cookie: bool,
     /// ISS.
     pub iss: Seq,
     /// IRS.

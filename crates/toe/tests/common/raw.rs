@@ -1,7 +1,7 @@
 //! One engine against a hand-driven peer: frames in, frames out, virtual time.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use linerate_toe::sim::{complete_checksum, gso_segment};
+use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
 use linerate_toe::{Config, Engine, Instant};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::etherparse::{TcpHeader, TcpOptionElement};
@@ -77,9 +77,11 @@ impl Raw {
     /// Frames the engine sends now, segmented and with checksums complete.
     pub fn frames(&mut self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        self.e.poll_transmit(self.now, &mut |f, m| match m.gso {
-            Some(g) => out.extend(gso_segment(f, &g).unwrap()),
-            None => out.push(complete_checksum(f).unwrap()),
+        let mut seg = Segmenter::new(CsumMode::Complete);
+        let mut buf = SegmentBuf::new();
+        self.e.poll_transmit(self.now, &mut |f, m| {
+            seg.segment(f, m, &mut buf).unwrap();
+            out.extend(buf.iter().map(<[u8]>::to_vec));
         });
         out
     }
