@@ -73,9 +73,10 @@
 //! assert_eq!(a.transmit(0, &mut batch)?, 1);
 //!
 //! // 14 MTU frames crossed the wire; the receiver gets one super-frame back.
-//! assert_eq!(b.backend().counters().snapshot().by_name("rx_packets"), Some(14));
 //! assert_eq!(b.receive(0, &mut batch, 64)?, 1);
 //! assert_eq!(batch[0].len(), bytes.len());
+//! assert_eq!(b.backend().counters().snapshot().by_name("rx_packets"), Some(14));
+//! assert_eq!(b.counters().snapshot().by_name("gro_merged"), Some(13));
 //! # Ok::<(), linerate_nic::NicError>(())
 //! ```
 
