@@ -5,12 +5,13 @@
 //! Three set-ups, all at MTU 1500 over a pair of memory ports with no hardware
 //! offloads:
 //!
-//! * [`Stack::LinerateOn`]: two linerate engines with `Config::offloads` on. The
-//!   sender's engine emits 64 KiB super-segments with a GSO request and a partial
-//!   checksum; the NIC layer segments them into MTU-sized frames and completes
-//!   their checksums ([`Segmenter`]); the receiving NIC layer verifies checksums
-//!   and coalesces the frames again ([`Gro`], one batch at a time as NAPI does)
-//!   before the engine sees them.
+//! * [`Stack::LinerateOn`]: two linerate engines with `Config::offloads` on, each
+//!   over the software-offload [`Shim`] wrapping its memory port. The sender's
+//!   engine emits 64 KiB super-segments with a GSO request and a partial checksum;
+//!   the shim segments them into MTU-sized frames and completes their checksums;
+//!   the receiving shim verifies checksums and coalesces the frames again (GRO,
+//!   flushed at the end of every receive call, as NAPI does) before the engine
+//!   sees them.
 //! * [`Stack::LinerateOff`]: offloads off: the engine emits MSS-sized segments with
 //!   full checksums and verifies checksums of what it receives; the NIC layer only
 //!   moves frames.
@@ -27,8 +28,7 @@
 use crate::cpu::{CpuTime, thread_cpu_time};
 use crate::smol::SmolPort;
 use linerate_nic::memory::{self, PairConfig};
-use linerate_nic::{Batch, Counter, Frame, MemNic, Nic, NicCaps, NicError};
-use linerate_offload::{CsumMode, Gro, GroConfig, GsoError, OffloadMeta, Segmenter, ZeroCopyBuf};
+use linerate_nic::{Batch, Counter, Frame, MemNic, Nic, NicCaps, NicError, Shim, ShimConfig};
 use linerate_toe::sim::Sim;
 use linerate_toe::{Engine, Instant};
 use smoltcp::iface::{Config as SmolConfig, Interface, SocketSet};
@@ -111,8 +111,6 @@ impl Measurement {
 pub enum BulkError {
     /// A NIC refused a frame.
     Nic(NicError),
-    /// A super-segment could not be segmented.
-    Gso(GsoError),
     /// A socket call failed.
     Socket(String),
     /// The bytes read differ from the bytes written.
@@ -131,7 +129,6 @@ impl fmt::Display for BulkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BulkError::Nic(e) => write!(f, "NIC: {e}"),
-            BulkError::Gso(e) => write!(f, "segmentation: {e}"),
             BulkError::Socket(e) => write!(f, "socket: {e}"),
             BulkError::Corrupt { offset } => {
                 write!(
@@ -151,12 +148,6 @@ impl std::error::Error for BulkError {}
 impl From<NicError> for BulkError {
     fn from(e: NicError) -> Self {
         BulkError::Nic(e)
-    }
-}
-
-impl From<GsoError> for BulkError {
-    fn from(e: GsoError) -> Self {
-        BulkError::Gso(e)
     }
 }
 
@@ -245,76 +236,43 @@ impl Clock {
 /// Give up when this much clock time passes with no byte received.
 const STALL: Duration = Duration::from_secs(30);
 
-/// One linerate host: its engine, its memory port and the NIC layer's offload
-/// work (segmentation on transmit, GRO on receive) when offloads are on.
-struct Host {
+/// One linerate host: its engine and its NIC (a memory port, or the
+/// software-offload shim over one).
+struct Host<N: Nic> {
     engine: Engine,
-    nic: MemNic,
-    offload: Option<(Segmenter, ZeroCopyBuf, Gro)>,
+    nic: N,
     tx: Batch,
     rx: Batch,
     /// Frames handed to the engine.
     delivered: u64,
 }
 
-impl Host {
-    fn new(i: u8, offloads: bool, nic: MemNic) -> Host {
+impl<N: Nic> Host<N> {
+    fn new(i: u8, offloads: bool, nic: N) -> Host<N> {
         let mut cfg = Sim::host_config(i);
         cfg.offloads = offloads;
         cfg.mtu = nic.caps().mtu;
         cfg.tcp.send_buffer = SOCKET_BUFFER;
         cfg.tcp.recv_buffer = SOCKET_BUFFER;
-        let offload = offloads.then(|| {
-            (
-                Segmenter::new(CsumMode::Complete),
-                ZeroCopyBuf::with_capacity(64 * 128, 64),
-                Gro::new(GroConfig::default()),
-            )
-        });
         Host {
             engine: Engine::new(cfg, 0x5eed + u64::from(i)),
             nic,
-            offload,
             tx: Batch::with_capacity(256),
             rx: Batch::with_capacity(256),
             delivered: 0,
         }
     }
 
-    /// Everything the engine has to send, through the NIC layer onto the wire.
-    /// Returns the frames put on the wire.
+    /// Everything the engine has to send, into the NIC. Returns the frames the NIC
+    /// took (super-segments count once).
     fn transmit(&mut self, now: Instant) -> Result<usize, BulkError> {
         let Host {
-            engine,
-            nic,
-            offload,
-            tx,
-            ..
+            engine, nic, tx, ..
         } = self;
         let pool = nic.pool();
-        let mut error = None;
-        engine.poll_transmit(now, &mut |frame, meta| match offload {
-            // The NIC layer's software GSO: one header per segment from the
-            // segmenter, the payload gathered straight from the super-segment into
-            // the pooled frame, every checksum completed.
-            Some((seg, segs, _)) => match seg.segment_zero_copy(frame, meta, segs) {
-                Ok(_) => {
-                    for (header, payload) in segs.iter(frame) {
-                        let mut buf = pool.alloc();
-                        buf.extend_from_slice(header);
-                        buf.extend_from_slice(payload);
-                        tx.push(Frame::plain(buf));
-                    }
-                }
-                Err(e) => {
-                    error.get_or_insert(e);
-                }
-            },
-            None => tx.push(Frame::new(pool.alloc_from(frame), *meta)),
+        engine.poll_transmit(now, &mut |frame, meta| {
+            tx.push(Frame::new(pool.alloc_from(frame), *meta));
         });
-        if let Some(e) = error {
-            return Err(e.into());
-        }
         let before = tx.len();
         if !tx.is_empty() {
             nic.transmit(0, tx)?;
@@ -322,50 +280,44 @@ impl Host {
         Ok(before - tx.len())
     }
 
-    /// Everything waiting on the wire, through the NIC layer into the engine.
-    /// Returns the frames taken from the wire.
+    /// Everything the NIC has received, into the engine; then any timer due.
+    /// Returns the frames taken from the NIC (after GRO, with the shim).
     fn receive(&mut self, now: Instant) -> Result<usize, BulkError> {
-        let Host {
-            engine,
-            nic,
-            offload,
-            rx,
-            delivered,
-            ..
-        } = self;
         let mut taken = 0;
         loop {
-            let n = nic.receive(0, rx, 256)?;
+            let n = self.nic.receive(0, &mut self.rx, 256)?;
             if n == 0 {
                 break;
             }
             taken += n;
-            match offload {
-                // The NIC layer's software GRO (checksums verified there), flushed
-                // at the end of every batch as NAPI does.
-                Some((_, _, gro)) => {
-                    let mut deliver = |f: &[u8], m: &OffloadMeta| {
-                        engine.handle_frame(now, f, m);
-                        *delivered += 1;
-                    };
-                    for f in rx.iter() {
-                        gro.receive(now.as_nanos(), f.bytes(), f.meta, &mut deliver);
-                    }
-                    gro.flush_all(&mut deliver);
-                }
-                None => {
-                    for f in rx.iter() {
-                        engine.handle_frame(now, f.bytes(), &f.meta);
-                    }
-                    *delivered += n as u64;
-                }
+            for f in self.rx.iter() {
+                self.engine.handle_frame(now, f.bytes(), &f.meta);
             }
-            rx.clear();
+            self.rx.clear();
         }
-        if engine.poll_timeout().is_some_and(|t| t <= now) {
-            engine.handle_timeout(now);
+        self.delivered += taken as u64;
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
         }
         Ok(taken)
+    }
+}
+
+/// The frames a NIC put on the wire: a memory port's own, or the backend's under
+/// the shim (MTU-sized segments, not super-frames).
+trait WireCount {
+    fn wire_frames(&self) -> u64;
+}
+
+impl WireCount for MemNic {
+    fn wire_frames(&self) -> u64 {
+        packets(self, Counter::TxPackets)
+    }
+}
+
+impl WireCount for Shim<MemNic> {
+    fn wire_frames(&self) -> u64 {
+        packets(self.backend(), Counter::TxPackets)
     }
 }
 
@@ -373,6 +325,8 @@ fn memory_pair() -> (MemNic, MemNic) {
     memory::pair(PairConfig::new(NicCaps::plain(), NicCaps::plain()))
 }
 
+/// linerate over the shim (offloads on) or straight over the memory ports
+/// (offloads off).
 fn linerate(
     offloads: bool,
     write: usize,
@@ -380,8 +334,34 @@ fn linerate(
     source: &Source,
 ) -> Result<Measurement, BulkError> {
     let (a, b) = memory_pair();
-    let mut tx = Host::new(1, offloads, a);
-    let mut rx = Host::new(2, offloads, b);
+    if offloads {
+        let a = Shim::new(a, ShimConfig::all())?;
+        let b = Shim::new(b, ShimConfig::all())?;
+        linerate_over(
+            Host::new(1, true, a),
+            Host::new(2, true, b),
+            write,
+            total,
+            source,
+        )
+    } else {
+        linerate_over(
+            Host::new(1, false, a),
+            Host::new(2, false, b),
+            write,
+            total,
+            source,
+        )
+    }
+}
+
+fn linerate_over<N: Nic + WireCount>(
+    mut tx: Host<N>,
+    mut rx: Host<N>,
+    write: usize,
+    total: u64,
+    source: &Source,
+) -> Result<Measurement, BulkError> {
     let mut buf = vec![0u8; READ_LEN];
     let cpu0 = thread_cpu_time();
     let mut clock = Clock::new();
@@ -437,7 +417,7 @@ fn linerate(
     }
     let wall = clock.start.elapsed();
     let cpu = thread_cpu_time().since(cpu0);
-    let wire_frames = packets(&tx.nic, Counter::TxPackets) + packets(&rx.nic, Counter::TxPackets);
+    let wire_frames = tx.nic.wire_frames() + rx.nic.wire_frames();
     Ok(Measurement {
         bytes: got,
         wall,
