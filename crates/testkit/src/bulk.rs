@@ -47,6 +47,10 @@ pub const SOCKET_BUFFER: usize = 512 * 1024;
 /// The TCP port the receiver listens on.
 const PORT: u16 = 5001;
 
+/// The longest chunk the shared pattern serves in one slice (longer writes make
+/// their own).
+const MAX_CHUNK: usize = 256 * 1024;
+
 /// The pattern repeats every this many bytes (odd, so that no write size lines up
 /// with it).
 const PATTERN_PERIOD: usize = (1 << 20) + 7;
@@ -113,6 +117,8 @@ pub enum BulkError {
     Nic(NicError),
     /// A socket call failed.
     Socket(String),
+    /// Writes of this size are not supported (0, or over 1 MiB).
+    WriteSize(usize),
     /// The bytes read differ from the bytes written.
     Corrupt {
         /// Offset in the stream of the first chunk that differs.
@@ -130,6 +136,7 @@ impl fmt::Display for BulkError {
         match self {
             BulkError::Nic(e) => write!(f, "NIC: {e}"),
             BulkError::Socket(e) => write!(f, "socket: {e}"),
+            BulkError::WriteSize(w) => write!(f, "write size {w} not supported (1 B to 1 MiB)"),
             BulkError::Corrupt { offset } => {
                 write!(
                     f,
@@ -158,11 +165,22 @@ fn socket_error(e: impl fmt::Display) -> BulkError {
 /// Moves `total` bytes from one `stack` to another in `write`-byte writes and
 /// measures it. Every byte received is compared with the byte sent.
 pub fn transfer(stack: Stack, write: usize, total: u64) -> Result<Measurement, BulkError> {
-    let source = Source::new(write.max(READ_LEN));
+    if write == 0 || write > PATTERN_PERIOD {
+        return Err(BulkError::WriteSize(write));
+    }
+    static SOURCE: std::sync::OnceLock<Source> = std::sync::OnceLock::new();
+    let shared = SOURCE.get_or_init(|| Source::new(MAX_CHUNK));
+    let own;
+    let source = if write <= MAX_CHUNK {
+        shared
+    } else {
+        own = Source::new(write);
+        &own
+    };
     match stack {
-        Stack::LinerateOn => linerate(true, write, total, &source),
-        Stack::LinerateOff => linerate(false, write, total, &source),
-        Stack::Smoltcp => smoltcp(write, total, &source),
+        Stack::LinerateOn => linerate(true, write, total, source),
+        Stack::LinerateOff => linerate(false, write, total, source),
+        Stack::Smoltcp => smoltcp(write, total, source),
     }
 }
 
@@ -183,7 +201,7 @@ impl Source {
                 (x >> 32) as u8
             })
             .collect();
-        bytes.extend_from_within(..max_len.min(PATTERN_PERIOD));
+        bytes.extend_from_within(..max_len.clamp(READ_LEN, PATTERN_PERIOD));
         Source { bytes }
     }
 
@@ -495,10 +513,10 @@ fn packets(nic: &MemNic, counter: Counter) -> u64 {
 fn smoltcp(write: usize, total: u64, source: &Source) -> Result<Measurement, BulkError> {
     let (a, b) = memory_pair();
     let mut buf = vec![0u8; READ_LEN];
+    let mut tx = SmolHost::new(1, a, Instant::ZERO);
+    let mut rx = SmolHost::new(2, b, Instant::ZERO);
     let cpu0 = thread_cpu_time();
     let mut clock = Clock::new();
-    let mut tx = SmolHost::new(1, a, clock.now());
-    let mut rx = SmolHost::new(2, b, clock.now());
     rx.sock().listen(PORT).map_err(socket_error)?;
     let cx = tx.iface.context();
     tx.sockets
