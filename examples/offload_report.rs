@@ -46,11 +46,11 @@ const ROUNDS: usize = 3;
 /// they move less to keep the whole report under two minutes.
 fn transfer_size(write: usize) -> u64 {
     if write <= 64 {
-        24 << 20
+        48 << 20
     } else if write <= 1024 {
-        96 << 20
-    } else {
         192 << 20
+    } else {
+        384 << 20
     }
 }
 
@@ -155,6 +155,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "MiB/cell"
     );
     println!("{}", "-".repeat(112));
+    let mut cpu_ratios = Vec::new();
     for write in WRITES
         .into_iter()
         .filter(|w| opts.write.is_none_or(|o| o == *w))
@@ -184,6 +185,22 @@ fn main() -> Result<(), Box<dyn Error>> {
             on.gbit_per_s() / smol.gbit_per_s(),
             total >> 20,
         );
+        cpu_ratios.push((
+            write,
+            off.cpu_s_per_gb() / on.cpu_s_per_gb(),
+            smol.cpu_s_per_gb() / on.cpu_s_per_gb(),
+        ));
+    }
+    // Wall time on a shared machine includes time the thread was not running; CPU
+    // time per byte does not, so its ratios are the steadier comparison.
+    println!();
+    println!("CPU cost ratios (how many times the CPU per byte linerate-on needs):");
+    println!(
+        "{:>8} | {:>12} | {:>16}",
+        "write", "off / on", "smoltcp / on"
+    );
+    for (write, off, smol) in cpu_ratios {
+        println!("{:>8} | {:>11.2}x | {:>15.2}x", human(write), off, smol);
     }
     println!();
     println!(
