@@ -43,6 +43,8 @@
 //! * [`Pool`] / [`PacketBuf`]: recycled buffers with at least [`MIN_HEADROOM`]
 //!   bytes in front, so encapsulation prepends without copying and a warm data
 //!   path allocates nothing.
+//! * [`Shim`]: wraps any backend and presents every offload [`ShimConfig`]
+//!   switches on, doing in software what the backend lacks.
 //! * [`Counters`]: per-queue counters named like `ethtool -S`.
 //! * [`pcap`]: a [`Recorder`] hook and a pcap writer for frames as they are on
 //!   the wire.
@@ -67,6 +69,7 @@ pub mod nic;
 pub mod notify;
 pub mod pcap;
 mod rng;
+pub mod shim;
 #[cfg(target_os = "linux")]
 mod sys;
 #[cfg(target_os = "linux")]
@@ -80,6 +83,7 @@ pub use memory::MemNic;
 pub use nic::{Nic, NicError};
 pub use notify::{Notify, Readiness};
 pub use pcap::{PcapRecorder, Recorder};
+pub use shim::{Shim, ShimConfig};
 #[cfg(target_os = "linux")]
 pub use tap::{Tap, TapConfig};
 

@@ -131,6 +131,8 @@ pub enum NicError {
     Buffer(BufError),
     /// An operating-system call failed.
     Io(std::io::Error),
+    /// A configuration value was refused (software RSS steering).
+    Config(linerate_rss::ConfigError),
 }
 
 impl core::fmt::Display for NicError {
@@ -151,6 +153,7 @@ impl core::fmt::Display for NicError {
             }
             NicError::Buffer(e) => write!(f, "buffer: {e}"),
             NicError::Io(e) => write!(f, "I/O: {e}"),
+            NicError::Config(e) => write!(f, "configuration: {e}"),
         }
     }
 }
@@ -162,6 +165,7 @@ impl std::error::Error for NicError {
             NicError::Malformed(e) => Some(e),
             NicError::Rejected { error, .. } | NicError::Io(error) => Some(error),
             NicError::Buffer(e) => Some(e),
+            NicError::Config(e) => Some(e),
             _ => None,
         }
     }

@@ -6,10 +6,17 @@
 //! * [`tshark`]: run tshark with checksum validation on and read its field output.
 //! * [`netns`]: network namespaces, veth pairs and commands inside them, each a guard
 //!   that removes what it made when dropped, also when a test fails.
+//! * [`smol`]: smoltcp's `phy::Device` over a linerate NIC port.
+//! * [`bulk`]: one-way TCP bulk transfers between two linerate engines (offloads on
+//!   or off) or two smoltcp stacks over a memory link, measured in wall and CPU
+//!   time ([`cpu`]): the cells of the offload report and the `tcp` benchmark.
 #![deny(unsafe_code)]
 
+pub mod bulk;
 pub mod capture;
 pub mod catalog;
+pub mod cpu;
 pub mod netns;
 pub mod pcap;
+pub mod smol;
 pub mod tshark;

@@ -1,0 +1,740 @@
+//! The software-offload shim: any backend, presented as a fully capable NIC.
+//!
+//! [`Shim`] wraps a [`Nic`] and offers the layer above every offload its
+//! [`ShimConfig`] switches on, doing in software exactly what the backend lacks
+//! (`wanted.minus(backend)`, [`Offloads::minus`]) and passing through what the
+//! backend does itself. The engine never branches on the backend.
+//!
+//! # Transmit
+//!
+//! Frames are taken from the front of the batch, one at a time:
+//!
+//! * a super-frame whose segmentation request the backend cannot honour is
+//!   segmented with [`linerate_offload::gso::Segmenter`] (zero-copy: headers are
+//!   built in a reusable arena, payload is read from the super-frame and gathered
+//!   with its headers into one pooled buffer of the backend's pool per segment).
+//!   Checksums are completed ([`CsumMode::Complete`]) when the backend has no
+//!   `tx_csum`, else left partial for it ([`CsumMode::LeavePartial`]);
+//! * a frame with a partial checksum the backend cannot complete is completed in
+//!   place ([`linerate_offload::csum::complete`]);
+//! * anything else is passed on as it is.
+//!
+//! Every frame so produced is checked against the backend's caps (MTU, offloads)
+//! before it is queued, so a frame the backend would refuse is refused here with
+//! the same typed error ([`NicError::Unsupported`], [`NicError::Oversize`], ...),
+//! counted under `tx_dropped_<reason>` in the shim's counters. When the backend's
+//! queue is full, the segments of a super-frame already taken wait in the shim
+//! (one super-frame's worth per queue at most) and go first on the next call.
+//!
+//! # Receive
+//!
+//! * checksums the backend did not verify are verified
+//!   ([`linerate_offload::csum::verify_meta`]): good frames are marked
+//!   [`linerate_offload::Checksum::Verified`] (`csum_verified`), bad ones dropped
+//!   (`csum_bad`, `rx_dropped_csum`);
+//! * with more presented queues than the backend has, frames are dispatched to
+//!   per-queue internal queues by the Toeplitz hash ([`linerate_rss::Steering`];
+//!   the backend's hash is used when it gives one), `rss_dispatched` counted on the
+//!   target queue; `receive(q)` drains queue `q`;
+//! * when the backend has no LRO, each queue's frames go through its own
+//!   [`Gro`] context, flushed at the end of every receive call (so nothing is held
+//!   between calls; `gro_merged`, `gro_flushed`);
+//! * a super-frame the backend delivers while the shim presents no LRO is
+//!   segmented back into MTU frames.
+//!
+//! Counters ([`Nic::counters`]) are the shim's, per presented queue: `rx_packets`
+//! and `tx_packets` count frames as the layer above sees them (super-frames),
+//! plus `gso_segments`, `gso_packets`, `gro_merged`, `gro_flushed`, `csum_bad`,
+//! `csum_verified`, `csum_completed`, `rss_dispatched`. The backend's own counters
+//! (frames as on the wire) are at [`Shim::backend`]. The recorder is the
+//! backend's: it sees frames as they are on the wire, after segmentation on
+//! transmit and before GRO on receive.
+//!
+//! ```
+//! use linerate_nic::{Batch, Frame, MemNic, Nic, NicCaps, Shim, ShimConfig};
+//! use linerate_offload::{csum, Gso, GsoType, OffloadMeta};
+//! use linerate_wire::build::{FrameBuilder, Ip, L4};
+//! use linerate_wire::layout;
+//!
+//! // Two plain memory ports: no offloads, MTU 1500.
+//! let (a, b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+//! let mut a = Shim::new(a, ShimConfig::default())?;
+//! let mut b = Shim::new(b, ShimConfig::default())?;
+//! assert!(a.caps().offloads.tso4 && a.caps().offloads.tx_csum);
+//!
+//! // A 20 000-byte TCP super-frame with a partial checksum, as a stack hands it over.
+//! let mut bytes = FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::tcp(1, 2))
+//!     .build(&[7; 20_000]);
+//! let l = layout::parse(&bytes).unwrap();
+//! let partial = csum::prepare_partial(&mut bytes, &l).unwrap();
+//! let meta = OffloadMeta { csum: partial, gso: Some(Gso::new(GsoType::TcpV4, 1460)), ..OffloadMeta::plain() };
+//! let mut batch = Batch::new();
+//! batch.push(Frame::new(a.pool().alloc_from(&bytes), meta));
+//! assert_eq!(a.transmit(0, &mut batch)?, 1);
+//!
+//! // 14 MTU frames crossed the wire; the receiver gets one super-frame back.
+//! assert_eq!(b.receive(0, &mut batch, 64)?, 1);
+//! assert_eq!(batch[0].len(), bytes.len());
+//! assert_eq!(b.backend().counters().snapshot().by_name("rx_packets"), Some(14));
+//! assert_eq!(b.counters().snapshot().by_name("gro_merged"), Some(13));
+//! # Ok::<(), linerate_nic::NicError>(())
+//! ```
+
+use crate::buf::{Pool, PoolConfig};
+use crate::caps::{NicCaps, Offloads, RssCaps};
+use crate::check::check_tx;
+use crate::counters::{Counter, Counters, Tally, count};
+use crate::frame::{Batch, Frame};
+use crate::nic::{Nic, NicError, check_queue};
+use crate::notify::Readiness;
+use crate::pcap::Recorder;
+use linerate_offload::gro::{Gro, GroConfig};
+use linerate_offload::gso::{CsumMode, GsoError, Segmenter, ZeroCopyBuf};
+use linerate_offload::{Checksum, OffloadMeta, csum};
+use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Which offloads the shim provides in software, and how it presents queues.
+#[derive(Debug, Clone)]
+pub struct ShimConfig {
+    /// Complete partial transmit checksums the backend cannot (`tx-checksumming`).
+    pub tx_csum: bool,
+    /// Segment TCP super-frames the backend cannot (TSO: TCPv4, TCPv6, ECN),
+    /// plain and in UDP and GRE tunnels.
+    pub tso: bool,
+    /// Segment UDP super-datagrams the backend cannot (USO), plain and in tunnels.
+    pub uso: bool,
+    /// Verify received checksums the backend did not (`rx-checksumming`).
+    pub rx_csum: bool,
+    /// Coalesce received segments when the backend has no LRO (GRO).
+    pub gro: bool,
+    /// The GRO settings (per queue).
+    pub gro_config: GroConfig,
+    /// Queues presented to the layer above; 0 means the backend's. More than
+    /// the backend has turns on software RSS dispatch.
+    pub queues: u16,
+    /// The RSS steering for software dispatch; `None`: Microsoft's key, a
+    /// 128-entry table over the presented queues, every hash type, inner headers.
+    pub steering: Option<Arc<Steering>>,
+    /// Frames each internal dispatch queue holds (more are dropped,
+    /// `rx_dropped_ring_full`).
+    pub queue_len: usize,
+    /// The shim's pool for the layer above's super-frames and for received
+    /// (coalesced) frames longer than `small_pool`'s buffers.
+    pub pool: PoolConfig,
+    /// The pool for received frames that fit an MTU-sized buffer.
+    pub small_pool: PoolConfig,
+}
+
+impl ShimConfig {
+    /// Every software offload on, the backend's queues.
+    pub fn all() -> ShimConfig {
+        ShimConfig {
+            tx_csum: true,
+            tso: true,
+            uso: true,
+            rx_csum: true,
+            gro: true,
+            gro_config: GroConfig::default(),
+            queues: 0,
+            steering: None,
+            queue_len: 4096,
+            pool: PoolConfig::super_frames(),
+            small_pool: PoolConfig::mtu(),
+        }
+    }
+
+    /// Every software offload off: the shim presents the backend as it is
+    /// (useful to measure offloads on versus off through the same code).
+    pub fn none() -> ShimConfig {
+        ShimConfig {
+            tx_csum: false,
+            tso: false,
+            uso: false,
+            rx_csum: false,
+            gro: false,
+            ..ShimConfig::all()
+        }
+    }
+
+    /// The offloads these switches ask for.
+    pub const fn wanted(&self) -> Offloads {
+        Offloads {
+            tx_csum: self.tx_csum,
+            rx_csum: self.rx_csum,
+            tso4: self.tso,
+            tso6: self.tso,
+            tso_ecn: self.tso,
+            uso: self.uso,
+            tunnel_udp: self.tso || self.uso,
+            tunnel_udp_csum: self.tso || self.uso,
+            tunnel_gre: self.tso || self.uso,
+            tunnel_gre_csum: self.tso || self.uso,
+            lro: self.gro,
+        }
+    }
+}
+
+impl Default for ShimConfig {
+    fn default() -> Self {
+        ShimConfig::all()
+    }
+}
+
+/// Per presented queue state.
+struct QueueState {
+    /// Frames waiting for the backend (segments of a super-frame already taken).
+    pending: Batch,
+    /// Received frames dispatched here by software RSS.
+    dispatched: VecDeque<Frame>,
+    /// The queue's GRO context.
+    gro: Gro,
+    /// GRO's merge count at the last look.
+    gro_merged: u64,
+    /// GRO's coalesced count at the last look.
+    gro_coalesced: u64,
+}
+
+/// Any backend, presented with every offload the [`ShimConfig`] switches on (see
+/// the [module docs](self)).
+pub struct Shim<N: Nic> {
+    backend: N,
+    caps: NicCaps,
+    /// What the shim does in software.
+    soft: Offloads,
+    counters: Counters,
+    pool: Pool,
+    small_pool: Pool,
+    segmenter: Segmenter,
+    zc: ZeroCopyBuf,
+    queues: Vec<QueueState>,
+    /// Software RSS, when more queues are presented than the backend has.
+    steering: Option<Arc<Steering>>,
+    queue_len: usize,
+    /// Frames read from the backend, before processing.
+    scratch: Batch,
+    /// Frames read from one backend queue for software dispatch.
+    incoming: Batch,
+    /// Frames being transmitted, taken from the caller's batch.
+    input: VecDeque<Frame>,
+    epoch: Instant,
+}
+
+impl<N: Nic> core::fmt::Debug for Shim<N> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Shim")
+            .field("caps", &self.caps)
+            .field("software", &self.soft)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The union of two offload sets.
+const fn union(a: Offloads, b: Offloads) -> Offloads {
+    Offloads {
+        tx_csum: a.tx_csum || b.tx_csum,
+        rx_csum: a.rx_csum || b.rx_csum,
+        tso4: a.tso4 || b.tso4,
+        tso6: a.tso6 || b.tso6,
+        tso_ecn: a.tso_ecn || b.tso_ecn,
+        uso: a.uso || b.uso,
+        tunnel_udp: a.tunnel_udp || b.tunnel_udp,
+        tunnel_udp_csum: a.tunnel_udp_csum || b.tunnel_udp_csum,
+        tunnel_gre: a.tunnel_gre || b.tunnel_gre,
+        tunnel_gre_csum: a.tunnel_gre_csum || b.tunnel_gre_csum,
+        lro: a.lro || b.lro,
+    }
+}
+
+impl<N: Nic> Shim<N> {
+    /// Wraps `backend`, providing in software what `cfg` asks for and the backend
+    /// lacks.
+    ///
+    /// # Errors
+    ///
+    /// [`NicError::Config`] if software RSS is needed and the default steering
+    /// cannot be built for the queue count, or `cfg.steering` has a different
+    /// queue count than presented.
+    pub fn new(backend: N, cfg: ShimConfig) -> Result<Shim<N>, NicError> {
+        let bcaps = *backend.caps();
+        let soft = cfg.wanted().minus(bcaps.offloads);
+        let presented = if cfg.queues == 0 {
+            bcaps.queues.max(1)
+        } else {
+            cfg.queues
+        };
+        let steering = if presented > bcaps.queues {
+            let s = match cfg.steering {
+                Some(s) => s,
+                None => Arc::new(Steering::new(
+                    &RssKey::MICROSOFT,
+                    IndirectionTable::new(presented).map_err(NicError::Config)?,
+                    HashConfig::default(),
+                )),
+            };
+            if s.queues() != presented {
+                return Err(NicError::InvalidMeta {
+                    what: "the steering's queue count differs from the presented queues",
+                });
+            }
+            Some(s)
+        } else {
+            None
+        };
+        let software_segments = soft.tso4 || soft.tso6 || soft.uso;
+        let caps = NicCaps {
+            offloads: union(bcaps.offloads, soft),
+            queues: presented,
+            rss: match (&steering, bcaps.rss) {
+                (Some(s), _) => Some(RssCaps {
+                    key_len: 40,
+                    table_len: u16::try_from(s.table().with(|t| t.len())).unwrap_or(u16::MAX),
+                }),
+                (None, r) => r,
+            },
+            max_gso_size: if software_segments {
+                NicCaps::GSO_MAX_SIZE
+            } else {
+                bcaps.max_gso_size
+            },
+            max_gso_segs: if software_segments {
+                NicCaps::GSO_MAX_SEGS
+            } else {
+                bcaps.max_gso_segs
+            },
+            ..bcaps
+        };
+        let queues = (0..presented)
+            .map(|_| QueueState {
+                pending: Batch::new(),
+                dispatched: VecDeque::new(),
+                gro: Gro::new(cfg.gro_config),
+                gro_merged: 0,
+                gro_coalesced: 0,
+            })
+            .collect();
+        Ok(Shim {
+            backend,
+            caps,
+            soft,
+            counters: Counters::new(usize::from(presented)),
+            pool: Pool::new(cfg.pool),
+            small_pool: Pool::new(cfg.small_pool),
+            segmenter: Segmenter::new(CsumMode::Complete),
+            zc: ZeroCopyBuf::new(),
+            queues,
+            steering,
+            queue_len: cfg.queue_len.max(1),
+            scratch: Batch::new(),
+            incoming: Batch::new(),
+            input: VecDeque::with_capacity(crate::frame::DEFAULT_BATCH),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// The wrapped backend (its counters show frames as they are on the wire).
+    pub fn backend(&self) -> &N {
+        &self.backend
+    }
+
+    /// The wrapped backend, writable.
+    pub fn backend_mut(&mut self) -> &mut N {
+        &mut self.backend
+    }
+
+    /// Unwraps the backend (frames waiting in the shim are dropped).
+    pub fn into_backend(self) -> N {
+        self.backend
+    }
+
+    /// What the shim does in software: the wanted offloads minus the backend's.
+    pub fn software(&self) -> Offloads {
+        self.soft
+    }
+
+    /// The software RSS steering, when the shim dispatches.
+    pub fn steering(&self) -> Option<&Arc<Steering>> {
+        self.steering.as_ref()
+    }
+
+    /// The backend queue a presented queue maps to.
+    fn backend_queue(&self, queue: usize) -> usize {
+        queue % self.backend.queues().max(1)
+    }
+
+    /// Sends what waits in `queue`'s pending batch; true if all of it went.
+    fn flush_pending(&mut self, queue: usize) -> Result<bool, NicError> {
+        let bq = self.backend_queue(queue);
+        let Some(q) = self.queues.get_mut(queue) else {
+            return Ok(true);
+        };
+        while !q.pending.is_empty() {
+            let before = q.pending.len();
+            match self.backend.transmit(bq, &mut q.pending) {
+                Ok(_) if q.pending.len() == before => return Ok(false),
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Turns `frame` into what the backend can take, appended to `queue`'s
+    /// pending batch. On refusal returns the error and the counter to bump.
+    fn convert(
+        &mut self,
+        queue: usize,
+        mut frame: Frame,
+        tally: &mut Tally,
+    ) -> Result<(), (NicError, Counter)> {
+        let bcaps = *self.backend.caps();
+        let b = bcaps.offloads;
+        let Some(q) = self.queues.get_mut(queue) else {
+            return Ok(());
+        };
+        if let Some(gso) = frame.meta.gso
+            && !b.segments(&gso)
+            && self.soft.segments(&gso)
+        {
+            // Check the request against the presented caps first (sizes, kind).
+            check_tx(&self.caps, &frame)?;
+            let mode = if b.tx_csum {
+                CsumMode::LeavePartial
+            } else {
+                CsumMode::Complete
+            };
+            self.segmenter.set_mode(mode);
+            let bytes = frame.bytes();
+            let n = self
+                .segmenter
+                .segment_zero_copy(bytes, &frame.meta, &mut self.zc)
+                .map_err(|e| (gso_error(e), Counter::TxDroppedInvalid))?;
+            let seg_csum = self.zc.csum();
+            let meta = OffloadMeta {
+                csum: seg_csum,
+                gso: None,
+                rss: frame.meta.rss,
+                layout: None,
+            };
+            let pool = self.backend.pool();
+            for (h, p) in self.zc.iter(bytes) {
+                let mut buf = pool.alloc();
+                buf.extend_from_slice(h);
+                buf.extend_from_slice(p);
+                q.pending.push(Frame::new(buf, meta));
+            }
+            tally.add(Counter::GsoPackets, 1);
+            tally.add(Counter::GsoSegments, n as u64);
+            if matches!(frame.meta.csum, Checksum::Partial { .. })
+                && matches!(seg_csum, Checksum::None)
+            {
+                tally.add(Counter::CsumCompleted, n as u64);
+            }
+            return Ok(());
+        }
+        if matches!(frame.meta.csum, Checksum::Partial { .. }) && !b.tx_csum && self.soft.tx_csum {
+            let meta = frame.meta;
+            let done = csum::complete(frame.bytes_mut(), &meta).map_err(|e| {
+                (
+                    NicError::Malformed(csum_error(e)),
+                    Counter::TxDroppedInvalid,
+                )
+            })?;
+            frame.meta.csum = done;
+            tally.add(Counter::CsumCompleted, 1);
+        }
+        check_tx(&bcaps, &frame)?;
+        if frame.meta.gso.is_some() {
+            tally.add(Counter::TxGsoPackets, 1);
+        }
+        q.pending.push(frame);
+        Ok(())
+    }
+}
+
+/// A segmentation failure as a NIC error.
+fn gso_error(e: GsoError) -> NicError {
+    match e {
+        GsoError::Layout(w) => NicError::Malformed(w),
+        GsoError::KindMismatch { .. } => NicError::InvalidMeta {
+            what: "segmentation kind does not match the headers",
+        },
+        GsoError::TunnelMismatch { .. } => NicError::InvalidMeta {
+            what: "segmentation tunnel does not match the headers",
+        },
+        GsoError::Fragment => NicError::InvalidMeta {
+            what: "an IP fragment cannot be segmented",
+        },
+        GsoError::LengthMismatch { .. } => NicError::InvalidMeta {
+            what: "a length field disagrees with the frame",
+        },
+        GsoError::Checksum(e) => NicError::Malformed(csum_error(e)),
+        _ => NicError::InvalidMeta {
+            what: "the super-frame cannot be segmented",
+        },
+    }
+}
+
+/// A checksum failure as a wire error.
+fn csum_error(e: csum::CsumError) -> linerate_wire::Error {
+    match e {
+        csum::CsumError::Layout(w) => w,
+        _ => linerate_wire::Error::truncated(linerate_wire::Layer::Ethernet, 0, 0),
+    }
+}
+
+impl<N: Nic> Nic for Shim<N> {
+    fn caps(&self) -> &NicCaps {
+        &self.caps
+    }
+
+    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        check_queue(queue, self.queues())?;
+        if !self.flush_pending(queue)? {
+            return Ok(0);
+        }
+        let mut tally = Tally::default();
+        let mut taken = 0;
+        let mut result = Ok(());
+        let mut input = core::mem::take(&mut self.input);
+        input.extend(batch.drain(..));
+        // Convert a run of frames, then send it; stop when the backend is full.
+        'outer: while !input.is_empty() {
+            while let Some(frame) = input.pop_front() {
+                let len = frame.len();
+                if let Err((e, c)) = self.convert(queue, frame, &mut tally) {
+                    tally.add(c, 1);
+                    result = Err(e);
+                    break 'outer;
+                }
+                taken += 1;
+                tally.add(Counter::TxPackets, 1);
+                tally.add(Counter::TxBytes, len as u64);
+                let pending = self.queues.get(queue).map_or(0, |q| q.pending.len());
+                if pending >= crate::frame::DEFAULT_BATCH {
+                    break;
+                }
+            }
+            match self.flush_pending(queue) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        // Frames not taken go back to the batch, in order.
+        batch.extend(input.drain(..));
+        self.input = input;
+        if result.is_err() {
+            // What was taken before the refused frame goes now (or waits).
+            let _ = self.flush_pending(queue);
+        }
+        tally.flush(&self.counters, queue);
+        result.map(|()| taken)
+    }
+
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        check_queue(queue, self.queues())?;
+        let mut tally = Tally::default();
+        let mut scratch = core::mem::take(&mut self.scratch);
+        scratch.clear();
+        let result = if let Some(steering) = self.steering.clone() {
+            self.receive_dispatched(queue, &steering, &mut scratch, max, &mut tally)
+        } else {
+            self.backend
+                .receive(queue, &mut scratch, max)
+                .map(|_| self.prepare(&mut scratch, &mut tally))
+        };
+        let before = batch.len();
+        if let Err(e) = result {
+            self.scratch = scratch;
+            tally.flush(&self.counters, queue);
+            return Err(e);
+        }
+        self.deliver(queue, &mut scratch, batch, &mut tally);
+        self.scratch = scratch;
+        let got = batch.get(before..).unwrap_or_default();
+        count(&mut tally, got, false);
+        tally.flush(&self.counters, queue);
+        Ok(batch.len() - before)
+    }
+
+    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        check_queue(queue, self.queues())?;
+        self.backend.readiness(self.backend_queue(queue))
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.backend.set_recorder(recorder);
+    }
+}
+
+impl<N: Nic> Shim<N> {
+    /// Verifies checksums (dropping bad frames) and re-segments super-frames the
+    /// layer above did not ask for, in place.
+    fn prepare(&mut self, frames: &mut Batch, tally: &mut Tally) {
+        let verify = self.soft.rx_csum;
+        let resegment = !self.caps.offloads.lro && frames.iter().any(|f| f.meta.gso.is_some());
+        if verify {
+            frames.retain_mut(|f| {
+                if !matches!(f.meta.csum, Checksum::None) {
+                    return true;
+                }
+                let mut meta = f.meta;
+                let Ok(v) = csum::verify_meta(f.bytes(), &mut meta) else {
+                    return true; // not IP, or unparseable: nothing to verify
+                };
+                if v.ok() {
+                    if v.levels > 0 {
+                        tally.add(Counter::CsumVerified, 1);
+                    }
+                    f.meta = meta;
+                    true
+                } else {
+                    tally.add(Counter::CsumBad, 1);
+                    tally.add(Counter::RxDroppedCsum, 1);
+                    false
+                }
+            });
+        }
+        if resegment {
+            self.resegment(frames, tally);
+        }
+    }
+
+    /// Splits received super-frames into MTU frames (for a layer above that was
+    /// not offered LRO).
+    fn resegment(&mut self, frames: &mut Batch, tally: &mut Tally) {
+        let mut out = Batch::with_capacity(frames.len());
+        self.segmenter.set_mode(CsumMode::Complete);
+        for f in frames.drain(..) {
+            if f.meta.gso.is_none() {
+                out.push(f);
+                continue;
+            }
+            let bytes = f.bytes();
+            if self
+                .segmenter
+                .segment_zero_copy(bytes, &f.meta, &mut self.zc)
+                .is_err()
+            {
+                tally.add(Counter::RxDroppedMalformed, 1);
+                continue;
+            }
+            let meta = OffloadMeta {
+                csum: self.zc.csum(),
+                gso: None,
+                rss: f.meta.rss,
+                layout: None,
+            };
+            for (h, p) in self.zc.iter(bytes) {
+                let mut buf = self.small_pool.alloc();
+                buf.extend_from_slice(h);
+                buf.extend_from_slice(p);
+                out.push(Frame::new(buf, meta));
+            }
+            tally.add(Counter::GsoSegments, self.zc.len() as u64);
+        }
+        *frames = out;
+    }
+
+    /// Software RSS: reads every backend queue, dispatches what arrives to the
+    /// presented queues, and moves up to `max` frames of `queue` into `out`.
+    fn receive_dispatched(
+        &mut self,
+        queue: usize,
+        steering: &Steering,
+        out: &mut Batch,
+        max: usize,
+        tally: &mut Tally,
+    ) -> Result<(), NicError> {
+        let mut incoming = core::mem::take(&mut self.incoming);
+        let mut result = Ok(());
+        for bq in 0..self.backend.queues() {
+            incoming.clear();
+            if let Err(e) = self.backend.receive(bq, &mut incoming, max) {
+                result = Err(e);
+                break;
+            }
+            self.prepare(&mut incoming, tally);
+            for mut f in incoming.drain(..) {
+                let hash = match f.meta.rss {
+                    Some(h) => Some(h.value),
+                    None => {
+                        let h = steering.hash_frame(f.bytes(), f.meta.layout.as_ref());
+                        f.meta.rss = h;
+                        h.map(|h| h.value)
+                    }
+                };
+                let target = usize::from(steering.queue_of(hash));
+                let Some(q) = self.queues.get_mut(target) else {
+                    continue;
+                };
+                if q.dispatched.len() >= self.queue_len {
+                    self.counters.add(target, Counter::RxDroppedRingFull, 1);
+                    continue;
+                }
+                q.dispatched.push_back(f);
+                self.counters.add(target, Counter::RssDispatched, 1);
+            }
+        }
+        self.incoming = incoming;
+        result?;
+        if let Some(q) = self.queues.get_mut(queue) {
+            let n = q.dispatched.len().min(max);
+            out.extend(q.dispatched.drain(..n));
+        }
+        Ok(())
+    }
+
+    /// Moves `frames` (prepared) to `batch`, through `queue`'s GRO when the shim
+    /// does GRO.
+    fn deliver(&mut self, queue: usize, frames: &mut Batch, batch: &mut Batch, tally: &mut Tally) {
+        if !self.soft.lro {
+            batch.append(frames);
+            return;
+        }
+        let Some(q) = self.queues.get_mut(queue) else {
+            batch.append(frames);
+            return;
+        };
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let small = &self.small_pool;
+        let big = &self.pool;
+        let mut emit = |bytes: &[u8], meta: &OffloadMeta| {
+            let pool = if bytes.len() <= small.config().buf_len {
+                small
+            } else {
+                big
+            };
+            let mut meta = *meta;
+            meta.layout = None;
+            batch.push(Frame::new(pool.alloc_from(bytes), meta));
+        };
+        q.gro.flush_older_than(now, &mut emit);
+        for f in frames.drain(..) {
+            q.gro.receive(now, f.bytes(), f.meta, &mut emit);
+        }
+        q.gro.flush_all(&mut emit);
+        let c = q.gro.counters();
+        tally.add(Counter::GroMerged, c.merged - q.gro_merged);
+        tally.add(Counter::GroFlushed, c.coalesced - q.gro_coalesced);
+        q.gro_merged = c.merged;
+        q.gro_coalesced = c.coalesced;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,610 @@
+//! One-way TCP bulk transfer between two stacks on a memory link, in one thread,
+//! measured in wall-clock time and thread CPU time: the cells of the offload report
+//! (`examples/offload_report.rs`) and of the `tcp` benchmark.
+//!
+//! Three set-ups, all at MTU 1500 over a pair of memory ports with no hardware
+//! offloads:
+//!
+//! * [`Stack::LinerateOn`]: two linerate engines with `Config::offloads` on, each
+//!   over the software-offload [`Shim`] wrapping its memory port. The sender's
+//!   engine emits 64 KiB super-segments with a GSO request and a partial checksum;
+//!   the shim segments them into MTU-sized frames and completes their checksums;
+//!   the receiving shim verifies checksums and coalesces the frames again (GRO,
+//!   flushed at the end of every receive call, as NAPI does) before the engine
+//!   sees them.
+//! * [`Stack::LinerateOff`]: offloads off: the engine emits MSS-sized segments with
+//!   full checksums and verifies checksums of what it receives; the NIC layer only
+//!   moves frames.
+//! * [`Stack::Smoltcp`]: smoltcp 0.14 on both ends ([`crate::smol::SmolPort`]),
+//!   checksums in smoltcp.
+//!
+//! The application writes `write` bytes per call (`tcp_send` / `send_slice`)
+//! whenever the socket takes them, and reads up to [`READ_LEN`] bytes per call,
+//! comparing every byte read with what was sent. Time is the real monotonic clock,
+//! except that when nothing at all can happen until a timer (a delayed ACK, say)
+//! the clock jumps to it instead of the thread sleeping, so a timer never costs
+//! wall time: what is measured is the work, not the waiting.
+
+use crate::cpu::{CpuTime, thread_cpu_time};
+use crate::smol::SmolPort;
+use linerate_nic::memory::{self, PairConfig};
+use linerate_nic::{Batch, Counter, Frame, MemNic, Nic, NicCaps, NicError, Shim, ShimConfig};
+use linerate_toe::sim::Sim;
+use linerate_toe::{Engine, Instant};
+use smoltcp::iface::{Config as SmolConfig, Interface, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+/// Bytes the receiving application asks for per read.
+pub const READ_LEN: usize = 64 * 1024;
+
+/// Send and receive buffer of every connection, both stacks (linerate's default).
+pub const SOCKET_BUFFER: usize = 512 * 1024;
+
+/// The TCP port the receiver listens on.
+const PORT: u16 = 5001;
+
+/// The longest chunk the shared pattern serves in one slice (longer writes make
+/// their own).
+const MAX_CHUNK: usize = 256 * 1024;
+
+/// The pattern repeats every this many bytes (odd, so that no write size lines up
+/// with it).
+const PATTERN_PERIOD: usize = (1 << 20) + 7;
+
+/// Which stacks move the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stack {
+    /// linerate, offloads on: GSO, GRO and checksums in the NIC layer.
+    LinerateOn,
+    /// linerate, offloads off: MSS-sized segments, checksums in the engine.
+    LinerateOff,
+    /// smoltcp 0.14 on both ends.
+    Smoltcp,
+}
+
+impl Stack {
+    /// Every stack, in report order.
+    pub const ALL: [Stack; 3] = [Stack::LinerateOn, Stack::LinerateOff, Stack::Smoltcp];
+
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::LinerateOn => "linerate-on",
+            Stack::LinerateOff => "linerate-off",
+            Stack::Smoltcp => "smoltcp",
+        }
+    }
+}
+
+/// What a transfer measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measurement {
+    /// Application bytes moved (and checked).
+    pub bytes: u64,
+    /// Wall-clock time, connection set-up included.
+    pub wall: Duration,
+    /// Thread CPU time (user plus system) over the same span.
+    pub cpu: CpuTime,
+    /// Frames that crossed the wire, both directions.
+    pub wire_frames: u64,
+    /// Frames the receiving stack processed, both directions (after GRO).
+    pub stack_frames: u64,
+    /// Idle time skipped by jumping to timers.
+    pub skipped: Duration,
+}
+
+impl Measurement {
+    /// Goodput in Gbit/s of wall time.
+    pub fn gbit_per_s(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.wall.as_secs_f64().max(1e-9) / 1e9
+    }
+
+    /// CPU seconds per gigabyte (10^9 bytes) moved.
+    pub fn cpu_s_per_gb(&self) -> f64 {
+        self.cpu.total().as_secs_f64() / (self.bytes as f64 / 1e9).max(1e-12)
+    }
+}
+
+/// Why a transfer failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BulkError {
+    /// A NIC refused a frame.
+    Nic(NicError),
+    /// A socket call failed.
+    Socket(String),
+    /// Writes of this size are not supported (0, or over 1 MiB).
+    WriteSize(usize),
+    /// The bytes read differ from the bytes written.
+    Corrupt {
+        /// Offset in the stream of the first chunk that differs.
+        offset: u64,
+    },
+    /// Nothing moved for too long (a stall or a deadlock in the driver).
+    Stalled {
+        /// Bytes received by then.
+        received: u64,
+    },
+}
+
+impl fmt::Display for BulkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BulkError::Nic(e) => write!(f, "NIC: {e}"),
+            BulkError::Socket(e) => write!(f, "socket: {e}"),
+            BulkError::WriteSize(w) => write!(f, "write size {w} not supported (1 B to 1 MiB)"),
+            BulkError::Corrupt { offset } => {
+                write!(
+                    f,
+                    "received data differs from sent data near offset {offset}"
+                )
+            }
+            BulkError::Stalled { received } => {
+                write!(f, "transfer stalled after {received} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BulkError {}
+
+impl From<NicError> for BulkError {
+    fn from(e: NicError) -> Self {
+        BulkError::Nic(e)
+    }
+}
+
+fn socket_error(e: impl fmt::Display) -> BulkError {
+    BulkError::Socket(e.to_string())
+}
+
+/// Moves `total` bytes from one `stack` to another in `write`-byte writes and
+/// measures it. Every byte received is compared with the byte sent.
+pub fn transfer(stack: Stack, write: usize, total: u64) -> Result<Measurement, BulkError> {
+    if write == 0 || write > PATTERN_PERIOD {
+        return Err(BulkError::WriteSize(write));
+    }
+    static SOURCE: std::sync::OnceLock<Source> = std::sync::OnceLock::new();
+    let shared = SOURCE.get_or_init(|| Source::new(MAX_CHUNK));
+    let own;
+    let source = if write <= MAX_CHUNK {
+        shared
+    } else {
+        own = Source::new(write);
+        &own
+    };
+    match stack {
+        Stack::LinerateOn => linerate(true, write, total, source),
+        Stack::LinerateOff => linerate(false, write, total, source),
+        Stack::Smoltcp => smoltcp(write, total, source),
+    }
+}
+
+/// The byte stream: a pseudo-random pattern of period [`PATTERN_PERIOD`], stored
+/// with `max_len` bytes of overlap so that any chunk is one slice.
+struct Source {
+    bytes: Vec<u8>,
+}
+
+impl Source {
+    fn new(max_len: usize) -> Source {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut bytes: Vec<u8> = (0..PATTERN_PERIOD)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        bytes.extend_from_within(..max_len.clamp(READ_LEN, PATTERN_PERIOD));
+        Source { bytes }
+    }
+
+    /// The `len` bytes at stream offset `at`.
+    fn chunk(&self, at: u64, len: usize) -> &[u8] {
+        let start = (at % PATTERN_PERIOD as u64) as usize;
+        self.bytes.get(start..start + len).unwrap_or_default()
+    }
+
+    /// Checks `got`, read at stream offset `at`.
+    fn check(&self, at: u64, got: &[u8]) -> Result<(), BulkError> {
+        if self.chunk(at, got.len()) == got {
+            Ok(())
+        } else {
+            Err(BulkError::Corrupt { offset: at })
+        }
+    }
+}
+
+/// The clock: real time since the start, plus idle time skipped.
+struct Clock {
+    start: std::time::Instant,
+    skipped: Duration,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            start: std::time::Instant::now(),
+            skipped: Duration::ZERO,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        let ns = (self.start.elapsed() + self.skipped).as_nanos();
+        Instant::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+    }
+
+    /// Nothing can happen before `next`: jump there.
+    fn idle_until(&mut self, next: Option<Instant>) {
+        let now = self.now();
+        if let Some(next) = next
+            && next > now
+        {
+            self.skipped += next.saturating_duration_since(now);
+        }
+    }
+}
+
+/// Give up when this much clock time passes with no byte received.
+const STALL: Duration = Duration::from_secs(30);
+
+/// One linerate host: its engine and its NIC (a memory port, or the
+/// software-offload shim over one).
+struct Host<N: Nic> {
+    engine: Engine,
+    nic: N,
+    tx: Batch,
+    rx: Batch,
+    /// Frames handed to the engine.
+    delivered: u64,
+}
+
+impl<N: Nic> Host<N> {
+    fn new(i: u8, offloads: bool, nic: N) -> Host<N> {
+        let mut cfg = Sim::host_config(i);
+        cfg.offloads = offloads;
+        cfg.mtu = nic.caps().mtu;
+        cfg.tcp.send_buffer = SOCKET_BUFFER;
+        cfg.tcp.recv_buffer = SOCKET_BUFFER;
+        Host {
+            engine: Engine::new(cfg, 0x5eed + u64::from(i)),
+            nic,
+            tx: Batch::with_capacity(256),
+            rx: Batch::with_capacity(256),
+            delivered: 0,
+        }
+    }
+
+    /// Everything the engine has to send, into the NIC. Returns the frames the NIC
+    /// took (super-segments count once).
+    fn transmit(&mut self, now: Instant) -> Result<usize, BulkError> {
+        let Host {
+            engine, nic, tx, ..
+        } = self;
+        let pool = nic.pool();
+        engine.poll_transmit(now, &mut |frame, meta| {
+            tx.push(Frame::new(pool.alloc_from(frame), *meta));
+        });
+        let before = tx.len();
+        if !tx.is_empty() {
+            nic.transmit(0, tx)?;
+        }
+        Ok(before - tx.len())
+    }
+
+    /// Everything the NIC has received, into the engine; then any timer due.
+    /// Returns the frames taken from the NIC (after GRO, with the shim).
+    fn receive(&mut self, now: Instant) -> Result<usize, BulkError> {
+        let mut taken = 0;
+        loop {
+            let n = self.nic.receive(0, &mut self.rx, 256)?;
+            if n == 0 {
+                break;
+            }
+            taken += n;
+            for f in self.rx.iter() {
+                self.engine.handle_frame(now, f.bytes(), &f.meta);
+            }
+            self.rx.clear();
+        }
+        self.delivered += taken as u64;
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
+        }
+        Ok(taken)
+    }
+}
+
+/// The frames a NIC put on the wire: a memory port's own, or the backend's under
+/// the shim (MTU-sized segments, not super-frames).
+trait WireCount {
+    fn wire_frames(&self) -> u64;
+}
+
+impl WireCount for MemNic {
+    fn wire_frames(&self) -> u64 {
+        packets(self, Counter::TxPackets)
+    }
+}
+
+impl WireCount for Shim<MemNic> {
+    fn wire_frames(&self) -> u64 {
+        packets(self.backend(), Counter::TxPackets)
+    }
+}
+
+fn memory_pair() -> (MemNic, MemNic) {
+    memory::pair(PairConfig::new(NicCaps::plain(), NicCaps::plain()))
+}
+
+/// linerate over the shim (offloads on) or straight over the memory ports
+/// (offloads off).
+fn linerate(
+    offloads: bool,
+    write: usize,
+    total: u64,
+    source: &Source,
+) -> Result<Measurement, BulkError> {
+    let (a, b) = memory_pair();
+    if offloads {
+        let a = Shim::new(a, ShimConfig::all())?;
+        let b = Shim::new(b, ShimConfig::all())?;
+        linerate_over(
+            Host::new(1, true, a),
+            Host::new(2, true, b),
+            write,
+            total,
+            source,
+        )
+    } else {
+        linerate_over(
+            Host::new(1, false, a),
+            Host::new(2, false, b),
+            write,
+            total,
+            source,
+        )
+    }
+}
+
+fn linerate_over<N: Nic + WireCount>(
+    mut tx: Host<N>,
+    mut rx: Host<N>,
+    write: usize,
+    total: u64,
+    source: &Source,
+) -> Result<Measurement, BulkError> {
+    let mut buf = vec![0u8; READ_LEN];
+    let cpu0 = thread_cpu_time();
+    let mut clock = Clock::new();
+
+    let listener = rx.engine.tcp_listen(PORT).map_err(socket_error)?;
+    let remote = SocketAddr::from((Ipv4Addr::new(10, 0, 0, 2), PORT));
+    let client = tx
+        .engine
+        .tcp_connect(clock.now(), remote)
+        .map_err(socket_error)?;
+    let (mut server, mut sent, mut got) = (None, 0u64, 0u64);
+    let mut last_progress = clock.now();
+    while got < total {
+        let now = clock.now();
+        let mut moved = 0;
+        while sent < total {
+            let len = write.min((total - sent) as usize);
+            match tx.engine.tcp_send(client, source.chunk(sent, len)) {
+                Ok(n) if n > 0 => sent += n as u64,
+                _ => break,
+            }
+        }
+        moved += tx.transmit(now)?;
+        moved += rx.receive(now)?;
+        if server.is_none() {
+            server = rx.engine.tcp_accept(listener).ok();
+        }
+        if let Some(s) = server {
+            while let Ok(n) = rx.engine.tcp_recv(s, &mut buf) {
+                let Some(data) = buf.get(..n).filter(|d| !d.is_empty()) else {
+                    break;
+                };
+                source.check(got, data)?;
+                got += n as u64;
+                last_progress = now;
+            }
+        }
+        moved += rx.transmit(now)?;
+        moved += tx.receive(now)?;
+        if moved == 0 {
+            let next = [tx.engine.poll_timeout(), rx.engine.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            clock.idle_until(next);
+            let now = clock.now();
+            tx.engine.handle_timeout(now);
+            rx.engine.handle_timeout(now);
+        }
+        if clock.now().saturating_duration_since(last_progress) > STALL {
+            return Err(BulkError::Stalled { received: got });
+        }
+    }
+    let wall = clock.start.elapsed();
+    let cpu = thread_cpu_time().since(cpu0);
+    let wire_frames = tx.nic.wire_frames() + rx.nic.wire_frames();
+    Ok(Measurement {
+        bytes: got,
+        wall,
+        cpu,
+        wire_frames,
+        stack_frames: tx.delivered + rx.delivered,
+        skipped: clock.skipped,
+    })
+}
+
+/// One smoltcp host: an interface with one TCP socket on a memory port.
+struct SmolHost {
+    port: SmolPort<MemNic>,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    socket: smoltcp::iface::SocketHandle,
+}
+
+fn smol_time(t: Instant) -> smoltcp::time::Instant {
+    smoltcp::time::Instant::from_micros(i64::try_from(t.as_micros()).unwrap_or(i64::MAX))
+}
+
+impl SmolHost {
+    fn new(i: u8, nic: MemNic, now: Instant) -> SmolHost {
+        let mut port = SmolPort::new(nic);
+        let mut cfg = SmolConfig::new(HardwareAddress::Ethernet(EthernetAddress([
+            0x02, 0, 0, 0, 0, i,
+        ])));
+        cfg.random_seed = u64::from(i);
+        let mut iface = Interface::new(cfg, &mut port, smol_time(now));
+        iface.update_ip_addrs(|a| {
+            // Room for one address is always there (an empty heapless Vec).
+            let _ = a.push(IpCidr::new(IpAddress::v4(10, 0, 0, i), 24));
+        });
+        let socket = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; SOCKET_BUFFER]),
+            tcp::SocketBuffer::new(vec![0; SOCKET_BUFFER]),
+        );
+        let mut sockets = SocketSet::new(vec![]);
+        let socket = sockets.add(socket);
+        SmolHost {
+            port,
+            iface,
+            sockets,
+            socket,
+        }
+    }
+
+    fn sock(&mut self) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket>(self.socket)
+    }
+
+    /// One poll of the interface: receive, process, send; then the frames out.
+    fn poll(&mut self, now: Instant) -> Result<(), BulkError> {
+        self.iface
+            .poll(smol_time(now), &mut self.port, &mut self.sockets);
+        self.port.flush();
+        match self.port.take_error() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    fn next_timer(&mut self, now: Instant) -> Option<Instant> {
+        self.iface
+            .poll_delay(smol_time(now), &self.sockets)
+            .map(|d| now + Duration::from_micros(d.total_micros()))
+    }
+}
+
+fn packets(nic: &MemNic, counter: Counter) -> u64 {
+    nic.counters().total(counter)
+}
+
+fn smoltcp(write: usize, total: u64, source: &Source) -> Result<Measurement, BulkError> {
+    let (a, b) = memory_pair();
+    let mut buf = vec![0u8; READ_LEN];
+    let mut tx = SmolHost::new(1, a, Instant::ZERO);
+    let mut rx = SmolHost::new(2, b, Instant::ZERO);
+    let cpu0 = thread_cpu_time();
+    let mut clock = Clock::new();
+    rx.sock().listen(PORT).map_err(socket_error)?;
+    let cx = tx.iface.context();
+    tx.sockets
+        .get_mut::<tcp::Socket>(tx.socket)
+        .connect(cx, (IpAddress::v4(10, 0, 0, 2), PORT), 40_000)
+        .map_err(socket_error)?;
+    let (mut sent, mut got) = (0u64, 0u64);
+    let mut last_progress = clock.now();
+    while got < total {
+        let now = clock.now();
+        let wire_before =
+            packets(tx.port.nic(), Counter::TxPackets) + packets(rx.port.nic(), Counter::TxPackets);
+        while sent < total && tx.sock().can_send() {
+            let len = write.min((total - sent) as usize);
+            match tx.sock().send_slice(source.chunk(sent, len)) {
+                Ok(n) if n > 0 => sent += n as u64,
+                Ok(_) => break,
+                Err(e) => return Err(socket_error(e)),
+            }
+        }
+        tx.poll(now)?;
+        rx.poll(now)?;
+        while rx.sock().can_recv() {
+            let n = rx.sock().recv_slice(&mut buf).map_err(socket_error)?;
+            let Some(data) = buf.get(..n).filter(|d| !d.is_empty()) else {
+                break;
+            };
+            source.check(got, data)?;
+            got += n as u64;
+            last_progress = now;
+        }
+        // The window the read opened, and ACKs, go out now.
+        rx.poll(now)?;
+        tx.poll(now)?;
+        let wire_after =
+            packets(tx.port.nic(), Counter::TxPackets) + packets(rx.port.nic(), Counter::TxPackets);
+        if wire_after == wire_before {
+            let next = [tx.next_timer(now), rx.next_timer(now)]
+                .into_iter()
+                .flatten()
+                .min();
+            clock.idle_until(next);
+        }
+        if clock.now().saturating_duration_since(last_progress) > STALL {
+            return Err(BulkError::Stalled { received: got });
+        }
+    }
+    let wall = clock.start.elapsed();
+    let cpu = thread_cpu_time().since(cpu0);
+    let wire_frames =
+        packets(tx.port.nic(), Counter::TxPackets) + packets(rx.port.nic(), Counter::TxPackets);
+    Ok(Measurement {
+        bytes: got,
+        wall,
+        cpu,
+        wire_frames,
+        stack_frames: packets(tx.port.nic(), Counter::RxPackets)
+            + packets(rx.port.nic(), Counter::RxPackets),
+        skipped: clock.skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stack_moves_every_byte() {
+        for stack in Stack::ALL {
+            for write in [64, 1500, 64 * 1024] {
+                let m = transfer(stack, write, 300_000)
+                    .unwrap_or_else(|e| panic!("{} at {write}: {e}", stack.name()));
+                assert_eq!(m.bytes, 300_000, "{}", stack.name());
+                assert!(m.wire_frames > 200, "{}: {m:?}", stack.name());
+            }
+        }
+    }
+
+    #[test]
+    fn offloads_on_coalesces() {
+        let m = transfer(Stack::LinerateOn, 64 * 1024, 4 << 20).unwrap_or_else(|e| panic!("{e}"));
+        assert!(m.stack_frames * 4 < m.wire_frames, "{m:?}");
+    }
+
+    #[test]
+    fn corruption_is_noticed() {
+        let s = Source::new(100);
+        assert!(s.check(5, s.chunk(5, 50)).is_ok());
+        assert!(s.check(6, s.chunk(5, 50)).is_err());
+    }
+}
