@@ -172,6 +172,11 @@ pub struct TapConfig {
     /// The receive pool; its `buf_len` bounds the frames read (a longer frame is
     /// dropped, `rx_dropped_truncated`). `None`: sized for 64 KiB super-frames.
     pub pool: Option<PoolConfig>,
+    /// The transmit offloads this side lets the kernel do (checksum completion,
+    /// segmentation), of those it can: [`Offloads::ALL`] by default. Less makes
+    /// the TAP present fewer offloads (say, to have a [`crate::Shim`] segment in
+    /// software, for tests and measurements). Receive flags here are ignored.
+    pub tx: Offloads,
 }
 
 impl TapConfig {
@@ -183,6 +188,7 @@ impl TapConfig {
             offloads: TapOffloads::TSO,
             mtu: NicCaps::ETHERNET_MTU,
             pool: None,
+            tx: Offloads::ALL,
         }
     }
 }
@@ -198,6 +204,8 @@ pub struct Tap {
     uso_in: bool,
     /// The `virtio_net_hdr` layout in front of every frame.
     hdr: HdrLen,
+    /// The transmit offloads this side lets the kernel do.
+    tx: Offloads,
     pool: Pool,
     counters: Counters,
     recorder: Option<Arc<dyn Recorder>>,
@@ -365,6 +373,11 @@ impl Tap {
             enabled: TapOffloads::NONE,
             uso_in: available.uso,
             hdr,
+            tx: Offloads {
+                lro: true,
+                rx_csum: true,
+                ..cfg.tx
+            },
             pool,
             counters: Counters::new(usize::from(queues)),
             recorder: None,
@@ -399,7 +412,8 @@ impl Tap {
             tunnel_udp_csum: self.enabled.udp_tunnel_csum,
             lro: self.enabled.any_gso(),
             ..Offloads::NONE
-        };
+        }
+        .intersect(self.tx);
         Ok(self.enabled)
     }
 
