@@ -233,12 +233,15 @@ fn tap(_: &mut Criterion) {}
 const SUPERS: usize = 4;
 const SUPER_PAYLOAD: usize = 64_000;
 
+/// Frames as the stack builds them, with their meta.
+type StackFrames = [(Vec<u8>, OffloadMeta)];
+
 /// Sends `frames` (with `meta`) from `a` in batches and receives everything on
 /// `b`; returns the payload bytes the receiver got, after `check` on each frame.
 fn shim_round(
     a: &mut Shim<MemNic>,
     b: &mut Shim<MemNic>,
-    frames: &[(Vec<u8>, OffloadMeta)],
+    frames: &StackFrames,
     batch: &mut Batch,
     stack_csum: bool,
 ) -> usize {
@@ -320,7 +323,7 @@ fn shim(c: &mut Criterion) {
         },
         ..NicCaps::plain()
     };
-    let cases: [(&str, NicCaps, ShimConfig, &[(Vec<u8>, OffloadMeta)], bool); 3] = [
+    let cases: [(&str, NicCaps, ShimConfig, &StackFrames, bool); 3] = [
         ("on", NicCaps::plain(), ShimConfig::all(), &supers, false),
         ("off", NicCaps::plain(), ShimConfig::none(), &mss, true),
         ("hw", tso, ShimConfig::all(), &supers, false),
