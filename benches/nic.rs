@@ -10,6 +10,19 @@
 //!   a TAP whose kernel side drops them (they are addressed to another host), and
 //!   reads of UDP datagrams a kernel socket sends through it.
 //!
+//! * `shim` (offloads on versus off, side by side): the same 256 000 bytes of TCP
+//!   payload cross a memory pair whose ports have NO offload (MTU 1500), both ends
+//!   wrapped in a [`Shim`], as 176 wire frames either way (4 x 44 segments):
+//!   - `on`: the stack hands 4 super-frames of 64 000 bytes with partial checksums
+//!     ([`ShimConfig::all`]); the shim segments and completes checksums on
+//!     transmit, verifies checksums and coalesces (GRO) on receive, and the stack
+//!     gets super-frames back;
+//!   - `off`: the stack hands the 176 MSS-sized frames itself and, having no
+//!     checksum offload, completes each checksum in software before sending and
+//!     verifies each on receive ([`ShimConfig::none`]: the shim does nothing).
+//!   - `hw`: the same super-frames over ports with TSO/LRO and checksum offload
+//!     (the shim passes them through): the ceiling when the backend does it all.
+//!
 //! Run with `cargo bench --bench nic`.
 
 use std::hint::black_box;
@@ -17,9 +30,11 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::nic::memory::{self, Faults, PairConfig};
-use linerate::nic::{Batch, Frame, MemNic, Nic, NicCaps, Offloads};
-use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
+use linerate::nic::{Batch, Frame, MemNic, Nic, NicCaps, Offloads, Shim, ShimConfig};
+use linerate::offload::gso::{CsumMode, SegmentBuf, Segmenter};
+use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta, csum};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
+use linerate::wire::layout;
 
 const BATCH: usize = 64;
 
@@ -214,5 +229,120 @@ fn tap(c: &mut Criterion) {
 #[cfg(not(target_os = "linux"))]
 fn tap(_: &mut Criterion) {}
 
-criterion_group!(benches, memory_pair, tap);
+/// Super-frames of the `shim` group: count and payload bytes each.
+const SUPERS: usize = 4;
+const SUPER_PAYLOAD: usize = 64_000;
+
+/// Frames as the stack builds them, with their meta.
+type StackFrames = [(Vec<u8>, OffloadMeta)];
+
+/// Sends `frames` (with `meta`) from `a` in batches and receives everything on
+/// `b`; returns the payload bytes the receiver got, after `check` on each frame.
+fn shim_round(
+    a: &mut Shim<MemNic>,
+    b: &mut Shim<MemNic>,
+    frames: &StackFrames,
+    batch: &mut Batch,
+    stack_csum: bool,
+) -> usize {
+    for chunk in frames.chunks(BATCH) {
+        batch.clear();
+        for (f, meta) in chunk {
+            let mut frame = Frame::new(a.pool().alloc_from(f), *meta);
+            if stack_csum {
+                // No checksum offload: the stack fills in every checksum itself.
+                frame.meta.csum = csum::complete(frame.bytes_mut(), meta).unwrap_or_default();
+            }
+            batch.push(frame);
+        }
+        while !batch.is_empty() {
+            a.transmit(0, batch).unwrap_or_default();
+        }
+    }
+    let mut bytes = 0;
+    loop {
+        batch.clear();
+        if b.receive(0, batch, BATCH).unwrap_or_default() == 0 {
+            break;
+        }
+        for f in batch.iter() {
+            if stack_csum {
+                // ...and verifies every checksum it receives.
+                let Ok(l) = layout::parse(f.bytes()) else {
+                    continue;
+                };
+                if csum::verify(f.bytes(), &l).ok() {
+                    bytes += f.len() - l.header_len();
+                }
+            } else {
+                bytes += f.len() - 54;
+            }
+        }
+    }
+    bytes
+}
+
+fn shim(c: &mut Criterion) {
+    let mut g = c.benchmark_group("shim");
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    let mut frame = tcp_frame(SUPER_PAYLOAD);
+    let l = layout::parse(&frame).unwrap_or_default();
+    let partial = csum::prepare_partial(&mut frame, &l).unwrap_or_default();
+    let meta = OffloadMeta {
+        csum: partial,
+        gso: Some(Gso::new(GsoType::TcpV4, 1460)),
+        layout: Some(l),
+        ..OffloadMeta::plain()
+    };
+    let supers: Vec<_> = (0..SUPERS).map(|_| (frame.clone(), meta)).collect();
+    // The same bytes as MSS frames, checksums partial (completed per round).
+    let mut seg = Segmenter::new(CsumMode::LeavePartial);
+    let mut out = SegmentBuf::new();
+    let n = seg.segment(&frame, &meta, &mut out).unwrap_or_default();
+    let seg_meta = OffloadMeta {
+        csum: out.csum(),
+        ..OffloadMeta::plain()
+    };
+    let mss: Vec<_> = (0..SUPERS)
+        .flat_map(|_| out.iter().map(|f| (f.to_vec(), seg_meta)))
+        .collect();
+    eprintln!(
+        "shim: {} wire frames per round, {} bytes of payload",
+        SUPERS * n,
+        SUPERS * SUPER_PAYLOAD
+    );
+    let tso = NicCaps {
+        offloads: Offloads {
+            tx_csum: true,
+            rx_csum: true,
+            tso4: true,
+            lro: true,
+            ..Offloads::NONE
+        },
+        ..NicCaps::plain()
+    };
+    let cases: [(&str, NicCaps, ShimConfig, &StackFrames, bool); 3] = [
+        ("on", NicCaps::plain(), ShimConfig::all(), &supers, false),
+        ("off", NicCaps::plain(), ShimConfig::none(), &mss, true),
+        ("hw", tso, ShimConfig::all(), &supers, false),
+    ];
+    g.throughput(Throughput::Bytes((SUPERS * SUPER_PAYLOAD) as u64));
+    for (name, caps, cfg, frames, stack_csum) in cases {
+        let (a, b) = MemNic::pair(caps, caps);
+        let (Ok(mut a), Ok(mut b)) = (Shim::new(a, cfg.clone()), Shim::new(b, cfg)) else {
+            continue;
+        };
+        let mut batch = Batch::with_capacity(2 * BATCH);
+        let got = shim_round(&mut a, &mut b, frames, &mut batch, stack_csum);
+        assert_eq!(got, SUPERS * SUPER_PAYLOAD, "{name}: payload lost");
+        g.bench_function(BenchmarkId::new("256KB_payload", name), |bch| {
+            bch.iter(|| shim_round(&mut a, &mut b, frames, black_box(&mut batch), stack_csum))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, memory_pair, shim, tap);
 criterion_main!(benches);

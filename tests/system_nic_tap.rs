@@ -12,14 +12,23 @@
 //!   super-frames marked TCPv4 GSO, larger than the MTU; with it off, only
 //!   MTU-sized frames;
 //! * a super-frame written by linerate (one 40 KiB TCP segment, marked for
-//!   segmentation with a partial checksum) reaches a kernel socket intact.
+//!   segmentation with a partial checksum) reaches a kernel socket intact, handed
+//!   to the kernel whole (the kernel segments it) and, with the TAP's transmit
+//!   offloads off, segmented and checksummed by the shim into MTU frames;
+//! * the TAP uses the 24-byte `virtio_net_hdr` exactly where the kernel has the
+//!   UDP tunnel offload.
+//!
+//! Every test drives the TAP through a [`Shim`]: transparent
+//! ([`ShimConfig::none`]) unless the test says otherwise.
 //!
 //! Needs root: `cargo test --features system-tests --test system_nic_tap`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
 
+use linerate::nic::pcap::MemoryRecorder;
 use linerate::nic::tap::{Tap, TapConfig, TapOffloads};
-use linerate::nic::{Batch, Counter, Frame, Nic, PcapRecorder};
+use linerate::nic::{Batch, Counter, Frame, Nic, Offloads, PcapRecorder, Shim, ShimConfig};
+use linerate::offload::virtio::HdrLen;
 use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
 use linerate::wire::etherparse::{
@@ -39,7 +48,7 @@ const OUR_IP: [u8; 4] = [10, 213, 0, 2];
 
 /// The TAP, moved into its own namespace, with the kernel at `KERNEL_IP`/24.
 struct Link {
-    tap: Tap,
+    tap: Shim<Tap>,
     ns: Netns,
     /// The kernel interface's MAC.
     kernel_mac: [u8; 6],
@@ -49,11 +58,18 @@ struct Link {
 
 impl Link {
     fn new(queues: u16, offloads: TapOffloads) -> Link {
+        Link::with(queues, offloads, Offloads::ALL, ShimConfig::none())
+    }
+
+    /// A link whose TAP lets the kernel do `tx` on transmit, behind a shim
+    /// with `shim`.
+    fn with(queues: u16, offloads: TapOffloads, tx: Offloads, shim: ShimConfig) -> Link {
         assert!(netns::is_root(), "system tests need root");
         let ns = Netns::new("lrnt").unwrap();
         let tap = Tap::open(&TapConfig {
             queues,
             offloads,
+            tx,
             ..TapConfig::new(netns::unique("lrt"))
         })
         .unwrap();
@@ -70,7 +86,7 @@ impl Link {
             .map(|h| u8::from_str_radix(h, 16).unwrap())
             .collect();
         Link {
-            tap,
+            tap: Shim::new(tap, shim).unwrap(),
             ns,
             kernel_mac: mac.try_into().unwrap(),
             arp_replies: 0,
@@ -434,9 +450,67 @@ fn without_tso_the_kernel_hands_over_mtu_sized_frames() {
 #[test]
 fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
     let mut link = Link::new(1, TapOffloads::TSO);
+    let rec = Arc::new(MemoryRecorder::new());
+    link.tap.set_recorder(Some(rec.clone()));
+    send_super_frame(&mut link, 5002);
+    let wire = rec.take();
+    assert!(
+        wire.iter().any(|r| r.frame.len() > 1514),
+        "handed over whole"
+    );
+    let s = link.tap.counters().snapshot();
+    assert_eq!(s.total(Counter::TxGsoPackets), 1);
+    assert_eq!(s.total(Counter::GsoSegments), 0);
+}
+
+#[test]
+fn shim_segments_accepted_by_the_kernel_when_the_tap_does_no_tso() {
+    // The kernel is not asked to segment or checksum anything from this side:
+    // the shim does it, and the kernel socket must get the bytes intact.
+    let mut link = Link::with(1, TapOffloads::TSO, Offloads::NONE, ShimConfig::all());
+    assert!(!link.tap.backend().caps().offloads.tso4);
+    assert!(link.tap.caps().offloads.tso4 && link.tap.software().tx_csum);
+    let rec = Arc::new(MemoryRecorder::new());
+    link.tap.set_recorder(Some(rec.clone()));
+    let n = send_super_frame(&mut link, 5003);
+    let wire: Vec<_> = rec
+        .take()
+        .into_iter()
+        .filter(|r| r.dir == linerate::nic::pcap::Direction::Tx)
+        .collect();
+    assert!(!wire.is_empty());
+    for r in &wire {
+        assert!(r.frame.len() <= 1514, "{} bytes on the wire", r.frame.len());
+        assert!(r.meta.gso.is_none());
+        assert_eq!(r.meta.csum, Checksum::None, "completed in software");
+    }
+    let s = link.tap.counters().snapshot();
+    assert_eq!(s.total(Counter::GsoSegments) as usize, n.div_ceil(1460));
+    assert_eq!(s.total(Counter::TxGsoPackets), 0);
+    let b = link.tap.backend().counters().snapshot();
+    assert_eq!(b.total(Counter::TxGsoPackets), 0);
+}
+
+#[test]
+fn tap_uses_the_tunnel_header_where_the_kernel_has_tunnel_gso() {
+    assert!(netns::is_root(), "system tests need root");
+    let tap = Tap::open(&TapConfig::new(netns::unique("lrh"))).unwrap();
+    let avail = tap.offloads_available();
+    eprintln!("kernel offloads {avail:?}, header {:?}", tap.header_len());
+    if avail.udp_tunnel {
+        assert_eq!(tap.header_len(), HdrLen::V1HashTunnel);
+    } else {
+        assert_eq!(tap.header_len(), HdrLen::V1);
+        assert!(!tap.caps().offloads.tunnel_udp);
+    }
+}
+
+/// Connects to a kernel socket on `port`, sends one 40 KiB super-frame and a
+/// FIN, and checks the socket read exactly the bytes; returns the payload size.
+fn send_super_frame(link: &mut Link, port: u16) -> usize {
     let listener = link
         .ns
-        .run(|| TcpListener::bind("10.213.0.1:5002"))
+        .run(move || TcpListener::bind(("10.213.0.1", port)))
         .unwrap()
         .unwrap();
     let server = std::thread::spawn(move || {
@@ -446,7 +520,7 @@ fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
         s.read_to_end(&mut got).unwrap();
         got
     });
-    let ports = (40_000, 5002);
+    let ports = (40_000, port);
     const ISS: u32 = 5_000;
     let mac = link.kernel_mac;
     let syn = tcp_frame(
@@ -517,6 +591,5 @@ fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
     }
     assert!(acked, "the kernel did not acknowledge the data and FIN");
     assert_eq!(server.join().unwrap(), data);
-    let s = link.tap.counters().snapshot();
-    assert_eq!(s.total(Counter::TxGsoPackets), 1);
+    n
 }

@@ -133,6 +133,10 @@ pub enum NicError {
     Io(std::io::Error),
     /// A configuration value was refused (software RSS steering).
     Config(linerate_rss::ConfigError),
+    /// A frame's metadata has no `virtio_net_hdr` form the backend can write
+    /// (GSO inside GRE; a tunnel request without the 24-byte header), or the
+    /// header is inconsistent with the frame.
+    Virtio(linerate_offload::virtio::VirtioError),
 }
 
 impl core::fmt::Display for NicError {
@@ -154,6 +158,7 @@ impl core::fmt::Display for NicError {
             NicError::Buffer(e) => write!(f, "buffer: {e}"),
             NicError::Io(e) => write!(f, "I/O: {e}"),
             NicError::Config(e) => write!(f, "configuration: {e}"),
+            NicError::Virtio(e) => write!(f, "virtio_net_hdr: {e}"),
         }
     }
 }
@@ -166,6 +171,7 @@ impl std::error::Error for NicError {
             NicError::Rejected { error, .. } | NicError::Io(error) => Some(error),
             NicError::Buffer(e) => Some(e),
             NicError::Config(e) => Some(e),
+            NicError::Virtio(e) => Some(e),
             _ => None,
         }
     }

@@ -1,9 +1,12 @@
 //! The TAP backend (Linux): a kernel network interface whose wire is this process.
 //!
 //! [`Tap::open`] opens `/dev/net/tun` once per queue with `IFF_TAP | IFF_NO_PI |
-//! IFF_VNET_HDR` (plus `IFF_MULTI_QUEUE` for more than one queue), sets a 12-byte
-//! little-endian `virtio_net_hdr_v1` (`TUNSETVNETHDRSZ`, `TUNSETVNETLE`) and turns
-//! on the kernel's offloads with `TUNSETOFFLOAD`.
+//! IFF_VNET_HDR` (plus `IFF_MULTI_QUEUE` for more than one queue), sets a
+//! little-endian `virtio_net_hdr` (`TUNSETVNETHDRSZ`, `TUNSETVNETLE`) and turns on
+//! the kernel's offloads with `TUNSETOFFLOAD`. The header is converted with
+//! [`linerate_offload::virtio`]: the 24-byte `virtio_net_hdr_v1_hash_tunnel`
+//! ([`HdrLen::V1HashTunnel`]) where the kernel accepts the UDP-tunnel offload
+//! flags (Linux 6.17+), else the 12-byte `virtio_net_hdr_v1` ([`HdrLen::V1`]).
 //!
 //! # Offloads, and which way they point
 //!
@@ -13,13 +16,16 @@
 //! [`Tap::open`] probes: it asks for every flag, drops one on `EINVAL`, most
 //! recent first (UDP tunnel GSO, USO, TSO ECN, TSO6, TSO4), and asks again; what
 //! stuck is [`Tap::offloads_available`]. It then keeps what [`TapConfig`] asked for
-//! ([`Tap::offloads_enabled`]). The UDP-tunnel flags are probed but never left on:
-//! tunnel super-frames need the 24-byte header, which this backend does not use yet.
+//! ([`Tap::offloads_enabled`]). The UDP-tunnel flags are left on only with the
+//! 24-byte header ([`Tap::header_len`]), which tunnel super-frames need.
 //!
 //! The other way, the kernel always accepts what a `virtio_net_hdr` can say: frames
 //! with a partial checksum and TCP (and, where USO is known, UDP) super-frames. So
 //! [`NicCaps::offloads`] has `tx_csum`, `tso4`, `tso6`, `tso_ecn` and (on kernels
-//! with USO) `uso`; and `lro` when the kernel may send super-frames.
+//! with USO) `uso`; `tunnel_udp` and `tunnel_udp_csum` when the UDP-tunnel flags
+//! are on (the kernel takes tunnel super-frames only then); and `lro` when the
+//! kernel may send super-frames. GSO inside GRE has no virtio form: wrap the TAP
+//! in a [`crate::Shim`] to have it segmented in software.
 //!
 //! # Data path
 //!
@@ -33,8 +39,6 @@
 //! may be moved into another network namespace meanwhile, and the descriptors keep
 //! working.
 
-mod vnet;
-
 use crate::buf::{Pool, PoolConfig};
 use crate::caps::{NicCaps, Offloads};
 use crate::check::check_tx;
@@ -44,11 +48,12 @@ use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::{Direction, Record, Recorder};
 use crate::sys;
+use linerate_offload::virtio::{HdrLen, VirtioError, VirtioNetHdr, flags, gso_type};
+use linerate_offload::{Checksum, OffloadMeta};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use vnet::VnetHdr;
 
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
@@ -167,6 +172,11 @@ pub struct TapConfig {
     /// The receive pool; its `buf_len` bounds the frames read (a longer frame is
     /// dropped, `rx_dropped_truncated`). `None`: sized for 64 KiB super-frames.
     pub pool: Option<PoolConfig>,
+    /// The transmit offloads this side lets the kernel do (checksum completion,
+    /// segmentation), of those it can: [`Offloads::ALL`] by default. Less makes
+    /// the TAP present fewer offloads (say, to have a [`crate::Shim`] segment in
+    /// software, for tests and measurements). Receive flags here are ignored.
+    pub tx: Offloads,
 }
 
 impl TapConfig {
@@ -178,6 +188,7 @@ impl TapConfig {
             offloads: TapOffloads::TSO,
             mtu: NicCaps::ETHERNET_MTU,
             pool: None,
+            tx: Offloads::ALL,
         }
     }
 }
@@ -191,6 +202,10 @@ pub struct Tap {
     enabled: TapOffloads,
     /// Whether the kernel takes USO super-frames from this side.
     uso_in: bool,
+    /// The `virtio_net_hdr` layout in front of every frame.
+    hdr: HdrLen,
+    /// The transmit offloads this side lets the kernel do.
+    tx: Offloads,
     pool: Pool,
     counters: Counters,
     recorder: Option<Arc<dyn Recorder>>,
@@ -234,6 +249,35 @@ fn name_of(req: &libc::ifreq) -> String {
         .map(|&c| c as u8)
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Sets the `virtio_net_hdr` size of a queue.
+fn set_hdr_len(fd: &OwnedFd, len: HdrLen) -> io::Result<()> {
+    let mut size = libc::c_int::try_from(len.bytes()).unwrap_or(12);
+    sys::ioctl_ptr(fd, libc::TUNSETVNETHDRSZ, &mut size)
+}
+
+/// The metadata of a received frame from its header. A frame that does not
+/// parse (not IP, say) is kept when the header asks nothing of it; `None` if
+/// the header is unusable (the frame is dropped as malformed).
+fn rx_meta(head: &[u8], frame: &[u8], len: HdrLen) -> Option<OffloadMeta> {
+    let h = VirtioNetHdr::read(head, len).ok()?;
+    match h.to_meta(frame) {
+        Ok(meta) => Some(meta),
+        Err(VirtioError::Layout(_))
+            if h.gso_type == gso_type::NONE && h.flags & flags::NEEDS_CSUM == 0 =>
+        {
+            Some(OffloadMeta {
+                csum: if h.flags & flags::DATA_VALID != 0 {
+                    Checksum::Verified { levels: 1 }
+                } else {
+                    Checksum::None
+                },
+                ..OffloadMeta::plain()
+            })
+        }
+        Err(_) => None,
+    }
 }
 
 /// Asks for `want`; on `EINVAL` drops the most recent flag still asked for and
@@ -283,8 +327,7 @@ impl Tap {
             let mut req = ifreq(&name, flags)?;
             sys::ioctl_ptr(&fd, libc::TUNSETIFF, &mut req)?;
             name = name_of(&req);
-            let mut size: libc::c_int = vnet::LEN as libc::c_int;
-            sys::ioctl_ptr(&fd, libc::TUNSETVNETHDRSZ, &mut size)?;
+            set_hdr_len(&fd, HdrLen::V1)?;
             let mut le: libc::c_int = 1;
             // A v1 header is little-endian anyway; this only matters on
             // big-endian hosts, so an old kernel's EINVAL is not fatal.
@@ -300,6 +343,20 @@ impl Tap {
             queues: 0,
         })?;
         let available = TapOffloads::from_bits(probe_offloads(first, TapOffloads::ALL.bits())?);
+        // Tunnel super-frames need the 24-byte header: use it where the kernel
+        // has the tunnel offload, and only there (older kernels refuse 24).
+        let mut hdr = HdrLen::V1;
+        if available.udp_tunnel
+            && fds
+                .iter()
+                .all(|fd| set_hdr_len(fd, HdrLen::V1HashTunnel).is_ok())
+        {
+            hdr = HdrLen::V1HashTunnel;
+        } else {
+            for fd in &fds {
+                set_hdr_len(fd, HdrLen::V1)?;
+            }
+        }
         let pool = Pool::new(cfg.pool.unwrap_or(PoolConfig {
             buf_len: 65_536 + 512,
             ..PoolConfig::super_frames()
@@ -315,6 +372,12 @@ impl Tap {
             available,
             enabled: TapOffloads::NONE,
             uso_in: available.uso,
+            hdr,
+            tx: Offloads {
+                lro: true,
+                rx_csum: true,
+                ..cfg.tx
+            },
             pool,
             counters: Counters::new(usize::from(queues)),
             recorder: None,
@@ -324,10 +387,13 @@ impl Tap {
     }
 
     /// Turns the kernel's offloads toward this side to `want`, as far as the
-    /// kernel has them (UDP tunnel flags stay off), and returns what is on.
+    /// kernel has them (UDP tunnel flags only with the 24-byte header), and
+    /// returns what is on.
     pub fn set_offloads(&mut self, want: TapOffloads) -> Result<TapOffloads, NicError> {
         let mut bits = want.bits() & self.available.bits();
-        bits &= !(TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM);
+        if self.hdr != HdrLen::V1HashTunnel {
+            bits &= !(TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM);
+        }
         if bits & TUN_F_CSUM == 0 {
             // Segmentation without checksum offload is refused by the kernel.
             bits = 0;
@@ -342,15 +408,24 @@ impl Tap {
             tso6: true,
             tso_ecn: true,
             uso: self.uso_in,
+            tunnel_udp: self.enabled.udp_tunnel,
+            tunnel_udp_csum: self.enabled.udp_tunnel_csum,
             lro: self.enabled.any_gso(),
             ..Offloads::NONE
-        };
+        }
+        .intersect(self.tx);
         Ok(self.enabled)
     }
 
     /// The interface's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The `virtio_net_hdr` layout in use: 24 bytes where the kernel has the UDP
+    /// tunnel offload, else 12.
+    pub fn header_len(&self) -> HdrLen {
+        self.hdr
     }
 
     /// The offloads the kernel accepted when probed.
@@ -399,30 +474,33 @@ enum WriteFail {
 impl Tap {
     fn write_one(&self, fd: &OwnedFd, f: &mut Frame) -> Result<(), WriteFail> {
         check_tx(&self.caps, f).map_err(|(e, c)| WriteFail::Refused(e, c))?;
-        let meta = f.meta;
         let frame_len = f.len();
-        let hdr = VnetHdr::from_meta(&meta, || {
-            let layout = meta
-                .layout
-                .or_else(|| linerate_wire::layout::parse(f.bytes()).ok());
-            layout.map_or(0, |l| l.payload)
-        })
-        .ok_or(WriteFail::Refused(
-            NicError::InvalidMeta {
-                what: "tunnel segmentation needs the 24-byte virtio header",
-            },
-            Counter::TxDroppedUnsupported,
-        ))?;
-        let Some((out, len)) = f.buf.with_header(vnet::LEN) else {
+        let plain = f.meta.gso.is_none() && f.meta.rss.is_none() && f.meta.csum == Checksum::None;
+        let hdr = if plain {
+            // Nothing to say: skip parsing the frame.
+            Ok(VirtioNetHdr::default())
+        } else {
+            VirtioNetHdr::from_meta(&f.meta, f.bytes())
+        };
+        let hdr = hdr.map_err(|e| {
+            let counter = match e {
+                VirtioError::Unrepresentable | VirtioError::NeedsTunnelHeader => {
+                    Counter::TxDroppedUnsupported
+                }
+                _ => Counter::TxDroppedInvalid,
+            };
+            WriteFail::Refused(NicError::Virtio(e), counter)
+        })?;
+        let hlen = self.hdr.bytes();
+        let have = f.buf.headroom();
+        let Some((out, len)) = f.buf.with_header(hlen) else {
             return Err(WriteFail::Refused(
-                NicError::Buffer(crate::BufError::Headroom {
-                    need: vnet::LEN,
-                    have: f.buf.headroom(),
-                }),
+                NicError::Buffer(crate::BufError::Headroom { need: hlen, have }),
                 Counter::TxDroppedInvalid,
             ));
         };
-        hdr.encode(out);
+        hdr.write(out, self.hdr)
+            .map_err(|e| WriteFail::Refused(NicError::Virtio(e), Counter::TxDroppedUnsupported))?;
         match sys::write(fd, out.get(..len).unwrap_or_default()) {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(WriteFail::WouldBlock),
@@ -455,7 +533,8 @@ impl Nic for Tap {
         let mut result = Ok(());
         while batch.len() - before < max {
             let mut buf = self.pool.alloc();
-            let area = buf.read_area(vnet::LEN, room + 1);
+            let hlen = self.hdr.bytes();
+            let area = buf.read_area(hlen, room + 1);
             let area_len = area.len();
             let n = match sys::read(fd, area) {
                 Ok(Some(n)) => n,
@@ -469,12 +548,16 @@ impl Nic for Tap {
                 tally.add(Counter::RxDroppedTruncated, 1);
                 continue;
             }
-            let meta = VnetHdr::decode(area.get(..n).unwrap_or_default()).and_then(|h| h.to_meta());
-            let Some(meta) = meta.filter(|_| n >= vnet::LEN + crate::ETH_HEADER_LEN) else {
+            let (head, frame) = area.get(..n).unwrap_or_default().split_at(hlen.min(n));
+            if frame.len() < crate::ETH_HEADER_LEN {
+                tally.add(Counter::RxDroppedMalformed, 1);
+                continue;
+            }
+            let Some(meta) = rx_meta(head, frame, self.hdr) else {
                 tally.add(Counter::RxDroppedMalformed, 1);
                 continue;
             };
-            buf.set_frame(n - vnet::LEN);
+            buf.set_frame(n - hlen);
             batch.push(Frame::new(buf, meta));
         }
         let got = batch.get(before..).unwrap_or_default();
