@@ -270,34 +270,6 @@ impl TcpStream {
     }
 }
 
-impl AsyncRead for TcpStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        self.inner.poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TcpStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.inner.poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.poll_shutdown()
-    }
-}
-
 /// The reading half of [`TcpStream::into_split`].
 #[derive(Debug)]
 pub struct OwnedReadHalf {
@@ -330,34 +302,6 @@ impl Drop for OwnedWriteHalf {
     }
 }
 
-impl AsyncRead for OwnedReadHalf {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        self.inner.poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for OwnedWriteHalf {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.inner.poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.poll_shutdown()
-    }
-}
-
 /// The reading half of [`TcpStream::split`].
 #[derive(Debug)]
 pub struct ReadHalf<'a> {
@@ -370,30 +314,44 @@ pub struct WriteHalf<'a> {
     inner: &'a Inner,
 }
 
-impl AsyncRead for ReadHalf<'_> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        self.inner.poll_read(cx, buf)
-    }
+/// `AsyncRead` for a type whose `inner` holds the stream's shared state.
+macro_rules! delegate_read {
+    ($($t:ty),*) => {$(
+        impl AsyncRead for $t {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                self.inner.poll_read(cx, buf)
+            }
+        }
+    )*};
 }
 
-impl AsyncWrite for WriteHalf<'_> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.inner.poll_write(cx, buf)
-    }
+/// `AsyncWrite` for a type whose `inner` holds the stream's shared state; flush is a
+/// no-op (written bytes are in the engine's hands), shutdown sends a FIN.
+macro_rules! delegate_write {
+    ($($t:ty),*) => {$(
+        impl AsyncWrite for $t {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.inner.poll_write(cx, buf)
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.poll_shutdown()
-    }
+            fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.inner.poll_shutdown()
+            }
+        }
+    )*};
 }
+
+delegate_read!(TcpStream, OwnedReadHalf, ReadHalf<'_>);
+delegate_write!(TcpStream, OwnedWriteHalf, WriteHalf<'_>);
