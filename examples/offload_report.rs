@@ -94,7 +94,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
                         .into_iter()
                         .find(|s| s.name() == name)
                         .ok_or(format!(
-                            "--only takes linerate-on, linerate-off or smoltcp, not {name:?}"
+                            "--only takes linerate-on, linerate-hw, linerate-off or smoltcp, not {name:?}"
                         ))?,
                 );
             }
@@ -136,32 +136,40 @@ fn main() -> Result<(), Box<dyn Error>> {
          best of {rounds}"
     );
     println!(
-        "on = GSO + GRO + checksums in the NIC layer; off = MSS segments, checksums in the \
-         engine; smoltcp 0.14 both ends; socket buffers {} KiB",
+        "sw  = offloads on, the NIC layer doing GSO, GRO and checksums in software over \
+         plain ports (no offloads, MTU enforced on the wire)"
+    );
+    println!(
+        "hw  = offloads on over ports that have them (TSO, LRO, checksums: veth-like), \
+         super-frames cross whole"
+    );
+    println!("off = offloads off: MSS segments, checksums in the engine");
+    println!(
+        "smol = smoltcp 0.14 at both ends; socket buffers {} KiB everywhere",
         bulk::SOCKET_BUFFER / 1024
     );
     println!();
     println!(
-        "{:>8} | {:>11} {:>8} | {:>11} {:>8} | {:>11} {:>8} | {:>6} | {:>10} | {:>9}",
+        "{:>8} | {:>15} | {:>15} | {:>15} | {:>15} | {:>7} {:>7} {:>7} {:>7} | {:>5}",
         "write",
-        "on Gbit/s",
-        "CPU s/GB",
-        "off Gbit/s",
-        "CPU s/GB",
-        "smol Gbit/s",
-        "CPU s/GB",
-        "on/off",
-        "on/smoltcp",
-        "MiB/cell"
+        "sw Gb/s CPUs/GB",
+        "hw Gb/s CPUs/GB",
+        "off Gb/s CPUs/GB",
+        "smol Gb/s CPUs/GB",
+        "sw/off",
+        "sw/smol",
+        "hw/off",
+        "hw/smol",
+        "MiB"
     );
-    println!("{}", "-".repeat(112));
+    println!("{}", "-".repeat(130));
     let mut cpu_ratios = Vec::new();
     for write in WRITES
         .into_iter()
         .filter(|w| opts.write.is_none_or(|o| o == *w))
     {
         let total = transfer_size(write) / scale;
-        let mut cells: [Option<Measurement>; 3] = [None; 3];
+        let mut cells: [Option<Measurement>; 4] = [None; 4];
         for _ in 0..rounds {
             for (cell, stack) in cells.iter_mut().zip(Stack::ALL) {
                 let m = bulk::transfer(stack, write, total)
@@ -169,38 +177,49 @@ fn main() -> Result<(), Box<dyn Error>> {
                 *cell = Some(best(*cell, m));
             }
         }
-        let [Some(on), Some(off), Some(smol)] = cells else {
+        let [Some(sw), Some(off), Some(smol), Some(hw)] = cells else {
             return Err("no measurement".into());
         };
+        let cell = |m: &Measurement| format!("{:>7.2} {:>7.3}", m.gbit_per_s(), m.cpu_s_per_gb());
+        let r = |a: &Measurement, b: &Measurement| a.gbit_per_s() / b.gbit_per_s();
         println!(
-            "{:>8} | {:>11.2} {:>8.3} | {:>11.2} {:>8.3} | {:>11.2} {:>8.3} | {:>5.2}x | {:>9.2}x | {:>9}",
+            "{:>8} | {:>15} | {:>15} | {:>15} | {:>15} | {:>6.2}x {:>6.2}x {:>6.2}x {:>6.2}x | {:>5}",
             human(write),
-            on.gbit_per_s(),
-            on.cpu_s_per_gb(),
-            off.gbit_per_s(),
-            off.cpu_s_per_gb(),
-            smol.gbit_per_s(),
-            smol.cpu_s_per_gb(),
-            on.gbit_per_s() / off.gbit_per_s(),
-            on.gbit_per_s() / smol.gbit_per_s(),
+            cell(&sw),
+            cell(&hw),
+            cell(&off),
+            cell(&smol),
+            r(&sw, &off),
+            r(&sw, &smol),
+            r(&hw, &off),
+            r(&hw, &smol),
             total >> 20,
         );
+        let c = |a: &Measurement, b: &Measurement| a.cpu_s_per_gb() / b.cpu_s_per_gb();
         cpu_ratios.push((
             write,
-            off.cpu_s_per_gb() / on.cpu_s_per_gb(),
-            smol.cpu_s_per_gb() / on.cpu_s_per_gb(),
+            [c(&off, &sw), c(&smol, &sw), c(&off, &hw), c(&smol, &hw)],
         ));
     }
     // Wall time on a shared machine includes time the thread was not running; CPU
     // time per byte does not, so its ratios are the steadier comparison.
     println!();
-    println!("CPU cost ratios (how many times the CPU per byte linerate-on needs):");
     println!(
-        "{:>8} | {:>12} | {:>16}",
-        "write", "off / on", "smoltcp / on"
+        "CPU per byte saved (how many times the CPU per byte the first needs the second needs):"
     );
-    for (write, off, smol) in cpu_ratios {
-        println!("{:>8} | {:>11.2}x | {:>15.2}x", human(write), off, smol);
+    println!(
+        "{:>8} | {:>9} {:>9} {:>9} {:>9}",
+        "write", "off/sw", "smol/sw", "off/hw", "smol/hw"
+    );
+    for (write, [a, b, c, d]) in cpu_ratios {
+        println!(
+            "{:>8} | {:>8.2}x {:>8.2}x {:>8.2}x {:>8.2}x",
+            human(write),
+            a,
+            b,
+            c,
+            d
+        );
     }
     println!();
     println!(

@@ -107,9 +107,14 @@ struct PoolShared {
 }
 
 impl PoolShared {
-    fn recycle(&self, data: Vec<u8>) {
-        if data.len() < self.cfg.headroom + self.cfg.buf_len {
+    fn recycle(&self, mut data: Vec<u8>) {
+        let size = self.cfg.headroom + self.cfg.buf_len;
+        if data.capacity() < size {
             return;
+        }
+        if data.len() < size {
+            // Storage that came in by `PacketBuf::from_storage`: initialise the rest.
+            data.resize(size, 0);
         }
         let mut free = lock(&self.free);
         if free.len() < self.cfg.max_free {
@@ -192,6 +197,13 @@ impl Pool {
         }
     }
 
+    /// The storage of a buffer (recycled if one is free), for code that fills a
+    /// `Vec` itself and then wraps it with [`PacketBuf::from_storage`].
+    pub(crate) fn take_storage(&self) -> Vec<u8> {
+        let mut b = self.alloc();
+        core::mem::take(&mut b.data)
+    }
+
     /// A buffer holding a copy of `frame`.
     pub fn alloc_from(&self, frame: &[u8]) -> PacketBuf {
         let mut b = self.alloc();
@@ -248,6 +260,20 @@ impl PacketBuf {
             end: headroom,
             reserve: headroom,
             pool: None,
+        }
+    }
+
+    /// A buffer of `pool` whose frame is all of `data` (no headroom); the storage
+    /// goes back to `pool` when dropped. For frames built in a `Vec` elsewhere
+    /// (GRO's merged runs), taken without a copy.
+    pub(crate) fn from_storage(pool: &Pool, data: Vec<u8>) -> PacketBuf {
+        let end = data.len();
+        PacketBuf {
+            data,
+            start: 0,
+            end,
+            reserve: 0,
+            pool: Some(Arc::clone(&pool.shared)),
         }
     }
 

@@ -155,6 +155,31 @@ use table::Table;
 use view::{Frame, View};
 use walk::RunState;
 
+/// Where GRO delivers frames: merged runs, runs pushed out, and frames it refused.
+///
+/// Any `FnMut(&[u8], &OffloadMeta)` closure is a sink. A sink that keeps frames in
+/// buffers of its own can take a run's buffer instead of copying it
+/// ([`GroSink::run`]), as the NIC shim does with its pool.
+pub trait GroSink {
+    /// A frame GRO passes on as it came (refused, or a run of one segment when
+    /// [`GroSink::run`] is not overridden).
+    fn frame(&mut self, frame: &[u8], meta: &OffloadMeta);
+
+    /// A run leaving GRO: `buf` holds the whole frame (the merged super-frame, or
+    /// the run's single segment). The sink may take the buffer, leaving another
+    /// in its place (any length: GRO clears it before use); by default the frame
+    /// is passed to [`GroSink::frame`].
+    fn run(&mut self, buf: &mut Vec<u8>, meta: &OffloadMeta) {
+        self.frame(buf, meta);
+    }
+}
+
+impl<F: FnMut(&[u8], &OffloadMeta)> GroSink for F {
+    fn frame(&mut self, frame: &[u8], meta: &OffloadMeta) {
+        self(frame, meta);
+    }
+}
+
 /// GRO settings. The defaults are Linux's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroConfig {
@@ -238,25 +263,13 @@ impl Gro {
     /// Frames that leave GRO (merged runs, runs pushed out, refused frames) go to
     /// `out`, in an order that keeps every flow's segments in order.
     #[inline]
-    pub fn receive(
-        &mut self,
-        now: u64,
-        frame: &[u8],
-        meta: OffloadMeta,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
-    ) {
+    pub fn receive(&mut self, now: u64, frame: &[u8], meta: OffloadMeta, out: &mut impl GroSink) {
         self.receive_ref(now, frame, &meta, out);
     }
 
     /// [`Gro::receive`] with the meta borrowed.
     #[inline]
-    fn receive_ref(
-        &mut self,
-        now: u64,
-        frame: &[u8],
-        meta: &OffloadMeta,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
-    ) {
+    fn receive_ref(&mut self, now: u64, frame: &[u8], meta: &OffloadMeta, out: &mut impl GroSink) {
         self.counters.received += 1;
         if meta.gso.is_some() {
             return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
@@ -343,7 +356,7 @@ impl Gro {
         &mut self,
         now: u64,
         batch: impl IntoIterator<Item = (&'f [u8], OffloadMeta)>,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
+        out: &mut impl GroSink,
     ) {
         for (frame, meta) in batch {
             self.receive_ref(now, frame, &meta, out);
@@ -352,14 +365,14 @@ impl Gro {
     }
 
     /// Delivers every held run, oldest first (`flushed_batch_end`).
-    pub fn flush_all(&mut self, out: &mut impl FnMut(&[u8], &OffloadMeta)) {
+    pub fn flush_all(&mut self, out: &mut impl GroSink) {
         self.table
             .deliver_where(FlushReason::BatchEnd, |_| true, &mut self.counters, out);
     }
 
     /// Delivers the runs whose first segment arrived at least
     /// [`GroConfig::flush_age`] before `now`, oldest first (`flushed_age`).
-    pub fn flush_older_than(&mut self, now: u64, out: &mut impl FnMut(&[u8], &OffloadMeta)) {
+    pub fn flush_older_than(&mut self, now: u64, out: &mut impl GroSink) {
         let age = self.cfg.flush_age;
         self.table.deliver_where(
             FlushReason::Age,
@@ -409,7 +422,7 @@ impl Gro {
         meta: &OffloadMeta,
         reason: FlushReason,
         hash: Option<u32>,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
+        out: &mut impl GroSink,
     ) {
         if let Some(hash) = hash {
             self.table
@@ -417,7 +430,7 @@ impl Gro {
         }
         self.counters.refuse(reason);
         self.counters.delivered += 1;
-        out(frame, meta);
+        out.frame(frame, meta);
     }
 }
 

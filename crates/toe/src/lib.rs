@@ -91,6 +91,8 @@ pub mod time;
 
 pub use config::{Config, TcpConfig};
 pub use counters::Counters;
-pub use engine::{Engine, Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
+pub use engine::{
+    Engine, Error, ListenerHandle, PoolSink, Readiness, SocketHandle, TcpInfo, TxSink,
+};
 pub use tcp::TcpState;
 pub use time::Instant;

@@ -80,7 +80,7 @@
 //! # Ok::<(), linerate_nic::NicError>(())
 //! ```
 
-use crate::buf::{Pool, PoolConfig};
+use crate::buf::{PacketBuf, Pool, PoolConfig};
 use crate::caps::{NicCaps, Offloads, RssCaps};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
@@ -88,7 +88,7 @@ use crate::frame::{Batch, Frame};
 use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
-use linerate_offload::gro::{Gro, GroConfig};
+use linerate_offload::gro::{Gro, GroConfig, GroSink};
 use linerate_offload::gso::{CsumMode, GsoError, Segmenter, ZeroCopyBuf};
 use linerate_offload::{Checksum, OffloadMeta, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
@@ -711,17 +711,10 @@ impl<N: Nic> Shim<N> {
             return;
         };
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let small = &self.small_pool;
-        let big = &self.pool;
-        let mut emit = |bytes: &[u8], meta: &OffloadMeta| {
-            let pool = if bytes.len() <= small.config().buf_len {
-                small
-            } else {
-                big
-            };
-            let mut meta = *meta;
-            meta.layout = None;
-            batch.push(Frame::new(pool.alloc_from(bytes), meta));
+        let mut emit = GroOut {
+            small: &self.small_pool,
+            big: &self.pool,
+            batch,
         };
         q.gro.flush_older_than(now, &mut emit);
         for f in frames.drain(..) {
@@ -733,6 +726,45 @@ impl<N: Nic> Shim<N> {
         tally.add(Counter::GroFlushed, c.coalesced - q.gro_coalesced);
         q.gro_merged = c.merged;
         q.gro_coalesced = c.coalesced;
+    }
+}
+
+/// Where the shim's GRO delivers: frames that fit a small buffer are copied into
+/// one; a merged super-frame's buffer is taken whole into a [`PacketBuf`] of the
+/// big pool, and GRO gets a recycled buffer in its place, so the payload GRO
+/// gathered is not copied again.
+struct GroOut<'a> {
+    small: &'a Pool,
+    big: &'a Pool,
+    batch: &'a mut Batch,
+}
+
+impl GroOut<'_> {
+    fn push(&mut self, buf: PacketBuf, meta: &OffloadMeta) {
+        let mut meta = *meta;
+        meta.layout = None;
+        self.batch.push(Frame::new(buf, meta));
+    }
+}
+
+impl GroSink for GroOut<'_> {
+    fn frame(&mut self, bytes: &[u8], meta: &OffloadMeta) {
+        let pool = if bytes.len() <= self.small.config().buf_len {
+            self.small
+        } else {
+            self.big
+        };
+        let buf = pool.alloc_from(bytes);
+        self.push(buf, meta);
+    }
+
+    fn run(&mut self, buf: &mut Vec<u8>, meta: &OffloadMeta) {
+        if buf.len() <= self.small.config().buf_len {
+            return self.frame(buf, meta);
+        }
+        let taken = core::mem::replace(buf, self.big.take_storage());
+        let frame = PacketBuf::from_storage(self.big, taken);
+        self.push(frame, meta);
     }
 }
 

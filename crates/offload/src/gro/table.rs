@@ -9,7 +9,7 @@
 
 use super::view::Frame;
 use super::walk::RunState;
-use super::{FlushReason, GroCounters, walk};
+use super::{FlushReason, GroCounters, GroSink, walk};
 use crate::meta::OffloadMeta;
 use core::ops::Range;
 use linerate_wire::layout::Layout;
@@ -145,7 +145,7 @@ impl Table {
         &mut self,
         bucket: Range<usize>,
         counters: &mut GroCounters,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
+        out: &mut impl GroSink,
     ) -> usize {
         let keys = self.keys.get(bucket.clone()).unwrap_or_default();
         if let Some(i) = keys.iter().position(Option::is_none) {
@@ -197,7 +197,7 @@ impl Table {
         slot: usize,
         reason: FlushReason,
         counters: &mut GroCounters,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
+        out: &mut impl GroSink,
     ) {
         let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
             return;
@@ -209,11 +209,11 @@ impl Table {
         counters.flush(reason);
         counters.delivered += 1;
         if run.state.segs <= 1 {
-            out(&run.buf, &run.meta);
+            out.run(&mut run.buf, &run.meta);
         } else {
             counters.coalesced += 1;
             let meta = walk::complete(&mut run.buf, &mut run.layout, &run.state, &run.meta);
-            out(&run.buf, &meta);
+            out.run(&mut run.buf, &meta);
         }
     }
 
@@ -224,7 +224,7 @@ impl Table {
         hash: u32,
         reason: FlushReason,
         counters: &mut GroCounters,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
+        out: &mut impl GroSink,
     ) {
         if self.held == 0 {
             return;
@@ -242,7 +242,7 @@ impl Table {
         reason: FlushReason,
         mut due: impl FnMut(u64) -> bool,
         counters: &mut GroCounters,
-        out: &mut impl FnMut(&[u8], &OffloadMeta),
+        out: &mut impl GroSink,
     ) {
         if self.held == 0 {
             self.live.clear();

@@ -14,7 +14,11 @@
 
 mod input;
 mod output;
+mod sink;
 mod socket;
+
+use sink::CallbackSink;
+pub use sink::{PoolSink, TxSink};
 
 pub use socket::{Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
 
@@ -74,7 +78,7 @@ pub struct Engine {
     control: VecDeque<(Vec<u8>, OffloadMeta)>,
     ready: VecDeque<usize>,
     timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
-    /// The frame being built (reused; no allocation per TCP segment).
+    /// The buffer [`Engine::poll_transmit`] builds frames in (reused).
     scratch: Vec<u8>,
     ip_id: u16,
 }
@@ -108,7 +112,7 @@ impl Engine {
             control: VecDeque::new(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
-            scratch: Vec::with_capacity(65_536 + 128),
+            scratch: Vec::new(),
             ip_id,
         }
     }
@@ -156,42 +160,72 @@ impl Engine {
     }
 
     /// Hands every frame due now to `out`, with its offload metadata; returns how
-    /// many. Control frames first, then TCP: each connection with something to send
-    /// emits one segment (a super-segment of up to 64 KiB with offloads on) per
-    /// round, round robin, until none has anything left.
+    /// many. The same as [`Engine::poll_transmit_into`] over a reused scratch
+    /// buffer: each frame is built there and lent to `out`.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         out: &mut impl FnMut(&[u8], &OffloadMeta),
     ) -> usize {
+        let mut buf = std::mem::take(&mut self.scratch);
+        let mut sink = CallbackSink {
+            buf: &mut buf,
+            len: 0,
+            out,
+        };
+        let n = self.poll_transmit_into(now, &mut sink);
+        self.scratch = buf;
+        n
+    }
+
+    /// Writes every frame due now into buffers `sink` lends, and returns how many.
+    /// Control frames first, then TCP: each connection with something to send
+    /// emits one segment (a super-segment of up to 64 KiB with offloads on) per
+    /// round, round robin, until none has anything left or the sink is full.
+    /// TCP headers and payload are written straight into the sink's buffer.
+    pub fn poll_transmit_into(&mut self, now: Instant, sink: &mut impl TxSink) -> usize {
         let mut n = 0;
-        while let Some((frame, meta)) = self.control.pop_front() {
-            out(&frame, &meta);
-            n += 1;
+        if !self.flush_control(sink, &mut n) {
+            self.counters.tx_frames += n as u64;
+            return n;
         }
         while let Some(idx) = self.ready.pop_front() {
             let Some(slot) = self.slots.get_mut(idx) else {
                 continue;
             };
             slot.queued = false;
-            let mut sent = false;
-            if let Some(meta) = self.emit_tcp(now, idx) {
-                out(&self.scratch, &meta);
-                n += 1;
-                sent = true;
-            }
-            // Frames a neighbour miss queued, or an RST, may be waiting.
-            while let Some((frame, meta)) = self.control.pop_front() {
-                out(&frame, &meta);
+            let sent = self.emit_tcp(now, idx, sink);
+            // Frames a neighbour miss queued, an RST, or a frame the sink had no
+            // room for may be waiting.
+            let room = self.flush_control(sink, &mut n);
+            if sent {
                 n += 1;
             }
             self.after_event(idx);
             if sent {
                 self.mark_ready(idx);
             }
+            if !room {
+                break;
+            }
         }
         self.counters.tx_frames += n as u64;
         n
+    }
+
+    /// Moves control frames into `sink`, counting them in `n`; false when the
+    /// sink ran out of room (the rest stay queued).
+    fn flush_control(&mut self, sink: &mut impl TxSink, n: &mut usize) -> bool {
+        while let Some((frame, meta)) = self.control.pop_front() {
+            let Some(buf) = sink.buffer(frame.len()) else {
+                self.control.push_front((frame, meta));
+                return false;
+            };
+            buf.copy_from_slice(&frame);
+            sink.commit(&meta);
+            *n += 1;
+        }
+        true
     }
 
     fn conn(&self, idx: usize) -> Option<&Conn> {

@@ -1,5 +1,5 @@
 //! Frame construction: Ethernet, IPv4 (RFC 791) or IPv6 (RFC 8200) and TCP headers
-//! written straight into the reused scratch buffer, payload copied once from the
+//! written straight into a buffer the caller lends (a [`TxSink`]), payload copied once from the
 //! send buffer; ARP requests and replies, neighbour solicitations and
 //! advertisements, ICMP echo replies and RSTs as control frames.
 //!
@@ -13,7 +13,9 @@
 //! one MSS and every checksum is complete.
 
 use super::Engine;
+use super::sink::TxSink;
 use crate::net::neighbor::{Lookup, Queued};
+use crate::tcp::conn::Conn;
 use crate::tcp::segment::Outgoing;
 use crate::time::Instant;
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
@@ -102,127 +104,67 @@ impl Engine {
         }
     }
 
-    /// Asks connection `idx` for its next segment and builds the frame in the
-    /// scratch buffer; returns its metadata, or `None` if there was nothing to send
-    /// or the frame went to a neighbour queue.
-    pub(super) fn emit_tcp(&mut self, now: Instant, idx: usize) -> Option<OffloadMeta> {
+    /// Asks connection `idx` for its next segment and writes the frame straight
+    /// into a buffer of `sink`; returns whether a segment was produced. A frame for
+    /// an unresolved neighbour goes to the neighbour queue (and a probe is sent); a
+    /// frame the sink has no room for waits in the control queue for the next poll.
+    pub(super) fn emit_tcp(&mut self, now: Instant, idx: usize, sink: &mut impl TxSink) -> bool {
+        self.try_emit_tcp(now, idx, sink).is_some()
+    }
+
+    fn try_emit_tcp(&mut self, now: Instant, idx: usize, sink: &mut impl TxSink) -> Option<()> {
         let offloads = self.cfg.offloads;
         let mss_hint = self.conn(idx)?.state.snd().map_or(1, |s| s.mss);
         let max_data = self.max_data(mss_hint);
         let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
         let o = conn.poll_output(now, max_data, &mut self.counters)?;
-        let (local, remote) = (conn.local, conn.remote);
+        let remote = conn.remote;
         let segments = o.wire_segments();
         self.counters.tcp_out_segs += segments as u64;
         self.counters.ip_out_requests += 1;
         let id = self.next_ip_id(segments);
-        let meta = self.build_tcp(idx, local, remote, &o, id, offloads)?;
-        self.route(now, remote.ip(), meta)
-    }
-
-    /// Builds the frame for `o` of connection `idx` into the scratch buffer (with a
-    /// zero destination MAC, filled in by [`Engine::route`]).
-    fn build_tcp(
-        &mut self,
-        idx: usize,
-        local: SocketAddr,
-        remote: SocketAddr,
-        o: &Outgoing,
-        id: u16,
-        offloads: bool,
-    ) -> Option<OffloadMeta> {
         let mut opts = [0u8; tcp::options::MAX_LEN];
         let opt_len = o.write_options(&mut opts);
-        let tcp_len = tcp::HEADER_LEN + opt_len;
-        let l3 = ethernet::HEADER_LEN;
-        let l4 = l3 + ip_header_len(local.ip());
-        let l4_len = tcp_len + o.data_len;
-        let total = l4 + l4_len;
-        let mac = self.cfg.mac;
-        let buf = &mut self.scratch;
-        buf.clear();
-        buf.resize(total, 0);
-        let pseudo = match (local.ip(), remote.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                put_eth(buf, [0; 6], mac, ethertype::IPV4);
-                put_ipv4(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, id);
-                checksum::pseudo_ipv4(
-                    s.octets(),
-                    d.octets(),
-                    protocol::TCP,
-                    l4_len.min(65_535) as u16,
-                )
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                put_eth(buf, [0; 6], mac, ethertype::IPV6);
-                put_ipv6(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, HOP_LIMIT);
-                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, l4_len as u32)
-            }
-            _ => return None,
+        let opts = opts.get(..opt_len)?;
+        let total = ethernet::HEADER_LEN
+            + ip_header_len(remote.ip())
+            + tcp::HEADER_LEN
+            + opt_len
+            + o.data_len;
+        let src_mac = self.cfg.mac;
+        let conn = self.slots.get(idx)?.conn.as_ref()?;
+        let hit = match self.neighbors.lookup(now, remote.ip()) {
+            Lookup::Hit(mac) => Some(mac),
+            Lookup::Miss => None,
         };
-        let seg = buf.get_mut(l4..)?;
+        if let Some(dst_mac) = hit
+            && let Some(buf) = sink.buffer(total)
         {
-            let (hdr, data) = seg.split_at_mut(tcp_len);
-            let mut t = tcp::Packet::new_unchecked(&mut hdr[..]);
-            t.set_src_port(local.port());
-            t.set_dst_port(remote.port());
-            t.set_seq_number(o.seq.0);
-            t.set_ack_number(if o.flags.contains(tcp::Flags::ACK) {
-                o.ack.0
-            } else {
-                0
-            });
-            t.set_data_offset((tcp_len / 4) as u8);
-            t.set_flags(o.flags);
-            t.set_window(o.wnd);
-            t.options_mut().copy_from_slice(opts.get(..opt_len)?);
-            let conn = self.slots.get(idx)?.conn.as_ref()?;
-            conn.tx.peek(o.data_off, data);
+            let macs = (dst_mac, src_mac);
+            let meta = build_tcp(buf, macs, conn, &o, opts, id, offloads)?;
+            sink.commit(&meta);
+            return Some(());
         }
-        let mut t = tcp::Packet::new_unchecked(seg);
-        let mut meta = OffloadMeta::plain();
-        if offloads {
-            t.set_checksum(checksum::fold(pseudo));
-            meta.csum = Checksum::Partial {
-                start: l4 as u16,
-                offset: 16,
-            };
-            if o.data_len > o.mss && o.mss > 0 {
-                let kind = if local.is_ipv4() {
-                    GsoType::TcpV4
-                } else {
-                    GsoType::TcpV6
-                };
-                let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
-                gso.segs = o.wire_segments().min(65_535) as u16;
-                meta.gso = Some(gso);
-            }
-        } else {
-            t.fill_checksum(pseudo);
+        let mut frame = vec![0u8; total];
+        let meta = build_tcp(
+            &mut frame,
+            (hit.unwrap_or_default(), src_mac),
+            conn,
+            &o,
+            opts,
+            id,
+            offloads,
+        )?;
+        if hit.is_some() {
+            self.control.push_back((frame, meta));
+            return Some(());
         }
-        Some(meta)
-    }
-
-    /// Fills in the destination MAC of the frame in the scratch buffer, or moves
-    /// the frame to the neighbour queue (and probes) if `ip` is not resolved.
-    fn route(&mut self, now: Instant, ip: IpAddr, meta: OffloadMeta) -> Option<OffloadMeta> {
-        match self.neighbors.lookup(now, ip) {
-            Lookup::Hit(mac) => {
-                if let Some(d) = self.scratch.get_mut(..6) {
-                    d.copy_from_slice(&mac);
-                }
-                Some(meta)
-            }
-            Lookup::Miss => {
-                let frame = self.scratch.clone();
-                match self.neighbors.enqueue(now, ip, (frame, meta)) {
-                    Queued::ProbeNow => self.probe(ip),
-                    Queued::Waiting => {}
-                    Queued::Dropped => self.counters.neighbor_drops += 1,
-                }
-                None
-            }
+        match self.neighbors.enqueue(now, remote.ip(), (frame, meta)) {
+            Queued::ProbeNow => self.probe(remote.ip()),
+            Queued::Waiting => {}
+            Queued::Dropped => self.counters.neighbor_drops += 1,
         }
+        Some(())
     }
 
     /// Sends an ARP request or a neighbour solicitation for `ip`.
@@ -429,4 +371,83 @@ impl Engine {
             },
         );
     }
+}
+
+/// Writes the frame for segment `o` of `conn` into `buf` (exactly the frame's
+/// length): Ethernet with `macs` (destination, source), IP, TCP with `opts`, and
+/// the data copied from the send buffer. Every header byte is written, so `buf`
+/// may hold anything before. Returns the frame's offload metadata.
+fn build_tcp(
+    buf: &mut [u8],
+    macs: ([u8; 6], [u8; 6]),
+    conn: &Conn,
+    o: &Outgoing,
+    opts: &[u8],
+    id: u16,
+    offloads: bool,
+) -> Option<OffloadMeta> {
+    let (local, remote) = (conn.local, conn.remote);
+    let tcp_len = tcp::HEADER_LEN + opts.len();
+    let l3 = ethernet::HEADER_LEN;
+    let l4 = l3 + ip_header_len(local.ip());
+    let l4_len = tcp_len + o.data_len;
+    let pseudo = match (local.ip(), remote.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            put_eth(buf, macs.0, macs.1, ethertype::IPV4);
+            put_ipv4(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, id);
+            checksum::pseudo_ipv4(
+                s.octets(),
+                d.octets(),
+                protocol::TCP,
+                l4_len.min(65_535) as u16,
+            )
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            put_eth(buf, macs.0, macs.1, ethertype::IPV6);
+            put_ipv6(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, HOP_LIMIT);
+            checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, l4_len as u32)
+        }
+        _ => return None,
+    };
+    let seg = buf.get_mut(l4..)?;
+    {
+        let (hdr, data) = seg.split_at_mut(tcp_len);
+        hdr.fill(0);
+        let mut t = tcp::Packet::new_unchecked(&mut hdr[..]);
+        t.set_src_port(local.port());
+        t.set_dst_port(remote.port());
+        t.set_seq_number(o.seq.0);
+        t.set_ack_number(if o.flags.contains(tcp::Flags::ACK) {
+            o.ack.0
+        } else {
+            0
+        });
+        t.set_data_offset((tcp_len / 4) as u8);
+        t.set_flags(o.flags);
+        t.set_window(o.wnd);
+        t.options_mut().copy_from_slice(opts);
+        conn.tx.peek(o.data_off, data);
+    }
+    let mut t = tcp::Packet::new_unchecked(seg);
+    let mut meta = OffloadMeta::plain();
+    if offloads {
+        t.set_checksum(checksum::fold(pseudo));
+        meta.csum = Checksum::Partial {
+            start: l4 as u16,
+            offset: 16,
+        };
+        if o.data_len > o.mss && o.mss > 0 {
+            let kind = if local.is_ipv4() {
+                GsoType::TcpV4
+            } else {
+                GsoType::TcpV6
+            };
+            let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
+            gso.segs = o.wire_segments().min(65_535) as u16;
+            meta.gso = Some(gso);
+        }
+    } else {
+        t.fill_checksum(pseudo);
+    }
+    Some(meta)
 }

@@ -13,14 +13,14 @@
 //! batches keep their capacity.
 
 use super::RtError;
-use crate::engine::Engine;
+use crate::engine::{Engine, TxSink};
 use crate::time::Instant;
-use linerate_nic::{Batch, DEFAULT_BATCH, Frame, Nic, NicError, Pool, Readiness};
+use linerate_nic::{Batch, DEFAULT_BATCH, Frame, Nic, NicError, PacketBuf, Pool, Readiness};
 use linerate_offload::OffloadMeta;
 use std::time::Duration;
 
-/// Frames the transmit batch may hold when the backend takes none, before the
-/// newest are dropped (TCP retransmits them).
+/// Frames the transmit batch may hold while the backend takes none; past that the
+/// driver stops taking frames from the engine, which keeps them.
 const TX_BACKLOG: usize = 8 * DEFAULT_BATCH;
 
 /// What a [`Driver`] has done so far.
@@ -35,8 +35,6 @@ pub struct DriverStats {
     /// Frames the backend refused (oversize, unsupported offload, malformed);
     /// each is dropped and counted in the NIC's `tx_dropped_*` counters too.
     pub tx_refused: u64,
-    /// Frames dropped because the backend took nothing for a long time.
-    pub tx_dropped: u64,
 }
 
 /// One [`Engine`] driving one queue of a [`Nic`]. See the [module docs](self).
@@ -220,22 +218,24 @@ impl<N: Nic> Driver<N> {
             stats,
             ..
         } = self;
-        let mut err = flush(nic, *queue, tx, stats).err();
-        engine.poll_transmit(now, &mut |bytes, meta| {
-            if tx.len() >= TX_BACKLOG {
-                stats.tx_dropped += 1;
-                return;
-            }
-            let mut buf = pool.alloc();
-            buf.extend_from_slice(bytes);
-            tx.push(Frame::new(buf, *meta));
-            if tx.len() >= DEFAULT_BATCH
-                && err.is_none()
-                && let Err(e) = flush(nic, *queue, tx, stats)
-            {
-                err = Some(e);
-            }
-        });
+        let err = flush(nic, *queue, tx, stats).err();
+        let mut sink = DriverSink {
+            nic,
+            queue: *queue,
+            pool,
+            tx,
+            stats,
+            err,
+            pending: None,
+        };
+        engine.poll_transmit_into(now, &mut sink);
+        let DriverSink {
+            nic,
+            tx,
+            stats,
+            mut err,
+            ..
+        } = sink;
         if err.is_none() {
             err = flush(nic, *queue, tx, stats).err();
         }
@@ -278,6 +278,43 @@ fn flush<N: Nic>(
         }
     }
     Ok(())
+}
+
+/// The driver's [`TxSink`]: the engine writes each frame into a buffer of the NIC's
+/// pool, batches go to the backend as they fill; once the backend has taken none
+/// of [`TX_BACKLOG`] frames the sink refuses more and the engine keeps them.
+struct DriverSink<'a, N> {
+    nic: &'a mut N,
+    queue: usize,
+    pool: &'a Pool,
+    tx: &'a mut Batch,
+    stats: &'a mut DriverStats,
+    err: Option<NicError>,
+    pending: Option<PacketBuf>,
+}
+
+impl<N: Nic> TxSink for DriverSink<'_, N> {
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.tx.len() >= TX_BACKLOG {
+            return None;
+        }
+        let mut buf = self.pool.alloc();
+        buf.append(len);
+        Some(self.pending.insert(buf).as_mut_slice())
+    }
+
+    fn commit(&mut self, meta: &OffloadMeta) {
+        let Some(buf) = self.pending.take() else {
+            return;
+        };
+        self.tx.push(Frame::new(buf, *meta));
+        if self.tx.len() >= DEFAULT_BATCH
+            && self.err.is_none()
+            && let Err(e) = flush(self.nic, self.queue, self.tx, self.stats)
+        {
+            self.err = Some(e);
+        }
+    }
 }
 
 /// ARP, or ICMPv6 router/neighbour discovery (types 133 to 137) in an IPv6 packet

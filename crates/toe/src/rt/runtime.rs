@@ -126,7 +126,8 @@ pub struct QueueStats {
     pub rx_frames: u64,
     /// Frames the backend took for transmission.
     pub tx_frames: u64,
-    /// Frames the backend refused or the driver dropped.
+    /// Frames the backend refused (the driver itself drops none: while the
+    /// backend takes nothing, the engine keeps its frames).
     pub tx_dropped: u64,
     /// Neighbour-discovery frames copied to the other queues.
     pub forwarded: u64,
@@ -704,7 +705,7 @@ impl<N: Nic> QueueLoop<N> {
         self.stats.polls = d.polls;
         self.stats.rx_frames = d.rx_frames;
         self.stats.tx_frames = d.tx_frames;
-        self.stats.tx_dropped = d.tx_refused + d.tx_dropped;
+        self.stats.tx_dropped = d.tx_refused;
         if let Some(q) = self.inner.queues.get(self.q) {
             q.stats.store(&self.stats);
         }

@@ -1,0 +1,94 @@
+//! Where the engine writes the frames it sends: buffers the caller lends.
+//!
+//! [`Engine::poll_transmit_into`](super::Engine::poll_transmit_into) asks a
+//! [`TxSink`] for an area of exactly the frame's length, writes the headers and
+//! copies the payload from the send buffer straight into it, then commits it with
+//! its [`OffloadMeta`]. Over a NIC the area is a pooled packet buffer
+//! ([`PoolSink`]), so a super-segment's payload is copied once on its way out of the
+//! socket, with no intermediate frame. [`Engine::poll_transmit`](super::Engine::poll_transmit)
+//! is the same over a reused scratch buffer, for callers that take `&[u8]`.
+
+use linerate_nic::{Batch, Frame, PacketBuf, Pool};
+use linerate_offload::OffloadMeta;
+
+/// Takes the frames an engine sends.
+pub trait TxSink {
+    /// A writable area of exactly `len` bytes for the next frame (its content is
+    /// unspecified: the engine writes all of it), or `None` if the sink has no
+    /// room now. The engine then keeps the frame and offers it again on the next
+    /// poll.
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]>;
+
+    /// The area last handed out by [`TxSink::buffer`] holds a whole frame, to be
+    /// sent with `meta`.
+    fn commit(&mut self, meta: &OffloadMeta);
+}
+
+/// A [`TxSink`] that fills buffers from a [`Pool`] and appends them to a [`Batch`]
+/// as [`Frame`]s.
+#[derive(Debug)]
+pub struct PoolSink<'a> {
+    pool: &'a Pool,
+    batch: &'a mut Batch,
+    pending: Option<PacketBuf>,
+    limit: usize,
+}
+
+impl<'a> PoolSink<'a> {
+    /// Appends to `batch` buffers taken from `pool`, with no limit on how many.
+    pub fn new(pool: &'a Pool, batch: &'a mut Batch) -> PoolSink<'a> {
+        PoolSink {
+            pool,
+            batch,
+            pending: None,
+            limit: usize::MAX,
+        }
+    }
+
+    /// Refuses buffers once the batch holds `limit` frames.
+    pub fn with_limit(mut self, limit: usize) -> PoolSink<'a> {
+        self.limit = limit;
+        self
+    }
+}
+
+impl TxSink for PoolSink<'_> {
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.batch.len() >= self.limit {
+            return None;
+        }
+        let mut buf = self.pool.alloc();
+        buf.append(len);
+        Some(self.pending.insert(buf).as_mut_slice())
+    }
+
+    fn commit(&mut self, meta: &OffloadMeta) {
+        if let Some(buf) = self.pending.take() {
+            self.batch.push(Frame::new(buf, *meta));
+        }
+    }
+}
+
+/// The sink behind [`Engine::poll_transmit`](super::Engine::poll_transmit): one
+/// reused buffer, each frame handed to a callback as it is committed.
+pub(super) struct CallbackSink<'a, F> {
+    pub(super) buf: &'a mut Vec<u8>,
+    pub(super) len: usize,
+    pub(super) out: F,
+}
+
+impl<F: FnMut(&[u8], &OffloadMeta)> TxSink for CallbackSink<'_, F> {
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        if self.buf.len() < len {
+            self.buf.resize(len, 0);
+        }
+        self.len = len;
+        self.buf.get_mut(..len)
+    }
+
+    fn commit(&mut self, meta: &OffloadMeta) {
+        if let Some(frame) = self.buf.get(..self.len) {
+            (self.out)(frame, meta);
+        }
+    }
+}
