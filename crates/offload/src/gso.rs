@@ -70,7 +70,7 @@ mod tcp;
 mod tunnel;
 mod udp;
 
-pub use out::{SegmentBuf, ZeroCopyBuf, ZeroCopySegment};
+pub use out::{SegmentBuf, SegmentSink, ZeroCopyBuf, ZeroCopySegment};
 
 use crate::csum::{self, CsumError};
 use crate::meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta};
@@ -126,6 +126,8 @@ pub enum GsoError {
     },
     /// A pass-through frame's partial checksum could not be completed.
     Checksum(CsumError),
+    /// The [`SegmentSink`] had no buffer for the next segment.
+    NoBuffer,
 }
 
 impl fmt::Display for GsoError {
@@ -148,6 +150,7 @@ impl fmt::Display for GsoError {
                 "{layer} length says the data ends at {declared}, it ends at {actual}"
             ),
             GsoError::Checksum(e) => write!(f, "checksum completion failed: {e}"),
+            GsoError::NoBuffer => f.write_str("no buffer for the next segment"),
         }
     }
 }
@@ -256,6 +259,72 @@ impl Segmenter {
             out.clear();
         }
         r
+    }
+
+    /// Segments `frame` as `meta` asks, writing each whole segment into a buffer
+    /// `sink` lends, and returns the number of segments; the checksum state of
+    /// every segment is [`Segmenter::segment_to_csum`]'s.
+    ///
+    /// Each segment's payload is copied once, straight from `frame` into the
+    /// sink's buffer, and with [`CsumMode::Complete`] summed in the same pass
+    /// ([`checksum::copy_partial`]): the copy a backend without scatter-gather
+    /// needs anyway also yields the checksum. A frame without a GSO request is
+    /// copied whole (its partial checksum completed in `Complete` mode). If the
+    /// sink has no room, [`GsoError::NoBuffer`]: the segments before were
+    /// committed.
+    pub fn segment_to(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        sink: &mut impl SegmentSink,
+    ) -> Result<(usize, Checksum), GsoError> {
+        let r = self.segment_sink(frame, meta, sink);
+        if r.is_err() {
+            self.stats.errors += 1;
+        }
+        r
+    }
+
+    fn segment_sink(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        sink: &mut impl SegmentSink,
+    ) -> Result<(usize, Checksum), GsoError> {
+        let Some(gso) = request(meta) else {
+            let buf = sink.buffer(frame.len()).ok_or(GsoError::NoBuffer)?;
+            buf.copy_from_slice(frame);
+            let mut state = meta.csum;
+            if self.mode == CsumMode::Complete && matches!(meta.csum, Checksum::Partial { .. }) {
+                state = csum::complete(buf, meta)?;
+            }
+            sink.commit();
+            self.stats.passed_through += 1;
+            return Ok((1, state));
+        };
+        let (plan, hdrs, payload) = self.plan(frame, meta, &gso)?;
+        let n = plan.segments();
+        let h = hdrs.len();
+        for (i, chunk) in plan.chunks(payload).enumerate() {
+            let buf = sink.buffer(h + chunk.len()).ok_or(GsoError::NoBuffer)?;
+            let (hdr, data) = buf.split_at_mut(h);
+            hdr.copy_from_slice(hdrs);
+            let payload_sum = match self.mode {
+                CsumMode::Complete => checksum::copy_partial(data, chunk, 0).unwrap_or(0),
+                CsumMode::LeavePartial => {
+                    data.copy_from_slice(chunk);
+                    0
+                }
+            };
+            let mut seg = plan.seg(i, &[], CsumMode::LeavePartial);
+            seg.len = chunk.len();
+            seg.payload_sum = payload_sum;
+            plan.fix(hdr, &seg);
+            sink.commit();
+        }
+        self.stats.super_frames += 1;
+        self.stats.segments += n as u64;
+        Ok((n, plan.csum_out))
     }
 
     fn count(&mut self, r: &Result<usize, GsoError>) {

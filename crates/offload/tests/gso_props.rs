@@ -8,7 +8,7 @@
 mod common;
 
 use common::{Spec, Super, Tunnel, build, check_segments};
-use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter, ZeroCopyBuf};
+use linerate_offload::gso::{CsumMode, SegmentBuf, SegmentSink, Segmenter, ZeroCopyBuf};
 use linerate_offload::{Checksum, OffloadMeta, csum};
 use proptest::prelude::*;
 
@@ -42,8 +42,20 @@ fn segment_every_way(spec: &Spec, sup: &Super) {
         );
     }
 
+    // Into lent buffers, payload copied and summed in one pass: the same bytes,
+    // and they pass the independent checks on their own.
+    let mut lent = Lent::default();
+    let (m, state) = seg.segment_to(&sup.frame, &sup.meta, &mut lent).unwrap();
+    assert_eq!((m, state), (n, Checksum::None));
+    check_segments(spec, sup, &lent.frames);
+    assert!(lent.frames == segs, "{}: segment_to differs", spec.name());
+
     // Left partial, then completed as a backend with checksum offload would.
     seg.set_mode(CsumMode::LeavePartial);
+    let mut lent_partial = Lent::default();
+    let (_, lent_state) = seg
+        .segment_to(&sup.frame, &sup.meta, &mut lent_partial)
+        .unwrap();
     let mut partial = SegmentBuf::new();
     seg.segment(&sup.frame, &sup.meta, &mut partial).unwrap();
     let Checksum::Partial { start, offset } = partial.csum() else {
@@ -65,14 +77,39 @@ fn segment_every_way(spec: &Spec, sup: &Super) {
         })
         .collect();
     check_segments(spec, sup, &completed);
+    assert_eq!(lent_state, partial.csum());
+    let partial_frames: Vec<Vec<u8>> = partial.iter().map(<[u8]>::to_vec).collect();
+    assert!(
+        lent_partial.frames == partial_frames,
+        "{}: partial segment_to differs",
+        spec.name()
+    );
     // Zero-copy and partial: the headers are those of the copying output.
     seg.segment_zero_copy(&sup.frame, &sup.meta, &mut zc)
         .unwrap();
     for i in 0..n {
         assert_eq!(zc.header(i).unwrap(), &partial.get(i).unwrap()[..hdr_len]);
     }
-    assert_eq!(seg.stats().super_frames, 4);
-    assert_eq!(seg.stats().segments, 4 * n as u64);
+    assert_eq!(seg.stats().super_frames, 6);
+    assert_eq!(seg.stats().segments, 6 * n as u64);
+}
+
+/// A [`SegmentSink`] lending fresh buffers filled with junk, so a byte the
+/// segmenter fails to write shows.
+#[derive(Default)]
+struct Lent {
+    frames: Vec<Vec<u8>>,
+    pending: Vec<u8>,
+}
+
+impl SegmentSink for Lent {
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.pending = vec![0xa5; len];
+        Some(&mut self.pending)
+    }
+    fn commit(&mut self) {
+        self.frames.push(std::mem::take(&mut self.pending));
+    }
 }
 
 fn tunnel() -> impl Strategy<Value = Tunnel> {

@@ -89,7 +89,7 @@ use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{Gro, GroConfig, GroSink};
-use linerate_offload::gso::{CsumMode, GsoError, Segmenter, ZeroCopyBuf};
+use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter};
 use linerate_offload::{Checksum, OffloadMeta, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
 use std::collections::VecDeque;
@@ -208,7 +208,6 @@ pub struct Shim<N: Nic> {
     pool: Pool,
     small_pool: Pool,
     segmenter: Segmenter,
-    zc: ZeroCopyBuf,
     queues: Vec<QueueState>,
     /// Software RSS, when more queues are presented than the backend has.
     steering: Option<Arc<Steering>>,
@@ -323,7 +322,6 @@ impl<N: Nic> Shim<N> {
             pool: Pool::new(cfg.pool),
             small_pool: Pool::new(cfg.small_pool),
             segmenter: Segmenter::new(CsumMode::Complete),
-            zc: ZeroCopyBuf::new(),
             queues,
             steering,
             queue_len: cfg.queue_len.max(1),
@@ -406,24 +404,31 @@ impl<N: Nic> Shim<N> {
                 CsumMode::Complete
             };
             self.segmenter.set_mode(mode);
-            let bytes = frame.bytes();
-            let n = self
-                .segmenter
-                .segment_zero_copy(bytes, &frame.meta, &mut self.zc)
-                .map_err(|e| (gso_error(e), Counter::TxDroppedInvalid))?;
-            let seg_csum = self.zc.csum();
-            let meta = OffloadMeta {
-                csum: seg_csum,
-                gso: None,
-                rss: frame.meta.rss,
-                layout: None,
+            let first = q.pending.len();
+            let mut sink = SegmentsInto {
+                pool: self.backend.pool(),
+                batch: &mut q.pending,
+                meta: OffloadMeta {
+                    csum: Checksum::None,
+                    gso: None,
+                    rss: frame.meta.rss,
+                    layout: None,
+                },
+                pending: None,
             };
-            let pool = self.backend.pool();
-            for (h, p) in self.zc.iter(bytes) {
-                let mut buf = pool.alloc();
-                buf.extend_from_slice(h);
-                buf.extend_from_slice(p);
-                q.pending.push(Frame::new(buf, meta));
+            let made = self
+                .segmenter
+                .segment_to(frame.bytes(), &frame.meta, &mut sink);
+            let (n, seg_csum) = match made {
+                Ok(r) => r,
+                Err(e) => {
+                    // Segments of a frame that failed part-way are not sent.
+                    q.pending.truncate(first);
+                    return Err((gso_error(e), Counter::TxDroppedInvalid));
+                }
+            };
+            for f in q.pending.iter_mut().skip(first) {
+                f.meta.csum = seg_csum;
             }
             tally.add(Counter::GsoPackets, 1);
             tally.add(Counter::GsoSegments, n as u64);
@@ -624,28 +629,30 @@ impl<N: Nic> Shim<N> {
                 out.push(f);
                 continue;
             }
-            let bytes = f.bytes();
-            if self
-                .segmenter
-                .segment_zero_copy(bytes, &f.meta, &mut self.zc)
-                .is_err()
-            {
-                tally.add(Counter::RxDroppedMalformed, 1);
-                continue;
-            }
-            let meta = OffloadMeta {
-                csum: self.zc.csum(),
-                gso: None,
-                rss: f.meta.rss,
-                layout: None,
+            let first = out.len();
+            let mut sink = SegmentsInto {
+                pool: &self.small_pool,
+                batch: &mut out,
+                meta: OffloadMeta {
+                    csum: Checksum::None,
+                    gso: None,
+                    rss: f.meta.rss,
+                    layout: None,
+                },
+                pending: None,
             };
-            for (h, p) in self.zc.iter(bytes) {
-                let mut buf = self.small_pool.alloc();
-                buf.extend_from_slice(h);
-                buf.extend_from_slice(p);
-                out.push(Frame::new(buf, meta));
+            match self.segmenter.segment_to(f.bytes(), &f.meta, &mut sink) {
+                Ok((n, state)) => {
+                    for s in out.iter_mut().skip(first) {
+                        s.meta.csum = state;
+                    }
+                    tally.add(Counter::GsoSegments, n as u64);
+                }
+                Err(_) => {
+                    out.truncate(first);
+                    tally.add(Counter::RxDroppedMalformed, 1);
+                }
             }
-            tally.add(Counter::GsoSegments, self.zc.len() as u64);
         }
         *frames = out;
     }
@@ -726,6 +733,29 @@ impl<N: Nic> Shim<N> {
         tally.add(Counter::GroFlushed, c.coalesced - q.gro_coalesced);
         q.gro_merged = c.merged;
         q.gro_coalesced = c.coalesced;
+    }
+}
+
+/// Where the shim's software GSO writes segments: buffers of the backend's pool,
+/// appended to a queue's pending batch with `meta`.
+struct SegmentsInto<'a> {
+    pool: &'a Pool,
+    batch: &'a mut Batch,
+    meta: OffloadMeta,
+    pending: Option<PacketBuf>,
+}
+
+impl SegmentSink for SegmentsInto<'_> {
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        let mut buf = self.pool.alloc();
+        buf.append(len);
+        Some(self.pending.insert(buf).as_mut_slice())
+    }
+
+    fn commit(&mut self) {
+        if let Some(buf) = self.pending.take() {
+            self.batch.push(Frame::new(buf, self.meta));
+        }
     }
 }
 

@@ -248,3 +248,14 @@ impl ZeroCopyBuf {
         self.segs.push(ZeroCopySegment { header, payload });
     }
 }
+
+/// Where [`super::Segmenter::segment_to`] writes segments: buffers the caller
+/// lends (a NIC's pool buffers), so each segment is built in place.
+pub trait SegmentSink {
+    /// A writable area of exactly `len` bytes for the next segment (content
+    /// unspecified: the segmenter writes all of it), or `None` if there is no room.
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]>;
+
+    /// The area last lent by [`SegmentSink::buffer`] holds a whole segment.
+    fn commit(&mut self);
+}

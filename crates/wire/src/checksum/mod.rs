@@ -169,6 +169,24 @@ pub fn partial(data: &[u8], initial: u32) -> u32 {
     combine(initial, from_le_sum(sum))
 }
 
+/// Copies `src` into the front of `dst` and adds `src` to the running sum
+/// `initial`, as [`partial`] would, in one pass over the data: the copy a
+/// segmenter or a receive path makes anyway also yields the checksum. Returns
+/// `None` (copying nothing) if `dst` is shorter than `src`.
+#[inline]
+pub fn copy_partial(dst: &mut [u8], src: &[u8], initial: u32) -> Option<u32> {
+    let dst = dst.get_mut(..src.len())?;
+    #[cfg(target_arch = "x86_64")]
+    if src.len() >= SMALL
+        && best() == Implementation::Avx2
+        && let Some(s) = x86::copy_sum(dst, src)
+    {
+        return Some(combine(initial, from_le_sum(s)));
+    }
+    dst.copy_from_slice(src);
+    Some(partial(dst, initial))
+}
+
 /// The little-endian word sum of `data` by the [`best`] kernel.
 #[inline]
 fn sum_best(data: &[u8]) -> u64 {

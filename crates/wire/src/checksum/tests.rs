@@ -291,3 +291,49 @@ fn implementation_names() {
     assert_eq!(Implementation::Portable.name(), "portable");
     assert_eq!(Implementation::Avx2.name(), "avx2");
 }
+
+#[test]
+fn copy_partial_copies_and_sums_like_naive() {
+    let mut rng = Rng(11);
+    let buf = rng.bytes(3000 + 64);
+    let mut lens: Vec<usize> = (0..600).collect();
+    lens.extend([1023, 1024, 1460, 1461, 2047, 3000]);
+    for len in lens {
+        let (off, dst_off) = (rng.below(64), rng.below(64));
+        let src = &buf[off..off + len];
+        let initial = rng.next() as u32;
+        let mut dst = vec![0xa5u8; dst_off + len + 7];
+        let got = copy_partial(&mut dst[dst_off..], src, initial).map(fold);
+        assert_eq!(got, Some(naive(src, initial)), "len {len}");
+        assert_eq!(&dst[dst_off..dst_off + len], src, "len {len}");
+        // Nothing written outside the copy.
+        assert!(dst[..dst_off].iter().all(|&b| b == 0xa5), "len {len}");
+        assert!(dst[dst_off + len..].iter().all(|&b| b == 0xa5), "len {len}");
+    }
+}
+
+#[test]
+fn copy_partial_across_blocks_and_into_short_buffers() {
+    #[cfg(target_arch = "x86_64")]
+    let block = x86::BLOCK;
+    #[cfg(not(target_arch = "x86_64"))]
+    let block = 1 << 19;
+    let mut rng = Rng(12);
+    let mut src = vec![0xff; 2 * block + 77];
+    for _ in 0..100 {
+        let i = rng.below(src.len());
+        src[i] = rng.next() as u8;
+    }
+    let mut dst = vec![0u8; src.len()];
+    assert_eq!(
+        copy_partial(&mut dst, &src, 3).map(fold),
+        Some(naive(&src, 3))
+    );
+    assert_eq!(dst, src);
+    let mut short = vec![0u8; 10];
+    assert_eq!(copy_partial(&mut short, &src[..11], 0), None);
+    assert!(
+        short.iter().all(|&b| b == 0),
+        "a refused copy writes nothing"
+    );
+}

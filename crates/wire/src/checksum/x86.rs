@@ -28,7 +28,7 @@ use core::arch::x86_64::{
     __m256i, _mm_add_epi64, _mm_cvtsi128_si64, _mm_extract_epi64, _mm256_add_epi32,
     _mm256_add_epi64, _mm256_and_si256, _mm256_castsi256_si128, _mm256_extracti128_si256,
     _mm256_loadu_si256, _mm256_set1_epi32, _mm256_set1_epi64x, _mm256_setzero_si256,
-    _mm256_srli_epi32, _mm256_srli_epi64,
+    _mm256_srli_epi32, _mm256_srli_epi64, _mm256_storeu_si256,
 };
 
 use super::{add64, fold64, portable};
@@ -159,6 +159,104 @@ unsafe fn sum_block(block: &[u8]) -> u64 {
         // stall store-to-load forwarding).
         let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
         // Each lane is below 2^34: no overflow. The casts reinterpret the bits.
+        _mm_cvtsi128_si64(s) as u64 + _mm_extract_epi64::<1>(s) as u64
+    }
+}
+
+/// Copies `src` into the front of `dst` and returns the little-endian word sum of
+/// `src` (the contract of `portable::sum`), or `None` if this CPU lacks AVX2 or
+/// `dst` is shorter than `src`. One pass over the data: each vector loaded is
+/// stored and summed.
+#[inline]
+pub(super) fn copy_sum(dst: &mut [u8], src: &[u8]) -> Option<u64> {
+    if !available() {
+        return None;
+    }
+    let dst = dst.get_mut(..src.len())?;
+    // SAFETY: AVX2 is available (checked just above), and `dst` is exactly as long
+    // as `src`, `copy_sum_avx2`'s requirements.
+    Some(unsafe { copy_sum_avx2(dst, src) })
+}
+
+/// [`copy_sum`] without the checks.
+///
+/// # Safety
+///
+/// The CPU must support AVX2; `dst.len() == src.len()`.
+#[target_feature(enable = "avx2")]
+unsafe fn copy_sum_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
+    let mut total = 0u64;
+    let (mut src, mut dst) = (src, dst);
+    while src.len() >= 32 {
+        let take = src.len().min(BLOCK) & !31;
+        let (block, tail) = src.split_at(take);
+        let (out, out_tail) = dst.split_at_mut(take);
+        // SAFETY: AVX2 is available and `out` is as long as `block`, a whole number
+        // of 32-byte vectors of at most `BLOCK` bytes (this function's contract).
+        total = add64(total, unsafe { copy_sum_block(out, block) });
+        src = tail;
+        dst = out_tail;
+    }
+    dst.copy_from_slice(src);
+    add64(total, portable::sum(src))
+}
+
+/// [`sum_block`] that also stores every vector it loads into `out`.
+///
+/// # Safety
+///
+/// The CPU must support AVX2; `out.len() == block.len()`, a multiple of 32 of at
+/// most [`BLOCK`].
+#[target_feature(enable = "avx2")]
+unsafe fn copy_sum_block(out: &mut [u8], block: &[u8]) -> u64 {
+    debug_assert!(block.len().is_multiple_of(32) && block.len() <= BLOCK);
+    debug_assert_eq!(out.len(), block.len());
+    let big = block.len() / 128 * 128;
+    // SAFETY: every load reads 32 bytes at `src + at` and every store writes 32
+    // bytes at `dst + at` with `at + 32 <= block.len() == out.len()` (the loops
+    // stop there), so both stay inside their slices; `loadu`/`storeu` have no
+    // alignment requirement. AVX2 is available (this function's contract).
+    unsafe {
+        let src = block.as_ptr().cast::<__m256i>();
+        let dst = out.as_mut_ptr().cast::<__m256i>();
+        let mask = _mm256_set1_epi32(0xffff);
+        let zero = _mm256_setzero_si256();
+        let (mut l0, mut l1, mut l2, mut l3) = (zero, zero, zero, zero);
+        let (mut h0, mut h1, mut h2, mut h3) = (zero, zero, zero, zero);
+        let mut v = 0;
+        while v * 32 < big {
+            let v0 = _mm256_loadu_si256(src.add(v));
+            let v1 = _mm256_loadu_si256(src.add(v + 1));
+            let v2 = _mm256_loadu_si256(src.add(v + 2));
+            let v3 = _mm256_loadu_si256(src.add(v + 3));
+            _mm256_storeu_si256(dst.add(v), v0);
+            _mm256_storeu_si256(dst.add(v + 1), v1);
+            _mm256_storeu_si256(dst.add(v + 2), v2);
+            _mm256_storeu_si256(dst.add(v + 3), v3);
+            l0 = _mm256_add_epi32(l0, _mm256_and_si256(v0, mask));
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32::<16>(v0));
+            l1 = _mm256_add_epi32(l1, _mm256_and_si256(v1, mask));
+            h1 = _mm256_add_epi32(h1, _mm256_srli_epi32::<16>(v1));
+            l2 = _mm256_add_epi32(l2, _mm256_and_si256(v2, mask));
+            h2 = _mm256_add_epi32(h2, _mm256_srli_epi32::<16>(v2));
+            l3 = _mm256_add_epi32(l3, _mm256_and_si256(v3, mask));
+            h3 = _mm256_add_epi32(h3, _mm256_srli_epi32::<16>(v3));
+            v += 4;
+        }
+        while v * 32 < block.len() {
+            let x = _mm256_loadu_si256(src.add(v));
+            _mm256_storeu_si256(dst.add(v), x);
+            l0 = _mm256_add_epi32(l0, _mm256_and_si256(x, mask));
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32::<16>(x));
+            v += 1;
+        }
+        // The same bound as `sum_block`: below 2^32 per lane.
+        let l = _mm256_add_epi32(_mm256_add_epi32(l0, l1), _mm256_add_epi32(l2, l3));
+        let h = _mm256_add_epi32(_mm256_add_epi32(h0, h1), _mm256_add_epi32(h2, h3));
+        let s = _mm256_add_epi32(l, h);
+        let mask32 = _mm256_set1_epi64x(0xffff_ffff);
+        let s = _mm256_add_epi64(_mm256_and_si256(s, mask32), _mm256_srli_epi64::<32>(s));
+        let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
         _mm_cvtsi128_si64(s) as u64 + _mm_extract_epi64::<1>(s) as u64
     }
 }
