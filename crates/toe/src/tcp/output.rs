@@ -319,7 +319,12 @@ fn choose(
     }
     let fin = fin_queued && snd.nxt <= data_end && snd.nxt.plus(len) == data_end && (len == avail);
     if len == 0 && !fin {
-        if avail > 0 && flight == 0 && snd.persist.is_none() {
+        // Only the peer's window may start the persist timer: with nothing
+        // outstanding (SND.MAX, not SND.NXT, which an RTO pulls back to SND.UNA),
+        // so no retransmission timer is running. A persist timer armed while data
+        // is outstanding would hold back every retransmission (it takes priority
+        // above) and its probe does not re-arm the retransmission timer.
+        if avail > 0 && snd.outstanding() == 0 && snd.persist.is_none() {
             snd.persist = Some(Persist {
                 at: now + snd.rtt.rto(),
                 probes: 0,
