@@ -242,7 +242,9 @@ fn choose(
             return None;
         }
         p.due = false;
-        let seq = snd.nxt;
+        // With the window shut, an unanswered probe is sent again from SND.UNA
+        // rather than followed by the next byte further past the window.
+        let seq = if snd.wnd == 0 { snd.una } else { snd.nxt };
         let wnd_room = snd.una.plus(snd.wnd).since(seq);
         let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
         let fin = len == 0 && fin_queued && seq == data_end;
@@ -328,6 +330,7 @@ fn choose(
             snd.persist = Some(Persist {
                 at: now + snd.rtt.rto(),
                 probes: 0,
+                unanswered: 0,
                 due: false,
             });
         }
