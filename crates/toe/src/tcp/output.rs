@@ -242,10 +242,16 @@ fn choose(
             return None;
         }
         p.due = false;
-        // With the window shut, an unanswered probe is sent again from SND.UNA
-        // rather than followed by the next byte further past the window.
-        let seq = if snd.wnd == 0 { snd.una } else { snd.nxt };
-        let wnd_room = snd.una.plus(snd.wnd).since(seq);
+        // With no room left at SND.NXT (window shut, or filled by an earlier
+        // probe), an unanswered probe is sent again from SND.UNA rather than
+        // followed by the next byte further past the window.
+        let right = snd.una.plus(snd.wnd);
+        let seq = if right.since(snd.nxt) == 0 {
+            snd.una
+        } else {
+            snd.nxt
+        };
+        let wnd_room = right.since(seq);
         let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
         let fin = len == 0 && fin_queued && seq == data_end;
         if len == 0 && !fin {
@@ -321,12 +327,14 @@ fn choose(
     }
     let fin = fin_queued && snd.nxt <= data_end && snd.nxt.plus(len) == data_end && (len == avail);
     if len == 0 && !fin {
-        // Only the peer's window may start the persist timer: with nothing
-        // outstanding (SND.MAX, not SND.NXT, which an RTO pulls back to SND.UNA),
-        // so no retransmission timer is running. A persist timer armed while data
-        // is outstanding would hold back every retransmission (it takes priority
-        // above) and its probe does not re-arm the retransmission timer.
-        if avail > 0 && snd.outstanding() == 0 && snd.persist.is_none() {
+        // The persist timer takes over only when no retransmission timer runs
+        // (nothing outstanding, or an RTO just fired and the window now keeps
+        // even SND.UNA from going again): one of the two must always run while
+        // data waits. Started beside a running retransmission timer (as when an
+        // RTO had pulled SND.NXT back to SND.UNA and recovery used up the
+        // congestion window), it held back every retransmission, its probes do
+        // not re-arm that timer, and the connection stalled.
+        if avail > 0 && snd.rto_at.is_none() && snd.persist.is_none() {
             snd.persist = Some(Persist {
                 at: now + snd.rtt.rto(),
                 probes: 0,
