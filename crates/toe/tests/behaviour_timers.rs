@@ -226,3 +226,51 @@ fn unanswered_zero_window_probes_repeat_one_byte_then_give_up() {
     );
     assert_eq!(r.e.counters().tcp_estab_resets, 1);
 }
+
+/// The peer shrinks its window to one byte while 3000 bytes are outstanding and
+/// then goes silent. The RTO resends nothing (sender-side SWS avoidance keeps a
+/// one-byte segment back), so the persist timer must take over from it: a
+/// connection with data waiting always has one of the two running. (Found by the
+/// engine fuzz harness: after the RTO, neither ran and the connection hung.)
+#[test]
+fn window_shrunk_below_a_segment_persist_takes_over_from_the_rto() {
+    let (mut r, c, port, me) = established(false, 4_000, |c| {
+        c.tcp.min_rto = Duration::from_millis(200);
+        c.tcp.max_rto = Duration::from_secs(2);
+        c.tcp.max_retries = 3;
+    });
+    r.e.tcp_send(c, &[3u8; 6_000]).unwrap();
+    assert_eq!(
+        r.segments().iter().map(|s| s.payload.len()).sum::<usize>(),
+        4_000
+    );
+    r.input(&tcp_frame(
+        80,
+        port,
+        PEER,
+        Some(me + 1_000),
+        Flags::empty(),
+        1,
+        &[],
+        &[],
+    ));
+    r.segments();
+    let mut seen = Vec::new();
+    for _ in 0..600 {
+        seen.extend(r.advance(Duration::from_millis(100)));
+        if r.e.tcp_readiness(c).unwrap().error.is_some() {
+            break;
+        }
+        assert!(r.e.poll_timeout().is_some(), "data waits and no timer runs");
+    }
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .all(|s| s.seq == me + 1_000 && s.payload.len() <= 1),
+        "{seen:?}"
+    );
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(linerate_toe::Error::TimedOut)
+    );
+}
