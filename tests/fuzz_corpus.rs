@@ -1,8 +1,10 @@
 //! Replays every fuzz target's corpus (fuzz/corpus/<target>/) through the same
 //! harness the fuzzer runs, so what the fuzzer found stays fixed in ordinary tests.
-//! The seeds come from the frame catalogue (`regenerate_seeds`); cargo-fuzz grew
-//! the rest.
+//! The seeds come from the frame catalogue and, for the engine, from structured
+//! inputs of a peer and an application (`regenerate_seeds`); cargo-fuzz grew the
+//! rest.
 
+use linerate::toe::harness as toe_harness;
 use linerate::wire::harness::TARGETS;
 use linerate::wire::layout;
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ fn corpus_dir(target: &str) -> PathBuf {
 
 #[test]
 fn replay_corpus() {
-    for (name, run) in TARGETS {
+    for (name, run) in TARGETS.iter().chain(toe_harness::TARGETS) {
         let dir = corpus_dir(name);
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
@@ -32,6 +34,15 @@ fn replay_corpus() {
 #[test]
 #[ignore = "rewrites fuzz/corpus seeds; run by hand"]
 fn regenerate_seeds() {
+    let engine = corpus_dir("engine");
+    std::fs::create_dir_all(&engine).unwrap();
+    for (i, steps) in [20usize, 40, 60, 80, 120, 160, 200, 250, 300, 400, 50, 100]
+        .into_iter()
+        .enumerate()
+    {
+        let data = toe_harness::engine_input(1_000 + i as u64, steps);
+        std::fs::write(engine.join(format!("seed-engine-{i:02}")), data).unwrap();
+    }
     for s in linerate_testkit::catalog::all() {
         let dir = corpus_dir("layout");
         std::fs::create_dir_all(&dir).unwrap();

@@ -82,6 +82,8 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
+#[doc(hidden)]
+pub mod harness;
 pub(crate) mod net;
 pub mod rng;
 pub mod rt;

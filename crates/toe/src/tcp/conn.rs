@@ -433,8 +433,13 @@ impl Conn {
             if let Some(p) = &mut s.persist
                 && p.at <= now
             {
+                // As many unanswered probes as retransmissions: the peer is gone.
+                if p.unanswered >= max_retries {
+                    timed_out = true;
+                }
                 // Probe now (output sends one byte beyond the window); back off.
                 p.probes = p.probes.saturating_add(1);
+                p.unanswered = p.unanswered.saturating_add(1);
                 let shift = p.probes.min(16);
                 let wait = s
                     .rtt

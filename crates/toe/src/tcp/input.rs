@@ -543,6 +543,10 @@ fn process_ack(
             c.tcp_fast_retransmits += 1;
         }
     }
+    // The peer answered: probing goes on for as long as it does.
+    if let Some(p) = &mut snd.persist {
+        p.unanswered = 0;
+    }
     // Window update (RFC 9293 section 3.10.7.4, SND.WL1 / SND.WL2).
     if snd.wl1 < seg.seq || (snd.wl1 == seg.seq && snd.wl2 <= seg.ack) {
         snd.wnd = seg_wnd;

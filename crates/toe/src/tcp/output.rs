@@ -242,8 +242,16 @@ fn choose(
             return None;
         }
         p.due = false;
-        let seq = snd.nxt;
-        let wnd_room = snd.una.plus(snd.wnd).since(seq);
+        // With no room left at SND.NXT (window shut, or filled by an earlier
+        // probe), an unanswered probe is sent again from SND.UNA rather than
+        // followed by the next byte further past the window.
+        let right = snd.una.plus(snd.wnd);
+        let seq = if right.since(snd.nxt) == 0 {
+            snd.una
+        } else {
+            snd.nxt
+        };
+        let wnd_room = right.since(seq);
         let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
         let fin = len == 0 && fin_queued && seq == data_end;
         if len == 0 && !fin {
@@ -319,10 +327,18 @@ fn choose(
     }
     let fin = fin_queued && snd.nxt <= data_end && snd.nxt.plus(len) == data_end && (len == avail);
     if len == 0 && !fin {
-        if avail > 0 && flight == 0 && snd.persist.is_none() {
+        // The persist timer takes over only when no retransmission timer runs
+        // (nothing outstanding, or an RTO just fired and the window now keeps
+        // even SND.UNA from going again): one of the two must always run while
+        // data waits. Started beside a running retransmission timer (as when an
+        // RTO had pulled SND.NXT back to SND.UNA and recovery used up the
+        // congestion window), it held back every retransmission, its probes do
+        // not re-arm that timer, and the connection stalled.
+        if avail > 0 && snd.rto_at.is_none() && snd.persist.is_none() {
             snd.persist = Some(Persist {
                 at: now + snd.rtt.rto(),
                 probes: 0,
+                unanswered: 0,
                 due: false,
             });
         }

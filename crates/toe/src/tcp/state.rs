@@ -35,6 +35,10 @@ pub(crate) struct Persist {
     pub at: Instant,
     /// Probes sent since the window closed.
     pub probes: u32,
+    /// Probes sent since the peer last acknowledged anything: past
+    /// `max_retries` of them the peer is taken for gone (RFC 1122 section
+    /// 4.2.2.17 keeps the connection open only while probes are answered).
+    pub unanswered: u32,
     /// A probe is to be sent now.
     pub due: bool,
 }

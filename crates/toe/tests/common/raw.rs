@@ -160,3 +160,15 @@ pub fn tcp_frame(
 pub fn peer_addr(port: u16) -> SocketAddr {
     SocketAddr::new(IpAddr::from([10, 0, 0, 2]), port)
 }
+
+/// Every TCP option of an IPv4 frame the engine sent, in order (NOPs and the end
+/// of list left out), parsed by etherparse.
+pub fn tcp_options(f: &[u8]) -> Vec<TcpOptionElement> {
+    let eth = ethernet::Packet::new_checked(f).unwrap();
+    let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+    let t = linerate_wire::etherparse::TcpHeaderSlice::from_slice(ip.payload()).unwrap();
+    t.options_iterator()
+        .map(|o| o.unwrap())
+        .filter(|o| !matches!(o, TcpOptionElement::Noop))
+        .collect()
+}
