@@ -274,3 +274,68 @@ fn window_shrunk_below_a_segment_persist_takes_over_from_the_rto() {
         Some(linerate_toe::Error::TimedOut)
     );
 }
+
+/// A probe into a window too small for a segment carries data (the override of
+/// sender-side SWS avoidance) without arming the retransmission timer. When the
+/// window then opens without that data being acknowledged, and Nagle holds the
+/// small rest back, the retransmission timer must take over from the persist
+/// timer. (Found by the engine fuzz target: neither ran, and the connection hung
+/// with data outstanding.)
+#[test]
+fn window_opening_after_a_data_probe_hands_over_to_the_rto() {
+    let (mut r, c, port, me) = established(false, 4_000, |c| {
+        c.tcp.min_rto = Duration::from_millis(200);
+        c.tcp.max_rto = Duration::from_secs(2);
+        c.tcp.max_retries = 3;
+    });
+    r.e.tcp_send(c, &[4u8; 4_800]).unwrap();
+    assert_eq!(
+        r.segments().iter().map(|s| s.payload.len()).sum::<usize>(),
+        4_000
+    );
+    // Everything acknowledged, the window down to 300 bytes: too small to send into.
+    r.input(&tcp_frame(
+        80,
+        port,
+        PEER,
+        Some(me + 4_000),
+        Flags::empty(),
+        300,
+        &[],
+        &[],
+    ));
+    assert!(r.segments().is_empty());
+    // The persist timer sends what fits: 300 bytes.
+    let probe = r.advance(Duration::from_millis(250));
+    assert_eq!(probe.len(), 1, "{probe:?}");
+    assert_eq!((probe[0].seq, probe[0].payload.len()), (me + 4_000, 300));
+    // The window opens; the probe's bytes are not acknowledged, the 500 left wait
+    // for them (Nagle). Then the peer is silent.
+    r.input(&tcp_frame(
+        80,
+        port,
+        PEER,
+        Some(me + 4_000),
+        Flags::empty(),
+        60_000,
+        &[],
+        &[],
+    ));
+    r.segments();
+    assert!(
+        r.e.poll_timeout().is_some(),
+        "300 bytes outstanding and no timer"
+    );
+    let again = r.advance(Duration::from_millis(300));
+    assert!(
+        again
+            .iter()
+            .any(|s| s.seq == me + 4_000 && !s.payload.is_empty()),
+        "the RTO resends from SND.UNA: {again:?}"
+    );
+    r.advance(Duration::from_secs(30));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(linerate_toe::Error::TimedOut)
+    );
+}

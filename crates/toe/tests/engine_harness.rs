@@ -34,3 +34,12 @@ fn random_inputs_keep_the_invariants() {
         run("random", seed, &data);
     }
 }
+
+/// Runs the harness on the file named by `LINERATE_ENGINE_INPUT` (a fuzzer crash
+/// or a corpus entry), outside the fuzzer and its sanitizers.
+#[test]
+#[ignore = "replays one input: LINERATE_ENGINE_INPUT=<file>"]
+fn replay_one_input() {
+    let path = std::env::var("LINERATE_ENGINE_INPUT").expect("set LINERATE_ENGINE_INPUT");
+    harness::engine(&std::fs::read(path).unwrap());
+}

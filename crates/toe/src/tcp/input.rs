@@ -555,7 +555,12 @@ fn process_ack(
         snd.max_wnd = snd.max_wnd.max(seg_wnd);
     }
     if snd.wnd >= snd.mss.min(snd.max_wnd / 2).max(1) {
-        snd.persist = None;
+        // The window opened: the retransmission timer takes over from the persist
+        // timer for whatever is outstanding (a probe may have carried data, and
+        // probes do not arm it), so one of the two always runs while data waits.
+        if snd.persist.take().is_some() && snd.rto_at.is_none() && snd.max > snd.una {
+            snd.rto_at = Some(now + snd.rtt.rto());
+        }
     } else if snd.wnd == 0 && snd.persist.is_some() {
         // The probe byte was not taken: send it again on the next probe.
         snd.nxt = snd.una;
