@@ -21,7 +21,7 @@
 #![cfg(target_os = "linux")]
 
 use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
-use linerate::nic::{Batch, Counter, Frame, Nic, NicError};
+use linerate::nic::{Batch, Counter, Frame, Nic, NicError, Readiness};
 use linerate::offload::{Gso, GsoType, OffloadMeta};
 use linerate::wire::arp;
 use linerate::wire::build::{FrameBuilder, Ip, L4};
@@ -68,11 +68,22 @@ struct Link {
 impl Link {
     /// With `static_neigh`, the kernel knows `OUR_IP`'s MAC without asking.
     fn new(static_neigh: bool, attach: XdpAttach) -> Link {
+        Link::with_queues(static_neigh, attach, 1)
+    }
+
+    /// A pair whose ends have `queues` queues each, all opened.
+    fn with_queues(static_neigh: bool, attach: XdpAttach, queues: u16) -> Link {
         assert!(netns::is_root(), "system tests need root");
         let ns = Netns::new("lrxn").unwrap();
         let ours = netns::unique("lxa");
         let peer = netns::unique("lxb");
-        netns::ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer]).unwrap();
+        let q = queues.to_string();
+        let each = ["numtxqueues", &q, "numrxqueues", &q];
+        let mut add = vec!["link", "add", &ours];
+        add.extend(each);
+        add.extend(["type", "veth", "peer", "name", &peer]);
+        add.extend(each);
+        netns::ip(&add).unwrap();
         let veth = Veth(ours.clone());
         netns::ip(&["link", "set", &peer, "netns", ns.name()]).unwrap();
         std::fs::write(format!("/proc/sys/net/ipv6/conf/{ours}/disable_ipv6"), "1").unwrap();
@@ -99,6 +110,7 @@ impl Link {
         let nic = Xdp::open(&XdpConfig {
             mount_bpffs: true,
             attach,
+            queues,
             ..XdpConfig::new(ours)
         })
         .unwrap();
@@ -433,6 +445,107 @@ fn refuses_missing_queues_interfaces_oversize_and_gso() {
             queues: 1
         })
     ));
+}
+
+#[test]
+fn two_queues_two_sockets() {
+    let mut link = Link::with_queues(true, XdpAttach::Auto, 2);
+    assert_eq!(link.nic.queues(), 2);
+    let (Readiness::Fd(a), Readiness::Fd(b)) = (
+        link.nic.readiness(0).unwrap(),
+        link.nic.readiness(1).unwrap(),
+    ) else {
+        panic!("AF_XDP readiness is the socket's descriptor");
+    };
+    assert_ne!(a, b, "one socket per queue");
+    assert!(link.nic.readiness(2).is_err());
+
+    // Kernel -> us from many source ports: whichever queue each lands on.
+    const COUNT: usize = 256;
+    let sender = link
+        .ns
+        .spawn(|| {
+            let socks: Vec<UdpSocket> = (0..16)
+                .map(|_| UdpSocket::bind("10.215.0.1:0").unwrap())
+                .collect();
+            for i in 0..COUNT {
+                let p = payload(2, i, 100);
+                socks[i % 16].send_to(&p, ("10.215.0.2", OUR_PORT)).unwrap();
+                if i % 16 == 15 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        })
+        .unwrap();
+    let mut got = Vec::new();
+    let mut per_queue = [0usize; 2];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut batch = Batch::new();
+    while got.len() < COUNT && Instant::now() < deadline {
+        for (q, n) in per_queue.iter_mut().enumerate() {
+            let k = link.nic.receive(q, &mut batch, 64).unwrap();
+            *n += k;
+            link.rx_frames += k as u64;
+        }
+        link.rx_bytes += batch.bytes() as u64;
+        got.extend(batch.drain(..).filter_map(|f| udp_to_us(f.bytes())));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    sender.join().unwrap().unwrap();
+    got.sort();
+    let mut want: Vec<Vec<u8>> = (0..COUNT).map(|i| payload(2, i, 100)).collect();
+    want.sort();
+    assert_eq!(got, want, "received {per_queue:?} per queue");
+    eprintln!("kernel -> AF_XDP per queue: {per_queue:?}");
+    let s = link.nic.counters().snapshot();
+    for (q, &n) in per_queue.iter().enumerate() {
+        assert_eq!(s.get(q, Counter::RxPackets), n as u64);
+    }
+
+    // Us -> kernel, half through each queue.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver = link
+        .ns
+        .spawn(move || {
+            let s = UdpSocket::bind(("10.215.0.1", KERNEL_PORT)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 2048];
+            while got.len() < 128 {
+                match s.recv(&mut buf) {
+                    Ok(n) => got.push(buf[..n].to_vec()),
+                    Err(_) => break,
+                }
+            }
+            got
+        })
+        .unwrap();
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let mut sent = Vec::new();
+    for q in 0..2 {
+        let payloads: Vec<Vec<u8>> = (0..64).map(|i| payload(3, q * 64 + i, 100)).collect();
+        let mut batch: Batch = payloads
+            .iter()
+            .map(|p| Frame::plain(link.nic.pool().alloc_from(&link.udp_to_kernel(p))))
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !batch.is_empty() && Instant::now() < deadline {
+            link.nic.transmit(q, &mut batch).unwrap();
+        }
+        assert!(batch.is_empty(), "transmit stuck on queue {q}");
+        sent.extend(payloads);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut got = receiver.join().unwrap().unwrap();
+    got.sort();
+    sent.sort();
+    assert_eq!(got, sent, "datagrams lost or changed");
+    let s = link.nic.counters().snapshot();
+    assert_eq!(s.get(0, Counter::TxPackets), 64);
+    assert_eq!(s.get(1, Counter::TxPackets), 64);
+    assert_eq!(s.total(Counter::RxPackets), link.rx_frames);
+    assert_eq!(s.total(Counter::RxBytes), link.rx_bytes);
 }
 
 /// Set when this binary runs again, as nobody, to try opening AF_XDP.
