@@ -21,11 +21,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
-use linerate::nic::{Batch, Frame, Nic};
+use linerate::nic::{Batch, Counter, Frame, Nic};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
 use linerate_testkit::netns::{self, Netns};
 
@@ -123,8 +123,11 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
                         sent += 1;
                     }
                 }
+                sent
             })
             .expect("sender");
+        let rx_before = xdp.counters().total(Counter::RxPackets);
+        let started = Instant::now();
         let ready = xdp.readiness(0).expect("readiness");
         g.throughput(Throughput::Elements(BATCH as u64));
         g.bench_function(BenchmarkId::new("rx", label), |bch| {
@@ -140,7 +143,20 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
             })
         });
         stop.store(true, Ordering::Relaxed);
-        let _ = sender.join();
+        let sent = sender.join().ok().and_then(Result::ok).unwrap_or(0);
+        // Who was the limit: the kernel's sender, or this side (frames the
+        // kernel dropped at the socket because the rx ring was full).
+        let secs = started.elapsed().as_secs_f64();
+        let got = xdp.counters().total(Counter::RxPackets) - rx_before;
+        let k = xdp.statistics(0).unwrap_or_default();
+        eprintln!(
+            "{group}/rx/{label}: kernel sent {:.0} kpps, received {:.0} kpps, \
+             dropped at the socket so far: ring full {}, other {}",
+            sent as f64 / secs / 1e3,
+            got as f64 / secs / 1e3,
+            k.rx_ring_full,
+            k.rx_dropped
+        );
     }
     g.finish();
     drop(xdp);
