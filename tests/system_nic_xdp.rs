@@ -30,6 +30,7 @@ use linerate::wire::etherparse::{
 };
 use linerate_testkit::netns::{self, Netns};
 use std::net::UdpSocket;
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x03];
@@ -548,6 +549,23 @@ fn two_queues_two_sockets() {
     assert_eq!(s.total(Counter::RxBytes), link.rx_bytes);
 }
 
+/// A temporary directory removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        let p = std::env::temp_dir().join(netns::unique("lrxd"));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Set when this binary runs again, as nobody, to try opening AF_XDP.
 const AS_NOBODY: &str = "LINERATE_XDP_AS_NOBODY";
 
@@ -565,10 +583,18 @@ fn without_root_opening_is_permission_denied() {
         return;
     }
     assert!(netns::is_root(), "system tests need root");
-    let exe = std::env::current_exe().unwrap();
+    // A copy nobody can execute, wherever the build tree is (it may be under a
+    // directory only root can enter).
+    let dir = TempDir::new();
+    let exe = dir.0.join("system_nic_xdp");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    for p in [&dir.0, &exe] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(exe)
+        .arg(&exe)
+        .current_dir("/")
         .args(["--exact", "without_root_opening_is_permission_denied"])
         .args(["--test-threads=1", "--nocapture"])
         .env(AS_NOBODY, "1")
