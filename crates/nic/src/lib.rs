@@ -55,7 +55,9 @@
 //!   capabilities, an enforced MTU and seeded, reproducible faults per direction.
 //! * `tap` (Linux): `/dev/net/tun` with `IFF_VNET_HDR` and `IFF_MULTI_QUEUE`, the
 //!   kernel's TSO/USO and checksum offloads probed with `TUNSETOFFLOAD`.
-//! * af-xdp: not yet written (it needs xsk-rs and a libxdp build).
+//! * [`xdp`] (Linux, cargo feature `af-xdp`): one AF_XDP socket per queue
+//!   through xsk-rs (which builds libxdp), copy or zero-copy, native or generic
+//!   XDP; no offloads, so it goes behind a [`Shim`].
 #![deny(unsafe_code)]
 #![warn(clippy::indexing_slicing)]
 
@@ -74,6 +76,8 @@ pub mod shim;
 mod sys;
 #[cfg(target_os = "linux")]
 pub mod tap;
+#[cfg(all(target_os = "linux", feature = "af-xdp"))]
+pub mod xdp;
 
 pub use buf::{BufError, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats};
 pub use caps::{NicCaps, Offloads, RssCaps, Unsupported};
@@ -86,6 +90,8 @@ pub use pcap::{PcapRecorder, Recorder};
 pub use shim::{Shim, ShimConfig};
 #[cfg(target_os = "linux")]
 pub use tap::{Tap, TapConfig};
+#[cfg(all(target_os = "linux", feature = "af-xdp"))]
+pub use xdp::{Xdp, XdpConfig};
 
 /// Length of an Ethernet header without VLAN tags.
 pub const ETH_HEADER_LEN: usize = 14;

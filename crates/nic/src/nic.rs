@@ -131,6 +131,15 @@ pub enum NicError {
     Buffer(BufError),
     /// An operating-system call failed.
     Io(std::io::Error),
+    /// The operating system refused for lack of privilege (`EPERM`, `EACCES`):
+    /// AF_XDP sockets and XDP programs need root (`CAP_NET_RAW`,
+    /// `CAP_NET_ADMIN`, `CAP_BPF`).
+    PermissionDenied {
+        /// What was being done.
+        what: &'static str,
+        /// What the kernel said.
+        error: std::io::Error,
+    },
     /// A configuration value was refused (software RSS steering).
     Config(linerate_rss::ConfigError),
     /// A frame's metadata has no `virtio_net_hdr` form the backend can write
@@ -157,6 +166,9 @@ impl core::fmt::Display for NicError {
             }
             NicError::Buffer(e) => write!(f, "buffer: {e}"),
             NicError::Io(e) => write!(f, "I/O: {e}"),
+            NicError::PermissionDenied { what, error } => {
+                write!(f, "{what}: {error} (this needs root)")
+            }
             NicError::Config(e) => write!(f, "configuration: {e}"),
             NicError::Virtio(e) => write!(f, "virtio_net_hdr: {e}"),
         }
@@ -168,7 +180,9 @@ impl std::error::Error for NicError {
         match self {
             NicError::Unsupported(e) => Some(e),
             NicError::Malformed(e) => Some(e),
-            NicError::Rejected { error, .. } | NicError::Io(error) => Some(error),
+            NicError::Rejected { error, .. }
+            | NicError::Io(error)
+            | NicError::PermissionDenied { error, .. } => Some(error),
             NicError::Buffer(e) => Some(e),
             NicError::Config(e) => Some(e),
             NicError::Virtio(e) => Some(e),

@@ -1,0 +1,176 @@
+//! The AF_XDP backend: frames per second over a veth pair (root only; skipped
+//! with a message otherwise).
+//!
+//! One veth end stays in the root namespace with AF_XDP on its queue 0, the
+//! other is in a namespace with the kernel at 10.216.0.1. Frames of 64 bytes
+//! (60 in memory, plus the FCS a wire adds) and of 1514 bytes (a 1500-byte IP
+//! packet), batches of 64:
+//!
+//! * `tx`: UDP frames to a MAC that is not the kernel's (the kernel drops them on
+//!   input, like the TAP bench's writes): the cost of copying into the UMEM, the
+//!   tx ring and the copy-mode `sendto` that hands them to veth.
+//! * `rx`: a kernel UDP socket in the namespace sends as fast as it can to our
+//!   address (a static neighbour entry, no ARP); the bench receives 64 frames per
+//!   iteration: rx ring, copy out of the UMEM, fill ring.
+//!
+//! Both with the XDP program attached generic (SKB) and native (veth has it),
+//! copy mode either way. Throughput is in frames (elements): Gbit/s is that
+//! times the frame's bytes times 8.
+//!
+//! Run with `cargo bench --features af-xdp --bench nic_xdp`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
+use linerate::nic::{Batch, Counter, Frame, Nic};
+use linerate::wire::build::{FrameBuilder, Ip, L4};
+use linerate_testkit::netns::{self, Netns};
+
+const BATCH: usize = 64;
+const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x04];
+
+/// The root end of a veth pair, deleted (with its peer) on drop.
+struct Veth(String);
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = netns::ip(&["link", "del", &self.0]);
+    }
+}
+
+/// The pair, the namespace and the kernel's address on it.
+fn veth_pair() -> (Veth, Netns) {
+    let ns = Netns::new("lrxb").expect("namespace");
+    let ours = netns::unique("lxa");
+    let peer = netns::unique("lxb");
+    netns::ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer]).expect("veth");
+    let veth = Veth(ours.clone());
+    netns::ip(&["link", "set", &peer, "netns", ns.name()]).expect("move");
+    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ours}/disable_ipv6"), "1");
+    let off = format!("echo 1 > /proc/sys/net/ipv6/conf/{peer}/disable_ipv6");
+    let _ = ns.exec("sh", &["-c", &off]);
+    ns.ip(&["addr", "add", "10.216.0.1/24", "dev", &peer])
+        .expect("addr");
+    ns.ip(&["link", "set", &peer, "up"]).expect("up");
+    netns::ip(&["link", "set", &ours, "up"]).expect("up");
+    ns.ip(&[
+        "neigh",
+        "add",
+        "10.216.0.2",
+        "lladdr",
+        "02:4c:52:00:00:04",
+        "dev",
+        &peer,
+    ])
+    .expect("neigh");
+    (veth, ns)
+}
+
+/// (label, frame length, UDP payload for that length).
+const SIZES: [(&str, usize, usize); 2] = [("64B", 60, 18), ("1514B", 1514, 1472)];
+
+fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
+    let (veth, ns) = veth_pair();
+    let mut xdp = match Xdp::open(&XdpConfig {
+        attach,
+        mount_bpffs: true,
+        ..XdpConfig::new(veth.0.clone())
+    }) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("{group}: AF_XDP open failed, skipped: {e}");
+            return;
+        }
+    };
+    let mut g = c.benchmark_group(group);
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let mut batch = Batch::with_capacity(BATCH);
+    for (label, len, payload) in SIZES {
+        let frame = FrameBuilder::new(Ip::v4([10, 216, 0, 2], [10, 216, 0, 9]), L4::udp(1, 2))
+            .macs(OUR_MAC, [2, 0x4c, 0x52, 0, 0, 9])
+            .build(&vec![0; payload]);
+        assert_eq!(frame.len(), len);
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function(BenchmarkId::new("tx", label), |bch| {
+            bch.iter(|| {
+                batch.clear();
+                for _ in 0..BATCH {
+                    batch.push(Frame::plain(xdp.pool().alloc_from(&frame)));
+                }
+                while !batch.is_empty() {
+                    if xdp.transmit(0, &mut batch).is_err() {
+                        break;
+                    }
+                }
+            })
+        });
+    }
+    for (label, len, payload) in SIZES {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let sender = ns
+            .spawn(move || {
+                let s = std::net::UdpSocket::bind("10.216.0.1:0").expect("bind");
+                let msg = vec![0u8; payload];
+                let mut sent = 0u64;
+                while !stop2.load(Ordering::Relaxed) && sent < 100_000_000 {
+                    if s.send_to(&msg, "10.216.0.2:9").is_ok() {
+                        sent += 1;
+                    }
+                }
+                sent
+            })
+            .expect("sender");
+        let rx_before = xdp.counters().total(Counter::RxPackets);
+        let started = Instant::now();
+        let ready = xdp.readiness(0).expect("readiness");
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function(BenchmarkId::new("rx", label), |bch| {
+            bch.iter(|| {
+                batch.clear();
+                while batch.len() < BATCH {
+                    let room = BATCH - batch.len();
+                    if xdp.receive(0, &mut batch, room).unwrap_or(0) == 0 {
+                        let _ = ready.wait(Duration::from_millis(10));
+                    }
+                }
+                debug_assert!(batch.iter().all(|f| f.len() == len));
+            })
+        });
+        stop.store(true, Ordering::Relaxed);
+        let sent = sender.join().ok().and_then(Result::ok).unwrap_or(0);
+        // Who was the limit: the kernel's sender, or this side (frames the
+        // kernel dropped at the socket because the rx ring was full).
+        let secs = started.elapsed().as_secs_f64();
+        let got = xdp.counters().total(Counter::RxPackets) - rx_before;
+        let k = xdp.statistics(0).unwrap_or_default();
+        eprintln!(
+            "{group}/rx/{label}: kernel sent {:.0} kpps, received {:.0} kpps, \
+             dropped at the socket so far: ring full {}, other {}",
+            sent as f64 / secs / 1e3,
+            got as f64 / secs / 1e3,
+            k.rx_ring_full,
+            k.rx_dropped
+        );
+    }
+    g.finish();
+    drop(xdp);
+    drop(veth);
+}
+
+fn xdp(c: &mut Criterion) {
+    if !netns::is_root() {
+        eprintln!("nic_xdp benches skipped: they need root");
+        return;
+    }
+    bench_mode(c, XdpAttach::Generic, "xdp_generic");
+    bench_mode(c, XdpAttach::Native, "xdp_native");
+}
+
+criterion_group!(benches, xdp);
+criterion_main!(benches);

@@ -1,0 +1,523 @@
+//! The AF_XDP backend (Linux, cargo feature `af-xdp`): one AF_XDP socket per
+//! queue of a kernel interface, through xsk-rs (which builds libxdp and libbpf).
+//!
+//! ```no_run
+//! use linerate_nic::xdp::{Xdp, XdpConfig};
+//! use linerate_nic::{Batch, Nic, Shim, ShimConfig};
+//!
+//! // Queue 0 of veth0, copy mode, generic (SKB) XDP; needs root.
+//! let xdp = Xdp::open(&XdpConfig { mount_bpffs: true, ..XdpConfig::new("veth0") })?;
+//! // AF_XDP has no segmentation or checksum offload: the shim does them.
+//! let mut nic = Shim::new(xdp, ShimConfig::all())?;
+//! let mut batch = Batch::new();
+//! nic.readiness(0)?.wait(std::time::Duration::from_millis(100))?;
+//! nic.receive(0, &mut batch, 64)?;
+//! # Ok::<(), linerate_nic::NicError>(())
+//! ```
+//!
+//! # Queues, UMEM and rings
+//!
+//! [`Xdp::open`] binds one socket to each of `queues` interface queues starting
+//! at [`XdpConfig::first_queue`], each with a UMEM of its own (shared-nothing,
+//! like the per-queue runtime): `2 * ring_size` frames of `frame_size` bytes, half
+//! for receive (kept in the fill ring), half for transmit. Each socket has its
+//! rx, tx, fill and completion rings of `ring_size` entries. libxdp loads its
+//! default program, which redirects every frame of a queue with a socket to it;
+//! the program goes away with the last socket.
+//!
+//! # Data path
+//!
+//! Receive takes up to `max` descriptors from the rx ring in one step, copies
+//! each frame into a [`Pool`] buffer (copy mode copies anyway; the UMEM frame is
+//! back in the fill ring before the call returns), and hands the fill ring a
+//! kick if it asks for one (`XDP_USE_NEED_WAKEUP`). Transmit drains the
+//! completion ring, copies as many frames as there are free transmit frames and
+//! tx ring slots into the UMEM, hands them to the tx ring in one step and kicks
+//! the kernel with `sendto` (in copy mode, once per 32 frames: that is what the
+//! kernel moves per kick). Frames left in the batch had no free frame: call
+//! again. Both calls drain the completion ring and re-kick frames the kernel
+//! left in the tx ring.
+//!
+//! # Offloads
+//!
+//! None ([`Offloads::NONE`]): AF_XDP has no segmentation, and no checksum
+//! offload on a copy-mode device. A super-frame is refused with
+//! [`NicError::Unsupported`], a frame over the MTU (or over a UMEM frame) with
+//! [`NicError::Oversize`]; wrap the backend in a [`crate::Shim`], which
+//! segments, checksums and coalesces in software.
+//!
+//! # Modes
+//!
+//! [`XdpAttach`] chooses how the XDP program is attached (native, generic/SKB,
+//! or native falling back to generic), [`XdpBind`] whether frames are copied
+//! (`XDP_COPY`, the only mode veth has) or zero-copy. With
+//! [`XdpConfig::mount_bpffs`], `/sys/fs/bpf` is mounted first if it is not, so
+//! libxdp can pin its dispatcher (without it libxdp falls back to one program
+//! per interface and says so on stderr).
+//!
+//! # Errors
+//!
+//! Without root (`CAP_NET_RAW`, `CAP_NET_ADMIN`, `CAP_BPF`):
+//! [`NicError::PermissionDenied`]. A queue the interface lacks (`ethtool -l`):
+//! [`NicError::NoQueue`] before anything is allocated. No such interface in the
+//! calling thread's network namespace: [`NicError::Io`] of kind `NotFound`.
+
+mod queue;
+mod sys;
+
+use crate::buf::{Pool, PoolConfig};
+use crate::caps::{NicCaps, Offloads};
+use crate::check::check_tx;
+use crate::counters::{Counter, Counters, Tally, count};
+use crate::frame::{Batch, Frame};
+use crate::nic::{Nic, NicError, check_queue};
+use crate::notify::Readiness;
+use crate::pcap::{Direction, Record, Recorder};
+use queue::{OpenError, Sizes, XskQueue};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use xsk_rs::config::{BindFlags, Interface, QueueSize, SocketConfig, XdpFlags};
+
+/// How the XDP program is attached to the interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum XdpAttach {
+    /// In the driver (`XDP_FLAGS_DRV_MODE`); veth has it.
+    Native,
+    /// In the generic receive path on socket buffers (`XDP_FLAGS_SKB_MODE`):
+    /// works on every device, slowest.
+    #[default]
+    Generic,
+    /// Native, and generic where the driver refuses native.
+    Auto,
+}
+
+/// Whether frames are copied between the device and the UMEM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum XdpBind {
+    /// `XDP_COPY`: the kernel copies (the only mode veth and generic XDP have).
+    #[default]
+    Copy,
+    /// `XDP_ZEROCOPY`: the driver DMAs into the UMEM (fails where unsupported).
+    ZeroCopy,
+    /// Zero-copy where the driver has it, copy otherwise.
+    Auto,
+}
+
+/// How to open an interface's queues with AF_XDP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpConfig {
+    /// The interface, in the calling thread's network namespace.
+    pub interface: String,
+    /// The interface queue the NIC's queue 0 binds to.
+    pub first_queue: u32,
+    /// Number of queues (one socket each), `first_queue` onwards.
+    pub queues: u16,
+    /// How to attach the XDP program.
+    pub attach: XdpAttach,
+    /// Copy or zero-copy.
+    pub bind: XdpBind,
+    /// `XDP_USE_NEED_WAKEUP`: kick the kernel only when the rings ask for it.
+    pub need_wakeup: bool,
+    /// Entries of each ring (a power of two); each queue's UMEM has twice as
+    /// many frames.
+    pub ring_size: u32,
+    /// Bytes of one UMEM frame: 2048 or 4096 (a power of two, at least 2048);
+    /// the largest frame is this less 256 bytes of XDP headroom.
+    pub frame_size: u32,
+    /// Mount a BPF file system at `/sys/fs/bpf` first if none is there.
+    pub mount_bpffs: bool,
+    /// The MTU enforced on transmit; `None`: the interface's.
+    pub mtu: Option<u16>,
+    /// The receive pool; `None`: buffers as large as a UMEM frame.
+    pub pool: Option<PoolConfig>,
+}
+
+impl XdpConfig {
+    /// Queue 0 of `interface`, copy mode, generic attach, need-wakeup, rings of
+    /// 2048, 4 KiB frames, the interface's MTU, bpffs left as it is.
+    pub fn new(interface: impl Into<String>) -> XdpConfig {
+        XdpConfig {
+            interface: interface.into(),
+            first_queue: 0,
+            queues: 1,
+            attach: XdpAttach::Generic,
+            bind: XdpBind::Copy,
+            need_wakeup: true,
+            ring_size: 2048,
+            frame_size: 4096,
+            mount_bpffs: false,
+            mtu: None,
+            pool: None,
+        }
+    }
+}
+
+/// The kernel's counts for one socket (`XDP_STATISTICS`, as `xdpsock` prints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XdpStats {
+    /// Frames dropped for other reasons (no fill entry, too long).
+    pub rx_dropped: u64,
+    /// Frames dropped because of an invalid fill descriptor.
+    pub rx_invalid_descs: u64,
+    /// Frames dropped because the rx ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was found empty.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Transmit descriptors the kernel refused.
+    pub tx_invalid_descs: u64,
+    /// Times the tx ring was found empty.
+    pub tx_ring_empty_descs: u64,
+}
+
+/// An interface's queues opened with AF_XDP.
+pub struct Xdp {
+    interface: String,
+    queues: Vec<XskQueue>,
+    attach: XdpAttach,
+    mounted_bpffs: bool,
+    caps: NicCaps,
+    pool: Pool,
+    counters: Counters,
+    recorder: Option<Arc<dyn Recorder>>,
+}
+
+impl core::fmt::Debug for Xdp {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Xdp")
+            .field("interface", &self.interface)
+            .field("queues", &self.queues)
+            .field("attach", &self.attach)
+            .finish_non_exhaustive()
+    }
+}
+
+fn invalid(what: String) -> NicError {
+    NicError::Io(io::Error::new(io::ErrorKind::InvalidInput, what))
+}
+
+/// `EPERM`/`EACCES` become [`NicError::PermissionDenied`].
+fn os_error(what: &'static str, error: io::Error) -> NicError {
+    match error.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => NicError::PermissionDenied { what, error },
+        _ => NicError::Io(error),
+    }
+}
+
+fn open_error(e: OpenError) -> NicError {
+    match e {
+        OpenError::Umem(e) => os_error("creating an AF_XDP UMEM", e),
+        OpenError::Socket(e) => os_error("binding an AF_XDP socket", e),
+        OpenError::Config(what) => invalid(what),
+    }
+}
+
+impl Xdp {
+    /// Opens `cfg.queues` queues of `cfg.interface` (see the module docs).
+    pub fn open(cfg: &XdpConfig) -> Result<Xdp, NicError> {
+        let ring = QueueSize::new(cfg.ring_size).map_err(|e| invalid(e.to_string()))?;
+        if cfg.frame_size < 2048 || !cfg.frame_size.is_power_of_two() {
+            return Err(invalid(format!(
+                "UMEM frame size {}: a power of two, at least 2048",
+                cfg.frame_size
+            )));
+        }
+        let queues = cfg.queues.max(1);
+        // Before anything is allocated: the interface and its queues.
+        let if_mtu = sys::mtu(&cfg.interface)?;
+        if let Some(have) = sys::queues(&cfg.interface)? {
+            let last = cfg.first_queue.saturating_add(u32::from(queues) - 1);
+            if last >= have {
+                return Err(NicError::NoQueue {
+                    queue: cfg.first_queue.max(have) as usize,
+                    queues: have as usize,
+                });
+            }
+        }
+        let mounted_bpffs = if cfg.mount_bpffs {
+            sys::ensure_bpffs(c"/sys/fs/bpf").map_err(|e| os_error("mounting bpffs", e))?
+        } else {
+            false
+        };
+        let name: Interface = cfg
+            .interface
+            .parse()
+            .map_err(|_| invalid(format!("interface name {:?}", cfg.interface)))?;
+        let mut bind = match cfg.bind {
+            XdpBind::Copy => BindFlags::XDP_COPY,
+            XdpBind::ZeroCopy => BindFlags::XDP_ZEROCOPY,
+            XdpBind::Auto => BindFlags::empty(),
+        };
+        if cfg.need_wakeup {
+            bind |= BindFlags::XDP_USE_NEED_WAKEUP;
+        }
+        let socket = |attach| {
+            let flags = match attach {
+                XdpAttach::Native => XdpFlags::XDP_FLAGS_DRV_MODE,
+                XdpAttach::Generic | XdpAttach::Auto => XdpFlags::XDP_FLAGS_SKB_MODE,
+            };
+            SocketConfig::builder()
+                .rx_queue_size(ring)
+                .tx_queue_size(ring)
+                .bind_flags(bind)
+                .xdp_flags(flags)
+                .build()
+        };
+        let sizes = Sizes {
+            ring: cfg.ring_size,
+            frame: cfg.frame_size,
+        };
+        let mut attach = cfg.attach;
+        let mut opened = Vec::with_capacity(usize::from(queues));
+        for i in 0..u32::from(queues) {
+            let id = cfg.first_queue + i;
+            let q = if attach == XdpAttach::Auto {
+                match XskQueue::open(&name, id, sizes, socket(XdpAttach::Native), cfg.need_wakeup) {
+                    Ok(q) => {
+                        attach = XdpAttach::Native;
+                        q
+                    }
+                    Err(OpenError::Socket(e))
+                        if !matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+                    {
+                        attach = XdpAttach::Generic;
+                        let sock = socket(XdpAttach::Generic);
+                        XskQueue::open(&name, id, sizes, sock, cfg.need_wakeup)
+                            .map_err(open_error)?
+                    }
+                    Err(e) => return Err(open_error(e)),
+                }
+            } else {
+                XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup)
+                    .map_err(open_error)?
+            };
+            opened.push(q);
+        }
+        let room = opened.first().map_or(0, XskQueue::room);
+        // The MTU is what a UMEM frame holds, less the Ethernet header and two
+        // VLAN tags, at most.
+        let fits = u16::try_from(room.saturating_sub(crate::ETH_HEADER_LEN + 8)).unwrap_or(0);
+        let mtu = cfg
+            .mtu
+            .unwrap_or_else(|| u16::try_from(if_mtu).unwrap_or(u16::MAX))
+            .min(fits);
+        let pool = Pool::new(cfg.pool.unwrap_or(PoolConfig {
+            buf_len: room.max(PoolConfig::mtu().buf_len),
+            ..PoolConfig::mtu()
+        }));
+        Ok(Xdp {
+            interface: cfg.interface.clone(),
+            queues: opened,
+            attach,
+            mounted_bpffs,
+            caps: NicCaps {
+                mtu,
+                queues,
+                offloads: Offloads::NONE,
+                ..NicCaps::plain()
+            },
+            pool,
+            counters: Counters::new(usize::from(queues)),
+            recorder: None,
+        })
+    }
+
+    /// The interface's name.
+    pub fn interface(&self) -> &str {
+        &self.interface
+    }
+
+    /// How the XDP program is attached ([`XdpAttach::Auto`] resolved).
+    pub fn attach_mode(&self) -> XdpAttach {
+        self.attach
+    }
+
+    /// Whether [`Xdp::open`] mounted `/sys/fs/bpf` (it stays mounted).
+    pub fn mounted_bpffs(&self) -> bool {
+        self.mounted_bpffs
+    }
+
+    /// The largest frame a UMEM frame holds.
+    pub fn frame_room(&self) -> usize {
+        self.queues.first().map_or(0, XskQueue::room)
+    }
+
+    /// The kernel's drop counts for `queue`'s socket.
+    pub fn statistics(&self, queue: usize) -> Result<XdpStats, NicError> {
+        let s = self.queue(queue)?.statistics()?;
+        Ok(XdpStats {
+            rx_dropped: s.rx_dropped(),
+            rx_invalid_descs: s.rx_invalid_descs(),
+            rx_ring_full: s.rx_ring_full(),
+            rx_fill_ring_empty_descs: s.rx_fill_ring_empty_descs(),
+            tx_invalid_descs: s.tx_invalid_descs(),
+            tx_ring_empty_descs: s.tx_ring_empty_descs(),
+        })
+    }
+
+    fn queue(&self, queue: usize) -> Result<&XskQueue, NicError> {
+        self.queues.get(queue).ok_or(NicError::NoQueue {
+            queue,
+            queues: self.queues.len(),
+        })
+    }
+
+    fn record(&self, dir: Direction, queue: usize, frames: &[Frame]) {
+        if let Some(r) = &self.recorder {
+            let time = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO);
+            for f in frames {
+                r.record(&Record {
+                    dir,
+                    queue,
+                    frame: f.bytes(),
+                    meta: &f.meta,
+                    time,
+                });
+            }
+        }
+    }
+}
+
+impl Nic for Xdp {
+    fn caps(&self) -> &NicCaps {
+        &self.caps
+    }
+
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        check_queue(queue, self.queues.len())?;
+        let Some(q) = self.queues.get_mut(queue) else {
+            return Ok(0);
+        };
+        // Frames the kernel left in the tx ring, and completions to recycle.
+        q.kick()?;
+        let before = batch.len();
+        let pool = &self.pool;
+        let mut short = 0u64;
+        q.recv(max, |bytes| {
+            if bytes.len() < crate::ETH_HEADER_LEN {
+                short += 1;
+            } else {
+                batch.push(Frame::plain(pool.alloc_from(bytes)));
+            }
+        });
+        let mut tally = Tally::default();
+        tally.add(Counter::RxDroppedMalformed, short);
+        let got = batch.get(before..).unwrap_or_default();
+        count(&mut tally, got, false);
+        tally.flush(&self.counters, queue);
+        self.record(Direction::Rx, queue, got);
+        Ok(batch.len() - before)
+    }
+
+    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        check_queue(queue, self.queues.len())?;
+        let Some(q) = self.queues.get_mut(queue) else {
+            return Ok(0);
+        };
+        let free = q.tx_free();
+        let room = q.room();
+        let mut ok = 0;
+        let mut failure = None;
+        for f in batch.iter().take(free) {
+            if let Err(refused) = check_tx(&self.caps, f) {
+                failure = Some(refused);
+                break;
+            }
+            if f.len() > room {
+                failure = Some((
+                    NicError::Oversize {
+                        len: f.len(),
+                        limit: room,
+                    },
+                    Counter::TxDroppedOversize,
+                ));
+                break;
+            }
+            ok += 1;
+        }
+        let sent = if ok > 0 {
+            q.send(batch.iter().take(ok).map(Frame::bytes))?
+        } else {
+            q.kick()?;
+            0
+        };
+        let mut tally = Tally::default();
+        let done = batch.get(..sent).unwrap_or_default();
+        count(&mut tally, done, true);
+        self.record(Direction::Tx, queue, done);
+        batch.drain(..sent);
+        let result = match failure {
+            // The refused frame is at the front only if all before it went.
+            Some((e, c)) if sent == ok => {
+                tally.add(c, 1);
+                if !batch.is_empty() {
+                    batch.remove(0);
+                }
+                Err(e)
+            }
+            _ => Ok(sent),
+        };
+        tally.flush(&self.counters, queue);
+        result
+    }
+
+    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        Ok(Readiness::Fd(self.queue(queue)?.fd()))
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.recorder = recorder;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(r: Result<Xdp, NicError>) -> io::ErrorKind {
+        match r {
+            Err(NicError::Io(e)) => e.kind(),
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refuses_bad_sizes_before_touching_the_kernel() {
+        let bad_ring = XdpConfig {
+            ring_size: 1000,
+            ..XdpConfig::new("lo")
+        };
+        assert_eq!(kind(Xdp::open(&bad_ring)), io::ErrorKind::InvalidInput);
+        for frame_size in [1024, 3000] {
+            let bad_frame = XdpConfig {
+                frame_size,
+                ..XdpConfig::new("lo")
+            };
+            assert_eq!(kind(Xdp::open(&bad_frame)), io::ErrorKind::InvalidInput);
+        }
+    }
+
+    #[test]
+    fn a_missing_interface_is_not_found() {
+        let cfg = XdpConfig::new("lrnoSuchIf0");
+        assert_eq!(kind(Xdp::open(&cfg)), io::ErrorKind::NotFound);
+        let cfg = XdpConfig::new("a-name-longer-than-15");
+        assert_eq!(kind(Xdp::open(&cfg)), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn loopback_mtu_is_read() {
+        assert!(sys::mtu("lo").is_ok_and(|m| m >= 1500));
+        assert!(sys::is_bpffs(c"/proc").is_ok_and(|b| !b));
+    }
+}

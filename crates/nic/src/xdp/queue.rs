@@ -1,0 +1,298 @@
+//! One AF_XDP socket and its UMEM: the four rings and who owns each frame.
+//!
+//! The UMEM of a queue is split once, at open: the first half of its frames
+//! belongs to receive, the second half to transmit.
+//!
+//! * Receive frames cycle fill ring -> kernel -> rx ring -> here (copied out into
+//!   pool buffers) -> fill ring again, within the same call. The fill ring is as
+//!   large as the receive half, so handing them back always fits.
+//! * Transmit frames cycle `free` -> here (a frame copied in) -> tx ring ->
+//!   kernel -> completion ring -> `free`. The completion ring is drained on every
+//!   receive and transmit call.
+//!
+//! xsk-rs marks every ring operation `unsafe` for one contract: a frame
+//! descriptor handed to a ring belongs to this UMEM and is not touched again
+//! until the kernel hands it back. The ownership cycles above keep it: every
+//! descriptor here comes from this queue's [`Umem::new`], and each one is, at any
+//! moment, in exactly one place (a ring, `free`, or a local of one call).
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+use xsk_rs::config::{SocketConfig, UmemConfig};
+use xsk_rs::socket::XdpStatistics;
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+
+/// How many frames one copy-mode `sendto` kick moves at most (`TX_BATCH_SIZE`
+/// in net/xdp/xsk.c, the default `XDP_MAX_TX_SKB_BUDGET`).
+const KICK_BATCH: usize = 32;
+
+/// Why opening a queue failed, before it becomes a `NicError`.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// UMEM creation failed (`xsk_umem__create`, the mmap).
+    Umem(std::io::Error),
+    /// Socket creation or bind failed (`xsk_socket__create`, XDP attach).
+    Socket(std::io::Error),
+    /// A configuration value xsk-rs refused.
+    Config(String),
+}
+
+fn io_of(e: &(dyn std::error::Error + 'static), what: &str) -> std::io::Error {
+    match e.source().and_then(|s| s.downcast_ref::<std::io::Error>()) {
+        Some(io) => match io.raw_os_error() {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::new(io.kind(), io.to_string()),
+        },
+        None => std::io::Error::other(format!("{what}: {e}")),
+    }
+}
+
+/// The sizes of one queue's rings and frames.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sizes {
+    /// Entries of each ring; also the frames of each half of the UMEM.
+    pub(crate) ring: u32,
+    /// Bytes of one UMEM frame.
+    pub(crate) frame: u32,
+}
+
+/// One bound AF_XDP socket with its UMEM and rings.
+pub(crate) struct XskQueue {
+    umem: Umem,
+    fill: FillQueue,
+    comp: CompQueue,
+    tx: TxQueue,
+    rx: RxQueue,
+    /// Transmit frames not in the kernel's hands.
+    free: Vec<FrameDesc>,
+    /// Descriptors read from a ring in one call (reused, never shrinks).
+    scratch: Vec<FrameDesc>,
+    /// Receive frames the fill ring did not take back (never expected; kept so
+    /// a frame is not lost if it happens).
+    refill: Vec<FrameDesc>,
+    /// Transmit frames handed to the tx ring and not yet completed.
+    in_flight: usize,
+    tx_ring: usize,
+    /// Bytes a frame may have (the UMEM frame less the kernel's headroom).
+    room: usize,
+    /// Whether the rings say when they need a kick (`XDP_USE_NEED_WAKEUP`).
+    need_wakeup: bool,
+    fd: RawFd,
+}
+
+impl core::fmt::Debug for XskQueue {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("XskQueue")
+            .field("fd", &self.fd)
+            .field("free", &self.free.len())
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl XskQueue {
+    /// Creates the UMEM and binds a socket to `queue` of `interface`.
+    pub(crate) fn open(
+        interface: &xsk_rs::config::Interface,
+        queue: u32,
+        sizes: Sizes,
+        socket: SocketConfig,
+        need_wakeup: bool,
+    ) -> Result<XskQueue, OpenError> {
+        let ring = xsk_rs::config::QueueSize::new(sizes.ring)
+            .map_err(|e| OpenError::Config(e.to_string()))?;
+        let frame = xsk_rs::config::FrameSize::new(sizes.frame)
+            .map_err(|e| OpenError::Config(e.to_string()))?;
+        let umem_cfg = UmemConfig::builder()
+            .frame_size(frame)
+            .fill_queue_size(ring)
+            .comp_queue_size(ring)
+            .build()
+            .map_err(|e| OpenError::Config(e.to_string()))?;
+        let room = umem_cfg.mtu() as usize;
+        let count = sizes
+            .ring
+            .checked_mul(2)
+            .and_then(core::num::NonZeroU32::new)
+            .ok_or_else(|| OpenError::Config(format!("ring size {}", sizes.ring)))?;
+        let (umem, mut descs) =
+            Umem::new(umem_cfg, count, false).map_err(|e| OpenError::Umem(io_of(&e, "UMEM")))?;
+        // SAFETY: this UMEM is not shared: no socket is bound to this interface
+        // and queue through it, so libxdp loads (or shares) the XDP program and
+        // owns the fill and completion rings it hands back.
+        #[allow(unsafe_code)]
+        let (tx, rx, rings) = unsafe { Socket::new(socket, &umem, interface, queue) }
+            .map_err(|e| OpenError::Socket(io_of(&e, "AF_XDP socket")))?;
+        let (mut fill, comp) = rings.ok_or_else(|| {
+            OpenError::Config("libxdp handed back no fill and completion rings".to_owned())
+        })?;
+        let free = descs.split_off(sizes.ring as usize);
+        // SAFETY: the receive half of this UMEM's descriptors, handed to the
+        // kernel once; they come back through the rx ring.
+        #[allow(unsafe_code)]
+        let filled = unsafe { fill.produce(&descs) };
+        let mut refill = Vec::with_capacity(descs.len());
+        if filled != descs.len() {
+            refill.extend_from_slice(&descs);
+        }
+        let fd = rx.fd().as_raw_fd();
+        Ok(XskQueue {
+            umem,
+            fill,
+            comp,
+            tx,
+            rx,
+            free,
+            scratch: vec![FrameDesc::default(); sizes.ring as usize],
+            refill,
+            in_flight: 0,
+            tx_ring: sizes.ring as usize,
+            room,
+            need_wakeup,
+            fd,
+        })
+    }
+
+    /// The socket's descriptor (polls readable when the rx ring has frames).
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The largest frame a UMEM frame holds.
+    pub(crate) fn room(&self) -> usize {
+        self.room
+    }
+
+    /// Transmit frames free now (after draining completions).
+    pub(crate) fn tx_free(&mut self) -> usize {
+        self.complete();
+        self.free
+            .len()
+            .min(self.tx.nb_free(self.tx_ring as u32) as usize)
+    }
+
+    /// Moves completed transmit frames back to `free`.
+    pub(crate) fn complete(&mut self) {
+        loop {
+            // SAFETY: the completion ring returns descriptors of this UMEM that
+            // the kernel is done with; `scratch` only receives their addresses.
+            #[allow(unsafe_code)]
+            let n = unsafe { self.comp.consume(&mut self.scratch) };
+            if n == 0 {
+                break;
+            }
+            self.free
+                .extend_from_slice(self.scratch.get(..n).unwrap_or_default());
+            self.in_flight = self.in_flight.saturating_sub(n);
+        }
+    }
+
+    /// Kicks the kernel to send what waits in the tx ring: in copy mode each
+    /// `sendto` moves at most [`KICK_BATCH`] frames, so kick once per that many
+    /// (the kernel may still stop early when the device is busy; the next call
+    /// kicks again).
+    pub(crate) fn kick(&mut self) -> std::io::Result<()> {
+        let mut kicks = self.pending_tx().div_ceil(KICK_BATCH) + 1;
+        while self.pending_tx() > 0 && kicks > 0 {
+            if self.need_wakeup && !self.tx.needs_wakeup() {
+                break;
+            }
+            self.tx.wakeup()?;
+            kicks -= 1;
+        }
+        self.complete();
+        Ok(())
+    }
+
+    /// Frames in the tx ring the kernel has not taken yet.
+    fn pending_tx(&mut self) -> usize {
+        self.tx_ring
+            .saturating_sub(self.tx.nb_free_exact() as usize)
+            .min(self.in_flight)
+    }
+
+    /// Copies each frame of `frames` into a free transmit frame (the caller
+    /// checked that there are enough, [`XskQueue::tx_free`], and that each fits,
+    /// [`XskQueue::room`]) and hands them all to the tx ring, then kicks.
+    pub(crate) fn send<'a>(
+        &mut self,
+        frames: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) -> std::io::Result<usize> {
+        let n = frames.len().min(self.free.len());
+        let at = self.free.len() - n;
+        let mut staged = self.free.split_off(at);
+        for (desc, bytes) in staged.iter_mut().zip(frames) {
+            // SAFETY: `desc` came from `free`: a transmit frame of this UMEM
+            // that neither the kernel nor anything else holds now.
+            #[allow(unsafe_code)]
+            let mut data = unsafe { self.umem.data_mut(desc) };
+            let mut cursor = data.cursor();
+            cursor.set_pos(0);
+            cursor.write_all(bytes)?;
+        }
+        // SAFETY: the staged descriptors belong to this UMEM and are handed to
+        // the kernel here; they return through the completion ring.
+        #[allow(unsafe_code)]
+        let sent = unsafe { self.tx.produce(&staged) };
+        if sent != staged.len() {
+            // The ring had no room for all (produce takes all or none).
+            self.free.append(&mut staged);
+            return Ok(0);
+        }
+        self.in_flight += sent;
+        self.kick()?;
+        Ok(sent)
+    }
+
+    /// Hands up to `max` received frames to `each` (their bytes, in the UMEM,
+    /// valid during the call), then gives the frames back to the fill ring.
+    /// Returns how many were received.
+    pub(crate) fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
+        self.retry_refill();
+        let want = max.min(self.scratch.len());
+        let Some(descs) = self.scratch.get_mut(..want) else {
+            return 0;
+        };
+        // SAFETY: the rx ring returns descriptors of this UMEM's receive half
+        // that the kernel has filled and let go of.
+        #[allow(unsafe_code)]
+        let n = unsafe { self.rx.consume(descs) };
+        let got = self.scratch.get(..n).unwrap_or_default();
+        for desc in got {
+            // SAFETY: `desc` is a received frame of this UMEM; it goes back to
+            // the fill ring only after this read.
+            #[allow(unsafe_code)]
+            let data = unsafe { self.umem.data(desc) };
+            each(data.contents());
+        }
+        if n > 0 {
+            // SAFETY: the frames just read, handed back to the kernel to fill.
+            #[allow(unsafe_code)]
+            let back = unsafe { self.fill.produce(got) };
+            if back != n {
+                self.refill.extend_from_slice(got);
+            }
+            if self.fill.needs_wakeup() {
+                let _ = self.fill.wakeup(self.rx.fd_mut(), 0);
+            }
+        }
+        n
+    }
+
+    fn retry_refill(&mut self) {
+        if self.refill.is_empty() {
+            return;
+        }
+        // SAFETY: frames of this UMEM's receive half that no ring holds.
+        #[allow(unsafe_code)]
+        let back = unsafe { self.fill.produce(&self.refill) };
+        if back == self.refill.len() {
+            self.refill.clear();
+        }
+    }
+
+    /// The kernel's drop counts for this socket (`XDP_STATISTICS`).
+    pub(crate) fn statistics(&self) -> std::io::Result<XdpStatistics> {
+        self.rx.fd().xdp_statistics()
+    }
+}

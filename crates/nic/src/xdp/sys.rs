@@ -1,0 +1,165 @@
+//! The operating-system edge of the AF_XDP backend that xsk-rs does not cover:
+//! the interface's queue count and MTU (ioctls on a datagram socket, so they
+//! answer for the calling thread's network namespace), and the BPF file system
+//! libxdp pins its dispatcher in. Each call is a small safe wrapper around one
+//! `unsafe` block.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// `SIOCETHTOOL` (linux/sockios.h).
+const SIOCETHTOOL: libc::Ioctl = 0x8946;
+/// `SIOCGIFMTU` (linux/sockios.h).
+const SIOCGIFMTU: libc::Ioctl = 0x8921;
+/// `ETHTOOL_GCHANNELS` (linux/ethtool.h).
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+/// `BPF_FS_MAGIC` (linux/magic.h): `statfs` of a mounted bpffs.
+const BPF_FS_MAGIC: u64 = 0xcafe_4a11;
+
+/// `struct ethtool_channels` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A `struct ifreq` naming `name`, the union zeroed.
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("interface name {name:?}: 1 to 15 bytes, no NUL"),
+        ));
+    }
+    let mut req = libc::ifreq {
+        ifr_name: [0; libc::IFNAMSIZ],
+        ifr_ifru: libc::__c_anonymous_ifr_ifru { ifru_mtu: 0 },
+    };
+    for (d, &s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = s as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// A datagram socket to ask interface ioctls through.
+fn control_socket() -> io::Result<OwnedFd> {
+    #[allow(unsafe_code)]
+    // SAFETY: socket(2) takes plain integers and returns a new descriptor or -1.
+    let fd =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    #[allow(unsafe_code)]
+    // SAFETY: `fd` was just returned by socket(2), is valid, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `ioctl(fd, request, req)` with a `struct ifreq`.
+fn ioctl_ifreq(fd: &OwnedFd, request: libc::Ioctl, req: &mut libc::ifreq) -> io::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: `req` is a live, aligned `struct ifreq` for the whole call, which is
+    // what SIOCGIFMTU and SIOCETHTOOL take; for SIOCETHTOOL its data pointer
+    // points at a live `struct ethtool_channels` (see `queues`).
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, std::ptr::from_mut(req)) };
+    check(rc).map(|_| ())
+}
+
+/// The interface's MTU. `NotFound` if there is no such interface here.
+pub(crate) fn mtu(name: &str) -> io::Result<u32> {
+    let fd = control_socket()?;
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(&fd, SIOCGIFMTU, &mut req).map_err(|e| no_such_interface(name, e))?;
+    #[allow(unsafe_code)]
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the `ifru_mtu` member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| io::Error::other(format!("{name}: MTU {mtu}")))
+}
+
+/// How many queues an AF_XDP socket may bind to on the interface: its combined
+/// channels plus the larger of its receive-only and transmit-only ones
+/// (`ethtool -l`). `None` when the driver does not report channels.
+pub(crate) fn queues(name: &str) -> io::Result<Option<u32>> {
+    let fd = control_socket()?;
+    let mut channels = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..EthtoolChannels::default()
+    };
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_data = std::ptr::from_mut(&mut channels).cast();
+    match ioctl_ifreq(&fd, SIOCETHTOOL, &mut req) {
+        Ok(()) => Ok(Some(
+            channels.combined_count + channels.rx_count.max(channels.tx_count),
+        )),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
+        Err(e) => Err(no_such_interface(name, e)),
+    }
+}
+
+/// `ENODEV` says the interface is missing: say which.
+fn no_such_interface(name: &str, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface {name:?} in this network namespace"),
+        )
+    } else {
+        e
+    }
+}
+
+/// True if `path` is a mounted BPF file system.
+pub(crate) fn is_bpffs(path: &CStr) -> io::Result<bool> {
+    #[allow(unsafe_code)]
+    // SAFETY: an all-zero `struct statfs` is a valid value (plain integers).
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    #[allow(unsafe_code)]
+    // SAFETY: `path` is NUL-terminated and `st` is a live `struct statfs`.
+    let rc = unsafe { libc::statfs(path.as_ptr(), &raw mut st) };
+    match check(rc) {
+        #[allow(clippy::unnecessary_cast)] // f_type is i64 or u32 depending on the libc
+        Ok(_) => Ok(st.f_type as u64 & 0xffff_ffff == BPF_FS_MAGIC),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Mounts a BPF file system at `path` (`mount -t bpf bpf <path>`) unless one is
+/// there; `Ok(true)` if it mounted one now.
+pub(crate) fn ensure_bpffs(path: &CStr) -> io::Result<bool> {
+    if is_bpffs(path)? {
+        return Ok(false);
+    }
+    let dir = std::path::Path::new(
+        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes()),
+    );
+    std::fs::create_dir_all(dir)?;
+    #[allow(unsafe_code)]
+    // SAFETY: every string is NUL-terminated and lives for the call; no data.
+    let rc = unsafe {
+        libc::mount(
+            c"bpf".as_ptr(),
+            path.as_ptr(),
+            c"bpf".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    check(rc)?;
+    Ok(true)
+}
