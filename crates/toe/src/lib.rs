@@ -89,10 +89,11 @@ pub mod sim;
 pub mod tcp;
 pub mod time;
 
-pub use config::{Config, TcpConfig};
+pub use config::{Config, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, ListenerHandle, PoolSink, Readiness, SocketHandle, TcpInfo, TxSink,
+    Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, PoolSink, Readiness, SocketHandle, TcpInfo,
+    TxSink, UdpHandle, UdpInfo,
 };
-pub use tcp::TcpState;
+pub use tcp::{Keepalive, TcpState};
 pub use time::Instant;
