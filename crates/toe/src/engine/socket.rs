@@ -270,6 +270,7 @@ impl Engine {
         port: Option<u16>,
         remote: SocketAddr,
     ) -> Result<SocketHandle, Error> {
+        self.clock = self.clock.max(now);
         let local_ip = match remote.ip() {
             IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
             IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),

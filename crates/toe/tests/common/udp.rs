@@ -187,3 +187,44 @@ pub fn parse_icmp(frame: &[u8]) -> Option<IcmpSeen> {
 pub fn ip_of(frame: &[u8]) -> &[u8] {
     &frame[ethernet::HEADER_LEN..]
 }
+
+/// An ICMPv4 message from `src` to us, its body written by `body` (which returns
+/// its length, checksum filled, e.g. linerate-wire's `icmp::v4::emit_*`).
+pub fn icmp4_from(src: [u8; 4], body: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 20 + 1500];
+    let n = body(&mut f[34..]);
+    f.truncate(34 + n);
+    f[..6].copy_from_slice(&ME_MAC);
+    f[6..12].copy_from_slice(&PEER_MAC);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let mut ip = linerate_wire::ipv4::Packet::new_unchecked(&mut f[14..34]);
+    ip.set_version(4);
+    ip.set_ihl(5);
+    ip.set_total_len((20 + n) as u16);
+    ip.set_ttl(64);
+    ip.set_protocol(1);
+    ip.set_src_addr(src);
+    ip.set_dst_addr(ME4);
+    ip.fill_checksum();
+    f
+}
+
+/// An ICMPv6 message from `src` to us, its body written by `body` with the
+/// addresses for its checksum.
+pub fn icmp6_from(src: Ipv6Addr, body: impl FnOnce(&mut [u8], Addrs<'_>) -> usize) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + 40 + 1500];
+    let (s, d) = (src.octets(), ME6.octets());
+    let n = body(&mut f[54..], Addrs { src: &s, dst: &d });
+    f.truncate(54 + n);
+    f[..6].copy_from_slice(&ME_MAC);
+    f[6..12].copy_from_slice(&PEER_MAC);
+    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    let mut ip = ipv6::Packet::new_unchecked(&mut f[14..54]);
+    ip.set_version(6);
+    ip.set_payload_len(n as u16);
+    ip.set_next_header(58);
+    ip.set_hop_limit(64);
+    ip.set_src_addr(s);
+    ip.set_dst_addr(d);
+    f
+}
