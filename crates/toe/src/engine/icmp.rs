@@ -206,7 +206,7 @@ impl Engine {
             }
             protocol::UDP if self.udp.bound(sport, q.src) => {
                 if let IcmpError::TooBig(mtu) = kind {
-                    self.learn_pmtu(&q, mtu);
+                    let _ = self.learn_pmtu(&q, mtu);
                 }
             }
             _ => self.counters.icmp_in_ignored += 1,
@@ -227,7 +227,13 @@ impl Engine {
     fn icmp_tcp(&mut self, kind: IcmpError, idx: usize, q: &Quoted<'_>) {
         match kind {
             IcmpError::TooBig(mtu) => {
-                let pmtu = self.learn_pmtu(q, mtu);
+                let (pmtu, lowered) = self.learn_pmtu(q, mtu);
+                if !lowered {
+                    // Nothing new about the path (the others already follow
+                    // it): only the quoted connection may lag behind.
+                    self.apply_pmtu(idx, pmtu);
+                    return;
+                }
                 // Every connection to the destination, not only the one quoted.
                 let dst = q.dst;
                 let on_path: Vec<usize> = self
@@ -240,7 +246,6 @@ impl Engine {
                 for i in on_path {
                     self.apply_pmtu(i, pmtu);
                 }
-                let _ = idx;
             }
             IcmpError::Hard => {
                 let Some(conn) = self.conn_mut(idx) else {
@@ -260,14 +265,15 @@ impl Engine {
     }
 
     /// Lowers the path MTU to `q.dst` per a message announcing `mtu`; returns
-    /// the path MTU now in force.
-    fn learn_pmtu(&mut self, q: &Quoted<'_>, mtu: Option<u16>) -> u16 {
+    /// the path MTU now in force and whether this message lowered it.
+    fn learn_pmtu(&mut self, q: &Quoted<'_>, mtu: Option<u16>) -> (u16, bool) {
         let now = self.clock;
         let mtu = clamp(q.dst, mtu.unwrap_or_else(|| plateau_below(q.total_len)));
-        if self.pmtu.update(now, q.dst, mtu, self.cfg.mtu) {
+        let lowered = self.pmtu.update(now, q.dst, mtu, self.cfg.mtu);
+        if lowered {
             self.counters.pmtu_updates += 1;
         }
-        self.path_mtu(now, q.dst)
+        (self.path_mtu(now, q.dst), lowered)
     }
 
     /// The largest IP datagram that crosses the path to `ip` now: the

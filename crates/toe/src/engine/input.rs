@@ -2,6 +2,7 @@
 //! section 3.2.1) and IPv6 (RFC 8200) validation, ICMP echo (RFC 792, RFC 4443
 //! section 4), neighbour discovery (RFC 4861 sections 7.1 and 7.2.3 to 7.2.5) and
 //! TCP demultiplexing to connections and listeners (RFC 9293 section 3.10.7).
+//! UDP datagrams go to `udp`, ICMP errors to `icmp`.
 //!
 //! Checksums are verified here unless the NIC layer says it did
 //! (`Checksum::Verified`, or `Checksum::Partial` for a frame that never left the

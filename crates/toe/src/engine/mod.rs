@@ -1,5 +1,5 @@
-//! The engine: one network interface's worth of ARP, NDP, IPv4, IPv6, ICMP and TCP
-//! as a sans-IO state machine (the shape of quinn-proto's `Endpoint`).
+//! The engine: one network interface's worth of ARP, NDP, IPv4, IPv6, ICMP, TCP
+//! and UDP as a sans-IO state machine (the shape of quinn-proto's `Endpoint`).
 //!
 //! * [`Engine::handle_frame`] takes a received Ethernet frame and its
 //!   [`OffloadMeta`] (checksums the NIC verified, or a GRO super-segment);
