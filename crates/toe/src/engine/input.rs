@@ -250,7 +250,11 @@ impl Engine {
             return;
         }
         if p.is_error() {
-            self.icmpv4_error(&p);
+            // Errors are only ever sent to the source of a datagram: ours is
+            // a unicast address (RFC 1122 section 3.2.2).
+            if unicast {
+                self.icmpv4_error(&p);
+            }
             return;
         }
         if p.msg_type() != icmpv4::msg_type::ECHO_REQUEST || p.code() != 0 {
@@ -381,7 +385,7 @@ impl Engine {
                     }
                 }
             }
-            icmpv6::msg_type::DEST_UNREACHABLE | icmpv6::msg_type::PACKET_TOO_BIG => {
+            icmpv6::msg_type::DEST_UNREACHABLE | icmpv6::msg_type::PACKET_TOO_BIG if unicast => {
                 self.icmpv6_error(&p);
             }
             _ => {}

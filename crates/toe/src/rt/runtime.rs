@@ -577,6 +577,9 @@ impl<N: Nic> QueueLoop<N> {
                     shared,
                     reply,
                 } => {
+                    // Sockets the application dropped give their ports up
+                    // first, so a bind right after a drop finds the port free.
+                    self.sweep_udp();
                     let engine = self.driver.engine_mut();
                     let r = engine.udp_bind(addr).and_then(|h| {
                         let local = engine.udp_info(h)?.local;

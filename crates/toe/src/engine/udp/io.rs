@@ -201,7 +201,7 @@ impl Engine {
                         sink.commit(&m);
                         *n += 1;
                     }
-                    true
+                    meta.is_some()
                 }
                 None => {
                     let mut f = vec![0u8; frame_len];
@@ -222,7 +222,7 @@ impl Engine {
                             Queued::Dropped => self.counters.neighbor_drops += 1,
                         }
                     }
-                    true
+                    meta.is_some()
                 }
             };
             if built {
