@@ -1,5 +1,5 @@
-//! Engine configuration: the interface (MAC, addresses, MTU, offloads) and TCP
-//! defaults.
+//! Engine configuration: the interface (MAC, addresses, MTU, offloads), TCP and
+//! UDP defaults, ICMP error rate and path MTU cache bounds.
 
 pub use crate::tcp::cc::CongestionControl;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -92,6 +92,11 @@ pub struct TcpConfig {
     /// queue is full, instead of dropping them. See `tcp::cookie` for what a
     /// cookie connection loses.
     pub syn_cookies: bool,
+    /// Challenge ACKs (RFC 5961 sections 3 to 5) the engine sends per second of
+    /// its clock, over all connections (RFC 5961 section 7; Linux's
+    /// `tcp_challenge_ack_limit` was 1000). Those over the limit are counted in
+    /// `tcp_challenge_acks_suppressed` and not sent.
+    pub challenge_ack_limit: u32,
 }
 
 impl Default for TcpConfig {
@@ -112,6 +117,30 @@ impl Default for TcpConfig {
             msl: Duration::from_secs(30),
             backlog: 128,
             syn_cookies: true,
+            challenge_ack_limit: 1000,
+        }
+    }
+}
+
+/// UDP socket defaults for every socket of an engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdpConfig {
+    /// Payload bytes a socket's receive queue holds; datagrams that do not fit
+    /// are dropped and counted (`udp_rcvbuf_errors`).
+    pub recv_buffer: usize,
+    /// Datagrams a socket's receive queue holds at most, whatever their size.
+    pub recv_datagrams: usize,
+    /// Payload bytes a socket may have queued for transmission; a send that does
+    /// not fit is refused with [`crate::Error::WouldBlock`].
+    pub send_buffer: usize,
+}
+
+impl Default for UdpConfig {
+    fn default() -> UdpConfig {
+        UdpConfig {
+            recv_buffer: 256 * 1024,
+            recv_datagrams: 1024,
+            send_buffer: 256 * 1024,
         }
     }
 }
@@ -141,6 +170,19 @@ pub struct Config {
     pub neighbor_queue: usize,
     /// TCP defaults.
     pub tcp: TcpConfig,
+    /// UDP defaults.
+    pub udp: UdpConfig,
+    /// ICMP errors (port unreachable) the engine sends per second, on average: a
+    /// token bucket refilled at this rate (Linux's `icmp_msgs_per_sec`).
+    pub icmp_error_rate: u32,
+    /// The token bucket's depth: errors sent back to back at most (Linux's
+    /// `icmp_msgs_burst`).
+    pub icmp_error_burst: u32,
+    /// How long a path MTU learnt from ICMP stays valid (RFC 1191 section 6.3
+    /// and RFC 8201 section 5.3 suggest 10 minutes, as Linux's `mtu_expires`).
+    pub pmtu_expiry: Duration,
+    /// Destinations the path MTU cache holds; the one expiring first makes room.
+    pub pmtu_entries: usize,
 }
 
 impl Config {
@@ -157,6 +199,11 @@ impl Config {
             neighbor_probes: 3,
             neighbor_queue: 64,
             tcp: TcpConfig::default(),
+            udp: UdpConfig::default(),
+            icmp_error_rate: 1000,
+            icmp_error_burst: 50,
+            pmtu_expiry: Duration::from_secs(600),
+            pmtu_entries: 256,
         }
     }
 

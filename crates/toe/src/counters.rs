@@ -97,6 +97,47 @@ pub struct Counters {
     /// ACKs to a listener that recently sent cookies whose cookie did not
     /// validate (SyncookiesFailed); answered with RST.
     pub tcp_syncookies_failed: u64,
-    /// UDP datagrams to no socket (UDP sockets are not implemented yet).
+    /// udpNoPorts: UDP datagrams to a port no socket is bound to.
     pub udp_no_ports: u64,
+    /// udpInDatagrams: UDP datagrams delivered to a socket's receive queue (a GRO
+    /// super-datagram counts as the datagrams it holds).
+    pub udp_in_datagrams: u64,
+    /// udpInErrors: UDP datagrams dropped for a bad header, a bad checksum or a
+    /// full receive queue.
+    pub udp_in_errors: u64,
+    /// UdpInCsumErrors (also counted in `udp_in_errors`).
+    pub udp_in_csum_errors: u64,
+    /// UdpRcvbufErrors: datagrams dropped because the socket's receive queue was
+    /// full (also counted in `udp_in_errors`).
+    pub udp_rcvbuf_errors: u64,
+    /// udpOutDatagrams: UDP datagrams sent (a USO super-datagram counts as the
+    /// datagrams it becomes).
+    pub udp_out_datagrams: u64,
+    /// UdpSndbufErrors: sends refused because the socket's send queue was full.
+    pub udp_sndbuf_errors: u64,
+    /// icmpOutDestUnreachs: destination unreachable messages sent (port
+    /// unreachable for UDP to a closed port).
+    pub icmp_out_dest_unreachs: u64,
+    /// ICMP errors not sent because the rate limit's tokens ran out (Linux's
+    /// IcmpOutRateLimitGlobal).
+    pub icmp_out_rate_limited: u64,
+    /// icmpInDestUnreachs (fragmentation needed included).
+    pub icmp_in_dest_unreachs: u64,
+    /// ICMPv6 packet too big messages received.
+    pub icmp_in_pkt_too_bigs: u64,
+    /// ICMP errors that quoted no connection or socket of ours, or a TCP sequence
+    /// number outside SND.UNA..SND.MAX (RFC 5927 section 4.1), ignored.
+    pub icmp_in_ignored: u64,
+    /// Path MTU decreases taken from fragmentation needed / packet too big.
+    pub pmtu_updates: u64,
+    /// TCP connections in SYN-SENT failed by an ICMP hard error (port or
+    /// protocol unreachable, RFC 1122 section 4.2.3.9).
+    pub tcp_icmp_refused: u64,
+    /// TCP keep-alive probes sent (Linux's TCPKeepAlive).
+    pub tcp_keepalive_probes: u64,
+    /// Connections that failed because keep-alive probes went unanswered.
+    pub tcp_keepalive_timeouts: u64,
+    /// Challenge ACKs not sent because the per-engine limit was reached
+    /// (RFC 5961 section 7; Linux's TCPChallengeACK counts the sent ones).
+    pub tcp_challenge_acks_suppressed: u64,
 }

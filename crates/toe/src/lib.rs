@@ -1,5 +1,6 @@
 //! The linerate connection engine: ARP, IPv6 neighbour discovery, IPv4, IPv6,
-//! ICMP echo and TCP as a sans-IO state machine, with offload-aware output.
+//! ICMP (echo, errors acted on), TCP and UDP as a sans-IO state machine, with
+//! offload-aware output.
 //!
 //! Two engines on a simulated link, exchanging bytes in virtual time:
 //!
@@ -44,8 +45,11 @@
 //!
 //! The socket API sits on the engine: `tcp_listen`, `tcp_accept`, `tcp_connect`,
 //! `tcp_send`, `tcp_recv`, `tcp_shutdown`, `tcp_close`, `tcp_abort`, `tcp_state`,
-//! `tcp_readiness`, `tcp_info`, with typed [`Error`]s (refused, reset, timed out).
-//! Handles are slot indices with a generation.
+//! `tcp_readiness`, `tcp_info`, `tcp_set_keepalive`, with typed [`Error`]s
+//! (refused, reset, timed out); and UDP: `udp_bind`, `udp_send_to`,
+//! `udp_send_to_segmented` (USO), `udp_recv_from`, `udp_recv_with` (lending),
+//! `udp_readiness`, `udp_info`, `udp_close`. Handles are slot indices with a
+//! generation.
 //!
 //! # Design
 //!
@@ -68,6 +72,12 @@
 //!   `gso: TcpV4/TcpV6 with size MSS` and `csum: Partial` with the pseudo-header sum
 //!   in the checksum field; off, MSS-sized segments with full checksums. A received
 //!   GRO super-segment is one segment that counts as the segments it holds.
+//!   UDP likewise: partial checksums, one USO super-datagram per segmented
+//!   send; a GRO super-datagram is split back into its datagrams.
+//! * **ICMP errors** are validated against the socket they quote (RFC 5927)
+//!   before they lower a destination's path MTU (a bounded, expiring cache) or
+//!   fail a connection attempt; the engine's own ICMP errors and challenge ACKs
+//!   are rate-limited.
 //!
 //! # RFCs
 //!
@@ -76,7 +86,11 @@
 //! (congestion control, byte counting), RFC 9438 (CUBIC), RFC 6928 (initial window),
 //! RFC 6298 (RTO), RFC 5961 (challenge ACKs), RFC 6528 (ISNs), RFC 4987 section 3.6
 //! (SYN cookies), RFC 6056 (ephemeral ports), RFC 826 and RFC 1122 (ARP), RFC 4861
-//! (NDP), RFC 792 / RFC 4443 (echo).
+//! (NDP), RFC 792 / RFC 4443 (echo, errors), RFC 768 and RFC 1122 section 4.1
+//! (UDP), RFC 1191 / RFC 8201 (path MTU discovery), RFC 5927 (ICMP attacks),
+//! RFC 1122 section 4.2.3.9 and RFC 5461 (hard and soft errors), RFC 9293
+//! section 3.8.4 and RFC 1122 section 4.2.3.6 (keep-alives), RFC 5961 section 7
+//! (challenge ACK limit).
 #![forbid(unsafe_code)]
 
 pub mod config;
@@ -91,10 +105,11 @@ pub mod sim;
 pub mod tcp;
 pub mod time;
 
-pub use config::{Config, TcpConfig};
+pub use config::{Config, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, ListenerHandle, PoolSink, Readiness, SocketHandle, TcpInfo, TxSink,
+    Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, PoolSink, Readiness, SocketHandle, TcpInfo,
+    TxSink, UdpHandle, UdpInfo,
 };
-pub use tcp::TcpState;
+pub use tcp::{Keepalive, TcpState};
 pub use time::Instant;

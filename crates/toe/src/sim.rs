@@ -7,6 +7,13 @@
 //! (one flipped byte, and the metadata then claims nothing verified, so the
 //! receiver's checksum check must catch it). The link also enforces the MTU.
 //!
+//! With [`LinkConfig::pmtu`] set, the link also plays a router with a smaller
+//! MTU on the path: a frame whose IP datagram is larger than that is dropped
+//! and answered, to its sender only, with ICMPv4 "fragmentation needed"
+//! (type 3 code 4, RFC 1191 section 4) or ICMPv6 "packet too big" (type 2, RFC
+//! 4443 section 3.2) announcing the path MTU, from [`ROUTER_MAC`] and
+//! [`ROUTER_V4`] / [`ROUTER_V6`], quoting the head of the dropped datagram.
+//!
 //! Offloads are finished as a NIC would finish them, by linerate-offload's real
 //! code: frames marked `Checksum::Partial` get their checksum completed
 //! ([`linerate_offload::csum::complete`]), and GSO super-frames (TSO and USO) are
@@ -30,6 +37,13 @@ use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
+/// The Ethernet address the simulated router answers from ([`LinkConfig::pmtu`]).
+pub const ROUTER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xfe];
+/// The router's IPv4 address.
+pub const ROUTER_V4: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 254);
+/// The router's IPv6 address.
+pub const ROUTER_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0xfe);
+
 /// How the simulated link behaves.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkConfig {
@@ -49,6 +63,11 @@ pub struct LinkConfig {
     pub mtu: u16,
     /// Deliver GSO super-frames whole, as GRO would (no segmentation).
     pub gro: bool,
+    /// A smaller MTU on the path: frames the link segments (or that need no
+    /// segmentation) whose IP datagram is larger are dropped and answered with
+    /// "fragmentation needed" / "packet too big" (see the module docs).
+    /// GRO-whole frames ([`LinkConfig::gro`]) are not checked.
+    pub pmtu: Option<u16>,
     /// Seed of the fault generator.
     pub seed: u64,
 }
@@ -64,6 +83,7 @@ impl Default for LinkConfig {
             corrupt: 0.0,
             mtu: 1500,
             gro: false,
+            pmtu: None,
             seed: 0,
         }
     }
@@ -88,6 +108,8 @@ pub struct LinkStats {
     pub segmented: u64,
     /// Frames a GSO request could not be honoured for (malformed), dropped.
     pub bad_gso: u64,
+    /// Frames above [`LinkConfig::pmtu`], dropped and answered with ICMP.
+    pub too_big: u64,
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -190,6 +212,16 @@ impl Link {
                 self.stats.oversize += 1;
                 continue;
             }
+            if let Some(pmtu) = self.cfg.pmtu
+                && !whole
+                && ip_len > usize::from(pmtu)
+            {
+                self.stats.too_big += 1;
+                if let Some(icmp) = too_big(&f, pmtu) {
+                    self.deliver(now, from, icmp);
+                }
+                continue;
+            }
             if self.rng.chance(self.cfg.loss) {
                 self.stats.lost += 1;
                 continue;
@@ -235,6 +267,20 @@ impl Link {
         }
     }
 
+    /// Queues `frame` for `port` after the link's latency, without faults.
+    fn deliver(&mut self, now: Instant, port: usize, frame: Vec<u8>) {
+        self.seq += 1;
+        let item = InFlight {
+            at: now + self.cfg.latency.max(Duration::from_nanos(1)),
+            seq: self.seq,
+            frame,
+            meta: MetaOrd(OffloadMeta::plain()),
+        };
+        if let Some(q) = self.queues.get_mut(port) {
+            q.push(Reverse(item));
+        }
+    }
+
     /// The next frame for `port` due at or before `now`.
     pub fn recv(&mut self, now: Instant, port: usize) -> Option<(Vec<u8>, OffloadMeta)> {
         let q = self.queues.get_mut(port)?;
@@ -251,6 +297,72 @@ impl Link {
             .iter()
             .filter_map(|q| q.peek().map(|Reverse(f)| f.at))
             .min()
+    }
+}
+
+/// The router's answer to `frame` (Ethernet, IPv4 with DF or IPv6) being too
+/// big for a path MTU of `pmtu`: "fragmentation needed" or "packet too big",
+/// quoting as much of the datagram as RFC 1812 section 4.3.2.3 / RFC 4443
+/// section 2.4 (c) allow. `None` for frames a router would not answer (IPv4
+/// without DF would be fragmented; the simulation just drops it).
+fn too_big(frame: &[u8], pmtu: u16) -> Option<Vec<u8>> {
+    use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
+    use linerate_wire::{ipv4, ipv6};
+    let eth = ethernet::Packet::new_checked(frame).ok()?;
+    let ip = eth.payload();
+    let sender = eth.src_addr();
+    match eth.ethertype() {
+        ethernet::ethertype::IPV4 => {
+            let p = ipv4::Packet::new_checked(ip).ok()?;
+            if !p.dont_frag() {
+                return None;
+            }
+            let quote = ip.get(..ip.len().min(icmpv4::MAX_INVOKING))?;
+            let icmp_len = icmp::HEADER_LEN + quote.len();
+            let mut f = vec![0u8; ethernet::HEADER_LEN + ipv4::HEADER_LEN + icmp_len];
+            let mut e = ethernet::Packet::new_unchecked(&mut f[..]);
+            e.set_dst_addr(sender);
+            e.set_src_addr(ROUTER_MAC);
+            e.set_ethertype(ethernet::ethertype::IPV4);
+            let ipb = f.get_mut(ethernet::HEADER_LEN..)?;
+            let mut h = ipv4::Packet::new_unchecked(&mut ipb[..]);
+            h.set_version(4);
+            h.set_ihl(5);
+            h.set_total_len((ipv4::HEADER_LEN + icmp_len) as u16);
+            h.set_ttl(64);
+            h.set_protocol(ipv4::protocol::ICMP);
+            h.set_src_addr(ROUTER_V4.octets());
+            h.set_dst_addr(p.src_addr());
+            h.fill_checksum();
+            icmpv4::emit_frag_needed(ipb.get_mut(ipv4::HEADER_LEN..)?, pmtu, quote).ok()?;
+            Some(f)
+        }
+        ethernet::ethertype::IPV6 => {
+            let p = ipv6::Packet::new_checked(ip).ok()?;
+            let quote = ip.get(..ip.len().min(icmpv6::MAX_INVOKING))?;
+            let icmp_len = icmp::HEADER_LEN + quote.len();
+            let mut f = vec![0u8; ethernet::HEADER_LEN + ipv6::HEADER_LEN + icmp_len];
+            let mut e = ethernet::Packet::new_unchecked(&mut f[..]);
+            e.set_dst_addr(sender);
+            e.set_src_addr(ROUTER_MAC);
+            e.set_ethertype(ethernet::ethertype::IPV6);
+            let ipb = f.get_mut(ethernet::HEADER_LEN..)?;
+            let mut h = ipv6::Packet::new_unchecked(&mut ipb[..]);
+            h.set_version(6);
+            h.set_payload_len(icmp_len as u16);
+            h.set_next_header(ipv4::protocol::ICMPV6);
+            h.set_hop_limit(64);
+            h.set_src_addr(ROUTER_V6.octets());
+            h.set_dst_addr(p.src_addr());
+            let addrs = icmpv6::Addrs {
+                src: &ROUTER_V6.octets(),
+                dst: &p.src_addr(),
+            };
+            let body = ipb.get_mut(ipv6::HEADER_LEN..)?;
+            icmpv6::emit_packet_too_big(body, addrs, u32::from(pmtu), quote).ok()?;
+            Some(f)
+        }
+        _ => None,
     }
 }
 

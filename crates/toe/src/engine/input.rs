@@ -2,6 +2,7 @@
 //! section 3.2.1) and IPv6 (RFC 8200) validation, ICMP echo (RFC 792, RFC 4443
 //! section 4), neighbour discovery (RFC 4861 sections 7.1 and 7.2.3 to 7.2.5) and
 //! TCP demultiplexing to connections and listeners (RFC 9293 section 3.10.7).
+//! UDP datagrams go to `udp`, ICMP errors to `icmp`.
 //!
 //! Checksums are verified here unless the NIC layer says it did
 //! (`Checksum::Verified`, or `Checksum::Partial` for a frame that never left the
@@ -42,6 +43,7 @@ impl Engine {
     /// [`OffloadMeta::plain()`].
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
         self.counters.rx_frames += 1;
+        self.clock = self.clock.max(now);
         let Ok(eth) = ethernet::Packet::new_checked(frame) else {
             self.counters.rx_bad_ethernet += 1;
             return;
@@ -150,7 +152,21 @@ impl Engine {
                 let pseudo = ip.pseudo_header_sum(payload.len() as u16);
                 self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, pseudo, from);
             }
-            protocol::UDP => self.counters.udp_no_ports += 1,
+            protocol::UDP => {
+                self.counters.ip_in_delivers += 1;
+                let packet = data.get(..usize::from(ip.total_len())).unwrap_or(data);
+                self.udp_input(
+                    now,
+                    udp_in(
+                        IpAddr::V4(src),
+                        IpAddr::V4(dst),
+                        unicast,
+                        packet,
+                        payload,
+                        from,
+                    ),
+                );
+            }
             protocol::TCP => self.counters.ip_in_addr_errors += 1,
             _ => self.counters.ip_in_unknown_protos += 1,
         }
@@ -194,7 +210,21 @@ impl Engine {
                 let pseudo = ip.pseudo_header_sum(protocol::TCP, upper.len() as u32);
                 self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, pseudo, from);
             }
-            protocol::UDP => self.counters.udp_no_ports += 1,
+            protocol::UDP => {
+                self.counters.ip_in_delivers += 1;
+                let packet = data.get(..ip.total_len()).unwrap_or(data);
+                self.udp_input(
+                    now,
+                    udp_in(
+                        IpAddr::V6(src),
+                        IpAddr::V6(dst),
+                        unicast,
+                        packet,
+                        upper,
+                        from,
+                    ),
+                );
+            }
             protocol::TCP => self.counters.ip_in_addr_errors += 1,
             _ => self.counters.ip_in_unknown_protos += 1,
         }
@@ -217,6 +247,14 @@ impl Engine {
         };
         if !p.verify_checksum() {
             self.counters.icmp_in_errors += 1;
+            return;
+        }
+        if p.is_error() {
+            // Errors are only ever sent to the source of a datagram: ours is
+            // a unicast address (RFC 1122 section 3.2.2).
+            if unicast {
+                self.icmpv4_error(&p);
+            }
             return;
         }
         if p.msg_type() != icmpv4::msg_type::ECHO_REQUEST || p.code() != 0 {
@@ -347,6 +385,9 @@ impl Engine {
                     }
                 }
             }
+            icmpv6::msg_type::DEST_UNREACHABLE | icmpv6::msg_type::PACKET_TOO_BIG if unicast => {
+                self.icmpv6_error(&p);
+            }
             _ => {}
         }
     }
@@ -395,6 +436,7 @@ impl Engine {
                 Some(conn) => conn.on_segment(now, &seg, counters),
                 None => None,
             };
+            self.challenge_gate(now, idx);
             if let Some(r) = rst {
                 self.send_rst(from.mac, local, remote, r);
             }
@@ -525,6 +567,7 @@ impl Engine {
             .get_mut(idx)
             .and_then(|s| s.conn.as_mut())
             .and_then(|c| c.on_segment(now, seg, counters));
+        self.challenge_gate(now, idx);
         if let Some(r) = rst {
             self.send_rst(mac, local, remote, r);
         }
@@ -558,6 +601,26 @@ impl Engine {
         for ip in probes {
             self.probe(ip);
         }
+    }
+}
+
+/// The UDP input of a datagram from `from`.
+fn udp_in<'a>(
+    src: IpAddr,
+    dst: IpAddr,
+    unicast: bool,
+    packet: &'a [u8],
+    l4: &'a [u8],
+    from: From<'a>,
+) -> super::udp::UdpIn<'a> {
+    super::udp::UdpIn {
+        src,
+        dst,
+        unicast,
+        packet,
+        l4,
+        mac: from.mac,
+        meta: from.meta,
     }
 }
 

@@ -1,5 +1,5 @@
-//! The engine: one network interface's worth of ARP, NDP, IPv4, IPv6, ICMP and TCP
-//! as a sans-IO state machine (the shape of quinn-proto's `Endpoint`).
+//! The engine: one network interface's worth of ARP, NDP, IPv4, IPv6, ICMP, TCP
+//! and UDP as a sans-IO state machine (the shape of quinn-proto's `Endpoint`).
 //!
 //! * [`Engine::handle_frame`] takes a received Ethernet frame and its
 //!   [`OffloadMeta`] (checksums the NIC verified, or a GRO super-segment);
@@ -12,19 +12,24 @@
 //! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
 //! with something to send wait in a round-robin queue.
 
+mod icmp;
 mod input;
 mod output;
 mod sink;
 mod socket;
+mod udp;
 
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
 
 pub use socket::{Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
+pub use udp::{MAX_UDP_SEGMENTS, UdpHandle, UdpInfo};
 
 use crate::config::Config;
 use crate::counters::Counters;
 use crate::net::neighbor::{Limits, NeighborCache};
+use crate::net::pmtu::PmtuCache;
+use crate::net::ratelimit::PerSecond;
 use crate::rng::{IsnGenerator, Rng};
 use crate::tcp::conn::Conn;
 use crate::tcp::cookie::SynCookies;
@@ -81,6 +86,14 @@ pub struct Engine {
     /// The buffer [`Engine::poll_transmit`] builds frames in (reused).
     scratch: Vec<u8>,
     ip_id: u16,
+    /// UDP sockets, their send queue, the ICMP error rate limit.
+    udp: udp::UdpTable,
+    /// Path MTUs learnt from ICMP.
+    pmtu: PmtuCache,
+    /// The challenge ACK limit (RFC 5961 section 7).
+    challenge: PerSecond,
+    /// The latest time the engine was given (for calls that take none).
+    clock: Instant,
 }
 
 impl Engine {
@@ -97,6 +110,9 @@ impl Engine {
             queue: config.neighbor_queue,
         };
         let ip_id = rng.next_u32() as u16;
+        let udp = udp::UdpTable::new(config.icmp_error_rate, config.icmp_error_burst);
+        let pmtu = PmtuCache::new(config.pmtu_entries, config.pmtu_expiry);
+        let challenge = PerSecond::new(config.tcp.challenge_ack_limit);
         Engine {
             cfg: config,
             rng,
@@ -114,6 +130,10 @@ impl Engine {
             timers: BinaryHeap::new(),
             scratch: Vec::new(),
             ip_id,
+            udp,
+            pmtu,
+            challenge,
+            clock: Instant::ZERO,
         }
     }
 
@@ -136,6 +156,7 @@ impl Engine {
     /// Runs every timer due at `now`: retransmissions, delayed ACKs, zero-window
     /// probes, TIME-WAIT expiry, neighbour resolution retries.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
         while let Some(&Reverse((t, idx, generation))) = self.timers.peek() {
             if t > now {
                 break;
@@ -179,13 +200,14 @@ impl Engine {
     }
 
     /// Writes every frame due now into buffers `sink` lends, and returns how many.
-    /// Control frames first, then TCP: each connection with something to send
+    /// Control frames first, then queued UDP datagrams, then TCP: each connection with something to send
     /// emits one segment (a super-segment of up to 64 KiB with offloads on) per
     /// round, round robin, until none has anything left or the sink is full.
     /// TCP headers and payload are written straight into the sink's buffer.
     pub fn poll_transmit_into(&mut self, now: Instant, sink: &mut impl TxSink) -> usize {
+        self.clock = self.clock.max(now);
         let mut n = 0;
-        if !self.flush_control(sink, &mut n) {
+        if !self.flush_control(sink, &mut n) || !self.flush_udp(now, sink, &mut n) {
             self.counters.tx_frames += n as u64;
             return n;
         }
@@ -267,6 +289,7 @@ impl Engine {
             slot.scheduled = None;
         }
         self.by_tuple.insert(key, idx);
+        self.apply_cached_pmtu(idx);
         self.mark_ready(idx);
         idx
     }

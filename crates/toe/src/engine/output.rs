@@ -32,7 +32,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 pub(crate) const MAX_SUPER_DATA: usize = 65_535 - ipv4::HEADER_LEN - tcp::MAX_HEADER_LEN;
 
 /// Hop limit / TTL of the datagrams we originate.
-const HOP_LIMIT: u8 = 64;
+pub(super) const HOP_LIMIT: u8 = 64;
 
 /// Where a control datagram goes: next-hop MAC, addresses, protocol, hop limit.
 #[derive(Debug, Clone, Copy)]
@@ -55,7 +55,14 @@ pub(super) fn put_eth(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: u16
 }
 
 /// Writes a 20-byte IPv4 header (no options, DF) at the start of `buf`, checksum filled.
-fn put_ipv4(buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload_len: usize, id: u16) {
+pub(super) fn put_ipv4(
+    buf: &mut [u8],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    payload_len: usize,
+    id: u16,
+) {
     if let Some(h) = buf.get_mut(..ipv4::HEADER_LEN) {
         h.fill(0);
         let mut p = ipv4::Packet::new_unchecked(h);
@@ -73,7 +80,14 @@ fn put_ipv4(buf: &mut [u8], src: Ipv4Addr, dst: Ipv4Addr, proto: u8, payload_len
 }
 
 /// Writes a 40-byte IPv6 header at the start of `buf`.
-fn put_ipv6(buf: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, next: u8, payload_len: usize, hop: u8) {
+pub(super) fn put_ipv6(
+    buf: &mut [u8],
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    next: u8,
+    payload_len: usize,
+    hop: u8,
+) {
     if let Some(h) = buf.get_mut(..ipv6::HEADER_LEN) {
         h.fill(0);
         let mut p = ipv6::Packet::new_unchecked(h);
@@ -87,7 +101,7 @@ fn put_ipv6(buf: &mut [u8], src: Ipv6Addr, dst: Ipv6Addr, next: u8, payload_len:
 }
 
 /// The IP header length for an address family.
-fn ip_header_len(ip: IpAddr) -> usize {
+pub(super) fn ip_header_len(ip: IpAddr) -> usize {
     match ip {
         IpAddr::V4(_) => ipv4::HEADER_LEN,
         IpAddr::V6(_) => ipv6::HEADER_LEN,

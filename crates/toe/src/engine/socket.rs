@@ -52,6 +52,12 @@ pub enum Error {
     TimedOut,
     /// The connection was aborted locally.
     Aborted,
+    /// A datagram does not fit the path MTU, a UDP length field or the segment
+    /// limit (`EMSGSIZE`).
+    MessageTooLong,
+    /// An argument is not usable: a destination of the other family, port 0,
+    /// a zero segment size (`EINVAL`).
+    InvalidArgument,
 }
 
 impl fmt::Display for Error {
@@ -68,6 +74,8 @@ impl fmt::Display for Error {
             Error::ConnectionReset => "connection reset by peer",
             Error::TimedOut => "connection timed out",
             Error::Aborted => "connection aborted",
+            Error::MessageTooLong => "message too long",
+            Error::InvalidArgument => "invalid argument",
         };
         f.write_str(s)
     }
@@ -262,6 +270,7 @@ impl Engine {
         port: Option<u16>,
         remote: SocketAddr,
     ) -> Result<SocketHandle, Error> {
+        self.clock = self.clock.max(now);
         let local_ip = match remote.ip() {
             IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
             IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
@@ -428,5 +437,27 @@ impl Engine {
             recv_queue: c.rx.len(),
             send_queue: c.tx.len(),
         })
+    }
+
+    /// Turns keep-alive probes on with `ka`, or off with `None` (the default):
+    /// RFC 9293 section 3.8.4, see [`crate::tcp::Keepalive`]. A connection whose
+    /// probes go unanswered fails with [`Error::TimedOut`].
+    pub fn tcp_set_keepalive(
+        &mut self,
+        h: SocketHandle,
+        ka: Option<crate::tcp::Keepalive>,
+    ) -> Result<(), Error> {
+        let c = self.handle_conn_mut(h)?;
+        c.ka.cfg = ka;
+        c.ka.probes_out = 0;
+        c.ka.last_probe = None;
+        c.ka.due = false;
+        self.touched(h);
+        Ok(())
+    }
+
+    /// The keep-alive settings.
+    pub fn tcp_keepalive(&self, h: SocketHandle) -> Result<Option<crate::tcp::Keepalive>, Error> {
+        Ok(self.handle_conn(h)?.ka.cfg)
     }
 }

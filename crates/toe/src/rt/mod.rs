@@ -1,5 +1,6 @@
 //! Running engines on NIC queues: a single-threaded [`Driver`], the per-queue
-//! [`Runtime`], and the tokio adaptor ([`TcpListener`], [`TcpStream`]).
+//! [`Runtime`], and the tokio adaptor ([`TcpListener`], [`TcpStream`],
+//! [`UdpSocket`]).
 //!
 //! ```
 //! use linerate_nic::{MemNic, NicCaps};
@@ -47,6 +48,8 @@
 //! * [`TcpListener`] / [`TcpStream`]: futures for any executor, talking to the
 //!   queue threads through bounded command channels and per-stream staging
 //!   rings, woken by the queue threads. See [`net`].
+//! * [`UdpSocket`]: `bind`, `send_to`, `recv_from`, over staging queues of
+//!   datagrams in the same way.
 
 pub mod driver;
 pub mod net;
@@ -54,12 +57,14 @@ mod ring;
 pub mod runtime;
 mod shared;
 mod socket;
+mod udp;
 
 pub use driver::{Driver, DriverStats};
 pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
 pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig};
 pub use shared::SharedNic;
 pub use socket::io_error;
+pub use udp::UdpSocket;
 
 use linerate_nic::NicError;
 use linerate_rss::ConfigError;

@@ -31,6 +31,7 @@ use super::RtError;
 use super::driver::{Driver, offloads_fit};
 use super::shared::{SharedNic, lock};
 use super::socket::{ListenShared, SockShared, io_error, wake};
+use super::udp::{UdpBound, UdpShared, service_udp};
 use crate::config::Config;
 use crate::engine::{Engine, Error, ListenerHandle, SocketHandle};
 use crate::tcp::TcpState;
@@ -110,6 +111,12 @@ pub(crate) enum Command {
     Connect {
         remote: SocketAddr,
         reply: oneshot::Sender<Result<Arc<SockShared>, Error>>,
+    },
+    /// Bind a UDP socket on the queue's engine; the reply is the bound address.
+    UdpBind {
+        addr: SocketAddr,
+        shared: Arc<UdpShared>,
+        reply: oneshot::Sender<Result<SocketAddr, Error>>,
     },
     /// Run a closure on the engine.
     Run(Box<dyn FnOnce(&mut Engine) + Send>),
@@ -404,6 +411,7 @@ impl Runtime {
                 cmd,
                 conns: Vec::new(),
                 listeners: Vec::new(),
+                udps: Vec::new(),
                 ports,
                 readiness,
                 neighbor: Vec::new(),
@@ -484,6 +492,8 @@ struct QueueLoop<N: Nic> {
     cmd: mpsc::Receiver<Command>,
     conns: Vec<Conn>,
     listeners: Vec<Listening>,
+    /// UDP sockets bound on this queue.
+    udps: Vec<UdpBound>,
     /// IPv4 and IPv6 source-port allocators for this queue.
     ports: Option<(PortAllocator, PortAllocator)>,
     readiness: Readiness,
@@ -514,6 +524,7 @@ impl<N: Nic> QueueLoop<N> {
             self.driver.handle_timeouts(now);
             self.accept_all();
             self.sweep();
+            self.sweep_udp();
             self.driver.transmit(now)?;
             self.publish();
             let deadline = self.driver.next_deadline(now, more);
@@ -561,6 +572,22 @@ impl<N: Nic> QueueLoop<N> {
                         let _ = reply.send(Err(e));
                     }
                 },
+                Command::UdpBind {
+                    addr,
+                    shared,
+                    reply,
+                } => {
+                    // Sockets the application dropped give their ports up
+                    // first, so a bind right after a drop finds the port free.
+                    self.sweep_udp();
+                    let engine = self.driver.engine_mut();
+                    let r = engine.udp_bind(addr).and_then(|h| {
+                        let local = engine.udp_info(h)?.local;
+                        self.udps.push(UdpBound { h, shared });
+                        Ok(local)
+                    });
+                    let _ = reply.send(r);
+                }
                 Command::Run(f) => f(self.driver.engine_mut()),
                 Command::Frame(bytes, meta) => self.driver.inject(now, &bytes, &meta),
             }
@@ -700,6 +727,13 @@ impl<N: Nic> QueueLoop<N> {
         self.stats.streams = self.conns.len() as u64;
     }
 
+    /// Serves every UDP socket bound on this queue.
+    fn sweep_udp(&mut self) {
+        let engine = self.driver.engine_mut();
+        let q = self.q;
+        self.udps.retain(|b| service_udp(engine, q, b));
+    }
+
     fn publish(&mut self) {
         let d = self.driver.stats();
         self.stats.polls = d.polls;
@@ -740,6 +774,9 @@ impl<N: Nic> QueueLoop<N> {
             }
             c.sock.fail(Error::Aborted);
         }
+        for b in self.udps.drain(..) {
+            b.shared.fail(Error::Aborted);
+        }
         for l in self.listeners.drain(..) {
             let w = {
                 let mut st = lock(&l.shared.st);
@@ -755,6 +792,9 @@ impl<N: Nic> QueueLoop<N> {
                     let _ = reply.send(Err(Error::Aborted));
                 }
                 Command::Connect { reply, .. } => {
+                    let _ = reply.send(Err(Error::Aborted));
+                }
+                Command::UdpBind { reply, .. } => {
                     let _ = reply.send(Err(Error::Aborted));
                 }
                 Command::Run(_) | Command::Frame(..) => {}

@@ -146,6 +146,7 @@ pub fn io_error(e: Error) -> io::Error {
         Error::NotConnected => io::ErrorKind::NotConnected,
         Error::Closed => io::ErrorKind::BrokenPipe,
         Error::WouldBlock => io::ErrorKind::WouldBlock,
+        Error::MessageTooLong | Error::InvalidArgument => io::ErrorKind::InvalidInput,
         _ => io::ErrorKind::Other,
     };
     io::Error::new(kind, e)

@@ -79,6 +79,13 @@ impl Congestion {
         self.cwnd = cwnd.max(self.mss);
     }
 
+    /// The segment size changed (a smaller path MTU, RFC 1191 section 6.4):
+    /// growth is counted in segments of `mss` bytes from now on. The window in
+    /// bytes is kept, as Linux's `tcp_mtu_reduced` keeps it.
+    pub fn set_mss(&mut self, mss: usize) {
+        self.mss = mss.max(1);
+    }
+
     /// True while in slow start.
     pub fn in_slow_start(&self) -> bool {
         self.cwnd < self.ssthresh

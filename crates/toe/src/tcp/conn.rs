@@ -50,6 +50,11 @@ pub(crate) struct Conn {
     pub listener: Option<usize>,
     /// No-delay (Nagle off), per connection.
     pub no_delay: bool,
+    /// Keep-alive settings and state (`tcp::keepalive`).
+    pub ka: super::keepalive::KaState,
+    /// A challenge ACK (RFC 5961) is wanted; the engine sends it if its rate
+    /// limit allows (RFC 5961 section 7).
+    pub challenge_pending: bool,
 }
 
 impl Conn {
@@ -75,6 +80,8 @@ impl Conn {
             became_established: false,
             send_rst: false,
             listener: None,
+            ka: Default::default(),
+            challenge_pending: false,
         }
     }
 
@@ -381,7 +388,8 @@ impl Conn {
             State::TimeWait(t) => Some(t.expiry),
             _ => None,
         };
-        earliest(earliest(ack_at, snd_t), own)
+        let ka = self.keepalive_deadline();
+        earliest(earliest(earliest(ack_at, snd_t), own), ka)
     }
 
     /// Runs the timers due at `now` (RFC 6298 section 5.4 to 5.7, RFC 9293
@@ -476,5 +484,6 @@ impl Conn {
             ));
             self.state = closed(CloseReason::TimedOut);
         }
+        self.keepalive_on_timeout(now, c);
     }
 }

@@ -61,6 +61,7 @@ impl Conn {
     /// Processes one segment addressed to this connection; returns an RST to send
     /// in reply, if any.
     pub fn on_segment(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> Option<Rst> {
+        self.ka.heard(now);
         let r = match self.state {
             State::SynSent(_) => self.on_syn_sent(now, seg, c),
             State::Closed(_) => None,
@@ -130,7 +131,7 @@ impl Conn {
     }
 
     /// Asks for an ACK (or, in SYN-RECEIVED, the SYN-ACK again).
-    fn want_ack(&mut self) {
+    pub(crate) fn want_ack(&mut self) {
         match &mut self.state {
             State::SynRcvd(s) => s.send_synack = true,
             other => {
@@ -141,9 +142,10 @@ impl Conn {
         }
     }
 
-    fn challenge_ack(&mut self, c: &mut Counters) {
-        c.tcp_challenge_acks += 1;
-        self.want_ack();
+    /// Asks for a challenge ACK; the engine sends it (and counts it) within its
+    /// rate limit (RFC 5961 section 7).
+    fn challenge_ack(&mut self) {
+        self.challenge_pending = true;
     }
 
     fn on_synchronized(
@@ -247,13 +249,13 @@ impl Conn {
                 }
                 self.closed(reason);
             } else {
-                self.challenge_ack(c);
+                self.challenge_ack();
             }
             return None;
         }
         // Fourth: SYN in a synchronized state (RFC 5961 section 4.2).
         if seg.has(Flags::SYN) {
-            self.challenge_ack(c);
+            self.challenge_ack();
             return None;
         }
         // Fifth: ACK.
@@ -293,8 +295,7 @@ impl Conn {
                     return None;
                 }
                 AckResult::Challenge => {
-                    c.tcp_challenge_acks += 1;
-                    rcv.ack_now = true;
+                    self.challenge_pending = true;
                     return None;
                 }
             }

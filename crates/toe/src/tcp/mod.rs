@@ -7,6 +7,8 @@
 //! * `output`: what to send next (RFC 9293 section 3.8.6, Nagle per section 3.7.4,
 //!   zero-window probes per section 3.8.6.1, one super-segment per call).
 //! * `conn`: the connection (buffers, state, timers, application operations).
+//! * `keepalive`: keep-alive probes (RFC 9293 section 3.8.4, RFC 1122 section
+//!   4.2.3.6), off unless asked for.
 //! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`seq`]: the parts.
 
 pub mod assembler;
@@ -14,6 +16,7 @@ pub mod cc;
 pub(crate) mod conn;
 pub(crate) mod cookie;
 pub(crate) mod input;
+pub(crate) mod keepalive;
 mod output;
 pub mod ring;
 pub mod rtt;
@@ -21,6 +24,8 @@ pub mod sack;
 pub(crate) mod segment;
 pub mod seq;
 pub(crate) mod state;
+
+pub use keepalive::Keepalive;
 
 /// The state of a TCP connection (RFC 9293 section 3.3.2), as the application sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -13,7 +13,8 @@
 //!    peer's window, cut to whole segments unless it is the last of the buffer, with
 //!    Nagle (section 3.7.4) holding a small tail while data is unacknowledged and
 //!    sender-side SWS avoidance (section 3.8.6.2.1); the FIN follows the last byte;
-//! 6. a pure ACK when one is due, carrying SACK blocks (RFC 2018 section 4).
+//! 6. a pure ACK when one is due, carrying SACK blocks (RFC 2018 section 4);
+//! 7. a keep-alive probe when one is due (`tcp::keepalive`).
 //!
 //! Every synchronized segment carries the window (never moving its right edge left,
 //! section 3.8.6.2.2), the timestamps (RFC 7323 section 3) and clears the pending
@@ -98,7 +99,10 @@ impl Conn {
                 o.retransmit = s.retries > 0;
                 Some(o)
             }
-            _ => self.poll_synchronized(now, ts_now, max_data, c),
+            _ => match self.poll_synchronized(now, ts_now, max_data, c) {
+                Some(o) => Some(o),
+                None => self.poll_keepalive(ts_now),
+            },
         }
     }
 
@@ -184,7 +188,7 @@ fn bare(seq: Seq, ack: Seq, flags: Flags, wnd: u16) -> Outgoing {
 
 /// The window field to send, and the right edge it advertises (never left of the
 /// last one, RFC 9293 section 3.8.6.2.2; RFC 7323 section 2.3 scaling).
-fn window_field(rcv: &mut Rcv, free: usize) -> u16 {
+pub(super) fn window_field(rcv: &mut Rcv, free: usize) -> u16 {
     let right = rcv.nxt.plus(free).max(rcv.adv_right);
     let wnd = right.since(rcv.nxt);
     let field = (wnd >> rcv.shift).min(65_535);

@@ -1,0 +1,371 @@
+//! UDP datagrams on the wire: frames built straight into the transmit sink
+//! (one super-datagram with a USO request, or datagram by datagram), received
+//! datagrams checked and queued (GRO super-datagrams split), and the ICMP port
+//! unreachable answer. See the [parent module](super) for the rules.
+
+use super::UdpOut;
+use crate::engine::Engine;
+use crate::engine::output::{HOP_LIMIT, IpTo, ip_header_len, put_eth, put_ipv4, put_ipv6};
+use crate::engine::sink::TxSink;
+use crate::net::neighbor::{Lookup, Queued};
+use crate::time::Instant;
+use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
+use linerate_wire::checksum;
+use linerate_wire::ethernet::{self, ethertype};
+use linerate_wire::icmp::v6::Addrs;
+use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
+use linerate_wire::ipv4::protocol;
+use linerate_wire::udp;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// A received UDP datagram and where it came from.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::engine) struct UdpIn<'a> {
+    /// IP source and destination.
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// Addressed to our unicast address (not broadcast or multicast).
+    pub unicast: bool,
+    /// The whole IP datagram (quoted by an ICMP error).
+    pub packet: &'a [u8],
+    /// The UDP header and payload.
+    pub l4: &'a [u8],
+    /// The sender's Ethernet address.
+    pub mac: [u8; 6],
+    pub meta: &'a OffloadMeta,
+}
+
+/// The Ethernet address of a broadcast or multicast destination, which needs
+/// no resolution (RFC 1112 section 6.4, RFC 2464 section 7).
+fn group_mac(ip: IpAddr, subnet_broadcast: Option<Ipv4Addr>) -> Option<[u8; 6]> {
+    match ip {
+        IpAddr::V4(a) if a == Ipv4Addr::BROADCAST || Some(a) == subnet_broadcast => {
+            Some(ethernet::BROADCAST)
+        }
+        IpAddr::V4(a) if a.is_multicast() => {
+            let o = a.octets();
+            Some([0x01, 0x00, 0x5e, o[1] & 0x7f, o[2], o[3]])
+        }
+        IpAddr::V6(a) if a.is_multicast() => {
+            let o = a.octets();
+            Some([0x33, 0x33, o[12], o[13], o[14], o[15]])
+        }
+        _ => None,
+    }
+}
+
+/// True for an address that may be the source of a datagram we answer with an
+/// ICMP error (RFC 1122 section 3.2.2: not broadcast, multicast, unspecified).
+fn unicast_source(ip: IpAddr, subnet_broadcast: Option<Ipv4Addr>) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            !(a.is_unspecified()
+                || a.is_broadcast()
+                || a.is_multicast()
+                || Some(a) == subnet_broadcast)
+        }
+        IpAddr::V6(a) => !(a.is_unspecified() || a.is_multicast()),
+    }
+}
+
+/// Writes the frame of one UDP datagram (or a super-datagram) into `buf`
+/// (exactly its length): Ethernet with `macs` (destination, source), IP, UDP,
+/// `payload`. The checksum is complete, or partial when `partial`; `gso` marks a
+/// super-datagram. Returns the frame's metadata.
+#[allow(clippy::too_many_arguments)]
+fn build_udp(
+    buf: &mut [u8],
+    macs: ([u8; 6], [u8; 6]),
+    src: SocketAddr,
+    dst: SocketAddr,
+    payload: &[u8],
+    id: u16,
+    partial: bool,
+    gso: Option<Gso>,
+) -> Option<OffloadMeta> {
+    let l3 = ethernet::HEADER_LEN;
+    let l4 = l3 + ip_header_len(src.ip());
+    let ulen = udp::HEADER_LEN + payload.len();
+    let ulen16 = u16::try_from(ulen).ok()?;
+    let pseudo = match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            put_eth(buf, macs.0, macs.1, ethertype::IPV4);
+            put_ipv4(buf.get_mut(l3..)?, s, d, protocol::UDP, ulen, id);
+            checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::UDP, ulen16)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            put_eth(buf, macs.0, macs.1, ethertype::IPV6);
+            put_ipv6(buf.get_mut(l3..)?, s, d, protocol::UDP, ulen, HOP_LIMIT);
+            checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::UDP, ulen as u32)
+        }
+        _ => return None,
+    };
+    let dgram = buf.get_mut(l4..)?;
+    if dgram.len() != ulen {
+        return None;
+    }
+    let mut u = udp::Packet::new_unchecked(dgram);
+    u.set_src_port(src.port());
+    u.set_dst_port(dst.port());
+    u.set_length(ulen16);
+    u.payload_mut().copy_from_slice(payload);
+    let mut meta = OffloadMeta::plain();
+    if partial {
+        u.set_checksum(checksum::fold(pseudo));
+        meta.csum = Checksum::Partial {
+            start: l4 as u16,
+            offset: 6,
+        };
+        meta.gso = gso;
+    } else {
+        u.fill_checksum(pseudo);
+    }
+    Some(meta)
+}
+
+impl Engine {
+    /// the sink ran out of room (the rest stays queued).
+    pub(in crate::engine) fn flush_udp(
+        &mut self,
+        now: Instant,
+        sink: &mut impl TxSink,
+        n: &mut usize,
+    ) -> bool {
+        while let Some(mut out) = self.udp.tx.pop_front() {
+            if !self.emit_udp(now, &mut out, sink, n) {
+                self.udp.tx.push_front(out);
+                return false;
+            }
+            if let Some(s) = self.udp.live_mut(out.slot, out.generation) {
+                s.tx_bytes = s.tx_bytes.saturating_sub(out.data.len());
+            }
+            self.udp.recycle(out.data);
+        }
+        // An ARP request or neighbour solicitation a miss just queued.
+        self.flush_control(sink, n)
+    }
+
+    /// The destination's Ethernet address if known now.
+    fn udp_next_hop(&self, now: Instant, ip: IpAddr) -> Option<[u8; 6]> {
+        let bcast = self.cfg.ipv4.map(|c| c.broadcast());
+        group_mac(ip, bcast).or(match self.neighbors.lookup(now, ip) {
+            Lookup::Hit(mac) => Some(mac),
+            Lookup::Miss => None,
+        })
+    }
+
+    /// Emits what is left of `out`; false if the sink had no room for a frame.
+    fn emit_udp(
+        &mut self,
+        now: Instant,
+        out: &mut UdpOut,
+        sink: &mut impl TxSink,
+        n: &mut usize,
+    ) -> bool {
+        let offloads = self.cfg.offloads;
+        let hop = self.udp_next_hop(now, out.dst.ip());
+        let src_mac = self.cfg.mac;
+        let hdrs = ethernet::HEADER_LEN + ip_header_len(out.dst.ip()) + udp::HEADER_LEN;
+        loop {
+            let rest = out.data.len() - out.off;
+            let (len, gso) = match out.seg {
+                0 => (rest, None),
+                s if offloads && rest > s => {
+                    let kind = GsoType::UdpL4;
+                    let mut g = Gso::new(kind, s.min(65_535) as u16);
+                    g.segs = rest.div_ceil(s).min(65_535) as u16;
+                    (rest, Some(g))
+                }
+                s => (rest.min(s), None),
+            };
+            let segments = gso.map_or(1, |g| usize::from(g.segs));
+            let payload = out.data.get(out.off..out.off + len).unwrap_or_default();
+            let id = self.next_ip_id(segments);
+            let frame_len = hdrs + len;
+            let built = match hop {
+                Some(mac) => {
+                    let Some(buf) = sink.buffer(frame_len) else {
+                        return false;
+                    };
+                    let meta = build_udp(
+                        buf,
+                        (mac, src_mac),
+                        out.src,
+                        out.dst,
+                        payload,
+                        id,
+                        offloads,
+                        gso,
+                    );
+                    if let Some(m) = meta {
+                        sink.commit(&m);
+                        *n += 1;
+                    }
+                    meta.is_some()
+                }
+                None => {
+                    let mut f = vec![0u8; frame_len];
+                    let meta = build_udp(
+                        &mut f,
+                        ([0; 6], src_mac),
+                        out.src,
+                        out.dst,
+                        payload,
+                        id,
+                        offloads,
+                        gso,
+                    );
+                    if let Some(m) = meta {
+                        match self.neighbors.enqueue(now, out.dst.ip(), (f, m)) {
+                            Queued::ProbeNow => self.probe(out.dst.ip()),
+                            Queued::Waiting => {}
+                            Queued::Dropped => self.counters.neighbor_drops += 1,
+                        }
+                    }
+                    meta.is_some()
+                }
+            };
+            if built {
+                self.counters.udp_out_datagrams += segments as u64;
+                self.counters.ip_out_requests += 1;
+            }
+            out.off += len;
+            if out.off >= out.data.len() {
+                return true;
+            }
+        }
+    }
+
+    /// A UDP datagram addressed to us (RFC 768, RFC 1122 section 4.1.3): checked,
+    /// then queued on the socket bound to its port (split into its datagrams if
+    /// it is a GRO super-datagram), or answered with port unreachable.
+    pub(in crate::engine) fn udp_input(&mut self, now: Instant, d: UdpIn<'_>) {
+        let Ok(p) = udp::Packet::new_checked(d.l4) else {
+            self.counters.udp_in_errors += 1;
+            return;
+        };
+        let v6 = d.src.is_ipv6();
+        let csum_ok = match d.meta.csum {
+            Checksum::Verified { levels } if levels >= 1 => true,
+            Checksum::Partial { .. } => true,
+            _ => {
+                let len = p.length();
+                let pseudo = match (d.src, d.dst) {
+                    (IpAddr::V4(s), IpAddr::V4(t)) => {
+                        checksum::pseudo_ipv4(s.octets(), t.octets(), protocol::UDP, len)
+                    }
+                    (IpAddr::V6(s), IpAddr::V6(t)) => checksum::pseudo_ipv6(
+                        &s.octets(),
+                        &t.octets(),
+                        protocol::UDP,
+                        u32::from(len),
+                    ),
+                    _ => return,
+                };
+                p.verify_checksum(pseudo, !v6)
+            }
+        };
+        if !csum_ok {
+            self.counters.udp_in_errors += 1;
+            self.counters.udp_in_csum_errors += 1;
+            return;
+        }
+        let port = p.dst_port();
+        let from = SocketAddr::new(d.src, p.src_port());
+        let target = self.udp.by_port.get(&(port, v6)).copied().filter(|&i| {
+            self.udp
+                .slots
+                .get(i)
+                .and_then(|s| s.sock.as_ref())
+                .is_some_and(|s| {
+                    s.local.ip().is_unspecified() || (d.unicast && s.local.ip() == d.dst)
+                })
+        });
+        let Some(idx) = target else {
+            self.counters.udp_no_ports += 1;
+            let bcast = self.cfg.ipv4.map(|c| c.broadcast());
+            if d.unicast && unicast_source(d.src, bcast) {
+                self.port_unreachable(now, d);
+            }
+            return;
+        };
+        let size = match d.meta.gso {
+            Some(g) if g.kind == GsoType::UdpL4 && g.size > 0 => usize::from(g.size),
+            _ => usize::MAX,
+        };
+        let (cap_bytes, cap_count) = (self.cfg.udp.recv_buffer, self.cfg.udp.recv_datagrams);
+        let payload = p.payload();
+        let mut off = 0usize;
+        loop {
+            let end = off.saturating_add(size).min(payload.len());
+            let chunk = payload.get(off..end).unwrap_or_default();
+            off = end;
+            let t = &mut self.udp;
+            let Some(s) = t.slots.get(idx).and_then(|s| s.sock.as_ref()) else {
+                return;
+            };
+            if s.rx.len() >= cap_count || s.rx_bytes + chunk.len() > cap_bytes {
+                self.counters.udp_rcvbuf_errors += 1;
+                self.counters.udp_in_errors += 1;
+                if let Some(s) = t.slots.get_mut(idx).and_then(|s| s.sock.as_mut()) {
+                    s.drops += 1;
+                }
+            } else {
+                let b = t.buffer_of(chunk);
+                if let Some(s) = t.slots.get_mut(idx).and_then(|s| s.sock.as_mut()) {
+                    s.rx_bytes += b.len();
+                    s.rx.push_back((from, b));
+                    self.counters.udp_in_datagrams += 1;
+                }
+            }
+            if off >= payload.len() {
+                return;
+            }
+        }
+    }
+
+    /// Answers a datagram for a closed port with ICMP port unreachable, quoting
+    /// as much of it as fits 576 bytes (IPv4, RFC 1812 section 4.3.2.3) or 1280
+    /// (IPv6, RFC 4443 section 2.4 (c)), within the rate limit.
+    fn port_unreachable(&mut self, now: Instant, d: UdpIn<'_>) {
+        if !self.udp.icmp.take(now) {
+            self.counters.icmp_out_rate_limited += 1;
+            return;
+        }
+        self.counters.icmp_out_msgs += 1;
+        self.counters.icmp_out_dest_unreachs += 1;
+        let to = IpTo {
+            mac: d.mac,
+            src: d.dst,
+            dst: d.src,
+            proto: protocol::ICMP,
+            hop: HOP_LIMIT,
+        };
+        match (d.dst, d.src) {
+            (IpAddr::V4(_), IpAddr::V4(_)) => {
+                let quote = d.packet.get(..d.packet.len().min(icmpv4::MAX_INVOKING));
+                let quote = quote.unwrap_or_default();
+                let len = icmp::HEADER_LEN + quote.len();
+                self.send_ip_direct(to, len, |b| {
+                    icmpv4::emit_dest_unreachable(b, icmpv4::unreachable_code::PORT, quote).is_ok()
+                });
+            }
+            (IpAddr::V6(me), IpAddr::V6(peer)) => {
+                let quote = d.packet.get(..d.packet.len().min(icmpv6::MAX_INVOKING));
+                let quote = quote.unwrap_or_default();
+                let len = icmp::HEADER_LEN + quote.len();
+                let (s, t) = (me.octets(), peer.octets());
+                let to = IpTo {
+                    proto: protocol::ICMPV6,
+                    ..to
+                };
+                self.send_ip_direct(to, len, |b| {
+                    let ip = Addrs { src: &s, dst: &t };
+                    icmpv6::emit_dest_unreachable(b, ip, icmpv6::unreachable_code::PORT, quote)
+                        .is_ok()
+                });
+            }
+            _ => {}
+        }
+    }
+}

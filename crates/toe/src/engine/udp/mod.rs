@@ -1,0 +1,430 @@
+//! UDP sockets (RFC 768, RFC 1122 section 4.1, RFC 8085's advice for senders)
+//! over IPv4 and IPv6, and the ICMP port unreachable answer to datagrams for a
+//! closed port (RFC 1122 section 4.1.3.1, RFC 792 type 3 code 3, RFC 4443
+//! section 3.1 type 1 code 4), rate-limited by a token bucket (RFC 4443 section
+//! 2.4 (f), RFC 1812 section 4.3.2.8).
+//!
+//! # Sockets
+//!
+//! [`Engine::udp_bind`] binds an address of one family: the unspecified address
+//! (every datagram to the port, unicast or broadcast) or the interface's own
+//! (unicast only); port 0 picks a free port at random from 49152..=65535 (RFC
+//! 6056). One socket per port and family. Each socket has a bounded receive
+//! queue (bytes and datagrams, [`UdpConfig`](crate::config::UdpConfig)); a
+//! datagram that does not fit is dropped and counted (`udp_rcvbuf_errors`), as
+//! Linux's `SO_RCVBUF` does. Sends are queued in the engine (bounded per socket;
+//! a full queue refuses with [`Error::WouldBlock`]) and written straight into
+//! the transmit sink by [`Engine::poll_transmit_into`].
+//!
+//! # Sizes and fragments
+//!
+//! linerate neither fragments nor reassembles: every datagram leaves with DF set
+//! (IPv4) and must fit the path MTU (the interface MTU, or less once ICMP has
+//! said so: `net::pmtu`), else the send fails with [`Error::MessageTooLong`], as
+//! Linux's `IP_PMTUDISC_DO` does.
+//!
+//! # Offloads
+//!
+//! With [`Config::offloads`](crate::Config::offloads) on, datagrams leave with a
+//! partial checksum (`Checksum::Partial { start: UDP header, offset: 6 }`, the
+//! folded pseudo-header sum in the field) and [`Engine::udp_send_to_segmented`]
+//! (Linux's `UDP_SEGMENT`) hands over one super-datagram marked
+//! `gso: UdpL4 { size: segment_size }` that the NIC layer cuts (USO); off, every
+//! datagram is built on its own with its checksum complete. A received GRO
+//! super-datagram (`meta.gso` of kind `UdpL4`) is split back into its datagrams
+//! (every `size` bytes, a shorter last one), each queued on its own.
+//!
+//! # Checksums on receive
+//!
+//! Verified unless the NIC layer says it did; a zero checksum means "none" over
+//! IPv4 and is refused over IPv6 (RFC 8200 section 8.1).
+
+use super::Engine;
+use super::output::ip_header_len;
+use super::socket::{Error, Readiness};
+use crate::net::ratelimit::TokenBucket;
+use crate::time::Instant;
+use linerate_wire::udp;
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+
+/// Datagrams one super-datagram may hold (Linux's `UDP_MAX_SEGMENTS` was 64).
+pub const MAX_UDP_SEGMENTS: usize = 64;
+
+/// Receive buffers kept for reuse, at most.
+const SPARE_BUFFERS: usize = 256;
+
+mod io;
+
+pub(in crate::engine) use io::UdpIn;
+
+/// A UDP socket's handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpHandle {
+    index: u32,
+    generation: u32,
+}
+
+/// A snapshot of a UDP socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpInfo {
+    /// The bound address (its IP may be unspecified).
+    pub local: SocketAddr,
+    /// Datagrams waiting to be read.
+    pub recv_datagrams: usize,
+    /// Payload bytes waiting to be read.
+    pub recv_bytes: usize,
+    /// Payload bytes queued for sending.
+    pub send_bytes: usize,
+    /// Datagrams dropped because the receive queue was full.
+    pub drops: u64,
+}
+
+/// One bound socket.
+#[derive(Debug)]
+struct UdpSock {
+    local: SocketAddr,
+    rx: VecDeque<(SocketAddr, Vec<u8>)>,
+    rx_bytes: usize,
+    tx_bytes: usize,
+    drops: u64,
+}
+
+#[derive(Debug, Default)]
+struct UdpSlot {
+    generation: u32,
+    sock: Option<UdpSock>,
+}
+
+/// A send waiting for the transmit sink.
+#[derive(Debug)]
+struct UdpOut {
+    slot: usize,
+    generation: u32,
+    src: SocketAddr,
+    dst: SocketAddr,
+    /// Datagram payload size of a segmented send (0: one datagram).
+    seg: usize,
+    data: Vec<u8>,
+    /// Bytes of `data` already sent (a segmented send without offloads goes out
+    /// datagram by datagram, and the sink may fill up in between).
+    off: usize,
+}
+
+/// The engine's UDP state.
+#[derive(Debug)]
+pub(super) struct UdpTable {
+    slots: Vec<UdpSlot>,
+    free: Vec<usize>,
+    /// (port, IPv6) to slot.
+    by_port: HashMap<(u16, bool), usize>,
+    tx: VecDeque<UdpOut>,
+    spare: Vec<Vec<u8>>,
+    /// ICMP errors' rate limit.
+    pub(super) icmp: TokenBucket,
+}
+
+impl UdpTable {
+    pub(super) fn new(icmp_rate: u32, icmp_burst: u32) -> UdpTable {
+        UdpTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_port: HashMap::new(),
+            tx: VecDeque::new(),
+            spare: Vec::new(),
+            icmp: TokenBucket::new(icmp_rate, icmp_burst),
+        }
+    }
+
+    fn sock(&self, h: UdpHandle) -> Result<&UdpSock, Error> {
+        let slot = self
+            .slots
+            .get(h.index as usize)
+            .ok_or(Error::InvalidHandle)?;
+        if slot.generation != h.generation {
+            return Err(Error::InvalidHandle);
+        }
+        slot.sock.as_ref().ok_or(Error::InvalidHandle)
+    }
+
+    fn sock_mut(&mut self, h: UdpHandle) -> Result<&mut UdpSock, Error> {
+        let slot = self
+            .slots
+            .get_mut(h.index as usize)
+            .ok_or(Error::InvalidHandle)?;
+        if slot.generation != h.generation {
+            return Err(Error::InvalidHandle);
+        }
+        slot.sock.as_mut().ok_or(Error::InvalidHandle)
+    }
+
+    /// A buffer holding a copy of `data`, reused when one is spare.
+    fn buffer_of(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b.extend_from_slice(data);
+        b
+    }
+
+    fn recycle(&mut self, b: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(b);
+        }
+    }
+
+    /// The socket of the slot `idx` while it still has generation `generation`.
+    fn live_mut(&mut self, idx: usize, generation: u32) -> Option<&mut UdpSock> {
+        self.slots
+            .get_mut(idx)
+            .filter(|s| s.generation == generation)
+            .and_then(|s| s.sock.as_mut())
+    }
+
+    /// True if a socket is bound to `port` for the family of `ip`.
+    pub(super) fn bound(&self, port: u16, ip: IpAddr) -> bool {
+        self.by_port.contains_key(&(port, ip.is_ipv6()))
+    }
+}
+
+impl Engine {
+    /// Binds a UDP socket to `addr`: the unspecified address of a family (every
+    /// datagram of that family to the port) or the interface's address of that
+    /// family; port 0 picks a free ephemeral port.
+    ///
+    /// Errors: [`Error::NoAddress`] if the interface has no such address,
+    /// [`Error::AddrInUse`] if the port is bound for that family,
+    /// [`Error::NoPorts`] if no ephemeral port is free.
+    pub fn udp_bind(&mut self, addr: SocketAddr) -> Result<UdpHandle, Error> {
+        let ours = match addr.ip() {
+            IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
+            IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
+        };
+        let Some(ours) = ours else {
+            return Err(Error::NoAddress);
+        };
+        if !addr.ip().is_unspecified() && addr.ip() != ours {
+            return Err(Error::NoAddress);
+        }
+        let v6 = addr.is_ipv6();
+        let port = match addr.port() {
+            0 => self.udp_ephemeral(v6)?,
+            p if self.udp.by_port.contains_key(&(p, v6)) => return Err(Error::AddrInUse),
+            p => p,
+        };
+        let sock = UdpSock {
+            local: SocketAddr::new(addr.ip(), port),
+            rx: VecDeque::new(),
+            rx_bytes: 0,
+            tx_bytes: 0,
+            drops: 0,
+        };
+        let t = &mut self.udp;
+        let idx = match t.free.pop() {
+            Some(i) => i,
+            None => {
+                t.slots.push(UdpSlot::default());
+                t.slots.len() - 1
+            }
+        };
+        let slot = t.slots.get_mut(idx).ok_or(Error::InvalidHandle)?;
+        slot.sock = Some(sock);
+        let generation = slot.generation;
+        t.by_port.insert((port, v6), idx);
+        Ok(UdpHandle {
+            index: idx as u32,
+            generation,
+        })
+    }
+
+    /// A free port for the family, searched from a random start (RFC 6056
+    /// section 3.3.2).
+    fn udp_ephemeral(&mut self, v6: bool) -> Result<u16, Error> {
+        const LOW: u16 = 49_152;
+        let span = u64::from(u16::MAX - LOW) + 1;
+        let start = self.rng.below(span);
+        (0..span)
+            .map(|i| LOW + ((start + i) % span) as u16)
+            .find(|p| !self.udp.by_port.contains_key(&(*p, v6)))
+            .ok_or(Error::NoPorts)
+    }
+
+    /// Closes a UDP socket: unread datagrams are dropped; datagrams already
+    /// queued for sending still go out.
+    pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), Error> {
+        self.udp.sock(h)?;
+        let t = &mut self.udp;
+        let idx = h.index as usize;
+        let Some(slot) = t.slots.get_mut(idx) else {
+            return Err(Error::InvalidHandle);
+        };
+        let sock = slot.sock.take();
+        slot.generation = slot.generation.wrapping_add(1);
+        t.free.push(idx);
+        if let Some(sock) = sock {
+            let key = (sock.local.port(), sock.local.is_ipv6());
+            if t.by_port.get(&key) == Some(&idx) {
+                t.by_port.remove(&key);
+            }
+            for (_, b) in sock.rx {
+                t.recycle(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// The socket's bound address and queues.
+    pub fn udp_info(&self, h: UdpHandle) -> Result<UdpInfo, Error> {
+        let s = self.udp.sock(h)?;
+        Ok(UdpInfo {
+            local: s.local,
+            recv_datagrams: s.rx.len(),
+            recv_bytes: s.rx_bytes,
+            send_bytes: s.tx_bytes,
+            drops: s.drops,
+        })
+    }
+
+    /// What the socket is ready for: a datagram to read; room to queue a send.
+    pub fn udp_readiness(&self, h: UdpHandle) -> Result<Readiness, Error> {
+        let s = self.udp.sock(h)?;
+        Ok(Readiness {
+            readable: !s.rx.is_empty(),
+            writable: s.tx_bytes < self.cfg.udp.send_buffer,
+            error: None,
+        })
+    }
+
+    /// The largest UDP payload one datagram to `ip` may carry: the path MTU less
+    /// the IP and UDP headers.
+    pub fn udp_max_payload(&self, now: Instant, ip: IpAddr) -> usize {
+        usize::from(self.path_mtu(now, ip)).saturating_sub(ip_header_len(ip) + udp::HEADER_LEN)
+    }
+
+    /// Reads the next datagram into `buf`; returns its length and sender. A
+    /// datagram longer than `buf` is cut to it (the rest is lost, as with
+    /// `recvfrom(2)` without `MSG_TRUNC`). [`Error::WouldBlock`] when none waits.
+    pub fn udp_recv_from(
+        &mut self,
+        h: UdpHandle,
+        buf: &mut [u8],
+    ) -> Result<(usize, SocketAddr), Error> {
+        self.udp_recv_with(h, |data, from| {
+            let n = data.len().min(buf.len());
+            if let (Some(d), Some(s)) = (buf.get_mut(..n), data.get(..n)) {
+                d.copy_from_slice(s);
+            }
+            (n, from)
+        })
+    }
+
+    /// Lends the next datagram to `f` (no copy) and returns what `f` returns;
+    /// the datagram is consumed. [`Error::WouldBlock`] when none waits.
+    pub fn udp_recv_with<R>(
+        &mut self,
+        h: UdpHandle,
+        f: impl FnOnce(&[u8], SocketAddr) -> R,
+    ) -> Result<R, Error> {
+        let s = self.udp.sock_mut(h)?;
+        let (from, data) = s.rx.pop_front().ok_or(Error::WouldBlock)?;
+        s.rx_bytes = s.rx_bytes.saturating_sub(data.len());
+        let r = f(&data, from);
+        self.udp.recycle(data);
+        Ok(r)
+    }
+
+    /// Queues one datagram carrying `payload` to `remote`; returns its length.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a destination of the other family,
+    /// port 0 or the unspecified address; [`Error::NoAddress`] without a source
+    /// address of the family; [`Error::MessageTooLong`] if it does not fit the
+    /// path MTU ([`Engine::udp_max_payload`]); [`Error::WouldBlock`] if the
+    /// socket's send queue is full.
+    pub fn udp_send_to(
+        &mut self,
+        h: UdpHandle,
+        payload: &[u8],
+        remote: SocketAddr,
+    ) -> Result<usize, Error> {
+        self.udp_queue(h, payload, remote, 0)
+    }
+
+    /// Queues `payload` as datagrams of `segment_size` bytes each (a shorter
+    /// last one) to `remote`, like Linux's `UDP_SEGMENT`: with offloads on, one
+    /// super-datagram the NIC layer cuts (USO); off, the datagrams one by one.
+    /// Returns the bytes queued (all of `payload`).
+    ///
+    /// Errors: those of [`Engine::udp_send_to`], and [`Error::InvalidArgument`]
+    /// for a zero `segment_size`; [`Error::MessageTooLong`] if a segment does
+    /// not fit the path MTU, or the payload needs more than
+    /// [`MAX_UDP_SEGMENTS`] datagrams or more than a UDP length field can hold.
+    pub fn udp_send_to_segmented(
+        &mut self,
+        h: UdpHandle,
+        payload: &[u8],
+        remote: SocketAddr,
+        segment_size: u16,
+    ) -> Result<usize, Error> {
+        if segment_size == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let seg = usize::from(segment_size);
+        if payload.len().div_ceil(seg) > MAX_UDP_SEGMENTS {
+            return Err(Error::MessageTooLong);
+        }
+        self.udp_queue(h, payload, remote, seg)
+    }
+
+    fn udp_queue(
+        &mut self,
+        h: UdpHandle,
+        payload: &[u8],
+        remote: SocketAddr,
+        seg: usize,
+    ) -> Result<usize, Error> {
+        let local = self.udp.sock(h)?.local;
+        if local.is_ipv4() != remote.is_ipv4() || remote.port() == 0 || remote.ip().is_unspecified()
+        {
+            return Err(Error::InvalidArgument);
+        }
+        let src_ip = if local.ip().is_unspecified() {
+            match remote.ip() {
+                IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
+                IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
+            }
+            .ok_or(Error::NoAddress)?
+        } else {
+            local.ip()
+        };
+        // One datagram must fit the path; a super-datagram's segments must, and
+        // the whole must fit the 16-bit UDP (and IPv4 total) length.
+        let max = self.udp_max_payload(self.clock, remote.ip());
+        let per = if seg == 0 { payload.len() } else { seg };
+        // IPv4's total length covers its header; IPv6's payload length does not.
+        let whole_max = match remote.ip() {
+            IpAddr::V4(_) => 65_535 - 20 - udp::HEADER_LEN,
+            IpAddr::V6(_) => 65_535 - udp::HEADER_LEN,
+        };
+        if per.min(payload.len()) > max || payload.len() > whole_max {
+            return Err(Error::MessageTooLong);
+        }
+        let limit = self.cfg.udp.send_buffer;
+        let s = self.udp.sock_mut(h)?;
+        if s.tx_bytes > 0 && s.tx_bytes + payload.len() > limit {
+            self.counters.udp_sndbuf_errors += 1;
+            return Err(Error::WouldBlock);
+        }
+        s.tx_bytes += payload.len();
+        let seg = if payload.len() <= seg { 0 } else { seg };
+        let data = self.udp.buffer_of(payload);
+        self.udp.tx.push_back(UdpOut {
+            slot: h.index as usize,
+            generation: h.generation,
+            src: SocketAddr::new(src_ip, local.port()),
+            dst: remote,
+            seg,
+            data,
+            off: 0,
+        });
+        Ok(payload.len())
+    }
+}

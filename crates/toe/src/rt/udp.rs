@@ -1,0 +1,286 @@
+//! The tokio adaptor's [`UdpSocket`]: `bind`, `send_to`, `recv_from` over a
+//! [`Runtime`](super::Runtime), in the shape of `tokio::net::UdpSocket`.
+//!
+//! The socket is bound on every queue's engine (RSS may put a datagram from any
+//! peer on any queue, as with a listener); sends go out from one queue, the
+//! socket's home. Datagrams move through two bounded staging queues shared with
+//! the queue threads, as a stream's bytes do ([`super::net`]): `send_to` stages
+//! the datagram and wakes the home queue, which hands it to its engine;
+//! each queue thread moves datagrams its engine received into the receive
+//! queue and wakes the reader. When the receive queue is full, datagrams stay
+//! in the engines' own bounded queues, which drop (and count) the excess.
+//!
+//! A send is checked for what can be checked at once (family, port, size of a
+//! UDP datagram); a datagram the engine then refuses (it does not fit the path
+//! MTU) is dropped and its error returned by the next `send_to`, as an
+//! asynchronous error of a kernel socket is.
+
+use super::runtime::{Command, Handle, to_io};
+use super::shared::lock;
+use super::socket::{register, wake};
+use crate::engine::{Engine, Error, UdpHandle};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use tokio::io::ReadBuf;
+use tokio::sync::oneshot;
+
+/// Datagrams each staging queue holds.
+const STAGED: usize = 256;
+/// Largest UDP payload (an IPv4 datagram of 65535 bytes).
+const MAX_PAYLOAD: usize = 65_535 - 20 - 8;
+
+/// A socket: what both sides see.
+#[derive(Debug)]
+pub(crate) struct UdpShared {
+    /// The queue that sends.
+    pub(crate) home: usize,
+    pub(crate) st: Mutex<UdpState>,
+}
+
+/// The mutable part of a socket.
+#[derive(Debug, Default)]
+pub(crate) struct UdpState {
+    rx: VecDeque<(SocketAddr, Vec<u8>)>,
+    tx: VecDeque<(SocketAddr, Vec<u8>)>,
+    spare: Vec<Vec<u8>>,
+    /// An error to report from the next send.
+    send_error: Option<Error>,
+    /// The runtime stopped.
+    error: Option<Error>,
+    /// The application dropped the socket.
+    closed: bool,
+    read_waker: Option<Waker>,
+    write_waker: Option<Waker>,
+}
+
+impl UdpState {
+    fn recycle(&mut self, mut b: Vec<u8>) {
+        if self.spare.len() < STAGED {
+            b.clear();
+            self.spare.push(b);
+        }
+    }
+}
+
+impl UdpShared {
+    pub(crate) fn new(home: usize) -> UdpShared {
+        UdpShared {
+            home,
+            st: Mutex::new(UdpState::default()),
+        }
+    }
+
+    /// Fails the socket (the runtime stopped) and wakes its tasks.
+    pub(crate) fn fail(&self, e: Error) {
+        let (r, w) = {
+            let mut st = lock(&self.st);
+            st.error.get_or_insert(e);
+            (st.read_waker.take(), st.write_waker.take())
+        };
+        wake(r);
+        wake(w);
+    }
+}
+
+/// One queue's binding of a socket, served by that queue's thread.
+#[derive(Debug)]
+pub(crate) struct UdpBound {
+    pub(crate) h: UdpHandle,
+    pub(crate) shared: Arc<UdpShared>,
+}
+
+/// Serves one binding on queue `q`: received datagrams to the application,
+/// staged sends (on the home queue) to the engine. False once the application
+/// dropped the socket (the binding is then closed).
+pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
+    let mut guard = lock(&b.shared.st);
+    let st = &mut *guard;
+    let mut got = false;
+    while !st.closed && st.rx.len() < STAGED {
+        let mut buf = st.spare.pop().unwrap_or_default();
+        match engine.udp_recv_with(b.h, |data, from| {
+            buf.extend_from_slice(data);
+            from
+        }) {
+            Ok(from) => {
+                st.rx.push_back((from, buf));
+                got = true;
+            }
+            Err(_) => {
+                st.recycle(buf);
+                break;
+            }
+        }
+    }
+    let mut sent = false;
+    if q == b.shared.home {
+        while let Some((to, data)) = st.tx.pop_front() {
+            match engine.udp_send_to(b.h, &data, to) {
+                Err(Error::WouldBlock) => {
+                    st.tx.push_front((to, data));
+                    break;
+                }
+                Err(e) => st.send_error = Some(e),
+                Ok(_) => {}
+            }
+            st.recycle(data);
+            sent = true;
+        }
+    }
+    // A dropped socket still sends what it staged (as a kernel socket sends
+    // what `sendto` took), then closes.
+    if st.closed && (q != b.shared.home || st.tx.is_empty()) {
+        drop(guard);
+        let _ = engine.udp_close(b.h);
+        return false;
+    }
+    let r = if got { st.read_waker.take() } else { None };
+    let w = if sent { st.write_waker.take() } else { None };
+    drop(guard);
+    wake(r);
+    wake(w);
+    true
+}
+
+/// A UDP socket bound on every queue of a runtime.
+///
+/// ```no_run
+/// # async fn f(rt: linerate_toe::rt::Handle) -> std::io::Result<()> {
+/// use linerate_toe::rt::UdpSocket;
+/// let sock = UdpSocket::bind(&rt, "0.0.0.0:5353".parse().unwrap()).await?;
+/// let mut buf = [0u8; 1500];
+/// let (n, peer) = sock.recv_from(&mut buf).await?;
+/// sock.send_to(&buf[..n], peer).await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct UdpSocket {
+    shared: Arc<UdpShared>,
+    rt: Handle,
+    local: SocketAddr,
+}
+
+impl UdpSocket {
+    /// Binds `addr` (an unspecified or the interface's address; port 0 picks a
+    /// free port) on every queue. Fails with `AddrInUse` if a queue has the
+    /// port bound for that family.
+    pub async fn bind(rt: &Handle, addr: SocketAddr) -> io::Result<UdpSocket> {
+        let home = rt.pick_queue();
+        let shared = Arc::new(UdpShared::new(home));
+        let mut sock = UdpSocket {
+            shared: Arc::clone(&shared),
+            rt: rt.clone(),
+            local: addr,
+        };
+        // The home queue first: it picks the port when asked for port 0.
+        let order = std::iter::once(home).chain((0..rt.queues()).filter(|&q| q != home));
+        for q in order {
+            let (tx, rx) = oneshot::channel();
+            let cmd = Command::UdpBind {
+                addr: sock.local,
+                shared: Arc::clone(&shared),
+                reply: tx,
+            };
+            rt.command(q, cmd).await?;
+            // On error, dropping `sock` closes the queues that did bind.
+            sock.local = rx
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
+                .map_err(to_io)?;
+        }
+        Ok(sock)
+    }
+
+    /// The bound address (with the port picked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Sends one datagram to `target`; returns its length once it is staged
+    /// for the engine (waiting while the staging queue is full).
+    pub async fn send_to(&self, buf: &[u8], target: SocketAddr) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_send_to(cx, buf, target)).await
+    }
+
+    /// Polls to stage one datagram to `target`.
+    pub fn poll_send_to(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+        target: SocketAddr,
+    ) -> Poll<io::Result<usize>> {
+        if target.is_ipv4() != self.local.is_ipv4() || target.port() == 0 {
+            return Poll::Ready(Err(to_io(Error::InvalidArgument)));
+        }
+        if buf.len() > MAX_PAYLOAD {
+            return Poll::Ready(Err(to_io(Error::MessageTooLong)));
+        }
+        let was_empty = {
+            let mut st = lock(&self.shared.st);
+            if let Some(e) = st.error {
+                return Poll::Ready(Err(to_io(e)));
+            }
+            if let Some(e) = st.send_error.take() {
+                return Poll::Ready(Err(to_io(e)));
+            }
+            if st.tx.len() >= STAGED {
+                register(&mut st.write_waker, cx.waker());
+                return Poll::Pending;
+            }
+            let mut b = st.spare.pop().unwrap_or_default();
+            b.extend_from_slice(buf);
+            let was_empty = st.tx.is_empty();
+            st.tx.push_back((target, b));
+            was_empty
+        };
+        if was_empty {
+            self.rt.kick(self.shared.home);
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    /// Receives one datagram into `buf`; returns its length (cut to `buf`, the
+    /// rest of a longer datagram is lost) and its sender.
+    pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        let mut rb = ReadBuf::new(buf);
+        let from = poll_fn(|cx| self.poll_recv_from(cx, &mut rb)).await?;
+        Ok((rb.filled().len(), from))
+    }
+
+    /// Polls to receive one datagram into `buf`; returns its sender.
+    pub fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let mut st = lock(&self.shared.st);
+        if let Some((from, data)) = st.rx.pop_front() {
+            let n = data.len().min(buf.remaining());
+            buf.put_slice(data.get(..n).unwrap_or_default());
+            st.recycle(data);
+            return Poll::Ready(Ok(from));
+        }
+        if let Some(e) = st.error {
+            return Poll::Ready(Err(to_io(e)));
+        }
+        register(&mut st.read_waker, cx.waker());
+        Poll::Pending
+    }
+}
+
+impl Drop for UdpSocket {
+    fn drop(&mut self) {
+        {
+            let mut st = lock(&self.shared.st);
+            st.closed = true;
+            st.read_waker = None;
+            st.write_waker = None;
+        }
+        self.rt.kick_all();
+    }
+}

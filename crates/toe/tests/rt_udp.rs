@@ -1,0 +1,184 @@
+//! The tokio adaptor's UdpSocket over two per-queue runtimes on a memory wire
+//! with RSS: datagrams both ways over IPv4 and IPv6, every one checked; port 0;
+//! address in use; a closed port answered with ICMP; a dropped socket frees
+//! its port after sending what it staged; a stopped runtime fails the socket.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod rt_common;
+
+use linerate_toe::rt::{Handle, UdpSocket};
+use rt_common::{Fnv, pattern, two_runtimes};
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits for a full round of every queue thread.
+async fn settle(h: &Handle) {
+    for q in 0..h.queues() {
+        h.with_engine(q, |_| ()).await.unwrap();
+    }
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// A datagram of `len` bytes: its id, then a pattern of that id.
+fn datagram(id: u32, len: usize) -> Vec<u8> {
+    let mut d = id.to_le_bytes().to_vec();
+    d.extend(pattern(u64::from(id), len.saturating_sub(4)));
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagrams_both_ways_both_families_every_one_exact() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let run = async move {
+        for (any, server_ip) in [("0.0.0.0", "10.0.0.2"), ("[::]", "[fd00::2]")] {
+            let server = UdpSocket::bind(&sh, addr(&format!("{any}:9000")))
+                .await
+                .unwrap();
+            assert_eq!(server.local_addr().port(), 9000);
+            let echo = tokio::spawn(async move {
+                let mut buf = vec![0u8; 2048];
+                loop {
+                    let (n, from) = server.recv_from(&mut buf).await.unwrap();
+                    if n == 0 {
+                        return server;
+                    }
+                    server.send_to(&buf[..n], from).await.unwrap();
+                }
+            });
+            let client = UdpSocket::bind(&ch, addr(&format!("{any}:0")))
+                .await
+                .unwrap();
+            let port = client.local_addr().port();
+            assert!(port >= 49_152, "ephemeral {port}");
+            let to = addr(&format!("{server_ip}:9000"));
+            // A window of 8 datagrams in flight: the wire is lossless unless
+            // something overflows, and nothing should.
+            let n = 300u32;
+            let mut want = BTreeMap::new();
+            let mut buf = vec![0u8; 2048];
+            let mut next = 0u32;
+            while next < n || !want.is_empty() {
+                while next < n && want.len() < 8 {
+                    let d = datagram(next, 4 + (next as usize * 37) % 1400);
+                    assert_eq!(client.send_to(&d, to).await.unwrap(), d.len());
+                    want.insert(next, Fnv::of(&d));
+                    next += 1;
+                }
+                let (len, from) = client.recv_from(&mut buf).await.unwrap();
+                assert_eq!(from, to);
+                let id = u32::from_le_bytes(buf[..4].try_into().unwrap());
+                assert_eq!(
+                    want.remove(&id),
+                    Some(Fnv::of(&buf[..len])),
+                    "datagram {id}"
+                );
+            }
+            client.send_to(&[], to).await.unwrap();
+            let server = echo.await.unwrap();
+            drop(server);
+        }
+        settle(&sh).await;
+        let delivered: u64 = {
+            let mut t = 0;
+            for q in 0..sh.queues() {
+                t += sh
+                    .with_engine(q, |e| e.counters().udp_in_datagrams)
+                    .await
+                    .unwrap();
+            }
+            t
+        };
+        assert_eq!(delivered, 2 * 301);
+    };
+    tokio::time::timeout(LIMIT, run).await.unwrap();
+    crt.shutdown().unwrap();
+    srt.shutdown().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ports_in_use_closed_ports_and_freed_ports() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let run = async move {
+        let a = UdpSocket::bind(&sh, addr("0.0.0.0:7000")).await.unwrap();
+        let e = UdpSocket::bind(&sh, addr("0.0.0.0:7000"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AddrInUse);
+        // The other family's port is separate.
+        let a6 = UdpSocket::bind(&sh, addr("[::]:7000")).await.unwrap();
+        // A datagram to a closed port: the server's engine answers with ICMP.
+        let c = UdpSocket::bind(&ch, addr("0.0.0.0:0")).await.unwrap();
+        c.send_to(b"hello?", addr("10.0.0.2:7001")).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut sent = 0;
+            for q in 0..sh.queues() {
+                sent += sh
+                    .with_engine(q, |e| e.counters().icmp_out_dest_unreachs)
+                    .await
+                    .unwrap();
+            }
+            if sent == 1 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no port unreachable"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Sends staged before a drop still go out; then the port is free.
+        c.send_to(b"last words", addr("10.0.0.2:7000"))
+            .await
+            .unwrap();
+        drop(c);
+        let mut buf = [0u8; 32];
+        let (n, _) = a.recv_from(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"last words");
+        drop(a);
+        settle(&sh).await;
+        let again = UdpSocket::bind(&sh, addr("0.0.0.0:7000")).await.unwrap();
+        // Arguments checked at once.
+        let e = again.send_to(b"x", addr("[fd00::1]:1")).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        let e = again
+            .send_to(&vec![0u8; 70_000], addr("10.0.0.1:1"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        // Too big for the path: the engine refuses it, the next send says so.
+        again
+            .send_to(&[0u8; 1473], addr("10.0.0.1:1"))
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            match again.send_to(b"ok", addr("10.0.0.1:1")).await {
+                Err(e) => {
+                    assert_eq!(e.kind(), ErrorKind::InvalidInput);
+                    break;
+                }
+                Ok(_) => assert!(tokio::time::Instant::now() < deadline),
+            }
+        }
+        (again, a6)
+    };
+    let (again, a6) = tokio::time::timeout(LIMIT, run).await.unwrap();
+    // A stopped runtime fails the sockets.
+    srt.shutdown().unwrap();
+    let mut buf = [0u8; 8];
+    let e = again.recv_from(&mut buf).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ConnectionAborted);
+    assert!(a6.send_to(b"x", addr("[fd00::1]:1")).await.is_err());
+    crt.shutdown().unwrap();
+}
