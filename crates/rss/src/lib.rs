@@ -90,6 +90,7 @@
 
 pub mod dispatch;
 pub mod error;
+pub mod extract;
 pub mod flow;
 pub mod indirection;
 pub mod input;
@@ -100,6 +101,7 @@ pub mod toeplitz;
 
 pub use dispatch::{DispatchStats, Dispatched, Dispatcher, QueueReceiver, QueueStats, RxFrame};
 pub use error::{ConfigError, PortError};
+pub use extract::Extracted;
 pub use flow::{FlowAddrs, FlowTuple};
 pub use indirection::{IndirectionTable, SharedTable};
 pub use input::{HashConfig, HashInput, HashLevel, HashTypes, Transport, TunnelHashing};
