@@ -94,12 +94,15 @@ pub mod extract;
 pub mod flow;
 pub mod indirection;
 pub mod input;
+pub mod item;
 pub mod key;
 pub mod sport;
 pub mod steering;
 pub mod toeplitz;
 
-pub use dispatch::{DispatchStats, Dispatched, Dispatcher, QueueReceiver, QueueStats, RxFrame};
+pub use dispatch::{
+    DispatchStats, Dispatched, Dispatcher, QueueReceiver, QueueStats, RxBuf, RxFrame, RxItem,
+};
 pub use error::{ConfigError, PortError};
 pub use extract::Extracted;
 pub use flow::{FlowAddrs, FlowTuple};
