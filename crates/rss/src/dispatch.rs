@@ -37,7 +37,7 @@ use crossbeam_utils::CachePadded;
 use linerate_offload::RssHash;
 
 use crate::error::ConfigError;
-use crate::extract::Extracted;
+use crate::extract::Located;
 use crate::indirection::IndirectionTable;
 use crate::input::{HashConfig, HashInput};
 pub use crate::item::{RxBuf, RxFrame, RxItem};
@@ -359,22 +359,27 @@ fn classify<T: RxItem>(
 
 /// The hash input of a frame without a hash: from its layout if it has one, else
 /// read from its bytes, else (rarely) parsed, keeping the layout in the frame.
-#[inline]
+#[inline(always)]
 fn input_of<T: RxItem>(config: &HashConfig, frame: &mut T) -> Option<HashInput> {
     if let Some(layout) = frame.layout() {
         return config.input(frame.frame(), layout);
     }
-    match config.extract(frame.frame()) {
-        Extracted::Input(i) => Some(i),
-        Extracted::Unhashable => None,
-        Extracted::Parse => {
-            let data = frame.frame();
-            let layout = config.layout.parse(data).ok()?;
-            let input = config.input(data, &layout);
-            frame.set_layout(layout);
-            input
-        }
+    match config.locate(frame.frame()) {
+        Located::At(site) => site.input(frame.frame()),
+        Located::Unhashable => None,
+        Located::Parse => parse_input(config, frame),
     }
+}
+
+/// The full path for the frames [`HashConfig::locate`] leaves to a parse.
+#[cold]
+#[inline(never)]
+fn parse_input<T: RxItem>(config: &HashConfig, frame: &mut T) -> Option<HashInput> {
+    let data = frame.frame();
+    let layout = config.layout.parse(data).ok()?;
+    let input = config.input(data, &layout);
+    frame.set_layout(layout);
+    input
 }
 
 impl<T> Shared<T> {

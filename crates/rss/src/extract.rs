@@ -17,6 +17,7 @@
 //!
 //! [`layout::Config::parse`]: linerate_wire::layout::Config::parse
 
+use linerate_offload::RssHashType;
 use linerate_wire::ethernet::{self, ethertype};
 use linerate_wire::ipv4::protocol;
 use linerate_wire::ipv6::ext;
@@ -191,22 +192,78 @@ fn read_stack(frame: &[u8], start: usize) -> Read {
     })
 }
 
-impl HashConfig {
-    /// The hash input of one stack, as [`HashConfig::headers_input`] gives it.
+/// Where a frame's hash input lies: its hash type and the offsets of the network
+/// and transport headers it is read from (all inside the frame, checked).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Site {
+    kind: RssHashType,
+    l3: usize,
+    l4: usize,
+}
+
+impl Site {
+    /// The input at this site of `frame` (`None` only if the site lies outside
+    /// `frame`, which [`HashConfig::locate`] never gives).
     #[inline(always)]
-    fn stack_input(&self, frame: &[u8], s: &Stack) -> Option<HashInput> {
-        let kind = self.types.select(s.v6, s.transport)?;
-        let addrs = if s.v6 {
-            frame.get(s.l3 + 8..s.l3 + 40)?
-        } else {
-            frame.get(s.l3 + 12..s.l3 + 20)?
-        };
-        let ports = if shape(kind).1 {
-            Some(*frame.get(s.l4..)?.first_chunk::<4>()?)
+    pub(crate) fn input(self, frame: &[u8]) -> Option<HashInput> {
+        let (alen, has_ports) = shape(self.kind);
+        let ports = if has_ports {
+            Some(*frame.get(self.l4..)?.first_chunk::<4>()?)
         } else {
             None
         };
-        Some(HashInput::build(kind, addrs, ports))
+        // Addresses: IPv4 bytes 12..20, IPv6 bytes 8..40 of the IP header.
+        Some(if alen == 8 {
+            HashInput::build(self.kind, frame.get(self.l3 + 12..self.l3 + 20)?, ports)
+        } else {
+            HashInput::build(self.kind, frame.get(self.l3 + 8..self.l3 + 40)?, ports)
+        })
+    }
+}
+
+/// What [`HashConfig::locate`] found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Located {
+    At(Site),
+    Unhashable,
+    Parse,
+}
+
+impl HashConfig {
+    /// The site of one stack's input, as [`HashConfig::headers_input`] picks it.
+    #[inline(always)]
+    fn site(&self, s: &Stack) -> Option<Site> {
+        Some(Site {
+            kind: self.types.select(s.v6, s.transport)?,
+            l3: s.l3,
+            l4: s.l4,
+        })
+    }
+
+    /// Where the hash input of `frame` lies: [`HashConfig::extract`] without
+    /// building the input, so that dispatch builds it where it keeps it.
+    #[inline(always)]
+    pub(crate) fn locate(&self, frame: &[u8]) -> Located {
+        let outer = match read_stack(frame, 0) {
+            Read::Ip(s) => s,
+            Read::None => return Located::Unhashable,
+            Read::Parse => return Located::Parse,
+        };
+        if outer.transport == Transport::Udp {
+            match self.tunnel_input(frame, &outer) {
+                Read::Ip(inner) => {
+                    if let Some(site) = self.site(&inner) {
+                        return Located::At(site);
+                    }
+                }
+                Read::None => {}
+                Read::Parse => return Located::Parse,
+            }
+        }
+        match self.site(&outer) {
+            Some(site) => Located::At(site),
+            None => Located::Unhashable,
+        }
     }
 
     /// The hash input of `frame` read straight from its bytes, or
@@ -226,26 +283,13 @@ impl HashConfig {
     /// ```
     #[inline]
     pub fn extract(&self, frame: &[u8]) -> Extracted {
-        let outer = match read_stack(frame, 0) {
-            Read::Ip(s) => s,
-            Read::None => return Extracted::Unhashable,
-            Read::Parse => return Extracted::Parse,
-        };
-        if outer.transport == Transport::Udp {
-            match self.tunnel_input(frame, &outer) {
-                Read::Ip(inner) => {
-                    let within = frame.get(..outer.udp_end).unwrap_or_default();
-                    if let Some(i) = self.stack_input(within, &inner) {
-                        return Extracted::Input(i);
-                    }
-                }
-                Read::None => {}
-                Read::Parse => return Extracted::Parse,
-            }
-        }
-        match self.stack_input(frame, &outer) {
-            Some(i) => Extracted::Input(i),
-            None => Extracted::Unhashable,
+        match self.locate(frame) {
+            Located::At(site) => match site.input(frame) {
+                Some(i) => Extracted::Input(i),
+                None => Extracted::Unhashable,
+            },
+            Located::Unhashable => Extracted::Unhashable,
+            Located::Parse => Extracted::Parse,
         }
     }
 
@@ -254,7 +298,7 @@ impl HashConfig {
     /// header or inner frame is bad, or the outer headers are to be hashed (the
     /// outer input is then used, as `layout::Config::parse` with
     /// [`HashConfig::input`] does).
-    #[inline(always)]
+    #[inline(never)]
     fn tunnel_input(&self, frame: &[u8], outer: &Stack) -> Read {
         let Some(dport) = be16(frame, outer.l4 + 2) else {
             return Read::None;
