@@ -2,11 +2,20 @@
 //!
 //! For a backend with one receive queue (a TAP without multi-queue, an AF_XDP
 //! socket on a single-queue NIC) this is the NIC's RSS block done in software, as
-//! Linux's RPS is: for each frame, take the backend's hash from its
-//! [`OffloadMeta`] if it has one, else parse the frame (or use the layout already in
-//! its meta), hash it ([`Steering`]) and record the hash and layout in the meta so
-//! later stages need not do it again; then push the frame onto the queue the
-//! indirection table names.
+//! Linux's RPS is: for each frame, take the backend's hash if it has one, else read
+//! the hash input from the frame's bytes ([`HashConfig::extract`]; a full parse
+//! only where that cannot decide, or the layout already in the frame), hash it
+//! ([`Steering`]) and record the hash in the frame; then push the frame onto the
+//! queue the indirection table names.
+//!
+//! Frames without a backend hash are taken in chunks: their inputs are read, then
+//! hashed together ([`crate::Toeplitz::hash_batch`]), then the chunk is pushed in
+//! ring order. Frames with a backend hash go straight to their queue when no frame
+//! before them is waiting for a hash. What a frame is, is the [`RxItem`] trait:
+//! [`RxFrame`] carries a whole [`OffloadMeta`](linerate_offload::OffloadMeta) (144 bytes with a borrowed slice, most
+//! of it the [`Layout`](linerate_wire::layout::Layout) it may hold), [`RxBuf`] only the hash (24 bytes). Items are
+//! moved by value into the queues, and the small ones dispatch several times
+//! faster (see "Performance" in the crate documentation).
 //!
 //! The queues are bounded lock-free queues ([`crossbeam_queue::ArrayQueue`]), one
 //! per receive queue, each drained by its own [`QueueReceiver`] (one core each). A
@@ -25,35 +34,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
-use linerate_offload::OffloadMeta;
+use linerate_offload::RssHash;
 
 use crate::error::ConfigError;
+use crate::extract::Located;
 use crate::indirection::IndirectionTable;
+use crate::input::{HashConfig, HashInput};
+pub use crate::item::{RxBuf, RxFrame, RxItem};
 use crate::steering::Steering;
-
-/// A received frame and its metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RxFrame<B> {
-    /// The frame bytes (any owner: `Vec<u8>`, a pool buffer, a borrowed slice).
-    pub data: B,
-    /// Offload metadata; dispatch fills `rss` and `layout` when it computes them.
-    pub meta: OffloadMeta,
-}
-
-impl<B> RxFrame<B> {
-    /// A frame with empty metadata (no backend hash).
-    pub fn new(data: B) -> RxFrame<B> {
-        RxFrame {
-            data,
-            meta: OffloadMeta::plain(),
-        }
-    }
-
-    /// A frame with the given metadata.
-    pub fn with_meta(data: B, meta: OffloadMeta) -> RxFrame<B> {
-        RxFrame { data, meta }
-    }
-}
 
 /// Per-queue counters, like `ethtool -S`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -94,15 +82,74 @@ struct Counters {
 }
 
 #[derive(Debug)]
-struct Shared<B> {
-    queues: Box<[ArrayQueue<RxFrame<B>>]>,
+struct Shared<T> {
+    queues: Box<[ArrayQueue<T>]>,
     counters: Box<[CachePadded<Counters>]>,
     backend_hashed: AtomicU64,
     software_hashed: AtomicU64,
     unhashed: AtomicU64,
 }
 
+/// Frames are classified, hashed and pushed this many at a time.
+const CHUNK: usize = 32;
+
+/// A queue entry that is not known yet: the frame's input is being hashed.
+const PENDING: u16 = u16::MAX;
+
+/// Per-call counts of where hashes came from.
+#[derive(Debug, Default)]
+struct Sources {
+    backend: u64,
+    software: u64,
+    unhashed: u64,
+}
+
+/// The queues of one call and its per-queue counts.
+struct Out<'a, T, F> {
+    shared: &'a Shared<T>,
+    delivered: &'a mut [u64],
+    dropped: &'a mut [u64],
+    on_drop: F,
+    done: Dispatched,
+}
+
+impl<T, F: FnMut(T)> Out<'_, T, F> {
+    /// Pushes `frame` onto queue `q`, or hands it to `on_drop` if that is full.
+    #[inline(always)]
+    fn push(&mut self, q: u16, frame: T) {
+        let q = usize::from(q);
+        let Some(queue) = self.shared.queues.get(q) else {
+            // A table never names a queue the steering lacks; be safe.
+            (self.on_drop)(frame);
+            self.done.dropped += 1;
+            return;
+        };
+        match queue.push(frame) {
+            Ok(()) => {
+                if let Some(c) = self.delivered.get_mut(q) {
+                    *c += 1;
+                }
+                self.done.delivered += 1;
+            }
+            Err(frame) => {
+                if let Some(c) = self.dropped.get_mut(q) {
+                    *c += 1;
+                }
+                self.done.dropped += 1;
+                (self.on_drop)(frame);
+            }
+        }
+    }
+}
+
 /// Takes frames from one receive ring and spreads them over per-queue queues.
+///
+/// Items are any [`RxItem`]: [`RxFrame`] (with a whole
+/// [`OffloadMeta`](linerate_offload::OffloadMeta)) or the smaller [`RxBuf`].
+/// Frames without a backend hash are taken 32 at a time: the hash inputs of such
+/// a chunk are read first, then hashed together
+/// ([`Toeplitz::hash_batch`](crate::Toeplitz::hash_batch)), then the frames are
+/// pushed in ring order.
 ///
 /// ```
 /// use linerate_rss::{Dispatcher, HashConfig, IndirectionTable, RssKey, RxFrame, Steering};
@@ -116,24 +163,27 @@ struct Shared<B> {
 /// assert_eq!(done.delivered, 1);
 /// let got: Vec<_> = queues.iter().filter_map(|q| q.pop()).collect();
 /// assert_eq!(got.len(), 1);
-/// assert!(got[0].meta.rss.is_some() && got[0].meta.layout.is_some());
+/// assert!(got[0].meta.rss.is_some());
 /// ```
 #[derive(Debug)]
-pub struct Dispatcher<B> {
+pub struct Dispatcher<T> {
     steering: Arc<Steering>,
-    shared: Arc<Shared<B>>,
+    shared: Arc<Shared<T>>,
     /// Per-call counts, flushed to the shared counters at the end of a call.
     delivered: Box<[u64]>,
     dropped: Box<[u64]>,
+    /// The chunk being dispatched and its hash inputs (reused across calls).
+    chunk: Vec<T>,
+    inputs: Vec<HashInput>,
 }
 
-impl<B: AsRef<[u8]>> Dispatcher<B> {
+impl<T: RxItem> Dispatcher<T> {
     /// A dispatcher into `steering.queues()` queues of `capacity` frames each, and
     /// the receivers of those queues (index = queue number).
     pub fn new(
         steering: Arc<Steering>,
         capacity: usize,
-    ) -> Result<(Dispatcher<B>, Vec<QueueReceiver<B>>), ConfigError> {
+    ) -> Result<(Dispatcher<T>, Vec<QueueReceiver<T>>), ConfigError> {
         if capacity == 0 {
             return Err(ConfigError::QueueCapacity);
         }
@@ -159,6 +209,8 @@ impl<B: AsRef<[u8]>> Dispatcher<B> {
                 shared,
                 delivered: vec![0; n].into_boxed_slice(),
                 dropped: vec![0; n].into_boxed_slice(),
+                chunk: Vec::with_capacity(CHUNK),
+                inputs: Vec::with_capacity(CHUNK),
             },
             receivers,
         ))
@@ -171,52 +223,61 @@ impl<B: AsRef<[u8]>> Dispatcher<B> {
 
     /// Dispatches a batch of frames; frames that find their queue full are dropped
     /// (and counted).
-    pub fn dispatch<I: IntoIterator<Item = RxFrame<B>>>(&mut self, frames: I) -> Dispatched {
+    pub fn dispatch<I: IntoIterator<Item = T>>(&mut self, frames: I) -> Dispatched {
         self.dispatch_with(frames, drop)
     }
 
     /// Dispatches a batch of frames, handing frames that find their queue full to
     /// `on_drop` (to return their buffers to a pool, say).
-    pub fn dispatch_with<I, F>(&mut self, frames: I, mut on_drop: F) -> Dispatched
+    pub fn dispatch_with<I, F>(&mut self, frames: I, on_drop: F) -> Dispatched
     where
-        I: IntoIterator<Item = RxFrame<B>>,
-        F: FnMut(RxFrame<B>),
+        I: IntoIterator<Item = T>,
+        F: FnMut(T),
     {
         let steering = self.steering.clone();
-        let mut counts = [0u64; 3]; // backend, software, unhashed
-        let mut done = Dispatched::default();
+        let mut sources = Sources::default();
+        let mut out = Out {
+            shared: &self.shared,
+            delivered: &mut self.delivered,
+            dropped: &mut self.dropped,
+            on_drop,
+            done: Dispatched::default(),
+        };
+        let chunk = &mut self.chunk;
+        let inputs = &mut self.inputs;
         steering.table().with(|table| {
-            for mut frame in frames {
-                let q = classify(&steering, table, &mut frame, &mut counts);
-                let q = usize::from(q);
-                let Some(queue) = self.shared.queues.get(q) else {
-                    // A table never names a queue the steering lacks; be safe.
-                    on_drop(frame);
-                    done.dropped += 1;
+            let mut queues = [0u16; CHUNK];
+            let mut flush = |chunk: &mut Vec<T>, out: &mut Out<'_, T, F>, sources: &mut Sources| {
+                classify(&steering, table, chunk, inputs, &mut queues, sources);
+                for (frame, &q) in chunk.drain(..).zip(queues.iter()) {
+                    out.push(q, frame);
+                }
+            };
+            for frame in frames {
+                // A frame with the backend's hash goes straight to its queue, unless
+                // frames before it wait in the chunk (ring order is kept).
+                if chunk.is_empty()
+                    && let Some(h) = frame.rss()
+                {
+                    sources.backend += 1;
+                    out.push(table.queue(h.value), frame);
                     continue;
-                };
-                match queue.push(frame) {
-                    Ok(()) => {
-                        if let Some(c) = self.delivered.get_mut(q) {
-                            *c += 1;
-                        }
-                        done.delivered += 1;
-                    }
-                    Err(frame) => {
-                        if let Some(c) = self.dropped.get_mut(q) {
-                            *c += 1;
-                        }
-                        done.dropped += 1;
-                        on_drop(frame);
-                    }
+                }
+                chunk.push(frame);
+                if chunk.len() == CHUNK {
+                    flush(chunk, &mut out, &mut sources);
                 }
             }
+            if !chunk.is_empty() {
+                flush(chunk, &mut out, &mut sources);
+            }
         });
-        self.flush(counts);
+        let done = out.done;
+        self.flush(sources);
         done
     }
 
-    fn flush(&mut self, counts: [u64; 3]) {
+    fn flush(&mut self, sources: Sources) {
         let s = &self.shared;
         for ((c, d), x) in s
             .counters
@@ -233,11 +294,10 @@ impl<B: AsRef<[u8]>> Dispatcher<B> {
                 *x = 0;
             }
         }
-        let [b, sw, u] = counts;
         for (c, v) in [
-            (&s.backend_hashed, b),
-            (&s.software_hashed, sw),
-            (&s.unhashed, u),
+            (&s.backend_hashed, sources.backend),
+            (&s.software_hashed, sources.software),
+            (&s.unhashed, sources.unhashed),
         ] {
             if v != 0 {
                 c.fetch_add(v, Ordering::Relaxed);
@@ -251,47 +311,78 @@ impl<B: AsRef<[u8]>> Dispatcher<B> {
     }
 }
 
-/// The queue of one frame; fills its meta's hash and layout when computed here.
+/// The queue of every frame of a chunk (`queues[i]` for `chunk[i]`); records the
+/// hashes computed here in the frames. Inputs are read first, then hashed in one
+/// [`crate::Toeplitz::hash_batch`] call.
 #[inline]
-fn classify<B: AsRef<[u8]>>(
+fn classify<T: RxItem>(
     steering: &Steering,
     table: &IndirectionTable,
-    frame: &mut RxFrame<B>,
-    counts: &mut [u64; 3],
-) -> u16 {
-    if let Some(h) = frame.meta.rss {
-        counts[0] += 1;
-        return table.queue(h.value);
+    chunk: &mut [T],
+    inputs: &mut Vec<HashInput>,
+    queues: &mut [u16; CHUNK],
+    sources: &mut Sources,
+) {
+    inputs.clear();
+    let config = steering.config();
+    for (frame, q) in chunk.iter_mut().zip(queues.iter_mut()) {
+        if let Some(h) = frame.rss() {
+            sources.backend += 1;
+            *q = table.queue(h.value);
+        } else if let Some(input) = input_of(config, frame) {
+            inputs.push(input);
+            *q = PENDING;
+        } else {
+            sources.unhashed += 1;
+            *q = steering.default_queue();
+        }
     }
-    let [_, software, unhashed] = counts;
-    let data = frame.data.as_ref();
-    let input = match &frame.meta.layout {
-        Some(layout) => steering.config().input(data, layout),
-        None => match steering.config().layout.parse(data) {
-            Ok(layout) => {
-                let input = steering.config().input(data, &layout);
-                // Keep the layout: later stages (GRO) need not parse again.
-                frame.meta.layout = Some(layout);
-                input
-            }
-            Err(_) => None,
-        },
-    };
-    match input {
-        Some(input) => {
-            let h = steering.hash_input(&input);
-            frame.meta.rss = Some(h);
-            *software += 1;
-            table.queue(h.value)
+    if inputs.is_empty() {
+        return;
+    }
+    let mut hashes = [0u32; CHUNK];
+    steering.hasher().hash_batch(inputs, &mut hashes);
+    let mut computed = inputs.iter().zip(hashes);
+    for (frame, q) in chunk.iter_mut().zip(queues.iter_mut()) {
+        if *q == PENDING
+            && let Some((input, value)) = computed.next()
+        {
+            frame.set_rss(RssHash {
+                value,
+                kind: input.kind(),
+            });
+            *q = table.queue(value);
         }
-        None => {
-            *unhashed += 1;
-            steering.default_queue()
-        }
+    }
+    sources.software += inputs.len() as u64;
+}
+
+/// The hash input of a frame without a hash: from its layout if it has one, else
+/// read from its bytes, else (rarely) parsed, keeping the layout in the frame.
+#[inline(always)]
+fn input_of<T: RxItem>(config: &HashConfig, frame: &mut T) -> Option<HashInput> {
+    if let Some(layout) = frame.layout() {
+        return config.input(frame.frame(), layout);
+    }
+    match config.locate(frame.frame()) {
+        Located::At(site) => site.input(frame.frame()),
+        Located::Unhashable => None,
+        Located::Parse => parse_input(config, frame),
     }
 }
 
-impl<B> Shared<B> {
+/// The full path for the frames [`HashConfig::locate`] leaves to a parse.
+#[cold]
+#[inline(never)]
+fn parse_input<T: RxItem>(config: &HashConfig, frame: &mut T) -> Option<HashInput> {
+    let data = frame.frame();
+    let layout = config.layout.parse(data).ok()?;
+    let input = config.input(data, &layout);
+    frame.set_layout(layout);
+    input
+}
+
+impl<T> Shared<T> {
     fn stats(&self) -> DispatchStats {
         DispatchStats {
             queues: self
@@ -311,28 +402,28 @@ impl<B> Shared<B> {
 
 /// The receiving end of one queue: the core that owns the queue drains it.
 #[derive(Debug)]
-pub struct QueueReceiver<B> {
-    shared: Arc<Shared<B>>,
+pub struct QueueReceiver<T> {
+    shared: Arc<Shared<T>>,
     queue: u16,
 }
 
-impl<B> QueueReceiver<B> {
+impl<T> QueueReceiver<T> {
     /// The queue number.
     pub fn queue(&self) -> u16 {
         self.queue
     }
 
-    fn inner(&self) -> Option<&ArrayQueue<RxFrame<B>>> {
+    fn inner(&self) -> Option<&ArrayQueue<T>> {
         self.shared.queues.get(usize::from(self.queue))
     }
 
     /// The oldest frame, if any.
-    pub fn pop(&self) -> Option<RxFrame<B>> {
+    pub fn pop(&self) -> Option<T> {
         self.inner()?.pop()
     }
 
     /// Moves up to `max` frames, oldest first, onto `out`; returns how many.
-    pub fn pop_batch(&self, out: &mut Vec<RxFrame<B>>, max: usize) -> usize {
+    pub fn pop_batch(&self, out: &mut Vec<T>, max: usize) -> usize {
         let Some(q) = self.inner() else { return 0 };
         let mut n = 0;
         while n < max {

@@ -16,7 +16,10 @@
 //!   headers per tunnel kind instead. A tunnel whose inner frame is not IP is hashed
 //!   on its outer headers.
 //!
-//! The offsets come from [`linerate_wire::layout`], parsed once per frame.
+//! [`HashConfig::input`] reads the input at the offsets of a parsed
+//! [`linerate_wire::layout`]; [`HashConfig::frame_input`] reads it straight from the
+//! frame's bytes where it can ([`crate::extract`]) and parses only where it cannot,
+//! with the same result.
 
 use linerate_offload::RssHashType;
 use linerate_wire::layout::{self, Fragment, Headers, L3Kind, L4Kind, Layout, TunnelKind};

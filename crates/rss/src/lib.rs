@@ -40,8 +40,12 @@
 //!   default key and the symmetric `0x6d5a` key built in.
 //! * [`HashConfig`]: the input per hash type (IPv4, TCP/IPv4, UDP/IPv4, IPv6,
 //!   TCP/IPv6, UDP/IPv6), fragments hashed on addresses only, a per-type enable
-//!   mask, inner or outer headers for VXLAN, GENEVE and NVGRE (inner by default),
-//!   read at offsets [`linerate_wire::layout`] found.
+//!   mask, inner or outer headers for VXLAN, GENEVE and NVGRE (inner by default).
+//!   The input is read straight from the frame's bytes ([`HashConfig::extract`]:
+//!   Ethernet, VLAN, IPv4, IPv6, TCP, UDP, VXLAN, GENEVE) with the checks
+//!   [`linerate_wire::layout`] makes, or at the offsets a layout gives; IPv6
+//!   extension headers and GRE go through the full parse. Both paths agree on every
+//!   frame (tested on the frame catalogue, its truncations and random mutations).
 //! * [`IndirectionTable`] / [`SharedTable`]: 128 entries by default (up to 512),
 //!   1..=size queues, even spread, swapped atomically while traffic flows.
 //! * [`Steering`]: receive queue of a frame or flow, and transmit queue (TSS) = the
@@ -49,8 +53,9 @@
 //! * [`PortAllocator`]: a free source port whose hash lands on a wanted queue, in
 //!   O(1) expected time (mTCP, DPDK `rte_thash_adjust_tuple`).
 //! * [`Dispatcher`]: one receive ring into N bounded per-queue queues, using the
-//!   backend's hash when it has one; overflow counted as drops per queue; flows
-//!   never reordered.
+//!   backend's hash when it has one, hashing the others in chunks; overflow
+//!   counted as drops per queue; flows never reordered. Any [`RxItem`] moves
+//!   through it: [`RxFrame`] (with a whole `OffloadMeta`) or the small [`RxBuf`].
 //!
 //! References: Microsoft, "Receive Side Scaling" (RSS hashing types, hashing
 //! functions, indirection table, "Verifying the RSS Hash Calculation"); DPDK
@@ -65,41 +70,64 @@
 //!
 //! # Performance
 //!
-//! `cargo bench --bench rss` (criterion), and `cargo run --release -p linerate-rss
-//! --example best_of` (best of many short runs, which is what a shared machine
-//! allows: these figures come from it). On the development machine (2 cores of an
-//! AMD EPYC, Zen 3 class, 2.45 GHz, shared with other builds, load average 4 to 6),
-//! in ns per hash, one [`Toeplitz::hash`] call each / in [`Toeplitz::hash_batch`]:
+//! `cargo bench --bench rss -- --table` (from the workspace root) prints all of
+//! these side by side: every case runs in short turns, round robin, and each figure
+//! is the median of its turns, so load on a shared machine falls on all cases
+//! alike; `cargo bench --bench rss` runs the same cases under criterion. On the
+//! development machine (2 cores of an AMD EPYC, Zen 3 class, 2.45 GHz, shared with
+//! other builds, load average 8 to 11 during this run), ns per hash, one
+//! [`Toeplitz::hash`] call each / in [`Toeplitz::hash_batch`]:
 //!
 //! | type     | bitwise | portable    | clmul      | vpclmul    |
 //! |----------|--------:|------------:|-----------:|-----------:|
-//! | IPv4     |    65   | 3.8 / 2.9   | 3.8 / 2.1  | 3.8 / 2.6  |
-//! | TCP/IPv4 |    84   | 4.5 / 4.0   | 4.5 / 2.9  | 4.5 / 2.6  |
-//! | UDP/IPv4 |    84   | 4.5 / 4.0   | 4.5 / 2.9  | 4.5 / 2.6  |
-//! | IPv6     |   180   | 10.4 / 10.0 | 8.0 / 6.1  | 6.7 / 4.7  |
-//! | TCP/IPv6 |   201   | 11.6 / 10.5 | 8.9 / 7.0  | 7.3 / 6.2  |
-//! | UDP/IPv6 |   199   | 11.7 / 10.6 | 8.9 / 7.0  | 7.3 / 6.1  |
+//! | IPv4     |    64   | 2.9 / 2.8   | 3.7 / 2.1  | 4.1 / 2.5  |
+//! | TCP/IPv4 |    81   | 4.1 / 3.9   | 4.7 / 2.8  | 4.4 / 2.5  |
+//! | UDP/IPv4 |    81   | 4.1 / 3.9   | 4.7 / 2.8  | 4.4 / 2.5  |
+//! | IPv6     |   176   | 9.4 / 9.7   | 7.5 / 6.0  | 6.6 / 4.6  |
+//! | TCP/IPv6 |   194   | 10.7 / 10.3 | 8.7 / 6.9  | 7.0 / 6.0  |
+//! | UDP/IPv6 |   194   | 10.7 / 10.3 | 8.7 / 6.9  | 7.0 / 6.0  |
 //!
-//! [`Path::detect`] therefore prefers `vpclmul`, then `clmul`, then `portable`.
-//! Dispatch of TCP/IPv4 frames from one ring in batches of 256: about 36 Mpps into
-//! 2, 4 or 8 queues when the backend supplies the hash, about 17 Mpps when it is
-//! computed here, where parsing the frame (`linerate_wire::layout::parse`, 31 to 34
-//! ns here) is most of the cost. Source port choice (allocate and release): about
-//! 38 ns.
+//! [`Path::detect`] prefers `vpclmul`, then `clmul`, then `portable`: batched, as
+//! dispatch hashes, `vpclmul` is fastest for every type.
+//!
+//! Finding the hash input, ns per frame, read from the bytes /
+//! `layout::parse` + [`HashConfig::input`]: TCP/IPv4 14 / 26, UDP/IPv6 18 / 37,
+//! TCP/IPv4 in QinQ 14 / 27, VXLAN 23 / 59, GENEVE 25 / 60. NVGRE and IPv6 with an
+//! extension header fall back to the parse after a 4 to 5 ns attempt (80 / 76, 45 /
+//! 41).
+//!
+//! Dispatch of TCP/IPv4 frames from one ring in batches of 256, Mpps with the
+//! backend's hash / with a software hash, per item type:
+//!
+//! | queues | [`RxFrame`] (144 B) | `OffloadMeta` without `layout` (40 B) | [`RxBuf`] (24 B) |
+//! |-------:|--------------------:|--------------------------------------:|-----------------:|
+//! | 2      | 43 / 19             | 81 / 30                               | 104 / 32         |
+//! | 4      | 42 / 19             | 81 / 30                               | 100 / 32         |
+//! | 8      | 39 / 18             | 78 / 29                               | 99 / 32          |
+//!
+//! Items move by value through the queues, so their size is much of the cost: the
+//! 104-byte `Layout` inside `OffloadMeta` costs `RxFrame` about a third of its
+//! software-hash rate and half its backend-hash rate. Source port choice (allocate
+//! and release): about 42 ns.
 #![deny(unsafe_code)]
 
 pub mod dispatch;
 pub mod error;
+pub mod extract;
 pub mod flow;
 pub mod indirection;
 pub mod input;
+pub mod item;
 pub mod key;
 pub mod sport;
 pub mod steering;
 pub mod toeplitz;
 
-pub use dispatch::{DispatchStats, Dispatched, Dispatcher, QueueReceiver, QueueStats, RxFrame};
+pub use dispatch::{
+    DispatchStats, Dispatched, Dispatcher, QueueReceiver, QueueStats, RxBuf, RxFrame, RxItem,
+};
 pub use error::{ConfigError, PortError};
+pub use extract::Extracted;
 pub use flow::{FlowAddrs, FlowTuple};
 pub use indirection::{IndirectionTable, SharedTable};
 pub use input::{HashConfig, HashInput, HashLevel, HashTypes, Transport, TunnelHashing};

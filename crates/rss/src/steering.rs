@@ -106,17 +106,15 @@ impl Steering {
         }
     }
 
-    /// The hash input of `frame`, parsing it with the configured tunnel ports when
-    /// `layout` is `None`; `None` if the frame does not parse, is not IP, or its
-    /// hash type is disabled.
+    /// The hash input of `frame` from `layout`, or, when `layout` is `None`, read
+    /// from its bytes ([`HashConfig::frame_input`]: the same input a parse with the
+    /// configured tunnel ports gives); `None` if the frame does not parse, is not
+    /// IP, or its hash type is disabled.
     #[inline]
     pub fn frame_input(&self, frame: &[u8], layout: Option<&Layout>) -> Option<HashInput> {
         match layout {
             Some(l) => self.config.input(frame, l),
-            None => {
-                let l = self.config.layout.parse(frame).ok()?;
-                self.config.input(frame, &l)
-            }
+            None => self.config.frame_input(frame),
         }
     }
 

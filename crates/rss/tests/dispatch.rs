@@ -1,7 +1,9 @@
 //! Software dispatch: frames of a flow stay in order on one queue (with consumer
 //! threads draining while the producer pushes), overflow is counted per queue,
 //! the backend's hash is used when present, and the table can be swapped while
-//! frames flow.
+//! frames flow; frames of any kind land where `Steering` says, with either item
+//! type, whether their hashes come in chunks, one by one or mixed with backend
+//! hashes.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::Rng;
 use linerate_offload::{OffloadMeta, RssHash, RssHashType};
 use linerate_rss::{
-    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxFrame, Steering,
+    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxBuf, RxFrame, Steering,
 };
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 
@@ -48,7 +50,7 @@ fn flows_stay_in_order_on_one_queue() {
     const FLOWS: u16 = 64;
     const PER_FLOW: u32 = 200;
     let s = steering(4);
-    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s.clone(), 64).unwrap();
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 64).unwrap();
     let done = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = rx
         .into_iter()
@@ -130,7 +132,7 @@ fn flows_stay_in_order_on_one_queue() {
 #[test]
 fn overflow_is_counted_per_queue() {
     let s = steering(2);
-    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s.clone(), 8).unwrap();
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 8).unwrap();
     // Find a flow for queue 0 and one for queue 1.
     let f0 = (0..)
         .find(|&f| s.rx_queue_of_frame(&frame(f, 0), None) == 0)
@@ -166,7 +168,7 @@ fn overflow_is_counted_per_queue() {
 #[test]
 fn backend_hash_is_used_and_unhashable_goes_to_default() {
     let s = steering(4);
-    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s, 16).unwrap();
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s, 16).unwrap();
     let mut meta = OffloadMeta::plain();
     // A backend hash whose low bits pick entry 3 (queue 3).
     meta.rss = Some(RssHash {
@@ -183,7 +185,7 @@ fn backend_hash_is_used_and_unhashable_goes_to_default() {
     let st = d.stats();
     assert_eq!((st.backend_hashed, st.unhashed), (1, 1));
     assert_eq!(
-        Dispatcher::<Vec<u8>>::new(steering(2), 0).err(),
+        Dispatcher::<RxFrame<Vec<u8>>>::new(steering(2), 0).err(),
         Some(ConfigError::QueueCapacity)
     );
 }
@@ -191,7 +193,7 @@ fn backend_hash_is_used_and_unhashable_goes_to_default() {
 #[test]
 fn table_swap_while_dispatching() {
     let s = steering(4);
-    let (mut d, rx) = Dispatcher::<Vec<u8>>::new(s.clone(), 1 << 14).unwrap();
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 1 << 14).unwrap();
     let frames: Vec<Vec<u8>> = (0..256).map(|f| frame(f, 0)).collect();
     let control = {
         let s = s.clone();
@@ -215,4 +217,113 @@ fn table_swap_while_dispatching() {
     assert_eq!(rx[0].len(), before + frames.len());
     let total: usize = rx.iter().map(|q| q.len()).sum();
     assert_eq!(total, sent + frames.len());
+}
+
+/// Every frame of the testkit catalogue plus junk, in batches of every size and
+/// with every other frame carrying a (correct) backend hash: each lands on the
+/// queue `Steering` names, with the hash `Steering` computes, in ring order.
+#[test]
+fn dispatch_agrees_with_steering_for_every_frame() {
+    let s = steering(8);
+    let mut frames: Vec<Vec<u8>> = linerate_testkit::catalog::all()
+        .into_iter()
+        .map(|x| x.frame)
+        .collect();
+    frames.push(vec![0xff; 60]);
+    frames.push(Vec::new());
+    // Enough frames for several chunks.
+    let frames: Vec<Vec<u8>> = (0..4).flat_map(|_| frames.iter().cloned()).collect();
+    for batch in [1usize, 7, 31, 32, 33, 100, frames.len()] {
+        for backend_every in [0usize, 1, 2, 5] {
+            let (mut d, rx) = Dispatcher::<RxBuf<&[u8]>>::new(s.clone(), 1024).unwrap();
+            let items: Vec<RxBuf<&[u8]>> = frames
+                .iter()
+                .enumerate()
+                .map(|(i, f)| match s.hash_frame(f, None) {
+                    Some(h) if backend_every != 0 && i % backend_every == 0 => {
+                        RxBuf::with_rss(f.as_slice(), h)
+                    }
+                    _ => RxBuf::new(f.as_slice()),
+                })
+                .collect();
+            for chunk in items.chunks(batch) {
+                let res = d.dispatch(chunk.iter().copied());
+                assert_eq!(res.delivered, chunk.len());
+            }
+            // Per queue, the frames steering names for it, in ring order.
+            for (q, rx) in rx.iter().enumerate() {
+                let want: Vec<&[u8]> = frames
+                    .iter()
+                    .filter(|f| usize::from(s.rx_queue_of_frame(f, None)) == q)
+                    .map(Vec::as_slice)
+                    .collect();
+                let got: Vec<RxBuf<&[u8]>> = std::iter::from_fn(|| rx.pop()).collect();
+                assert_eq!(got.len(), want.len(), "queue {q}");
+                for (g, w) in got.iter().zip(want) {
+                    assert_eq!(g.data, w);
+                    assert_eq!(g.rss, s.hash_frame(w, None));
+                }
+            }
+            let st = d.stats();
+            let hashable = frames.iter().filter(|f| s.hash_frame(f, None).is_some());
+            assert_eq!(
+                (st.backend_hashed + st.software_hashed) as usize,
+                hashable.count()
+            );
+        }
+    }
+}
+
+/// A flow whose frames alternate between carrying the backend's hash and not
+/// stays in order: frames waiting for a software hash are not overtaken.
+#[test]
+fn backend_and_software_hashed_frames_of_a_flow_stay_in_order() {
+    let s = steering(4);
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 1024).unwrap();
+    let mut r = Rng(9);
+    let frames: Vec<RxFrame<Vec<u8>>> = (0..500)
+        .map(|i| {
+            let f = frame(3, i);
+            let mut meta = OffloadMeta::plain();
+            if r.below(3) == 0 {
+                meta.rss = s.hash_frame(&f, None);
+            }
+            RxFrame::with_meta(f, meta)
+        })
+        .collect();
+    d.dispatch(frames);
+    let q = usize::from(s.rx_queue_of_frame(&frame(3, 0), None));
+    let seqs: Vec<u32> = std::iter::from_fn(|| rx[q].pop())
+        .map(|f| parse(&f.data).1)
+        .collect();
+    assert_eq!(seqs, (0..500).collect::<Vec<_>>());
+}
+
+/// The layout is kept in the meta when dispatch had to parse the frame (an IPv6
+/// extension header), not when it read the input straight from the bytes.
+#[test]
+fn layout_is_kept_only_when_parsed() {
+    use linerate_wire::etherparse::{IpFragOffset, IpNumber, Ipv6FragmentHeader};
+    let s = steering(2);
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 16).unwrap();
+    let Ip::V6(h, mut ext) = Ip::v6([1; 16], [2; 16]) else {
+        unreachable!()
+    };
+    ext.fragment = Some(Ipv6FragmentHeader::new(
+        IpNumber::UDP,
+        IpFragOffset::try_new(0).unwrap(),
+        false,
+        1,
+    ));
+    let with_ext = FrameBuilder::new(Ip::V6(h, ext), L4::udp(1, 2)).build(b"x");
+    d.dispatch([RxFrame::new(with_ext.clone()), RxFrame::new(frame(1, 0))]);
+    let got: Vec<RxFrame<Vec<u8>>> = rx
+        .iter()
+        .flat_map(|q| std::iter::from_fn(|| q.pop()))
+        .collect();
+    assert_eq!(got.len(), 2);
+    for f in got {
+        assert_eq!(f.meta.rss, s.hash_frame(&f.data, None));
+        assert_eq!(f.meta.layout.is_some(), f.data == with_ext);
+    }
 }
