@@ -12,6 +12,7 @@
 //! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
 //! with something to send wait in a round-robin queue.
 
+mod flow_hash;
 mod input;
 mod output;
 mod sink;
@@ -29,6 +30,7 @@ use crate::rng::{IsnGenerator, Rng};
 use crate::tcp::conn::Conn;
 use crate::tcp::cookie::SynCookies;
 use crate::time::{Instant, earliest};
+use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -70,9 +72,9 @@ pub struct Engine {
     neighbors: NeighborCache,
     slots: Vec<Slot>,
     free: Vec<usize>,
-    by_tuple: HashMap<(SocketAddr, SocketAddr), usize>,
+    by_tuple: HashMap<(SocketAddr, SocketAddr), usize, FlowHash>,
     listeners: Vec<Option<Listener>>,
-    by_port: HashMap<u16, usize>,
+    by_port: HashMap<u16, usize, FlowHash>,
     /// Frames ready to go that are not TCP output (ARP, NDP, ICMP, RST, frames
     /// released by a neighbour resolution).
     control: VecDeque<(Vec<u8>, OffloadMeta)>,
@@ -97,6 +99,11 @@ impl Engine {
             queue: config.neighbor_queue,
         };
         let ip_id = rng.next_u32() as u16;
+        // From a generator of its own, so the main one's sequence (ports, ISN
+        // offsets) is what it was without it.
+        let flow_hash = FlowHash::new(&mut Rng::new(
+            k0.rotate_left(29) ^ k1 ^ 0x464c_4f57_4841_5348,
+        ));
         Engine {
             cfg: config,
             rng,
@@ -106,9 +113,9 @@ impl Engine {
             neighbors: NeighborCache::new(limits),
             slots: Vec::new(),
             free: Vec::new(),
-            by_tuple: HashMap::new(),
+            by_tuple: HashMap::with_hasher(flow_hash),
             listeners: Vec::new(),
-            by_port: HashMap::new(),
+            by_port: HashMap::with_hasher(flow_hash),
             control: VecDeque::new(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),
