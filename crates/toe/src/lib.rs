@@ -89,6 +89,7 @@ pub mod sim;
 pub mod tcp;
 pub mod time;
 
+pub use bytes::Bytes;
 pub use config::{Config, TcpConfig};
 pub use counters::Counters;
 pub use engine::{

@@ -7,7 +7,7 @@
 //! * `output`: what to send next (RFC 9293 section 3.8.6, Nagle per section 3.7.4,
 //!   zero-window probes per section 3.8.6.1, one super-segment per call).
 //! * `conn`: the connection (buffers, state, timers, application operations).
-//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`seq`]: the parts.
+//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`sendbuf`], [`seq`]: the parts.
 
 pub mod assembler;
 pub mod cc;
@@ -19,8 +19,10 @@ pub mod ring;
 pub mod rtt;
 pub mod sack;
 pub(crate) mod segment;
+pub mod sendbuf;
 pub mod seq;
 pub(crate) mod state;
+mod zero_copy;
 
 /// The state of a TCP connection (RFC 9293 section 3.3.2), as the application sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

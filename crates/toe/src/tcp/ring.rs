@@ -1,30 +1,44 @@
-//! A fixed-capacity byte ring: the storage of the send and receive buffers.
+//! A byte ring of fixed logical capacity whose storage grows on demand: the
+//! receive buffer.
 //!
-//! The send buffer keeps bytes from SND.UNA to the end of what the application
-//! wrote; the receive buffer keeps in-order bytes the application has not read,
-//! and out-of-order bytes are written past them ([`Ring::write_at`]) and become
-//! readable when [`Ring::commit`]ted. Nothing here allocates after creation.
+//! The receive buffer keeps in-order bytes the application has not read, and
+//! out-of-order bytes are written past them ([`Ring::write_at`]) and become
+//! readable when [`Ring::commit`]ted. Storage is allocated when bytes arrive,
+//! doubled (keeping every byte at its place relative to the head) when more is
+//! needed, up to the capacity, and given back by [`Ring::release`] once empty, so
+//! an idle connection holds none.
 
-/// A byte ring of fixed capacity.
-#[derive(Debug, Clone)]
+/// The first allocation, at least.
+const MIN_STORAGE: usize = 1024;
+
+/// A byte ring holding at most `capacity` bytes.
+#[derive(Debug, Clone, Default)]
 pub struct Ring {
+    /// Storage; its length is the current size (at most `cap`).
     buf: Vec<u8>,
     head: usize,
     len: usize,
+    cap: usize,
 }
 
 impl Ring {
-    /// An empty ring holding at most `capacity` bytes.
+    /// An empty ring holding at most `capacity` bytes; allocates nothing.
     pub fn new(capacity: usize) -> Ring {
         Ring {
-            buf: vec![0; capacity],
+            buf: Vec::new(),
             head: 0,
             len: 0,
+            cap: capacity,
         }
     }
 
     /// Bytes it can hold.
     pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes of storage allocated now.
+    pub fn storage(&self) -> usize {
         self.buf.len()
     }
 
@@ -40,20 +54,63 @@ impl Ring {
 
     /// Room left.
     pub fn free(&self) -> usize {
-        self.capacity() - self.len
+        self.cap - self.len
+    }
+
+    /// Grows the storage (if needed) to hold `end` bytes from the head, clamped
+    /// to the capacity. The bytes keep their offsets from the head.
+    fn reserve(&mut self, end: usize) {
+        let size = self.buf.len();
+        if end <= size {
+            return;
+        }
+        let new_size = end
+            .checked_next_power_of_two()
+            .unwrap_or(end)
+            .max(MIN_STORAGE)
+            .min(self.cap);
+        let mut grown = vec![0; new_size];
+        let (a, b) = self.buf.split_at(self.head.min(size));
+        if let Some(dst) = grown.get_mut(..b.len()) {
+            dst.copy_from_slice(b);
+        }
+        if let Some(dst) = grown.get_mut(b.len()..size) {
+            dst.copy_from_slice(a);
+        }
+        self.buf = grown;
+        self.head = 0;
+    }
+
+    /// Gives the storage back if the ring is empty. The caller knows no
+    /// out-of-order bytes sit past the end ([`Ring::write_at`] without a
+    /// [`Ring::commit`]): they would be lost.
+    pub fn release(&mut self) {
+        if self.len == 0 {
+            self.buf = Vec::new();
+            self.head = 0;
+        }
     }
 
     /// The two slices of storage starting `offset` bytes after the head, `n` bytes
-    /// in all (clamped to the capacity), as (up to the end of storage, after the wrap).
+    /// in all (clamped to the storage), as (up to the end of storage, after the wrap).
     fn spans(&self, offset: usize, n: usize) -> (core::ops::Range<usize>, core::ops::Range<usize>) {
-        let cap = self.capacity();
-        if cap == 0 {
+        let size = self.buf.len();
+        if size == 0 {
             return (0..0, 0..0);
         }
-        let n = n.min(cap);
-        let start = (self.head + offset % cap) % cap;
-        let first = n.min(cap - start);
+        let n = n.min(size);
+        let start = (self.head + offset % size) % size;
+        let first = n.min(size - start);
         (start..start + first, 0..n - first)
+    }
+
+    /// The readable bytes, in order, as up to two slices of storage.
+    pub fn readable(&self) -> (&[u8], &[u8]) {
+        let (a, b) = self.spans(0, self.len);
+        (
+            self.buf.get(a).unwrap_or_default(),
+            self.buf.get(b).unwrap_or_default(),
+        )
     }
 
     /// Appends as much of `data` as fits; returns how much.
@@ -69,6 +126,10 @@ impl Ring {
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
         let room = self.free().saturating_sub(offset);
         let n = data.len().min(room);
+        if n == 0 {
+            return 0;
+        }
+        self.reserve(self.len + offset + n);
         let (a, b) = self.spans(self.len + offset, n);
         let (da, db) = data.split_at(a.len().min(n));
         if let Some(dst) = self.buf.get_mut(a) {
@@ -85,14 +146,14 @@ impl Ring {
     /// Makes `n` more bytes after the end readable (they were written by
     /// [`Ring::write_at`]); clamped to the free space.
     pub fn commit(&mut self, n: usize) {
-        self.len += n.min(self.free());
+        self.len += n.min(self.buf.len().saturating_sub(self.len));
     }
 
     /// Drops `n` bytes from the front (clamped to the length).
     pub fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
-        if self.capacity() > 0 {
-            self.head = (self.head + n) % self.capacity();
+        if !self.buf.is_empty() {
+            self.head = (self.head + n) % self.buf.len();
         }
         // The head is not reset when the ring empties: out-of-order bytes may sit
         // past the end, at positions relative to it.
@@ -169,6 +230,39 @@ mod tests {
         // Past the free space nothing is written.
         assert_eq!(r.write_at(8, b"x"), 0);
         assert_eq!(Ring::new(0).push(b"x"), 0);
+    }
+
+    #[test]
+    fn storage_grows_on_demand_keeping_wrapped_and_out_of_order_bytes() {
+        let mut r = Ring::new(8192);
+        assert_eq!(r.storage(), 0);
+        let data: Vec<u8> = (0..4000u32).map(|i| (i * 7 % 251) as u8).collect();
+        assert_eq!(r.push(&data[..1000]), 1000);
+        assert_eq!(r.storage(), MIN_STORAGE);
+        r.consume(900);
+        // Wraps around the end of the first allocation.
+        assert_eq!(r.push(&data[1000..1500]), 500);
+        assert_eq!(r.storage(), MIN_STORAGE);
+        let (a, b) = r.readable();
+        assert_eq!((a.len(), b.len()), (124, 476));
+        // Out of order, past what the storage holds: it grows.
+        assert_eq!(r.write_at(500, &data[2000..3000]), 1000);
+        assert_eq!(r.storage(), 4096);
+        assert_eq!(r.write_at(0, &data[1500..2000]), 500);
+        r.commit(1500);
+        let mut out = vec![0; 2100];
+        assert_eq!(r.pop(&mut out), 2100);
+        assert_eq!(&out[..], &data[900..3000]);
+        assert!(r.is_empty());
+        r.release();
+        assert_eq!(r.storage(), 0);
+        // Never more than the capacity.
+        let mut r = Ring::new(3000);
+        assert_eq!(r.push(&data), 3000);
+        assert_eq!(r.storage(), 3000);
+        // Not released while it holds bytes.
+        r.release();
+        assert_eq!(r.storage(), 3000);
     }
 
     proptest! {
