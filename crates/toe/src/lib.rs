@@ -93,7 +93,7 @@ pub use bytes::Bytes;
 pub use config::{Config, TcpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, ListenerHandle, PoolSink, Readiness, SocketHandle, TcpInfo, TxSink,
+    Engine, Error, ListenerHandle, MemoryUsage, PoolSink, Readiness, SocketHandle, TcpInfo, TxSink,
 };
 pub use tcp::TcpState;
 pub use time::Instant;

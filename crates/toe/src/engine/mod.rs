@@ -14,10 +14,12 @@
 
 mod flow_hash;
 mod input;
+mod memory;
 mod output;
 mod sink;
 mod socket;
 
+pub use memory::MemoryUsage;
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
 
