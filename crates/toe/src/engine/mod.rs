@@ -12,7 +12,7 @@
 //! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
 //! with something to send wait in a round-robin queue.
 
-mod flow_hash;
+pub(crate) mod flow_hash;
 mod input;
 mod memory;
 mod output;
@@ -112,7 +112,7 @@ impl Engine {
             isn,
             cookies: SynCookies::new(k0, k1),
             counters: Counters::default(),
-            neighbors: NeighborCache::new(limits),
+            neighbors: NeighborCache::with_hash(limits, flow_hash),
             slots: Vec::new(),
             free: Vec::new(),
             by_tuple: HashMap::with_hasher(flow_hash),

@@ -13,8 +13,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use std::cell::Cell;
 use std::collections::VecDeque;
 
-/// Smallest tail chunk allocated for copied bytes.
-const MIN_CHUNK: usize = 2048;
+/// Smallest tail chunk allocated for copied bytes (small enough for the
+/// allocator's per-thread cache: glibc's tcache serves up to 1032 bytes).
+const MIN_CHUNK: usize = 1024;
 
 /// Largest tail chunk allocated for copied bytes when less is asked for: the
 /// tail grows geometrically with the bytes queued, up to this.
