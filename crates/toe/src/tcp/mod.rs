@@ -7,7 +7,7 @@
 //! * `output`: what to send next (RFC 9293 section 3.8.6, Nagle per section 3.7.4,
 //!   zero-window probes per section 3.8.6.1, one super-segment per call).
 //! * `conn`: the connection (buffers, state, timers, application operations).
-//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`sendbuf`], [`seq`]: the parts.
+//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`pool`], [`sendbuf`], [`seq`]: the parts.
 
 pub mod assembler;
 pub mod cc;
@@ -15,6 +15,7 @@ pub(crate) mod conn;
 pub(crate) mod cookie;
 pub(crate) mod input;
 mod output;
+pub mod pool;
 pub mod ring;
 pub mod rtt;
 pub mod sack;

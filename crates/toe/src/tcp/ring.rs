@@ -6,20 +6,29 @@
 //! readable when [`Ring::commit`]ted. Storage is allocated when bytes arrive,
 //! doubled (keeping every byte at its place relative to the head) when more is
 //! needed, up to the capacity, and given back by [`Ring::release`] once empty, so
-//! an idle connection holds none.
+//! an idle connection holds none. Storage comes from and returns to the
+//! thread's [`pool`](super::pool), and is never zeroed: only the bytes written
+//! are initialised (the vector's length), and only those are ever read.
 
-/// The first allocation, at least (small: zeroed, and served from the
-/// allocator's per-thread cache).
+use super::pool;
+
+/// The first allocation, at least.
 const MIN_STORAGE: usize = 512;
 
 /// A byte ring holding at most `capacity` bytes.
 #[derive(Debug, Clone, Default)]
 pub struct Ring {
-    /// Storage; its length is the current size (at most `cap`).
+    /// Storage: `size` bytes of ring, of which the first `buf.len()` are
+    /// initialised (at least up to the head and the readable bytes after it).
     buf: Vec<u8>,
+    /// Current storage size (at most `cap`).
+    size: usize,
     head: usize,
     len: usize,
     cap: usize,
+    /// The storage size when it was last released: a connection that drains
+    /// between arrivals gets the same size straight away next time.
+    last_size: usize,
 }
 
 impl Ring {
@@ -27,9 +36,11 @@ impl Ring {
     pub fn new(capacity: usize) -> Ring {
         Ring {
             buf: Vec::new(),
+            size: 0,
             head: 0,
             len: 0,
             cap: capacity,
+            last_size: 0,
         }
     }
 
@@ -40,7 +51,7 @@ impl Ring {
 
     /// Bytes of storage allocated now.
     pub fn storage(&self) -> usize {
-        self.buf.len()
+        self.buf.capacity()
     }
 
     /// Bytes it holds.
@@ -61,7 +72,7 @@ impl Ring {
     /// Grows the storage (if needed) to hold `end` bytes from the head, clamped
     /// to the capacity. The bytes keep their offsets from the head.
     fn reserve(&mut self, end: usize) {
-        let size = self.buf.len();
+        let size = self.size;
         if end <= size {
             return;
         }
@@ -69,16 +80,20 @@ impl Ring {
             .checked_next_power_of_two()
             .unwrap_or(end)
             .max(MIN_STORAGE)
+            .max(self.last_size)
             .min(self.cap);
-        let mut grown = vec![0; new_size];
-        let (a, b) = self.buf.split_at(self.head.min(size));
-        if let Some(dst) = grown.get_mut(..b.len()) {
-            dst.copy_from_slice(b);
+        let mut grown = pool::take(new_size);
+        let init = self.buf.len();
+        let head = self.head.min(init);
+        // Offsets from the head: [head, init) first, then (if the ring had
+        // wrapped) the never-written gap up to the old end, then [0, head).
+        grown.extend_from_slice(self.buf.get(head..).unwrap_or_default());
+        if head > 0 {
+            grown.resize(size - head, 0);
+            grown.extend_from_slice(self.buf.get(..head).unwrap_or_default());
         }
-        if let Some(dst) = grown.get_mut(b.len()..size) {
-            dst.copy_from_slice(a);
-        }
-        self.buf = grown;
+        pool::give(std::mem::replace(&mut self.buf, grown));
+        self.size = new_size;
         self.head = 0;
     }
 
@@ -86,16 +101,32 @@ impl Ring {
     /// out-of-order bytes sit past the end ([`Ring::write_at`] without a
     /// [`Ring::commit`]): they would be lost.
     pub fn release(&mut self) {
-        if self.len == 0 {
-            self.buf = Vec::new();
+        if self.len == 0 && self.size > 0 {
+            self.last_size = self.size;
+            pool::give(std::mem::take(&mut self.buf));
+            self.size = 0;
             self.head = 0;
         }
+    }
+
+    /// Writes `data` at storage position `at` (`at + data.len()` within the
+    /// size), initialising what was not yet.
+    fn put(&mut self, at: usize, data: &[u8]) {
+        if at > self.buf.len() {
+            self.buf.resize(at, 0);
+        }
+        let overlap = self.buf.len().saturating_sub(at).min(data.len());
+        let (old, new) = data.split_at(overlap);
+        if let Some(dst) = self.buf.get_mut(at..at + overlap) {
+            dst.copy_from_slice(old);
+        }
+        self.buf.extend_from_slice(new);
     }
 
     /// The two slices of storage starting `offset` bytes after the head, `n` bytes
     /// in all (clamped to the storage), as (up to the end of storage, after the wrap).
     fn spans(&self, offset: usize, n: usize) -> (core::ops::Range<usize>, core::ops::Range<usize>) {
-        let size = self.buf.len();
+        let size = self.size;
         if size == 0 {
             return (0..0, 0..0);
         }
@@ -133,13 +164,9 @@ impl Ring {
         self.reserve(self.len + offset + n);
         let (a, b) = self.spans(self.len + offset, n);
         let (da, db) = data.split_at(a.len().min(n));
-        if let Some(dst) = self.buf.get_mut(a) {
-            dst.copy_from_slice(da);
-        }
-        if let Some(dst) = self.buf.get_mut(b)
-            && let Some(src) = db.get(..dst.len())
-        {
-            dst.copy_from_slice(src);
+        self.put(a.start, da);
+        if let Some(src) = db.get(..b.len()) {
+            self.put(b.start, src);
         }
         n
     }
@@ -147,14 +174,14 @@ impl Ring {
     /// Makes `n` more bytes after the end readable (they were written by
     /// [`Ring::write_at`]); clamped to the free space.
     pub fn commit(&mut self, n: usize) {
-        self.len += n.min(self.buf.len().saturating_sub(self.len));
+        self.len += n.min(self.size.saturating_sub(self.len));
     }
 
     /// Drops `n` bytes from the front (clamped to the length).
     pub fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
-        if !self.buf.is_empty() {
-            self.head = (self.head + n) % self.buf.len();
+        if self.size > 0 {
+            self.head = (self.head + n) % self.size;
         }
         // The head is not reset when the ring empties: out-of-order bytes may sit
         // past the end, at positions relative to it.
@@ -183,6 +210,12 @@ impl Ring {
         let n = self.peek(0, out);
         self.consume(n);
         n
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        pool::give(std::mem::take(&mut self.buf));
     }
 }
 
@@ -257,13 +290,36 @@ mod tests {
         assert!(r.is_empty());
         r.release();
         assert_eq!(r.storage(), 0);
-        // Never more than the capacity.
+        // Never more than the capacity (the allocation may be a larger cached
+        // block).
         let mut r = Ring::new(3000);
         assert_eq!(r.push(&data), 3000);
-        assert_eq!(r.storage(), 3000);
+        assert_eq!((r.len(), r.free()), (3000, 0));
+        assert!(r.storage() >= 3000);
         // Not released while it holds bytes.
         r.release();
-        assert_eq!(r.storage(), 3000);
+        assert!(r.storage() >= 3000);
+        let mut out = vec![0; 3000];
+        assert_eq!(r.pop(&mut out), 3000);
+        assert_eq!(&out[..], &data[..3000]);
+    }
+
+    #[test]
+    fn a_drained_ring_comes_back_at_its_last_size() {
+        let mut r = Ring::new(1 << 20);
+        let data = vec![5u8; 100_000];
+        assert_eq!(r.push(&data), 100_000);
+        let size = r.storage();
+        assert!(size >= 131_072);
+        r.consume(100_000);
+        r.release();
+        assert_eq!(r.storage(), 0);
+        // One small segment after the drain: the old size at once, no regrowth.
+        assert_eq!(r.push(b"x"), 1);
+        assert!(r.storage() >= 131_072);
+        let mut o = [0u8; 1];
+        assert_eq!(r.pop(&mut o), 1);
+        assert_eq!(&o, b"x");
     }
 
     proptest! {

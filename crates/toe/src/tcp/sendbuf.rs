@@ -92,8 +92,10 @@ impl SendBuf {
             let spare = self.tail.capacity() - self.tail.len();
             if spare == 0 {
                 self.seal();
+                // Chunks of at most MAX_CHUNK: large enough to amortise the
+                // allocation, small enough to stay off the allocator's mmap path.
                 let want = rest.len().max(self.len.clamp(MIN_CHUNK, MAX_CHUNK));
-                self.tail = BytesMut::with_capacity(want.min(self.free()).max(rest.len()));
+                self.tail = BytesMut::with_capacity(want.min(MAX_CHUNK).min(self.free()));
                 continue;
             }
             let (now, later) = rest.split_at(spare.min(rest.len()));
