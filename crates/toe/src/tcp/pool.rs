@@ -18,9 +18,15 @@ pub const MAX_BYTES: usize = 8 << 20;
 /// Blocks a thread keeps cached, at most.
 pub const MAX_BLOCKS: usize = 64;
 
+/// Smaller blocks are not cached: the allocator's own per-thread cache serves
+/// them as fast.
+pub const MIN_BLOCK: usize = 4096;
+
+/// Cached blocks by size class: class `k` holds capacities in `[2^k, 2^(k+1))`.
 #[derive(Default)]
 struct Cache {
-    blocks: Vec<Vec<u8>>,
+    classes: [Vec<Vec<u8>>; 32],
+    blocks: usize,
     bytes: usize,
 }
 
@@ -28,14 +34,18 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// An empty vector with room for `min` bytes and at most twice that: a cached
-/// block if one fits, else a new allocation of exactly `min`.
+/// An empty vector with room for at least `min` bytes (and less than four
+/// times that): a cached block if one fits, else a new allocation of `min`.
 pub fn take(min: usize) -> Vec<u8> {
+    if min < MIN_BLOCK {
+        return Vec::with_capacity(min);
+    }
+    // Every block of the class of the next power of two holds `min`.
+    let class = min.next_power_of_two().trailing_zeros() as usize;
     let cached = CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        let fits = |v: &Vec<u8>| v.capacity() >= min && v.capacity() / 2 <= min;
-        let i = c.blocks.iter().position(fits)?;
-        let v = c.blocks.swap_remove(i);
+        let v = c.classes.get_mut(class)?.pop()?;
+        c.blocks -= 1;
         c.bytes -= v.capacity();
         Some(v)
     });
@@ -43,18 +53,23 @@ pub fn take(min: usize) -> Vec<u8> {
 }
 
 /// Gives `v`'s allocation back to the cache (or to the allocator when the
-/// cache is full).
+/// cache is full or the block small).
 pub fn give(mut v: Vec<u8>) {
     let cap = v.capacity();
-    if cap == 0 {
+    if cap < MIN_BLOCK {
         return;
     }
     v.clear();
+    let class = (usize::BITS - 1 - cap.leading_zeros()) as usize;
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
-        if c.blocks.len() < MAX_BLOCKS && c.bytes + cap <= MAX_BYTES {
+        if c.blocks >= MAX_BLOCKS || c.bytes + cap > MAX_BYTES {
+            return;
+        }
+        if let Some(list) = c.classes.get_mut(class) {
+            list.push(v);
+            c.blocks += 1;
             c.bytes += cap;
-            c.blocks.push(v);
         }
     });
 }
@@ -71,17 +86,18 @@ mod tests {
     #[test]
     fn reuses_blocks_of_the_right_size_and_stays_bounded() {
         let before = cached_bytes();
-        let mut v = take(4096);
+        let mut v = take(6000);
         v.extend_from_slice(&[1; 100]);
         let ptr = v.as_ptr();
         give(v);
-        assert_eq!(cached_bytes(), before + 4096);
-        // Too small, or far too large a request: not this block.
-        assert_eq!(take(8192).capacity(), 8192);
+        assert_eq!(cached_bytes(), before + 6000);
+        // A larger class, or a block too small to cache: not this one.
+        assert_eq!(take(8193).capacity(), 8193);
         let small = take(1000);
         assert_ne!(small.as_ptr(), ptr);
-        assert_eq!(small.capacity(), 1000);
-        let again = take(3000);
+        give(small);
+        assert_eq!(cached_bytes(), before + 6000);
+        let again = take(4096);
         assert_eq!((again.as_ptr(), again.len()), (ptr, 0));
         assert_eq!(cached_bytes(), before);
         for _ in 0..2 * MAX_BLOCKS {
