@@ -247,7 +247,7 @@ impl Wire {
 
     /// Lets `d` of virtual time pass, running the timers due.
     fn advance(&mut self, d: Duration) {
-        self.now = self.now + d;
+        self.now += d;
         for e in &mut self.engines {
             e.handle_timeout(self.now);
         }
