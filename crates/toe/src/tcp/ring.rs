@@ -7,7 +7,7 @@
 //! doubled (keeping every byte at its place relative to the head) when more is
 //! needed, up to the capacity, and given back by [`Ring::release`] once empty, so
 //! an idle connection holds none. Storage comes from and returns to the
-//! thread's [`pool`](super::pool), and is never zeroed: only the bytes written
+//! thread's [`pool`] cache, and is never zeroed: only the bytes written
 //! are initialised (the vector's length), and only those are ever read.
 
 use super::pool;
