@@ -315,7 +315,13 @@ impl Conn {
 
     /// Moves to the closing state if a close was requested and the state allows.
     pub fn apply_close(&mut self) {
-        if !self.close_requested {
+        // Only these states move on a close; checking first spares moving the
+        // state out and back on every later event of a closing connection.
+        let moves = matches!(
+            self.state,
+            State::SynSent(_) | State::Established(_) | State::CloseWait(_)
+        );
+        if !self.close_requested || !moves {
             return;
         }
         let old = std::mem::replace(
