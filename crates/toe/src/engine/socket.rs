@@ -456,9 +456,10 @@ impl Engine {
     /// [`Engine::tcp_recv`] without a copy: lends the received bytes to `read`
     /// where they lie, as up to two slices in order, and consumes as many as it
     /// returns (it is called again with the next slice only if it took the whole
-    /// of the previous one). Returns the bytes consumed; `Ok(0)` is the end of
-    /// the stream, [`Error::WouldBlock`] means no data yet (and `read` is not
-    /// called), as for [`Engine::tcp_recv`].
+    /// of the previous one). Returns the bytes consumed. Without data `read` is
+    /// not called, and the result is as for [`Engine::tcp_recv`]: `Ok(0)` at the
+    /// end of the stream, [`Error::WouldBlock`] when nothing arrived yet. (So
+    /// `Ok(0)` after `read` was called means it took nothing.)
     pub fn tcp_recv_with(
         &mut self,
         h: SocketHandle,

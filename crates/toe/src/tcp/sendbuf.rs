@@ -10,8 +10,8 @@
 //! to its owner) as soon as its last byte is acknowledged.
 
 use bytes::{Buf, Bytes, BytesMut};
-use std::cell::Cell;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Smallest tail chunk allocated for copied bytes (small enough for the
 /// allocator's per-thread cache: glibc's tcache serves up to 1032 bytes).
@@ -37,10 +37,12 @@ pub struct SendBuf {
     len: usize,
     /// Bytes it may hold.
     cap: usize,
-    /// Where the last [`SendBuf::peek`] ended: (chunk index, offset of that
-    /// chunk's first byte from the front). Output reads forward, so the next
-    /// peek starts there instead of walking from the front.
-    cursor: Cell<(usize, usize)>,
+    /// Where the last [`SendBuf::peek`] ended: the chunk's index and the offset
+    /// of its first byte from the front. Output reads forward, so the next peek
+    /// starts there instead of walking from the front. Atomics (relaxed: plain
+    /// loads and stores) rather than a `Cell`, so the buffer stays `Sync`.
+    cursor_idx: AtomicUsize,
+    cursor_start: AtomicUsize,
 }
 
 impl SendBuf {
@@ -133,7 +135,7 @@ impl SendBuf {
     pub fn consume(&mut self, n: usize) {
         let mut n = n.min(self.len);
         self.len -= n;
-        let (mut idx, mut start) = self.cursor.get();
+        let (mut idx, mut start) = self.cursor();
         while n > 0 {
             let Some(front) = self.chunks.front_mut() else {
                 self.tail.advance(n.min(self.tail.len()));
@@ -160,7 +162,19 @@ impl SendBuf {
         if start == 0 {
             idx = 0;
         }
-        self.cursor.set((idx, start));
+        self.set_cursor(idx, start);
+    }
+
+    fn cursor(&self) -> (usize, usize) {
+        (
+            self.cursor_idx.load(Relaxed),
+            self.cursor_start.load(Relaxed),
+        )
+    }
+
+    fn set_cursor(&self, idx: usize, start: usize) {
+        self.cursor_idx.store(idx, Relaxed);
+        self.cursor_start.store(start, Relaxed);
     }
 
     /// The chunk at `idx` (sealed chunks, then the tail).
@@ -176,7 +190,7 @@ impl SendBuf {
     /// how many (limited by what the buffer holds).
     pub fn peek(&self, offset: usize, out: &mut [u8]) -> usize {
         let n = out.len().min(self.len.saturating_sub(offset));
-        let (mut idx, mut start) = self.cursor.get();
+        let (mut idx, mut start) = self.cursor();
         if start > offset {
             (idx, start) = (0, 0);
         }
@@ -196,7 +210,7 @@ impl SendBuf {
             }
             done += k;
         }
-        self.cursor.set((idx, start));
+        self.set_cursor(idx, start);
         done
     }
 }
@@ -210,6 +224,13 @@ mod tests {
         let mut out = vec![0; b.len()];
         assert_eq!(b.peek(0, &mut out), b.len());
         out
+    }
+
+    #[test]
+    fn is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<SendBuf>();
+        check::<crate::Engine>();
     }
 
     #[test]
