@@ -189,7 +189,6 @@ mod tests {
 
     /// A million connections: lookups still take about one probe group.
     #[test]
-    #[ignore = "a million keys: a few seconds in debug; run with --ignored"]
     fn a_million_tuples_spread_evenly() {
         let h = FlowHash::new(&mut Rng::new(2));
         for v6 in [false, true] {
