@@ -343,5 +343,63 @@ mod tests {
                 prop_assert_eq!(r.len(), model.len());
             }
         }
+
+        /// Out-of-order writes, commits, reads and releases while the storage
+        /// grows from nothing (relocating wrapped and pending bytes) behave like
+        /// a deque with a map of pending bytes past its end.
+        #[test]
+        fn grows_like_a_deque_with_pending_bytes(
+            ops in proptest::collection::vec((0u8..5, 0usize..3000, 0usize..3000), 0..80)
+        ) {
+            let cap = 1 << 14;
+            let mut r = Ring::new(cap);
+            let mut model: std::collections::VecDeque<u8> = Default::default();
+            // Bytes written past the end, by offset from it.
+            let mut pending: std::collections::BTreeMap<usize, u8> = Default::default();
+            let mut next = 0u8;
+            for (op, n, off) in ops {
+                let room = cap - model.len();
+                match op {
+                    0 | 1 => {
+                        let off = if op == 0 { 0 } else { off };
+                        let data: Vec<u8> = (0..n).map(|_| { next = next.wrapping_add(1); next }).collect();
+                        let k = r.write_at(off, &data);
+                        prop_assert_eq!(k, n.min(room.saturating_sub(off)));
+                        for (i, &b) in data[..k].iter().enumerate() {
+                            pending.insert(off + i, b);
+                        }
+                    }
+                    2 => {
+                        // Commit the written prefix (never unwritten bytes).
+                        let mut k = 0;
+                        while k < n && pending.contains_key(&k) {
+                            k += 1;
+                        }
+                        r.commit(k);
+                        let rest = pending.split_off(&k);
+                        model.extend(pending.values());
+                        pending = rest.into_iter().map(|(o, b)| (o - k, b)).collect();
+                    }
+                    3 => {
+                        let mut out = vec![0; n];
+                        let k = r.pop(&mut out);
+                        let want: Vec<u8> = model.drain(..n.min(model.len())).collect();
+                        prop_assert_eq!(&out[..k], &want[..]);
+                    }
+                    _ => {
+                        if pending.is_empty() {
+                            r.release();
+                            if model.is_empty() {
+                                prop_assert_eq!(r.storage(), 0);
+                            }
+                        }
+                    }
+                }
+                prop_assert_eq!(r.len(), model.len());
+                let (a, b) = r.readable();
+                prop_assert_eq!(a.len() + b.len(), model.len());
+                prop_assert!(a.iter().chain(b).eq(model.iter()));
+            }
+        }
     }
 }
