@@ -14,18 +14,29 @@
 //!   client's TIME-WAIT is shortened to 2 ms of virtual time so that ports are
 //!   recycled). Criterion's time per iteration is the inverse of connections per
 //!   second.
+//! * `connections/batch/<n>`: the engine's own connection rate, without the
+//!   simulated link's model (segmentation, checksum completion, faults, a heap of
+//!   frames in flight): two engines wired back to back ([`Wire`]) pass frames as
+//!   built. Per iteration `n` connections are opened at once; each client sends a
+//!   64-byte request, the server answers 64 bytes and closes, the client reads the
+//!   answer and the end of stream and closes; then virtual time passes the
+//!   server's TIME-WAIT (2 ms here) and both engines are empty again. Both ends run
+//!   on one thread, so the elements per second criterion reports are connections
+//!   opened, used and closed per second per core, both ends' work included.
 //! * memory per established connection: printed once at start, not timed. A
 //!   counting global allocator tracks live heap bytes; the figure is the growth for
-//!   [`MEM_CONNS`] established, idle connections divided by their number, for both
-//!   ends together and per end. These are bytes requested from the allocator (the
-//!   send and receive rings are allocated whole, zeroed, at connection set-up; the
-//!   kernel commits their pages only when touched).
+//!   [`MEM_CONNS`] established, idle connections (each carried a 64-byte request
+//!   and its response, read) divided by their number, for both ends together and
+//!   per end; beside it the engine's own accounting (`Engine::memory_usage`).
+//!   Buffer storage is allocated as data arrives and released when drained, so
+//!   an idle connection holds its slot and table entries only.
 //!
 //! Run with `cargo bench --bench tcp`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use linerate::offload::OffloadMeta;
 use linerate::toe::sim::{LinkConfig, Sim};
-use linerate::toe::{Engine, Error, Instant, TcpState};
+use linerate::toe::{Engine, Error, Instant, ListenerHandle, SocketHandle, TcpState};
 use linerate_testkit::bulk::{self, Stack};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -178,6 +189,125 @@ fn connections(c: &mut Criterion) {
     g.finish();
 }
 
+/// Two engines wired back to back: frames go across as built (checksums
+/// partial, as between two stacks of one host), with no link model.
+struct Wire {
+    engines: [Engine; 2],
+    /// Frames on their way to engine 0 and 1.
+    queues: [Vec<(Vec<u8>, OffloadMeta)>; 2],
+    /// Frame buffers to reuse.
+    spare: Vec<Vec<u8>>,
+    now: Instant,
+}
+
+impl Wire {
+    /// Hosts 1 and 2 of the simulation's addressing, TIME-WAIT 2 ms, a backlog
+    /// for `n` connections at once.
+    fn new(n: usize) -> Wire {
+        let engine = |i: u8| {
+            let mut cfg = Sim::host_config(i);
+            cfg.tcp.msl = Duration::from_millis(1);
+            cfg.tcp.backlog = n + 1;
+            // Resolved once (the warm-up), never again during the run.
+            cfg.neighbor_ttl = Duration::from_secs(1 << 20);
+            Engine::new(cfg, u64::from(i))
+        };
+        Wire {
+            engines: [engine(1), engine(2)],
+            queues: [Vec::new(), Vec::new()],
+            spare: Vec::new(),
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Moves frames both ways until neither engine has anything to send.
+    fn pump(&mut self) {
+        loop {
+            let mut moved = 0;
+            for (i, e) in self.engines.iter_mut().enumerate() {
+                let (q, spare) = (&mut self.queues[1 - i], &mut self.spare);
+                moved += e.poll_transmit(self.now, &mut |f, m| {
+                    let mut b = spare.pop().unwrap_or_default();
+                    b.clear();
+                    b.extend_from_slice(f);
+                    q.push((b, *m));
+                });
+            }
+            if moved == 0 {
+                return;
+            }
+            for (e, q) in self.engines.iter_mut().zip(&mut self.queues) {
+                for (f, m) in q.drain(..) {
+                    e.handle_frame(self.now, &f, &m);
+                    self.spare.push(f);
+                }
+            }
+        }
+    }
+
+    /// Lets `d` of virtual time pass, running the timers due.
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        for e in &mut self.engines {
+            e.handle_timeout(self.now);
+        }
+        self.pump();
+    }
+}
+
+/// `n` connections at once: open, a 64-byte request and response, closed by
+/// both ends, TIME-WAIT over.
+fn batch(w: &mut Wire, l: ListenerHandle, n: usize, clients: &mut Vec<SocketHandle>) {
+    let remote = "10.0.0.2:80".parse().expect("address");
+    let mut buf = [0u8; 64];
+    clients.clear();
+    for _ in 0..n {
+        let c = w.engines[0].tcp_connect(w.now, remote).expect("connect");
+        assert_eq!(w.engines[0].tcp_send(c, &[1; 64]), Ok(64));
+        clients.push(c);
+    }
+    w.pump();
+    let mut served = 0;
+    while let Ok(s) = w.engines[1].tcp_accept(l) {
+        assert_eq!(w.engines[1].tcp_recv(s, &mut buf), Ok(64));
+        assert_eq!(w.engines[1].tcp_send(s, &[2; 64]), Ok(64));
+        w.engines[1].tcp_close(s).expect("close");
+        served += 1;
+    }
+    assert_eq!(served, n);
+    w.pump();
+    for &c in clients.iter() {
+        assert_eq!(w.engines[0].tcp_recv(c, &mut buf), Ok(64));
+        assert_eq!(w.engines[0].tcp_recv(c, &mut buf), Ok(0));
+        w.engines[0].tcp_close(c).expect("close");
+    }
+    w.pump();
+    // The server's TIME-WAIT (2 MSL) ends.
+    w.advance(Duration::from_millis(3));
+}
+
+fn connection_batches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("connections/batch");
+    for n in [1usize, 1000] {
+        let mut w = Wire::new(n);
+        let l = w.engines[1].tcp_listen(80).expect("listen");
+        let mut clients = Vec::with_capacity(n);
+        // Warm up (one connection resolves the neighbours: a thousand SYNs would
+        // overflow the queue of frames waiting for ARP), and check that a batch
+        // leaves nothing behind.
+        batch(&mut w, l, 1, &mut clients);
+        batch(&mut w, l, n, &mut clients);
+        for e in &w.engines {
+            assert_eq!(e.memory_usage().connections, 0, "connections left over");
+        }
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(BenchmarkId::from_parameter(n), |b| {
+            b.iter(|| batch(&mut w, l, n, &mut clients));
+        });
+    }
+    g.finish();
+}
+
 /// Live heap bytes per established connection (both ends), measured once.
 fn memory_per_connection() {
     let mut sim = engine_pair();
@@ -205,7 +335,19 @@ fn memory_per_connection() {
                 .all(|&c| sim.engines[0].tcp_state(c) == Ok(TcpState::Established))
     });
     assert!(ok, "connections not established");
-    // Let the last ACKs land so nothing is in flight.
+    // A request and a response on each, read; then let the last ACKs land so
+    // nothing is in flight.
+    for (&c, &s) in clients.iter().zip(&servers) {
+        assert_eq!(sim.engines[0].tcp_send(c, &[1; 64]), Ok(64));
+        assert_eq!(sim.engines[1].tcp_send(s, &[2; 64]), Ok(64));
+    }
+    let settle = sim.now + Duration::from_millis(100);
+    sim.run_until(settle, |_| false);
+    let mut buf = [0u8; 64];
+    for (&c, &s) in clients.iter().zip(&servers) {
+        assert_eq!(sim.engines[0].tcp_recv(c, &mut buf), Ok(64));
+        assert_eq!(sim.engines[1].tcp_recv(s, &mut buf), Ok(64));
+    }
     let settle = sim.now + Duration::from_millis(100);
     sim.run_until(settle, |_| false);
     let grown = LIVE.load(Ordering::Relaxed).saturating_sub(before);
@@ -218,6 +360,17 @@ fn memory_per_connection() {
         cfg.send_buffer,
         cfg.recv_buffer
     );
+    let m = sim.engines[1].memory_usage();
+    println!(
+        "memory per established connection (Engine::memory_usage, server end): {} B \
+         ({} connections: slots {} B, buffers {} B, tables {} B; one slot is {} B)",
+        m.per_connection(),
+        m.connections,
+        m.slots,
+        m.buffers,
+        m.tables,
+        Engine::slot_size()
+    );
     black_box((clients, servers, Instant::ZERO));
 }
 
@@ -225,6 +378,7 @@ fn all(c: &mut Criterion) {
     memory_per_connection();
     bulk_matrix(c);
     connections(c);
+    connection_batches(c);
 }
 
 criterion_group!(benches, all);

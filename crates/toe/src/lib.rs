@@ -49,7 +49,10 @@
 //! (refused, reset, timed out); and UDP: `udp_bind`, `udp_send_to`,
 //! `udp_send_to_segmented` (USO), `udp_recv_from`, `udp_recv_with` (lending),
 //! `udp_readiness`, `udp_info`, `udp_close`. Handles are slot indices with a
-//! generation.
+//! generation. Zero-copy variants:
+//! `tcp_send_bytes` queues an owned [`Bytes`] without copying it, and
+//! `tcp_recv_with` lends the received bytes in place to a closure that says how
+//! many it took. [`Engine::memory_usage`] accounts for what the engine holds.
 //!
 //! # Design
 //!
@@ -59,14 +62,20 @@
 //!   receive space (`Rcv`: RCV.NXT, the advertised right edge, TS.Recent, delayed-ACK
 //!   state). FIN-WAIT-2 and TIME-WAIT have no send space, so no retransmission can be
 //!   pending there.
-//! * **Buffers**: per connection, a fixed-capacity send ring from SND.UNA and a
-//!   receive ring whose free space past the readable bytes holds out-of-order data,
-//!   tracked by an [`assembler`](tcp::assembler) that also yields the SACK blocks.
-//!   Output copies payload once, from the send ring into the frame.
+//! * **Buffers**: per connection, a send buffer from SND.UNA that is a queue of
+//!   byte chunks ([`sendbuf`](tcp::sendbuf): copies fill a growing tail chunk,
+//!   handed-over `Bytes` are queued as they are), and a receive ring whose free
+//!   space past the readable bytes holds out-of-order data, tracked by an
+//!   [`assembler`](tcp::assembler) that also yields the SACK blocks. Both hold
+//!   storage only while they hold data (the ring's comes from a per-thread
+//!   [`pool`](tcp::pool) and returns there when drained), so an idle connection
+//!   costs its slot and its table entries. Output copies payload once, from the
+//!   send buffer into the frame.
 //! * **Timers**: each connection knows its earliest deadline (RTO, persist, delayed
 //!   ACK, SYN retransmission, TIME-WAIT); the engine keeps a binary heap of them.
 //!   Connections with something to send wait in a round-robin queue; lookup is a
-//!   hash map on the 4-tuple.
+//!   hash map on the 4-tuple with a keyed folded-multiply hash (O(1) up to a
+//!   million connections, see `tests/scale.rs`).
 //! * **Offloads**: with [`Config::offloads`] on, each connection emits one
 //!   super-segment (up to 64 KiB of whole MSS-sized segments) per round, marked
 //!   `gso: TcpV4/TcpV6 with size MSS` and `csum: Partial` with the pseudo-header sum
@@ -105,11 +114,12 @@ pub mod sim;
 pub mod tcp;
 pub mod time;
 
+pub use bytes::Bytes;
 pub use config::{Config, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, PoolSink, Readiness, SocketHandle, TcpInfo,
-    TxSink, UdpHandle, UdpInfo,
+    Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
+    SocketHandle, TcpInfo, TxSink, UdpHandle, UdpInfo,
 };
 pub use tcp::{Keepalive, TcpState};
 pub use time::Instant;

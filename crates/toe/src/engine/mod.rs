@@ -12,13 +12,16 @@
 //! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
 //! with something to send wait in a round-robin queue.
 
+pub(crate) mod flow_hash;
 mod icmp;
 mod input;
+mod memory;
 mod output;
 mod sink;
 mod socket;
 mod udp;
 
+pub use memory::MemoryUsage;
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
 
@@ -34,6 +37,7 @@ use crate::rng::{IsnGenerator, Rng};
 use crate::tcp::conn::Conn;
 use crate::tcp::cookie::SynCookies;
 use crate::time::{Instant, earliest};
+use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -75,9 +79,9 @@ pub struct Engine {
     neighbors: NeighborCache,
     slots: Vec<Slot>,
     free: Vec<usize>,
-    by_tuple: HashMap<(SocketAddr, SocketAddr), usize>,
+    by_tuple: HashMap<(SocketAddr, SocketAddr), usize, FlowHash>,
     listeners: Vec<Option<Listener>>,
-    by_port: HashMap<u16, usize>,
+    by_port: HashMap<u16, usize, FlowHash>,
     /// Frames ready to go that are not TCP output (ARP, NDP, ICMP, RST, frames
     /// released by a neighbour resolution).
     control: VecDeque<(Vec<u8>, OffloadMeta)>,
@@ -113,18 +117,23 @@ impl Engine {
         let udp = udp::UdpTable::new(config.icmp_error_rate, config.icmp_error_burst);
         let pmtu = PmtuCache::new(config.pmtu_entries, config.pmtu_expiry);
         let challenge = PerSecond::new(config.tcp.challenge_ack_limit);
+        // From a generator of its own, so the main one's sequence (ports, ISN
+        // offsets) is what it was without it.
+        let flow_hash = FlowHash::new(&mut Rng::new(
+            k0.rotate_left(29) ^ k1 ^ 0x464c_4f57_4841_5348,
+        ));
         Engine {
             cfg: config,
             rng,
             isn,
             cookies: SynCookies::new(k0, k1),
             counters: Counters::default(),
-            neighbors: NeighborCache::new(limits),
+            neighbors: NeighborCache::with_hash(limits, flow_hash),
             slots: Vec::new(),
             free: Vec::new(),
-            by_tuple: HashMap::new(),
+            by_tuple: HashMap::with_hasher(flow_hash),
             listeners: Vec::new(),
-            by_port: HashMap::new(),
+            by_port: HashMap::with_hasher(flow_hash),
             control: VecDeque::new(),
             ready: VecDeque::new(),
             timers: BinaryHeap::new(),

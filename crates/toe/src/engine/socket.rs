@@ -11,6 +11,7 @@ use crate::tcp::TcpState;
 use crate::tcp::conn::Conn;
 use crate::tcp::state::CloseReason;
 use crate::time::Instant;
+use bytes::Bytes;
 use core::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -459,5 +460,57 @@ impl Engine {
     /// The keep-alive settings.
     pub fn tcp_keepalive(&self, h: SocketHandle) -> Result<Option<crate::tcp::Keepalive>, Error> {
         Ok(self.handle_conn(h)?.ka.cfg)
+    }
+
+    /// [`Engine::tcp_send`] of an owned buffer, without copying it: the send
+    /// buffer keeps a reference and output copies from it straight into the
+    /// frames. Returns how many bytes were taken from the front of `data` (all of
+    /// it if there is room; send the rest, `data.slice(n..)`, later). Buffers
+    /// shorter than [`COPY_BELOW`](crate::tcp::sendbuf::COPY_BELOW) are copied.
+    pub fn tcp_send_bytes(&mut self, h: SocketHandle, data: Bytes) -> Result<usize, Error> {
+        let c = self.handle_conn_mut(h)?;
+        if let Some(r) = c.close_reason() {
+            return Err(reason_error(r).unwrap_or(Error::Closed));
+        }
+        if !c.can_send() {
+            return Err(Error::Closed);
+        }
+        let empty = data.is_empty();
+        let n = c.send_bytes(data);
+        if n == 0 && !empty {
+            return Err(Error::WouldBlock);
+        }
+        self.touched(h);
+        Ok(n)
+    }
+
+    /// [`Engine::tcp_recv`] without a copy: lends the received bytes to `read`
+    /// where they lie, as up to two slices in order, and consumes as many as it
+    /// returns (it is called again with the next slice only if it took the whole
+    /// of the previous one). Returns the bytes consumed. Without data `read` is
+    /// not called, and the result is as for [`Engine::tcp_recv`]: `Ok(0)` at the
+    /// end of the stream, [`Error::WouldBlock`] when nothing arrived yet. (So
+    /// `Ok(0)` after `read` was called means it took nothing.)
+    pub fn tcp_recv_with(
+        &mut self,
+        h: SocketHandle,
+        read: impl FnMut(&[u8]) -> usize,
+    ) -> Result<usize, Error> {
+        let c = self.handle_conn_mut(h)?;
+        if !c.rx.is_empty() {
+            let n = c.recv_with(read);
+            self.touched(h);
+            return Ok(n);
+        }
+        if let Some(r) = c.close_reason() {
+            return match reason_error(r) {
+                Some(e) => Err(e),
+                None => Ok(0),
+            };
+        }
+        if c.fin_received() {
+            return Ok(0);
+        }
+        Err(Error::WouldBlock)
     }
 }

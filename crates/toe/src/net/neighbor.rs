@@ -7,6 +7,7 @@
 //! answer after the configured number of probes drops them and is forgotten,
 //! so the next frame starts a new one.
 
+use crate::engine::flow_hash::FlowHash;
 use crate::time::Instant;
 use linerate_offload::OffloadMeta;
 use std::collections::{HashMap, VecDeque};
@@ -61,14 +62,20 @@ pub(crate) struct Limits {
 /// The cache.
 #[derive(Debug)]
 pub(crate) struct NeighborCache {
-    map: HashMap<IpAddr, Entry>,
+    map: HashMap<IpAddr, Entry, FlowHash>,
     limits: Limits,
 }
 
 impl NeighborCache {
+    #[cfg(test)]
     pub fn new(limits: Limits) -> NeighborCache {
+        NeighborCache::with_hash(limits, FlowHash::new(&mut crate::rng::Rng::new(0)))
+    }
+
+    /// An empty cache whose table hashes with `hash` (the engine's key).
+    pub fn with_hash(limits: Limits, hash: FlowHash) -> NeighborCache {
         NeighborCache {
-            map: HashMap::new(),
+            map: HashMap::with_hasher(hash),
             limits,
         }
     }

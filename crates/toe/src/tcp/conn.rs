@@ -6,6 +6,7 @@ use super::TcpState;
 use super::assembler::Assembler;
 use super::ring::Ring;
 use super::rtt::RttEstimator;
+use super::sendbuf::SendBuf;
 use super::seq::Seq;
 use super::state::*;
 use crate::config::TcpConfig;
@@ -31,7 +32,7 @@ pub(crate) struct Conn {
     pub remote: SocketAddr,
     pub state: State,
     /// Send buffer: bytes from SND.UNA (ISS + 1 before the handshake completes).
-    pub tx: Ring,
+    pub tx: SendBuf,
     /// Receive buffer: readable bytes, then out-of-order bytes past them.
     pub rx: Ring,
     pub asm: Assembler,
@@ -69,7 +70,7 @@ impl Conn {
             local,
             remote,
             state,
-            tx: Ring::new(params.tcp.send_buffer),
+            tx: SendBuf::new(params.tcp.send_buffer),
             rx: Ring::new(params.tcp.recv_buffer),
             asm: Assembler::new(),
             no_delay: params.tcp.no_delay,
@@ -290,6 +291,7 @@ impl Conn {
         let n = self.rx.pop(out);
         if n > 0 {
             self.maybe_window_update();
+            self.release_drained();
         }
         n
     }
@@ -297,7 +299,7 @@ impl Conn {
     /// RFC 9293 section 3.8.6.2.2: after the application reads, announce the
     /// larger window if the advertised one had shrunk below half the buffer and
     /// the right edge can move by at least min(buffer / 2, MSS).
-    fn maybe_window_update(&mut self) {
+    pub(super) fn maybe_window_update(&mut self) {
         let cap = self.rx.capacity();
         let free = self.rx.free();
         if let Some(rcv) = self.state.rcv_mut() {
@@ -320,7 +322,13 @@ impl Conn {
 
     /// Moves to the closing state if a close was requested and the state allows.
     pub fn apply_close(&mut self) {
-        if !self.close_requested {
+        // Only these states move on a close; checking first spares moving the
+        // state out and back on every later event of a closing connection.
+        let moves = matches!(
+            self.state,
+            State::SynSent(_) | State::Established(_) | State::CloseWait(_)
+        );
+        if !self.close_requested || !moves {
             return;
         }
         let old = std::mem::replace(

@@ -9,8 +9,8 @@
 //! partial ACK without SACK retransmits the next segment (RFC 6582 section 3.2).
 
 use super::conn::Conn;
-use super::ring::Ring;
 use super::segment::Segment;
+use super::sendbuf::SendBuf;
 use super::seq::Seq;
 use super::state::*;
 use crate::counters::Counters;
@@ -450,7 +450,7 @@ impl Conn {
 #[allow(clippy::too_many_arguments)]
 fn process_ack(
     snd: &mut Snd,
-    tx: &mut Ring,
+    tx: &mut SendBuf,
     fin_queued: bool,
     ts_ok: bool,
     now: Instant,

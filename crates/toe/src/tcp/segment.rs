@@ -30,7 +30,16 @@ impl<'a> Segment<'a> {
         let p = tcp::Packet::new_checked(bytes)?;
         let mut opts = SynOptions::default();
         let mut sack = SackBlocks::new();
-        for o in options::iter(p.options()) {
+        let raw = p.options();
+        if let &[1, 1, 8, 10, a, b, c, d, e, f, g, h] = raw {
+            // The common case (RFC 7323 appendix A's layout, Linux's aligned
+            // timestamp fast path): NOP, NOP, Timestamps and nothing else.
+            let tsval = u32::from_be_bytes([a, b, c, d]);
+            let tsecr = u32::from_be_bytes([e, f, g, h]);
+            opts.timestamps = Some((tsval, tsecr));
+        }
+        let general = opts.timestamps.is_none();
+        for o in options::iter(if general { raw } else { &[] }) {
             match o? {
                 TcpOption::Mss(v) => {
                     opts.mss.get_or_insert(v);
@@ -100,6 +109,19 @@ impl Outgoing {
         if let Some(syn) = &self.syn {
             return syn.emit(buf).unwrap_or(0);
         }
+        if let (Some((tsval, tsecr)), true) = (self.ts, self.sack.is_empty()) {
+            // The common case, written directly: NOP, NOP, Timestamps (RFC 7323
+            // appendix A's layout), as `emit_options` would write it.
+            let word = (0x0101_080a_u128 << 64) | (u128::from(tsval) << 32) | u128::from(tsecr);
+            let bytes = word.to_be_bytes();
+            return match (buf.get_mut(..12), bytes.get(4..)) {
+                (Some(out), Some(src)) => {
+                    out.copy_from_slice(src);
+                    12
+                }
+                _ => 0,
+            };
+        }
         let mut list = [TcpOption::NoOp; 6];
         let mut n = 0;
         let mut add = |o| {
@@ -134,4 +156,37 @@ impl Outgoing {
 /// Most SACK blocks that fit beside timestamps (RFC 2018 section 3).
 pub(crate) fn max_sack_blocks(ts: bool) -> usize {
     if ts { 3 } else { 4 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The direct timestamps-only encoding is what the general one writes.
+        #[test]
+        fn timestamps_fast_path_matches_emit_options(tsval: u32, tsecr: u32) {
+            let o = Outgoing {
+                seq: Seq(1),
+                ack: Seq(2),
+                flags: Flags::ACK,
+                wnd: 100,
+                syn: None,
+                ts: Some((tsval, tsecr)),
+                sack: SackBlocks::default(),
+                data_off: 0,
+                data_len: 0,
+                mss: 1460,
+                retransmit: false,
+            };
+            let mut fast = [0u8; 40];
+            let n = o.write_options(&mut fast);
+            let mut general = [0u8; 40];
+            let list = [TcpOption::NoOp, TcpOption::NoOp, TcpOption::Timestamps { tsval, tsecr }];
+            let m = options::emit_options(&list, &mut general).unwrap();
+            prop_assert_eq!(&fast[..n], &general[..m]);
+            prop_assert_eq!(o.write_options(&mut [0u8; 11]), 0);
+        }
+    }
 }

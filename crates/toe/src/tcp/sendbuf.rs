@@ -1,0 +1,324 @@
+//! The send buffer: a queue of byte chunks from SND.UNA to the end of what the
+//! application wrote, holding at most a configured number of bytes.
+//!
+//! Storage follows the data: an idle connection holds no buffer at all. Bytes
+//! copied in ([`SendBuf::push`]) fill a growing tail chunk; buffers handed over
+//! whole ([`SendBuf::push_bytes`], the zero-copy send) are queued as they are,
+//! by reference, and never copied until output copies them into a frame
+//! ([`SendBuf::peek`]). Acknowledged bytes are dropped from the front
+//! ([`SendBuf::consume`]), and a chunk's memory goes back to the allocator (or
+//! to its owner) as soon as its last byte is acknowledged.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Smallest tail chunk allocated for copied bytes (small enough for the
+/// allocator's per-thread cache: glibc's tcache serves up to 1032 bytes).
+const MIN_CHUNK: usize = 1024;
+
+/// Largest tail chunk allocated for copied bytes when less is asked for: the
+/// tail grows geometrically with the bytes queued, up to this.
+const MAX_CHUNK: usize = 64 * 1024;
+
+/// Handed-over buffers shorter than this are copied into the tail instead of
+/// being queued: a chunk costs a queue entry and a walk in [`SendBuf::peek`],
+/// which is more than copying a few hundred bytes.
+pub const COPY_BELOW: usize = 512;
+
+/// Bytes queued for sending, up to a fixed capacity.
+#[derive(Debug, Default)]
+pub struct SendBuf {
+    /// Sealed chunks, oldest first; none is empty.
+    chunks: VecDeque<Bytes>,
+    /// The chunk being filled by copies; after every sealed chunk.
+    tail: BytesMut,
+    /// Bytes held (chunks and tail).
+    len: usize,
+    /// Bytes it may hold.
+    cap: usize,
+    /// Where the last [`SendBuf::peek`] ended: the chunk's index and the offset
+    /// of its first byte from the front. Output reads forward, so the next peek
+    /// starts there instead of walking from the front. Atomics (relaxed: plain
+    /// loads and stores) rather than a `Cell`, so the buffer stays `Sync`.
+    cursor_idx: AtomicUsize,
+    cursor_start: AtomicUsize,
+}
+
+impl SendBuf {
+    /// An empty buffer holding at most `capacity` bytes; allocates nothing.
+    pub fn new(capacity: usize) -> SendBuf {
+        SendBuf {
+            cap: capacity,
+            ..SendBuf::default()
+        }
+    }
+
+    /// Bytes it can hold.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Room left.
+    pub fn free(&self) -> usize {
+        self.cap.saturating_sub(self.len)
+    }
+
+    /// Bytes of memory it holds: the tail's allocation and the handed-over
+    /// chunks' lengths (their owners may hold more).
+    pub fn storage(&self) -> usize {
+        let sealed: usize = self.chunks.iter().map(Bytes::len).sum();
+        sealed + self.tail.capacity()
+    }
+
+    /// Chunks queued (sealed ones and the tail).
+    pub fn chunk_count(&self) -> usize {
+        self.chunks.len() + usize::from(!self.tail.is_empty())
+    }
+
+    /// Copies as much of `data` as fits; returns how much.
+    pub fn push(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.free());
+        let mut rest = data.get(..n).unwrap_or_default();
+        while !rest.is_empty() {
+            let spare = self.tail.capacity() - self.tail.len();
+            if spare == 0 {
+                self.seal();
+                // Chunks of at most MAX_CHUNK: large enough to amortise the
+                // allocation, small enough to stay off the allocator's mmap path.
+                let want = rest.len().max(self.len.clamp(MIN_CHUNK, MAX_CHUNK));
+                self.tail = BytesMut::with_capacity(want.min(MAX_CHUNK).min(self.free()));
+                continue;
+            }
+            let (now, later) = rest.split_at(spare.min(rest.len()));
+            self.tail.extend_from_slice(now);
+            self.len += now.len();
+            rest = later;
+        }
+        n
+    }
+
+    /// Queues as much of `data` as fits without copying it (a short buffer is
+    /// copied, see [`COPY_BELOW`]); returns how much.
+    pub fn push_bytes(&mut self, mut data: Bytes) -> usize {
+        let n = data.len().min(self.free());
+        if n < COPY_BELOW {
+            return self.push(data.get(..n).unwrap_or_default());
+        }
+        data.truncate(n);
+        self.seal();
+        self.chunks.push_back(data);
+        self.len += n;
+        n
+    }
+
+    /// Moves the tail's bytes into a sealed chunk (its spare capacity stays with
+    /// the tail).
+    fn seal(&mut self) {
+        if !self.tail.is_empty() {
+            self.chunks.push_back(self.tail.split().freeze());
+        }
+    }
+
+    /// Drops `n` bytes from the front (clamped to the length); frees the chunks
+    /// that held them.
+    pub fn consume(&mut self, n: usize) {
+        let mut n = n.min(self.len);
+        self.len -= n;
+        let (mut idx, mut start) = self.cursor();
+        while n > 0 {
+            let Some(front) = self.chunks.front_mut() else {
+                self.tail.advance(n.min(self.tail.len()));
+                break;
+            };
+            if front.len() > n {
+                front.advance(n);
+                start = start.saturating_sub(n);
+                break;
+            }
+            n -= front.len();
+            start = start.saturating_sub(front.len());
+            idx = idx.saturating_sub(1);
+            self.chunks.pop_front();
+        }
+        if self.len == 0 {
+            // Drained: give the memory back.
+            self.chunks.clear();
+            self.tail = BytesMut::new();
+            (idx, start) = (0, 0);
+        }
+        // A cursor into a chunk that was partly consumed is off by the consumed
+        // part; start over from the front in that case.
+        if start == 0 {
+            idx = 0;
+        }
+        self.set_cursor(idx, start);
+    }
+
+    fn cursor(&self) -> (usize, usize) {
+        (
+            self.cursor_idx.load(Relaxed),
+            self.cursor_start.load(Relaxed),
+        )
+    }
+
+    fn set_cursor(&self, idx: usize, start: usize) {
+        self.cursor_idx.store(idx, Relaxed);
+        self.cursor_start.store(start, Relaxed);
+    }
+
+    /// The chunk at `idx` (sealed chunks, then the tail).
+    fn chunk(&self, idx: usize) -> Option<&[u8]> {
+        match self.chunks.get(idx) {
+            Some(c) => Some(c),
+            None if idx == self.chunks.len() => Some(&self.tail),
+            None => None,
+        }
+    }
+
+    /// Copies bytes starting `offset` bytes after the front into `out`; returns
+    /// how many (limited by what the buffer holds).
+    pub fn peek(&self, offset: usize, out: &mut [u8]) -> usize {
+        let n = out.len().min(self.len.saturating_sub(offset));
+        let (mut idx, mut start) = self.cursor();
+        if start > offset {
+            (idx, start) = (0, 0);
+        }
+        let mut done = 0;
+        while done < n {
+            let Some(c) = self.chunk(idx) else { break };
+            let pos = offset + done;
+            if pos >= start + c.len() {
+                start += c.len();
+                idx += 1;
+                continue;
+            }
+            let src = c.get(pos - start..).unwrap_or_default();
+            let k = src.len().min(n - done);
+            if let (Some(dst), Some(src)) = (out.get_mut(done..done + k), src.get(..k)) {
+                dst.copy_from_slice(src);
+            }
+            done += k;
+        }
+        self.set_cursor(idx, start);
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all(b: &SendBuf) -> Vec<u8> {
+        let mut out = vec![0; b.len()];
+        assert_eq!(b.peek(0, &mut out), b.len());
+        out
+    }
+
+    #[test]
+    fn is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<SendBuf>();
+        check::<crate::Engine>();
+    }
+
+    #[test]
+    fn allocates_nothing_until_written_and_frees_when_drained() {
+        let mut b = SendBuf::new(1 << 20);
+        assert_eq!(b.storage(), 0);
+        assert_eq!(b.push(b"hello"), 5);
+        assert!(b.storage() >= 5 && b.storage() <= MIN_CHUNK);
+        b.consume(5);
+        assert_eq!(b.storage(), 0);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn handed_over_bytes_are_not_copied() {
+        let mut b = SendBuf::new(1 << 20);
+        b.push(b"head");
+        let big = Bytes::from(vec![7u8; 4096]);
+        let ptr = big.as_ptr();
+        assert_eq!(b.push_bytes(big), 4096);
+        b.push(b"tail");
+        assert_eq!(b.chunk_count(), 3);
+        assert_eq!(b.chunk(1).map(<[u8]>::as_ptr), Some(ptr));
+        let got = all(&b);
+        assert_eq!(&got[..4], b"head");
+        assert!(got[4..4100].iter().all(|&x| x == 7));
+        assert_eq!(&got[4100..], b"tail");
+        // A short one is copied into the tail.
+        b.push_bytes(Bytes::from_static(b"small"));
+        assert_eq!(b.chunk_count(), 3);
+        assert_eq!(&all(&b)[4104..], b"small");
+    }
+
+    #[test]
+    fn takes_only_what_fits() {
+        let mut b = SendBuf::new(1000);
+        assert_eq!(b.push(&[1; 600]), 600);
+        assert_eq!(b.push_bytes(Bytes::from(vec![2u8; 600])), 400);
+        assert_eq!(b.free(), 0);
+        assert_eq!(b.push(b"x"), 0);
+        b.consume(700);
+        assert_eq!(all(&b), vec![2u8; 300]);
+    }
+
+    proptest! {
+        /// Any mix of copies, handed-over buffers, acknowledgements and reads at
+        /// any offset behaves like a byte deque.
+        #[test]
+        fn behaves_like_a_deque(
+            ops in proptest::collection::vec((0u8..4, 0usize..3000, 0usize..3000), 0..80)
+        ) {
+            let cap = 8000;
+            let mut b = SendBuf::new(cap);
+            let mut model = std::collections::VecDeque::new();
+            let mut next = 0u8;
+            for (op, n, off) in ops {
+                let mut data = || -> Vec<u8> {
+                    (0..n).map(|_| { next = next.wrapping_add(1); next }).collect()
+                };
+                match op {
+                    0 => {
+                        let d = data();
+                        let k = b.push(&d);
+                        prop_assert_eq!(k, n.min(cap - model.len()));
+                        model.extend(&d[..k]);
+                    }
+                    1 => {
+                        let d = data();
+                        let k = b.push_bytes(Bytes::from(d.clone()));
+                        prop_assert_eq!(k, n.min(cap - model.len()));
+                        model.extend(&d[..k]);
+                    }
+                    2 => {
+                        b.consume(n);
+                        model.drain(..n.min(model.len()));
+                    }
+                    _ => {
+                        let mut out = vec![0; n];
+                        let k = b.peek(off, &mut out);
+                        let want: Vec<u8> = model.iter().skip(off).take(n).copied().collect();
+                        prop_assert_eq!(&out[..k], &want[..]);
+                    }
+                }
+                prop_assert_eq!(b.len(), model.len());
+                if model.is_empty() {
+                    prop_assert_eq!(b.storage(), 0);
+                }
+            }
+        }
+    }
+}
