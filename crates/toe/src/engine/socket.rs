@@ -168,6 +168,13 @@ impl Engine {
         }
     }
 
+    /// After a send or a read: a transmit opportunity, nothing else (data moved
+    /// in or out of a buffer changes no state, deadline or queue; output and the
+    /// bookkeeping after it follow in `poll_transmit`).
+    fn wake(&mut self, h: SocketHandle) {
+        self.mark_ready(h.index as usize);
+    }
+
     /// After an application call: bookkeeping and a transmit opportunity.
     fn touched(&mut self, h: SocketHandle) {
         let idx = h.index as usize;
@@ -325,7 +332,7 @@ impl Engine {
         if n == 0 && !data.is_empty() {
             return Err(Error::WouldBlock);
         }
-        self.touched(h);
+        self.wake(h);
         Ok(n)
     }
 
@@ -335,7 +342,7 @@ impl Engine {
         let c = self.handle_conn_mut(h)?;
         let n = c.recv(buf);
         if n > 0 || buf.is_empty() {
-            self.touched(h);
+            self.wake(h);
             return Ok(n);
         }
         if let Some(r) = c.close_reason() {
@@ -480,7 +487,7 @@ impl Engine {
         if n == 0 && !empty {
             return Err(Error::WouldBlock);
         }
-        self.touched(h);
+        self.wake(h);
         Ok(n)
     }
 
@@ -499,7 +506,7 @@ impl Engine {
         let c = self.handle_conn_mut(h)?;
         if !c.rx.is_empty() {
             let n = c.recv_with(read);
-            self.touched(h);
+            self.wake(h);
             return Ok(n);
         }
         if let Some(r) = c.close_reason() {
