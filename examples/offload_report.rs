@@ -92,9 +92,10 @@ fn options() -> Result<Options, Box<dyn Error>> {
                 o.only = Some(
                     Stack::ALL
                         .into_iter()
+                        .chain(Stack::ZERO_COPY)
                         .find(|s| s.name() == name)
                         .ok_or(format!(
-                            "--only takes linerate-on, linerate-hw, linerate-off or smoltcp, not {name:?}"
+                            "--only takes linerate-on, linerate-hw, linerate-off, smoltcp, linerate-hw-zc or smoltcp-lend, not {name:?}"
                         ))?,
                 );
             }
@@ -108,6 +109,52 @@ fn options() -> Result<Options, Box<dyn Error>> {
         }
     }
     Ok(o)
+}
+
+/// The zero-copy comparison: each stack with its least-copying socket calls,
+/// over the same ports as its row above (hw ports for linerate, plain for
+/// smoltcp, which has no offloads to use).
+fn zero_copy_table(opts: &Options, scale: u64, rounds: usize) -> Result<(), Box<dyn Error>> {
+    println!();
+    println!(
+        "zero-copy socket calls: hw-zc = hw with tcp_send_bytes (the writer's buffer handed \
+         over) and tcp_recv_with (read in place);"
+    );
+    println!(
+        "smol-lend = smoltcp with its lending recv (send_slice still copies: smoltcp cannot \
+         take a buffer over)"
+    );
+    println!(
+        "{:>8} | {:>17} | {:>17} | {:>13}",
+        "write", "hw-zc Gb/s CPUs/GB", "smol-lend Gb/s CPUs/GB", "hw-zc/smol-lend"
+    );
+    for write in WRITES
+        .into_iter()
+        .filter(|w| opts.write.is_none_or(|o| o == *w))
+    {
+        let total = transfer_size(write) / scale;
+        let mut cells: [Option<Measurement>; 2] = [None; 2];
+        for _ in 0..rounds {
+            for (cell, stack) in cells.iter_mut().zip(Stack::ZERO_COPY) {
+                let m = bulk::transfer(stack, write, total)
+                    .map_err(|e| format!("{} at {}: {e}", stack.name(), human(write)))?;
+                *cell = Some(best(*cell, m));
+            }
+        }
+        let [Some(zc), Some(lend)] = cells else {
+            return Err("no measurement".into());
+        };
+        println!(
+            "{:>8} | {:>8.2} {:>8.3} | {:>13.2} {:>8.3} | {:>14.2}x",
+            human(write),
+            zc.gbit_per_s(),
+            zc.cpu_s_per_gb(),
+            lend.gbit_per_s(),
+            lend.cpu_s_per_gb(),
+            zc.gbit_per_s() / lend.gbit_per_s(),
+        );
+    }
+    Ok(())
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -221,6 +268,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             d
         );
     }
+    zero_copy_table(&opts, scale, rounds)?;
     println!();
     println!(
         "every byte checked against the bytes sent; ratios are of Gbit/s; total {:.1} s",

@@ -30,7 +30,7 @@ use crate::smol::SmolPort;
 use linerate_nic::memory::{self, PairConfig};
 use linerate_nic::{Batch, Counter, MemNic, Nic, NicCaps, NicError, Shim, ShimConfig};
 use linerate_toe::sim::Sim;
-use linerate_toe::{Engine, Instant, PoolSink};
+use linerate_toe::{Bytes, Engine, Instant, PoolSink};
 use smoltcp::iface::{Config as SmolConfig, Interface, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
@@ -68,6 +68,13 @@ pub enum Stack {
     LinerateHw,
     /// smoltcp 0.14 on both ends.
     Smoltcp,
+    /// [`Stack::LinerateHw`] with linerate's zero-copy socket calls: the writer
+    /// hands over slices of its (reference-counted) buffer with `tcp_send_bytes`,
+    /// the reader checks the received bytes where they lie with `tcp_recv_with`.
+    LinerateHwZeroCopy,
+    /// smoltcp with its lending receive (`recv` with a closure, no copy out);
+    /// sends copy (`send_slice`), as smoltcp has no way to take a buffer over.
+    SmoltcpLending,
 }
 
 impl Stack {
@@ -79,12 +86,17 @@ impl Stack {
         Stack::LinerateHw,
     ];
 
+    /// The zero-copy comparison: each stack with its least-copying socket calls.
+    pub const ZERO_COPY: [Stack; 2] = [Stack::LinerateHwZeroCopy, Stack::SmoltcpLending];
+
     /// A short name.
     pub fn name(self) -> &'static str {
         match self {
             Stack::LinerateOn => "linerate-on",
             Stack::LinerateOff => "linerate-off",
             Stack::LinerateHw => "linerate-hw",
+            Stack::LinerateHwZeroCopy => "linerate-hw-zc",
+            Stack::SmoltcpLending => "smoltcp-lend",
             Stack::Smoltcp => "smoltcp",
         }
     }
@@ -190,15 +202,17 @@ pub fn transfer(stack: Stack, write: usize, total: u64) -> Result<Measurement, B
     match stack {
         Stack::LinerateOn => linerate(true, write, total, source),
         Stack::LinerateOff => linerate(false, write, total, source),
-        Stack::LinerateHw => linerate_hw(write, total, source),
-        Stack::Smoltcp => smoltcp(write, total, source),
+        Stack::LinerateHw => linerate_hw(write, total, source, Calls::Copy),
+        Stack::LinerateHwZeroCopy => linerate_hw(write, total, source, Calls::ZeroCopy),
+        Stack::Smoltcp => smoltcp(write, total, source, Calls::Copy),
+        Stack::SmoltcpLending => smoltcp(write, total, source, Calls::ZeroCopy),
     }
 }
 
 /// The byte stream: a pseudo-random pattern of period [`PATTERN_PERIOD`], stored
 /// with `max_len` bytes of overlap so that any chunk is one slice.
 struct Source {
-    bytes: Vec<u8>,
+    bytes: Bytes,
 }
 
 impl Source {
@@ -213,7 +227,16 @@ impl Source {
             })
             .collect();
         bytes.extend_from_within(..max_len.clamp(READ_LEN, PATTERN_PERIOD));
-        Source { bytes }
+        Source {
+            bytes: Bytes::from(bytes),
+        }
+    }
+
+    /// [`Source::chunk`] as a reference-counted slice (no copy).
+    fn chunk_bytes(&self, at: u64, len: usize) -> Bytes {
+        let start = (at % PATTERN_PERIOD as u64) as usize;
+        let end = (start + len).min(self.bytes.len());
+        self.bytes.slice(start.min(end)..end)
     }
 
     /// The `len` bytes at stream offset `at`.
@@ -222,13 +245,17 @@ impl Source {
         self.bytes.get(start..start + len).unwrap_or_default()
     }
 
-    /// Checks `got`, read at stream offset `at`.
+    /// Checks `got`, read at stream offset `at` (any length: a lending read may
+    /// hand over more than the source serves in one slice).
     fn check(&self, at: u64, got: &[u8]) -> Result<(), BulkError> {
-        if self.chunk(at, got.len()) == got {
-            Ok(())
-        } else {
-            Err(BulkError::Corrupt { offset: at })
+        let mut at = at;
+        for piece in got.chunks(READ_LEN) {
+            if self.chunk(at, piece.len()) != piece {
+                return Err(BulkError::Corrupt { offset: at });
+            }
+            at += piece.len() as u64;
         }
+        Ok(())
     }
 }
 
@@ -369,6 +396,7 @@ fn linerate(
             write,
             total,
             source,
+            Calls::Copy,
         )
     } else {
         linerate_over(
@@ -377,13 +405,19 @@ fn linerate(
             write,
             total,
             source,
+            Calls::Copy,
         )
     }
 }
 
 /// linerate with offloads on over ports that have them: the shim passes
 /// super-frames and partial checksums through.
-fn linerate_hw(write: usize, total: u64, source: &Source) -> Result<Measurement, BulkError> {
+fn linerate_hw(
+    write: usize,
+    total: u64,
+    source: &Source,
+    calls: Calls,
+) -> Result<Measurement, BulkError> {
     let (a, b) = memory::pair(PairConfig::new(NicCaps::full(), NicCaps::full()));
     let a = Shim::new(a, ShimConfig::all())?;
     let b = Shim::new(b, ShimConfig::all())?;
@@ -393,7 +427,19 @@ fn linerate_hw(write: usize, total: u64, source: &Source) -> Result<Measurement,
         write,
         total,
         source,
+        calls,
     )
+}
+
+/// Which socket calls the applications use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Calls {
+    /// Copying: the writer's bytes are copied into the send buffer, the reader's
+    /// into its own buffer.
+    Copy,
+    /// The least copying each stack offers (see [`Stack::LinerateHwZeroCopy`] and
+    /// [`Stack::SmoltcpLending`]).
+    ZeroCopy,
 }
 
 fn linerate_over<N: Nic + WireCount>(
@@ -402,6 +448,7 @@ fn linerate_over<N: Nic + WireCount>(
     write: usize,
     total: u64,
     source: &Source,
+    calls: Calls,
 ) -> Result<Measurement, BulkError> {
     let mut buf = vec![0u8; READ_LEN];
     let cpu0 = thread_cpu_time();
@@ -420,7 +467,13 @@ fn linerate_over<N: Nic + WireCount>(
         let mut moved = 0;
         while sent < total {
             let len = write.min((total - sent) as usize);
-            match tx.engine.tcp_send(client, source.chunk(sent, len)) {
+            let r = match calls {
+                Calls::Copy => tx.engine.tcp_send(client, source.chunk(sent, len)),
+                Calls::ZeroCopy => tx
+                    .engine
+                    .tcp_send_bytes(client, source.chunk_bytes(sent, len)),
+            };
+            match r {
                 Ok(n) if n > 0 => sent += n as u64,
                 _ => break,
             }
@@ -431,11 +484,32 @@ fn linerate_over<N: Nic + WireCount>(
             server = rx.engine.tcp_accept(listener).ok();
         }
         if let Some(s) = server {
-            while let Ok(n) = rx.engine.tcp_recv(s, &mut buf) {
-                let Some(data) = buf.get(..n).filter(|d| !d.is_empty()) else {
-                    break;
+            loop {
+                let read = match calls {
+                    Calls::Copy => rx.engine.tcp_recv(s, &mut buf).map(|n| {
+                        buf.get(..n)
+                            .map_or(Ok(()), |d| source.check(got, d))
+                            .map(|()| n)
+                    }),
+                    Calls::ZeroCopy => {
+                        let mut checked = Ok(());
+                        let mut at = got;
+                        rx.engine
+                            .tcp_recv_with(s, |d| {
+                                if checked.is_ok() {
+                                    checked = source.check(at, d);
+                                }
+                                at += d.len() as u64;
+                                d.len()
+                            })
+                            .map(|n| checked.map(|()| n))
+                    }
                 };
-                source.check(got, data)?;
+                let Ok(n) = read else { break };
+                let n = n?;
+                if n == 0 {
+                    break;
+                }
                 got += n as u64;
                 last_progress = now;
             }
@@ -533,7 +607,12 @@ fn packets(nic: &MemNic, counter: Counter) -> u64 {
     nic.counters().total(counter)
 }
 
-fn smoltcp(write: usize, total: u64, source: &Source) -> Result<Measurement, BulkError> {
+fn smoltcp(
+    write: usize,
+    total: u64,
+    source: &Source,
+    calls: Calls,
+) -> Result<Measurement, BulkError> {
     let (a, b) = memory_pair();
     let mut buf = vec![0u8; READ_LEN];
     let mut tx = SmolHost::new(1, a, Instant::ZERO);
@@ -563,11 +642,22 @@ fn smoltcp(write: usize, total: u64, source: &Source) -> Result<Measurement, Bul
         tx.poll(now)?;
         rx.poll(now)?;
         while rx.sock().can_recv() {
-            let n = rx.sock().recv_slice(&mut buf).map_err(socket_error)?;
-            let Some(data) = buf.get(..n).filter(|d| !d.is_empty()) else {
-                break;
+            let n = match calls {
+                Calls::Copy => {
+                    let n = rx.sock().recv_slice(&mut buf).map_err(socket_error)?;
+                    source.check(got, buf.get(..n).unwrap_or_default())?;
+                    n
+                }
+                Calls::ZeroCopy => {
+                    let at = got;
+                    rx.sock()
+                        .recv(|d| (d.len(), source.check(at, d).map(|()| d.len())))
+                        .map_err(socket_error)??
+                }
             };
-            source.check(got, data)?;
+            if n == 0 {
+                break;
+            }
             got += n as u64;
             last_progress = now;
         }
@@ -608,14 +698,14 @@ mod tests {
 
     #[test]
     fn every_stack_moves_every_byte() {
-        for stack in Stack::ALL {
+        for stack in Stack::ALL.into_iter().chain(Stack::ZERO_COPY) {
             for write in [64, 1500, 64 * 1024] {
                 let m = transfer(stack, write, 300_000)
                     .unwrap_or_else(|e| panic!("{} at {write}: {e}", stack.name()));
                 assert_eq!(m.bytes, 300_000, "{}", stack.name());
                 // 300 kB needs over 200 MSS-sized segments; with offloads in the
                 // ports, 64 KiB writes cross as a few super-frames (and ACKs).
-                if stack != Stack::LinerateHw {
+                if !matches!(stack, Stack::LinerateHw | Stack::LinerateHwZeroCopy) {
                     assert!(m.wire_frames > 200, "{}: {m:?}", stack.name());
                 } else if write == 64 * 1024 {
                     assert!(m.wire_frames < 100, "{}: {m:?}", stack.name());
