@@ -97,6 +97,12 @@ pub struct TcpConfig {
     /// `tcp_challenge_ack_limit` was 1000). Those over the limit are counted in
     /// `tcp_challenge_acks_suppressed` and not sent.
     pub challenge_ack_limit: u32,
+    /// Out-of-order bytes held over all connections, at most (each connection is
+    /// also bounded by its receive buffer). Past it, segments that arrive ahead of
+    /// RCV.NXT are dropped and counted in `tcp_ofo_dropped` (only acknowledged,
+    /// so SACK still tells the peer what is missing); in-order data is always
+    /// taken. Linux bounds the same memory through `tcp_mem` pressure.
+    pub ofo_total: usize,
 }
 
 impl Default for TcpConfig {
@@ -118,6 +124,7 @@ impl Default for TcpConfig {
             backlog: 128,
             syn_cookies: true,
             challenge_ack_limit: 1000,
+            ofo_total: 64 << 20,
         }
     }
 }

@@ -140,4 +140,7 @@ pub struct Counters {
     /// Challenge ACKs not sent because the per-engine limit was reached
     /// (RFC 5961 section 7; Linux's TCPChallengeACK counts the sent ones).
     pub tcp_challenge_acks_suppressed: u64,
+    /// Out-of-order segments dropped because the engine's out-of-order budget
+    /// (`TcpConfig::ofo_total`) was spent.
+    pub tcp_ofo_dropped: u64,
 }

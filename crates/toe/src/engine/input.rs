@@ -431,11 +431,7 @@ impl Engine {
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
         if let Some(&idx) = self.by_tuple.get(&(local, remote)) {
-            let counters = &mut self.counters;
-            let rst = match self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) {
-                Some(conn) => conn.on_segment(now, &seg, counters),
-                None => None,
-            };
+            let rst = self.segment_to_conn(now, idx, &seg);
             self.challenge_gate(now, idx);
             if let Some(r) = rst {
                 self.send_rst(from.mac, local, remote, r);
@@ -561,12 +557,7 @@ impl Engine {
             lst.embryonic += 1;
         }
         let idx = self.insert_conn(conn);
-        let counters = &mut self.counters;
-        let rst = self
-            .slots
-            .get_mut(idx)
-            .and_then(|s| s.conn.as_mut())
-            .and_then(|c| c.on_segment(now, seg, counters));
+        let rst = self.segment_to_conn(now, idx, seg);
         self.challenge_gate(now, idx);
         if let Some(r) = rst {
             self.send_rst(mac, local, remote, r);

@@ -90,6 +90,8 @@ pub struct Engine {
     /// The buffer [`Engine::poll_transmit`] builds frames in (reused).
     scratch: Vec<u8>,
     ip_id: u16,
+    /// Out-of-order bytes held over all connections.
+    ofo_held: usize,
     /// UDP sockets, their send queue, the ICMP error rate limit.
     udp: udp::UdpTable,
     /// Path MTUs learnt from ICMP.
@@ -139,6 +141,7 @@ impl Engine {
             timers: BinaryHeap::new(),
             scratch: Vec::new(),
             ip_id,
+            ofo_held: 0,
             udp,
             pmtu,
             challenge,
@@ -259,6 +262,25 @@ impl Engine {
         true
     }
 
+    /// Hands `seg` to connection `idx`, with the engine's out-of-order budget
+    /// ([`crate::TcpConfig::ofo_total`]) applied and its use accounted; returns
+    /// the RST to send, if any.
+    fn segment_to_conn(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        seg: &crate::tcp::segment::Segment<'_>,
+    ) -> Option<crate::tcp::input::Rst> {
+        let limit = self.cfg.tcp.ofo_total;
+        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
+        let before = conn.asm.held();
+        conn.ofo_allowed = self.ofo_held < limit;
+        let rst = conn.on_segment(now, seg, &mut self.counters);
+        let after = conn.asm.held();
+        self.ofo_held = (self.ofo_held + after).saturating_sub(before);
+        rst
+    }
+
     fn conn(&self, idx: usize) -> Option<&Conn> {
         self.slots.get(idx).and_then(|s| s.conn.as_ref())
     }
@@ -309,6 +331,7 @@ impl Engine {
             return;
         };
         let Some(conn) = slot.conn.take() else { return };
+        self.ofo_held = self.ofo_held.saturating_sub(conn.asm.held());
         slot.generation = slot.generation.wrapping_add(1);
         slot.scheduled = None;
         if self.by_tuple.get(&(conn.local, conn.remote)) == Some(&idx) {

@@ -34,6 +34,11 @@ impl Assembler {
         self.ranges.is_empty()
     }
 
+    /// Bytes held in all ranges.
+    pub fn held(&self) -> usize {
+        self.ranges.iter().map(|&(s, e)| e.since(s)).sum()
+    }
+
     /// The ranges held, lowest first.
     pub fn ranges(&self) -> &[(Seq, Seq)] {
         &self.ranges

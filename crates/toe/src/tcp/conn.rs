@@ -53,6 +53,9 @@ pub(crate) struct Conn {
     pub no_delay: bool,
     /// Keep-alive settings and state (`tcp::keepalive`).
     pub ka: super::keepalive::KaState,
+    /// Whether out-of-order data may be kept now: the engine clears it while its
+    /// budget over all connections ([`crate::TcpConfig::ofo_total`]) is spent.
+    pub ofo_allowed: bool,
     /// A challenge ACK (RFC 5961) is wanted; the engine sends it if its rate
     /// limit allows (RFC 5961 section 7).
     pub challenge_pending: bool,
@@ -82,6 +85,7 @@ impl Conn {
             send_rst: false,
             listener: None,
             ka: Default::default(),
+            ofo_allowed: true,
             challenge_pending: false,
         }
     }

@@ -312,7 +312,7 @@ impl Conn {
                 self.closed(CloseReason::Aborted);
                 return rst;
             }
-            self.process_text(now, seg);
+            self.process_text(now, seg, c);
         }
         // Eighth: FIN.
         if text_ok && seg.has(Flags::FIN) {
@@ -358,7 +358,7 @@ impl Conn {
     /// "seventh") and decides when to acknowledge: at once for out-of-order data or
     /// a filled hole (RFC 5681 section 4.2), at least every second full-sized
     /// segment, otherwise after the delayed-ACK timeout (RFC 9293 section 3.8.6.3).
-    fn process_text(&mut self, now: Instant, seg: &Segment<'_>) {
+    fn process_text(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) {
         let delack = self.params.tcp.delayed_ack;
         let Some(rcv) = self.state.rcv_mut() else {
             return;
@@ -377,6 +377,12 @@ impl Conn {
         rcv.seg_max = rcv.seg_max.max(per_seg);
         let start = seg.seq.plus(skip);
         let offset = start.since(rcv.nxt);
+        if offset > 0 && !self.ofo_allowed {
+            // The engine's out-of-order budget is spent: acknowledge, keep nothing.
+            c.tcp_ofo_dropped += 1;
+            rcv.ack_now = true;
+            return;
+        }
         let written = self.rx.write_at(offset, data);
         if written < data.len() {
             rcv.ack_now = true;
