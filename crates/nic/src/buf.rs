@@ -277,11 +277,31 @@ impl PacketBuf {
         }
     }
 
+    /// An unpooled buffer whose frame is all of `data`, taken without a copy
+    /// (no headroom).
+    pub fn from_vec(data: Vec<u8>) -> PacketBuf {
+        let end = data.len();
+        PacketBuf {
+            data,
+            start: 0,
+            end,
+            reserve: 0,
+            pool: None,
+        }
+    }
+
     /// An unpooled buffer holding a copy of `frame` after [`MIN_HEADROOM`].
     pub fn from_slice(frame: &[u8]) -> PacketBuf {
         let mut b = PacketBuf::with_headroom(MIN_HEADROOM, frame.len());
         b.extend_from_slice(frame);
         b
+    }
+
+    /// Bytes of storage the buffer holds (headroom, frame, tailroom and any
+    /// spare capacity): what keeping it costs.
+    #[inline]
+    pub fn storage(&self) -> usize {
+        self.data.capacity()
     }
 
     /// Frame length.

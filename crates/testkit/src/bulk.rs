@@ -343,10 +343,7 @@ impl<N: Nic> Host<N> {
                 break;
             }
             taken += n;
-            for f in self.rx.iter() {
-                self.engine.handle_frame(now, f.bytes(), &f.meta);
-            }
-            self.rx.clear();
+            self.engine.handle_frames(now, &mut self.rx);
         }
         self.delivered += taken as u64;
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {

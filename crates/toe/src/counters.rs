@@ -143,4 +143,7 @@ pub struct Counters {
     /// Out-of-order segments dropped because the engine's out-of-order budget
     /// (`TcpConfig::ofo_total`) was spent.
     pub tcp_ofo_dropped: u64,
+    /// In-order segments whose payload the receive buffer kept in its frame
+    /// instead of copying (`Engine::handle_frames`, `tcp::recvbuf`).
+    pub tcp_rx_adopted: u64,
 }

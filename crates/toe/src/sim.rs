@@ -29,6 +29,7 @@ use crate::config::Config;
 use crate::engine::Engine;
 use crate::rng::Rng;
 use crate::time::Instant;
+use linerate_nic::{Batch, Frame, PacketBuf};
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
 use linerate_offload::{Checksum, OffloadMeta, csum};
 use linerate_wire::ethernet;
@@ -377,6 +378,8 @@ pub struct Sim {
     pub engines: Vec<Engine>,
     /// Virtual time now.
     pub now: Instant,
+    /// Frames on their way into an engine (reused).
+    rx: Batch,
 }
 
 impl Sim {
@@ -386,6 +389,7 @@ impl Sim {
             link: Link::new(engines.len(), link),
             engines,
             now: Instant::ZERO,
+            rx: Batch::new(),
         }
     }
 
@@ -415,9 +419,12 @@ impl Sim {
     pub fn poll(&mut self) {
         let now = self.now;
         for (port, e) in self.engines.iter_mut().enumerate() {
+            // Owned frames, as a NIC hands them over: the engine may keep
+            // large payloads in their buffers (`tcp::recvbuf`).
             while let Some((f, m)) = self.link.recv(now, port) {
-                e.handle_frame(now, &f, &m);
+                self.rx.push(Frame::new(PacketBuf::from_vec(f), m));
             }
+            e.handle_frames(now, &mut self.rx);
             if e.poll_timeout().is_some_and(|t| t <= now) {
                 e.handle_timeout(now);
             }

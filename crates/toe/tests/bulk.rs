@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fnv, pattern, transfer};
+use common::{Pace, fnv, pattern, transfer, transfer_paced};
 use linerate_toe::sim::{LinkConfig, Sim};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -68,6 +68,69 @@ fn gro_super_segments_received_whole() {
     // It still acknowledged at least every second full-sized segment's worth: the
     // sender's congestion window could grow and no timer fired.
     assert_eq!(sim.engines[0].counters().tcp_timeouts, 0);
+}
+
+#[test]
+fn gro_frames_kept_in_the_receive_buffer_with_faults() {
+    // Super-frames arrive whole, in order or not, duplicated, some corrupted:
+    // the receiver keeps large in-order payloads in their frames and copies the
+    // rest behind them; every byte still comes out in order.
+    for seed in 30..33 {
+        let link = LinkConfig {
+            gro: true,
+            ..faulty(seed)
+        };
+        let sim = run(true, link, if seed == 31 { V6 } else { V4 }, 2 << 20, seed);
+        let rx = sim.engines[1].counters();
+        assert!(rx.tcp_rx_adopted > 0, "{rx:?}");
+        assert!(sim.link.stats().reordered > 0);
+    }
+    // Without faults nearly every super-segment is kept.
+    let link = LinkConfig {
+        gro: true,
+        ..LinkConfig::default()
+    };
+    let sim = run(true, link, V4, 2 << 20, 34);
+    let rx = sim.engines[1].counters();
+    assert!(rx.tcp_rx_adopted * 2 > rx.ip_in_receives / 2, "{rx:?}");
+}
+
+#[test]
+fn slow_reader_mixes_kept_frames_and_copies() {
+    // A reader that takes a few KiB now and then, by copying and lending reads:
+    // frames are kept while the ring is empty, copied behind them otherwise,
+    // and the window fills and reopens; the bytes come out in order.
+    for (seed, faults) in [(40, false), (41, true), (42, true)] {
+        let link = LinkConfig {
+            gro: true,
+            ..if faults {
+                faulty(seed)
+            } else {
+                LinkConfig::default()
+            }
+        };
+        let mut sim = Sim::two_hosts(true, seed, link);
+        let data = pattern(1 << 20, seed);
+        let pace = Pace {
+            bytes: 3000 + seed as usize * 100,
+            calls: 3,
+            every: 2,
+            lend: true,
+        };
+        let t = transfer_paced(
+            &mut sim,
+            0,
+            1,
+            V4.parse().unwrap(),
+            &data,
+            Duration::from_secs(600),
+            pace,
+        );
+        assert_eq!(t.received.len(), data.len());
+        assert!(t.received == data, "seed {seed}: bytes differ");
+        let rx = sim.engines[1].counters();
+        assert!(rx.tcp_rx_adopted > 0, "{rx:?}");
+    }
 }
 
 fn faulty(seed: u64) -> LinkConfig {

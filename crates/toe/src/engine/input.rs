@@ -14,8 +14,10 @@ use super::output::IpTo;
 use crate::tcp::conn::{Conn, ConnParams};
 use crate::tcp::cookie;
 use crate::tcp::input::Rst;
+use crate::tcp::recvbuf::OwnedFrame;
 use crate::tcp::segment::Segment;
 use crate::time::Instant;
+use linerate_nic::Batch;
 use linerate_offload::{Checksum, GsoType, OffloadMeta};
 use linerate_wire::ethernet::{self, ethertype};
 use linerate_wire::icmp::ndp;
@@ -63,6 +65,30 @@ impl Engine {
             ethertype::IPV4 => self.ipv4_input(now, eth.payload(), from),
             ethertype::IPV6 => self.ipv6_input(now, eth.payload(), from),
             _ => self.counters.rx_unknown_ethertype += 1,
+        }
+    }
+
+    /// Processes a batch of received frames, taking them: large in-order TCP
+    /// payloads stay in their buffers until the application reads them (see
+    /// `tcp::recvbuf`), the other buffers go back to their pool. Leaves the
+    /// batch empty.
+    pub fn handle_frames(&mut self, now: Instant, batch: &mut Batch) {
+        for f in batch.drain(..) {
+            let bytes = f.buf.as_slice();
+            self.rx_owned = Some(OwnedFrame {
+                addr: bytes.as_ptr().addr(),
+                len: bytes.len(),
+                storage: f.buf.storage(),
+            });
+            self.handle_frame(now, bytes, &f.meta);
+            self.rx_owned = None;
+            if let Some((idx, generation)) = self.adopted.take()
+                && let Some(slot) = self.slots.get_mut(idx)
+                && slot.generation == generation
+                && let Some(conn) = slot.conn.as_mut()
+            {
+                conn.rx.fill(f.buf);
+            }
         }
     }
 
@@ -423,10 +449,11 @@ impl Engine {
             }
             _ => 1,
         };
-        let Ok(seg) = Segment::parse(data, segs) else {
+        let Ok(mut seg) = Segment::parse(data, segs) else {
             self.counters.tcp_in_errs += 1;
             return;
         };
+        seg.frame = self.rx_owned;
         self.counters.tcp_in_segs += u64::from(segs);
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);

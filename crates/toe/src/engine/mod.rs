@@ -36,6 +36,7 @@ use crate::net::ratelimit::PerSecond;
 use crate::rng::{IsnGenerator, Rng};
 use crate::tcp::conn::Conn;
 use crate::tcp::cookie::SynCookies;
+use crate::tcp::recvbuf::OwnedFrame;
 use crate::time::{Instant, earliest};
 use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
@@ -100,6 +101,10 @@ pub struct Engine {
     challenge: PerSecond,
     /// The latest time the engine was given (for calls that take none).
     clock: Instant,
+    /// The frame being processed, while [`Engine::handle_frames`] owns it.
+    rx_owned: Option<OwnedFrame>,
+    /// The connection (slot, generation) that adopted part of that frame.
+    adopted: Option<(usize, u32)>,
 }
 
 impl Engine {
@@ -146,6 +151,8 @@ impl Engine {
             pmtu,
             challenge,
             clock: Instant::ZERO,
+            rx_owned: None,
+            adopted: None,
         }
     }
 
@@ -276,6 +283,12 @@ impl Engine {
         let before = conn.asm.held();
         conn.ofo_allowed = self.ofo_held < limit;
         let rst = conn.on_segment(now, seg, &mut self.counters);
+        if conn.rx.awaits_frame()
+            && let Some(slot) = self.slots.get(idx)
+        {
+            self.adopted = Some((idx, slot.generation));
+        }
+        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
         let after = conn.asm.held();
         self.ofo_held = (self.ofo_held + after).saturating_sub(before);
         rst

@@ -1,7 +1,7 @@
 //! One engine over one NIC queue, with no thread of its own.
 //!
 //! [`Driver::poll`] does one round of I/O: it receives what waits on the queue (in
-//! batches, up to a budget), feeds each frame to [`Engine::handle_frame`], runs due
+//! batches, up to a budget), feeds the frames to [`Engine::handle_frames`], runs due
 //! timers, then moves every frame [`Engine::poll_transmit`] hands out into pooled
 //! buffers of the NIC and transmits them in batches. It returns when to poll next.
 //! Between polls the caller waits on [`Driver::wait`] (the queue's readiness, up to
@@ -181,9 +181,8 @@ impl<N: Nic> Driver<N> {
                 if is_neighbor_frame(bytes) {
                     neighbor(bytes, &f.meta);
                 }
-                self.engine.handle_frame(now, bytes, &f.meta);
             }
-            self.rx.clear();
+            self.engine.handle_frames(now, &mut self.rx);
             self.stats.rx_frames += n as u64;
             budget = budget.saturating_sub(n);
             if n < want {

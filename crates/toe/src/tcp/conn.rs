@@ -4,7 +4,7 @@
 
 use super::TcpState;
 use super::assembler::Assembler;
-use super::ring::Ring;
+use super::recvbuf::RecvBuf;
 use super::rtt::RttEstimator;
 use super::sendbuf::SendBuf;
 use super::seq::Seq;
@@ -33,8 +33,9 @@ pub(crate) struct Conn {
     pub state: State,
     /// Send buffer: bytes from SND.UNA (ISS + 1 before the handshake completes).
     pub tx: SendBuf,
-    /// Receive buffer: readable bytes, then out-of-order bytes past them.
-    pub rx: Ring,
+    /// Receive buffer: readable bytes (adopted frames, then a ring), then
+    /// out-of-order bytes past them.
+    pub rx: RecvBuf,
     pub asm: Assembler,
     pub params: ConnParams,
     /// Random offset added to our timestamp clock (RFC 7323 section 5.4).
@@ -74,7 +75,7 @@ impl Conn {
             remote,
             state,
             tx: SendBuf::new(params.tcp.send_buffer),
-            rx: Ring::new(params.tcp.recv_buffer),
+            rx: RecvBuf::new(params.tcp.recv_buffer),
             asm: Assembler::new(),
             no_delay: params.tcp.no_delay,
             params,

@@ -383,7 +383,23 @@ impl Conn {
             rcv.ack_now = true;
             return;
         }
-        let written = self.rx.write_at(offset, data);
+        let adopt = if offset == 0 && self.asm.is_empty() {
+            seg.frame
+                .filter(|f| self.rx.adoptable(f, data.len()))
+                .and_then(|f| f.range_of(data))
+        } else {
+            None
+        };
+        let adopted = adopt.is_some();
+        let written = if let Some(range) = adopt {
+            // In order, large, and the engine will hand over the frame: keep it
+            // instead of copying (`recvbuf`).
+            self.rx.adopt(range);
+            c.tcp_rx_adopted += 1;
+            data.len()
+        } else {
+            self.rx.write_at(offset, data)
+        };
         if written < data.len() {
             rcv.ack_now = true;
         }
@@ -394,7 +410,9 @@ impl Conn {
             rcv.ack_now = true;
             return;
         }
-        self.rx.commit(written);
+        if !adopted {
+            self.rx.commit(written);
+        }
         rcv.nxt = rcv.nxt.plus(written);
         if !self.asm.is_empty() {
             while let Some(end) = self.asm.pop_front(rcv.nxt) {

@@ -9,7 +9,7 @@
 //! * `conn`: the connection (buffers, state, timers, application operations).
 //! * `keepalive`: keep-alive probes (RFC 9293 section 3.8.4, RFC 1122 section
 //!   4.2.3.6), off unless asked for.
-//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`ring`], [`pool`], [`sendbuf`], [`seq`]: the parts.
+//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`recvbuf`], [`ring`], [`pool`], [`sendbuf`], [`seq`]: the parts.
 
 pub mod assembler;
 pub mod cc;
@@ -19,6 +19,7 @@ pub(crate) mod input;
 pub(crate) mod keepalive;
 mod output;
 pub mod pool;
+pub mod recvbuf;
 pub mod ring;
 pub mod rtt;
 pub mod sack;

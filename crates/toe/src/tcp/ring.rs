@@ -49,6 +49,11 @@ impl Ring {
         self.cap
     }
 
+    /// Raises the capacity to `cap` (never lowers it).
+    pub fn set_capacity(&mut self, cap: usize) {
+        self.cap = self.cap.max(cap);
+    }
+
     /// Bytes of storage allocated now.
     pub fn storage(&self) -> usize {
         self.buf.capacity()

@@ -21,6 +21,9 @@ pub(crate) struct Segment<'a> {
     pub payload: &'a [u8],
     /// Wire segments this stands for (more than one after GRO).
     pub segs: u32,
+    /// The frame `payload` lies in, when the engine owns it and can hand it to
+    /// the receive buffer ([`super::recvbuf`]).
+    pub frame: Option<super::recvbuf::OwnedFrame>,
 }
 
 impl<'a> Segment<'a> {
@@ -67,6 +70,7 @@ impl<'a> Segment<'a> {
             sack,
             payload: bytes.get(hl..).unwrap_or_default(),
             segs: segs.max(1),
+            frame: None,
         })
     }
 

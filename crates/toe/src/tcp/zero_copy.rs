@@ -12,14 +12,14 @@ impl Conn {
         self.tx.push_bytes(data)
     }
 
-    /// Lends the readable bytes to `read`, in order, as up to two slices (the
-    /// ring's storage wraps), and consumes as many as it returns (clamped to
-    /// the slice). Stops at the first slice not consumed whole. Returns the
-    /// bytes consumed; may decide a window update is due.
+    /// Lends the readable bytes to `read`, in order, as slices (each adopted
+    /// frame's payload, then up to two of the ring's, whose storage wraps), and
+    /// consumes as many as it returns (clamped to the slice). Stops at the first
+    /// slice not consumed whole. Returns the bytes consumed; may decide a window
+    /// update is due.
     pub fn recv_with(&mut self, mut read: impl FnMut(&[u8]) -> usize) -> usize {
-        let (a, b) = self.rx.readable();
         let mut n = 0;
-        for s in [a, b] {
+        for s in self.rx.slices() {
             if s.is_empty() {
                 break;
             }

@@ -40,6 +40,29 @@ pub struct Transfer {
     pub server: SocketHandle,
 }
 
+/// How the receiving application of [`transfer_paced`] reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    /// Bytes per read call, at most.
+    pub bytes: usize,
+    /// Read calls per simulation step, at most.
+    pub calls: usize,
+    /// Read only on every `every`th step.
+    pub every: u32,
+    /// Alternate copying reads with lending ones (`tcp_recv_with`).
+    pub lend: bool,
+}
+
+impl Pace {
+    /// Everything there is, every step, by copying reads.
+    pub const PROMPT: Pace = Pace {
+        bytes: 256 * 1024,
+        calls: usize::MAX,
+        every: 1,
+        lend: false,
+    };
+}
+
 /// Sends `data` from engine `from` to a listener on engine `to` at `server`,
 /// then closes both ends; returns what arrived.
 pub fn transfer(
@@ -50,6 +73,19 @@ pub fn transfer(
     data: &[u8],
     limit: Duration,
 ) -> Transfer {
+    transfer_paced(sim, from, to, server, data, limit, Pace::PROMPT)
+}
+
+/// [`transfer`] with a receiving application that reads at `pace`.
+pub fn transfer_paced(
+    sim: &mut Sim,
+    from: usize,
+    to: usize,
+    server: SocketAddr,
+    data: &[u8],
+    limit: Duration,
+    pace: Pace,
+) -> Transfer {
     let l = sim.engines[to].tcp_listen(server.port()).unwrap();
     let start = sim.now;
     let c = sim.engines[from].tcp_connect(start, server).unwrap();
@@ -57,10 +93,12 @@ pub fn transfer(
     let mut sent = 0;
     let mut shut = false;
     let mut received = Vec::with_capacity(data.len());
-    let mut buf = vec![0u8; 256 * 1024];
+    let mut buf = vec![0u8; pace.bytes];
     let mut eof_at = None;
     let deadline = start + limit;
-    let ok = sim.run_until(deadline, |sim| {
+    let mut step = 0u32;
+    let mut app = |sim: &mut Sim| {
+        step = step.wrapping_add(1);
         if s.is_none() {
             s = sim.engines[to].tcp_accept(l).ok();
         }
@@ -75,9 +113,26 @@ pub fn transfer(
             sim.engines[from].tcp_shutdown(c).unwrap();
             shut = true;
         }
-        if let Some(s) = s {
-            loop {
-                match sim.engines[to].tcp_recv(s, &mut buf) {
+        if let Some(s) = s.filter(|_| step.is_multiple_of(pace.every.max(1))) {
+            for call in 0..pace.calls {
+                let r = if pace.lend && !call.is_multiple_of(2) {
+                    let mut got = 0;
+                    sim.engines[to]
+                        .tcp_recv_with(s, |d| {
+                            let k = d.len().min(pace.bytes - got);
+                            received.extend_from_slice(&d[..k]);
+                            got += k;
+                            k
+                        })
+                        .map(|n| {
+                            // Already taken: report it as read into nothing.
+                            if n > 0 { usize::MAX } else { 0 }
+                        })
+                } else {
+                    sim.engines[to].tcp_recv(s, &mut buf)
+                };
+                match r {
+                    Ok(usize::MAX) => {}
                     Ok(0) => {
                         eof_at.get_or_insert(sim.now);
                         break;
@@ -89,7 +144,19 @@ pub fn transfer(
             }
         }
         eof_at.is_some()
-    });
+    };
+    // A paced reader also runs when nothing happens on the link (as an
+    // application polling every millisecond would); a prompt one needs not.
+    let tick = if pace.every > 1 || pace.calls < usize::MAX {
+        Duration::from_millis(1)
+    } else {
+        limit
+    };
+    let mut ok = false;
+    while !ok && sim.now < deadline {
+        let until = (sim.now + tick).min(deadline);
+        ok = sim.run_until(until, &mut app);
+    }
     assert!(
         ok,
         "transfer did not finish: sent {sent}, received {} of {}",

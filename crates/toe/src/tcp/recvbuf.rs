@@ -1,0 +1,392 @@
+//! The receive buffer: received frames kept whole, then a byte ring.
+//!
+//! Linux keeps received segments in their socket buffers until the application
+//! reads them (`sk_receive_queue`), so in-order data is copied once, out to the
+//! application. The receive buffer does the same for large in-order segments
+//! whose frame the engine owns ([`crate::Engine::handle_frames`]): it *adopts*
+//! the frame's buffer and reads the payload from it where it lies. Everything
+//! else (small segments, frames lent by reference, out-of-order data and what
+//! follows it) is copied into a [`Ring`] behind the adopted frames.
+//!
+//! Order is kept by one rule: a frame is adopted only while the ring is empty
+//! and nothing waits out of order, so the readable bytes are always the adopted
+//! frames, in order, then the ring's bytes.
+//!
+//! Memory: the window counts payload bytes, as with the ring alone; an adopted
+//! frame holds its whole buffer, so a frame is adopted only if its payload fills
+//! at least half of it ([`RecvBuf::adoptable`]). What the buffers hold is at most
+//! twice the window, and [`RecvBuf::storage`] reports it.
+//!
+//! Adoption has two steps because the payload is borrowed from the frame while
+//! TCP processes the segment: [`RecvBuf::adopt`] accounts the bytes (they are
+//! received, RCV.NXT moves past them), and [`RecvBuf::fill`] hands over the
+//! buffer as soon as the engine gets it back, before anything can read.
+
+use super::ring::Ring;
+use linerate_nic::PacketBuf;
+use std::collections::VecDeque;
+
+/// Payload bytes an adopted segment has at least: below this, copying is
+/// cheaper than keeping a frame.
+pub const ADOPT_MIN: usize = 2048;
+
+/// Where a received frame lies, for a segment whose frame the engine owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OwnedFrame {
+    /// Address of the frame's first byte.
+    pub addr: usize,
+    /// Frame length.
+    pub len: usize,
+    /// Bytes of storage the frame's buffer holds.
+    pub storage: usize,
+}
+
+impl OwnedFrame {
+    /// The range of the frame `data` occupies, if it lies within it.
+    pub fn range_of(&self, data: &[u8]) -> Option<core::ops::Range<usize>> {
+        let start = data.as_ptr().addr().checked_sub(self.addr)?;
+        let end = start.checked_add(data.len())?;
+        (end <= self.len).then_some(start..end)
+    }
+}
+
+/// An adopted frame and the range of it still to be read.
+#[derive(Debug)]
+struct Held {
+    /// `None` between [`RecvBuf::adopt`] and [`RecvBuf::fill`].
+    buf: Option<PacketBuf>,
+    start: usize,
+    end: usize,
+}
+
+impl Held {
+    fn bytes(&self) -> &[u8] {
+        self.buf
+            .as_ref()
+            .and_then(|b| b.as_slice().get(self.start..self.end))
+            .unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.end - self.start
+    }
+}
+
+/// The receive buffer of one connection, holding at most `capacity` bytes.
+#[derive(Debug, Default)]
+pub struct RecvBuf {
+    held: VecDeque<Held>,
+    /// Unread bytes in `held`.
+    held_len: usize,
+    /// Storage of the held buffers.
+    held_storage: usize,
+    ring: Ring,
+    cap: usize,
+}
+
+impl RecvBuf {
+    /// An empty buffer holding at most `capacity` bytes; allocates nothing.
+    pub fn new(capacity: usize) -> RecvBuf {
+        RecvBuf {
+            held: VecDeque::new(),
+            held_len: 0,
+            held_storage: 0,
+            ring: Ring::new(capacity),
+            cap: capacity,
+        }
+    }
+
+    /// Bytes it can hold.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Raises the capacity to `cap` (never lowers it: the window advertised
+    /// must not shrink).
+    pub fn set_capacity(&mut self, cap: usize) {
+        if cap > self.cap {
+            self.cap = cap;
+            self.ring.set_capacity(cap);
+        }
+    }
+
+    /// Bytes of storage held now (ring storage and adopted buffers).
+    pub fn storage(&self) -> usize {
+        self.ring.storage() + self.held_storage
+    }
+
+    /// Readable bytes.
+    pub fn len(&self) -> usize {
+        self.held_len + self.ring.len()
+    }
+
+    /// True if nothing is readable.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Room left.
+    pub fn free(&self) -> usize {
+        self.cap.saturating_sub(self.len())
+    }
+
+    /// Frames adopted and not yet read through.
+    pub fn frames_held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Writes `data` starting `offset` bytes after the readable bytes, without
+    /// making it readable; as much as fits; returns how much.
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
+        let room = self.free().saturating_sub(offset);
+        let n = data.len().min(room);
+        self.ring
+            .write_at(offset, data.get(..n).unwrap_or_default())
+    }
+
+    /// Makes `n` bytes written by [`RecvBuf::write_at`] readable.
+    pub fn commit(&mut self, n: usize) {
+        self.ring.commit(n);
+    }
+
+    /// True if `len` in-order payload bytes in a frame of `frame.storage` bytes
+    /// may be adopted now: the ring is empty (the caller knows nothing waits
+    /// out of order), the payload is large, fills half the buffer and fits.
+    pub(crate) fn adoptable(&self, frame: &OwnedFrame, len: usize) -> bool {
+        self.ring.is_empty()
+            && len >= ADOPT_MIN
+            && len.saturating_mul(2) >= frame.storage
+            && len <= self.free()
+    }
+
+    /// Accounts `range` of the frame being processed as readable; the frame
+    /// itself follows by [`RecvBuf::fill`].
+    pub(crate) fn adopt(&mut self, range: core::ops::Range<usize>) {
+        self.held_len += range.len();
+        self.held.push_back(Held {
+            buf: None,
+            start: range.start,
+            end: range.end,
+        });
+    }
+
+    /// True if an adopted range waits for its frame.
+    pub(crate) fn awaits_frame(&self) -> bool {
+        self.held.back().is_some_and(|h| h.buf.is_none())
+    }
+
+    /// Hands over the frame of the last [`RecvBuf::adopt`].
+    pub(crate) fn fill(&mut self, buf: PacketBuf) {
+        if let Some(h) = self.held.back_mut()
+            && h.buf.is_none()
+        {
+            self.held_storage += buf.storage();
+            h.buf = Some(buf);
+        }
+    }
+
+    /// The readable bytes, in order, as slices.
+    pub fn slices(&self) -> impl Iterator<Item = &[u8]> {
+        let (a, b) = self.ring.readable();
+        self.held.iter().map(Held::bytes).chain([a, b])
+    }
+
+    /// Drops `n` bytes from the front (clamped to the length).
+    pub fn consume(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(h) = self.held.front_mut() else {
+                break;
+            };
+            let k = n.min(h.len());
+            h.start += k;
+            self.held_len -= k;
+            n -= k;
+            if h.start == h.end {
+                if let Some(b) = self.held.pop_front().and_then(|h| h.buf) {
+                    self.held_storage -= b.storage();
+                }
+            } else {
+                return;
+            }
+        }
+        self.ring.consume(n);
+    }
+
+    /// Copies from the front into `out` and consumes it; returns how many bytes.
+    pub fn pop(&mut self, out: &mut [u8]) -> usize {
+        let mut n = 0;
+        while let Some(h) = self.held.front() {
+            let Some(dst) = out.get_mut(n..) else { break };
+            if dst.is_empty() {
+                break;
+            }
+            if h.buf.is_none() {
+                // Never between adopt and fill: the engine fills before
+                // returning to the application. Read nothing rather than guess.
+                debug_assert!(false, "adopted range without its frame");
+                return n;
+            }
+            let src = h.bytes();
+            let k = src.len().min(dst.len());
+            if let (Some(d), Some(s)) = (dst.get_mut(..k), src.get(..k)) {
+                d.copy_from_slice(s);
+            }
+            n += k;
+            self.consume(k);
+        }
+        if self.held.is_empty() {
+            n += self.ring.pop(out.get_mut(n..).unwrap_or_default());
+        }
+        n
+    }
+
+    /// Gives the ring's storage back if nothing is readable. The caller knows
+    /// no out-of-order bytes wait past the end.
+    pub fn release(&mut self) {
+        if self.held.is_empty() {
+            self.ring.release();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frame(payload: &[u8], header: usize) -> PacketBuf {
+        let mut f = vec![0xee; header];
+        f.extend_from_slice(payload);
+        PacketBuf::from_slice(&f)
+    }
+
+    /// Adopts `payload` (after a `header`-byte header) if the buffer allows.
+    fn offer(r: &mut RecvBuf, payload: &[u8], header: usize) -> bool {
+        let buf = frame(payload, header);
+        let s = buf.as_slice();
+        let of = OwnedFrame {
+            addr: s.as_ptr().addr(),
+            len: s.len(),
+            storage: buf.storage(),
+        };
+        let data = &s[header..];
+        if !r.adoptable(&of, data.len()) {
+            return false;
+        }
+        let range = of.range_of(data).unwrap();
+        r.adopt(range);
+        assert!(r.awaits_frame());
+        r.fill(buf);
+        assert!(!r.awaits_frame());
+        true
+    }
+
+    #[test]
+    fn range_of_rejects_foreign_slices() {
+        let buf = frame(&[1; 100], 54);
+        let s = buf.as_slice();
+        let of = OwnedFrame {
+            addr: s.as_ptr().addr(),
+            len: s.len(),
+            storage: buf.storage(),
+        };
+        assert_eq!(of.range_of(&s[54..]), Some(54..154));
+        let other = [0u8; 10];
+        assert_eq!(of.range_of(&other), None);
+    }
+
+    #[test]
+    fn adopts_only_large_payloads_into_an_empty_ring() {
+        let mut r = RecvBuf::new(64 * 1024);
+        assert!(!offer(&mut r, &[1; 100], 54), "small payloads are copied");
+        assert!(offer(&mut r, &[2; 4000], 54));
+        assert_eq!(r.len(), 4000);
+        assert_eq!(r.write_at(0, &[3; 10]), 10);
+        r.commit(10);
+        assert!(!offer(&mut r, &[4; 4000], 54), "ring holds bytes: copy");
+        let mut out = vec![0; 5000];
+        assert_eq!(r.pop(&mut out), 4010);
+        assert!(out[..4000].iter().all(|&b| b == 2));
+        assert!(out[4000..4010].iter().all(|&b| b == 3));
+        assert!(r.is_empty());
+        assert!(r.storage() > 0, "ring storage until released");
+        r.release();
+        assert_eq!(r.storage(), 0);
+    }
+
+    #[test]
+    fn never_over_capacity() {
+        let mut r = RecvBuf::new(6000);
+        assert!(offer(&mut r, &[1; 4000], 54));
+        assert!(!offer(&mut r, &[1; 4000], 54), "does not fit the window");
+        assert_eq!(r.write_at(0, &[2; 4000]), 2000);
+        assert_eq!(r.free(), 2000, "write_at does not make bytes readable");
+        r.commit(2000);
+        assert_eq!(r.free(), 0);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// In-order data, adopted if the buffer allows it, else copied.
+        Data(Vec<u8>),
+        Read(usize),
+        Lend(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1usize..9000, any::<u8>())
+                .prop_map(|(n, b)| Op::Data((0..n).map(|i| b.wrapping_add(i as u8)).collect())),
+            (0usize..12_000).prop_map(Op::Read),
+            (0usize..12_000).prop_map(Op::Lend),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Against a byte queue: whatever mix of adopted and copied segments and
+        /// reads (copying or lending), the bytes come out in order, none lost.
+        #[test]
+        fn reads_back_in_order(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut r = RecvBuf::new(32 * 1024);
+            let mut model = std::collections::VecDeque::new();
+            for o in ops {
+                match o {
+                    Op::Data(d) => {
+                        if !offer(&mut r, &d, 54) {
+                            let n = r.write_at(0, &d);
+                            r.commit(n);
+                            model.extend(&d[..n]);
+                        } else {
+                            model.extend(&d);
+                        }
+                    }
+                    Op::Read(n) => {
+                        let mut out = vec![0; n];
+                        let before = model.len();
+                        let k = r.pop(&mut out);
+                        prop_assert_eq!(k, n.min(before));
+                        let want: Vec<u8> = model.drain(..k).collect();
+                        prop_assert_eq!(&out[..k], &want[..]);
+                    }
+                    Op::Lend(n) => {
+                        let mut got = Vec::new();
+                        for s in r.slices() {
+                            let k = s.len().min(n - got.len());
+                            got.extend_from_slice(&s[..k]);
+                        }
+                        r.consume(got.len());
+                        let want: Vec<u8> = model.drain(..got.len()).collect();
+                        prop_assert_eq!(got, want);
+                    }
+                }
+                prop_assert_eq!(r.len(), model.len());
+                prop_assert!(r.len() <= r.capacity());
+            }
+            let mut out = vec![0; 64 * 1024];
+            let k = r.pop(&mut out);
+            prop_assert_eq!(&out[..k], &model.iter().copied().collect::<Vec<_>>()[..]);
+            prop_assert!(r.is_empty());
+        }
+    }
+}
