@@ -13,9 +13,10 @@
 //! frames, in order, then the ring's bytes.
 //!
 //! Memory: the window counts payload bytes, as with the ring alone; an adopted
-//! frame holds its whole buffer, so a frame is adopted only if its payload fills
-//! at least half of it ([`RecvBuf::adoptable`]). What the buffers hold is at most
-//! twice the window, and [`RecvBuf::storage`] reports it.
+//! frame holds its whole buffer, so frames are adopted only while the buffers
+//! held stay within twice the capacity ([`RecvBuf::adoptable`]); past that they
+//! are copied. With the ring's storage (at most the capacity) a connection
+//! holds at most three times its window; [`RecvBuf::storage`] reports it.
 //!
 //! Adoption has two steps because the payload is borrowed from the frame while
 //! TCP processes the segment: [`RecvBuf::adopt`] accounts the bytes (they are
@@ -151,12 +152,15 @@ impl RecvBuf {
 
     /// True if `len` in-order payload bytes in a frame of `frame.storage` bytes
     /// may be adopted now: the ring is empty (the caller knows nothing waits
-    /// out of order), the payload is large, fills half the buffer and fits.
+    /// out of order), the payload is large and fits, and the buffers held stay
+    /// within twice the capacity (frames from a backend with large fixed
+    /// buffers may carry much less than they hold; past the bound they are
+    /// copied, as Linux collapses socket buffers under memory pressure).
     pub(crate) fn adoptable(&self, frame: &OwnedFrame, len: usize) -> bool {
         self.ring.is_empty()
             && len >= ADOPT_MIN
-            && len.saturating_mul(2) >= frame.storage
             && len <= self.free()
+            && self.held_storage.saturating_add(frame.storage) <= self.cap.saturating_mul(2)
     }
 
     /// Accounts `range` of the frame being processed as readable; the frame
@@ -323,6 +327,37 @@ mod tests {
         assert_eq!(r.free(), 2000, "write_at does not make bytes readable");
         r.commit(2000);
         assert_eq!(r.free(), 0);
+    }
+
+    #[test]
+    fn held_storage_bounded_by_twice_the_capacity() {
+        // 3000-byte payloads in 20 KiB buffers (a backend with large fixed
+        // buffers): kept while the buffers held stay within 2 x 32 KiB.
+        let mut r = RecvBuf::new(32 * 1024);
+        let mut kept = 0;
+        for i in 0..10u8 {
+            let mut buf = PacketBuf::with_headroom(128, 20 * 1024);
+            buf.extend_from_slice(&[i; 3054]);
+            let s = buf.as_slice();
+            let of = OwnedFrame {
+                addr: s.as_ptr().addr(),
+                len: s.len(),
+                storage: buf.storage(),
+            };
+            let data = &s[54..];
+            if r.adoptable(&of, data.len()) {
+                r.adopt(of.range_of(data).unwrap());
+                r.fill(buf);
+                kept += 1;
+            } else {
+                let n = r.write_at(0, data);
+                r.commit(n);
+            }
+            // Held buffers within 2 x capacity, the ring's storage within 1 x.
+            assert!(r.storage() <= 3 * r.capacity(), "{}", r.storage());
+        }
+        assert_eq!(kept, 3, "64 KiB holds three 20.1 KiB buffers");
+        assert_eq!(r.len(), 30_000);
     }
 
     #[derive(Debug, Clone)]
