@@ -87,7 +87,24 @@ impl SendBuf {
     }
 
     /// Copies as much of `data` as fits; returns how much.
+    #[inline]
     pub fn push(&mut self, data: &[u8]) -> usize {
+        // The common case, inlined into the caller: a write that fits the tail's
+        // spare room (and the capacity) is one copy and two additions. A new
+        // chunk or the capacity limit take the general path.
+        let n = data.len();
+        if n <= self.tail.capacity() - self.tail.len() && n <= self.free() {
+            self.tail.extend_from_slice(data);
+            self.len += n;
+            return n;
+        }
+        self.push_slow(data)
+    }
+
+    /// [`SendBuf::push`] that needs a new tail chunk or stops at the capacity.
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(self.free());
         let mut rest = data.get(..n).unwrap_or_default();
         while !rest.is_empty() {
@@ -125,9 +142,17 @@ impl SendBuf {
     /// Moves the tail's bytes into a sealed chunk (its spare capacity stays with
     /// the tail).
     fn seal(&mut self) {
-        if !self.tail.is_empty() {
-            self.chunks.push_back(self.tail.split().freeze());
+        if self.tail.is_empty() {
+            return;
         }
+        // A full tail is frozen whole (no shared header to allocate, as
+        // splitting one off needs); a partly filled one keeps its spare room.
+        let sealed = if self.tail.len() == self.tail.capacity() {
+            std::mem::take(&mut self.tail)
+        } else {
+            self.tail.split()
+        };
+        self.chunks.push_back(sealed.freeze());
     }
 
     /// Drops `n` bytes from the front (clamped to the length); frees the chunks
