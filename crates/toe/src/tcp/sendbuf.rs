@@ -345,5 +345,59 @@ mod tests {
                 }
             }
         }
+
+        /// Short writes (the inlined path of `push`) mixed with handed-over
+        /// buffers, acknowledgements and reads, in a buffer small enough that
+        /// writes keep meeting the capacity and chunk ends: a byte deque that
+        /// never holds more than the capacity, and a write that fits the tail's
+        /// room neither allocates nor seals a chunk.
+        #[test]
+        fn short_writes_behave_like_a_deque(
+            ops in proptest::collection::vec((0u8..8, 0usize..200, 0usize..1500), 0..300)
+        ) {
+            let cap = 2500;
+            let mut b = SendBuf::new(cap);
+            let mut model = std::collections::VecDeque::new();
+            let mut next = 0u8;
+            for (op, n, off) in ops {
+                let mut data = |n: usize| -> Vec<u8> {
+                    (0..n).map(|_| { next = next.wrapping_add(1); next }).collect()
+                };
+                match op {
+                    0..=3 => {
+                        let d = data(n);
+                        let room = b.tail.capacity() - b.tail.len();
+                        let fits = n <= room && n <= b.free();
+                        let (tail_cap, sealed) = (b.tail.capacity(), b.chunks.len());
+                        let k = b.push(&d);
+                        prop_assert_eq!(k, n.min(cap - model.len()));
+                        model.extend(&d[..k]);
+                        if fits {
+                            prop_assert_eq!(b.tail.capacity(), tail_cap);
+                            prop_assert_eq!(b.chunks.len(), sealed);
+                        }
+                    }
+                    4 => {
+                        let d = data(COPY_BELOW + off);
+                        let k = b.push_bytes(Bytes::from(d.clone()));
+                        prop_assert_eq!(k, d.len().min(cap - model.len()));
+                        model.extend(&d[..k]);
+                    }
+                    5 | 6 => {
+                        b.consume(n);
+                        model.drain(..n.min(model.len()));
+                    }
+                    _ => {
+                        let mut out = vec![0; n];
+                        let k = b.peek(off, &mut out);
+                        let want: Vec<u8> = model.iter().skip(off).take(n).copied().collect();
+                        prop_assert_eq!(&out[..k], &want[..]);
+                    }
+                }
+                prop_assert!(b.len() <= cap);
+                prop_assert_eq!(b.len(), model.len());
+                prop_assert_eq!(all(&b), model.iter().copied().collect::<Vec<u8>>());
+            }
+        }
     }
 }
