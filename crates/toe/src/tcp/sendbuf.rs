@@ -101,8 +101,9 @@ impl SendBuf {
         self.push_slow(data)
     }
 
-    /// [`SendBuf::push`] that needs a new tail chunk or stops at the capacity.
-    #[cold]
+    /// [`SendBuf::push`] that needs a new tail chunk or stops at the capacity:
+    /// once a chunk for short writes, out of line so that the common case stays
+    /// small enough to inline.
     #[inline(never)]
     fn push_slow(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(self.free());
