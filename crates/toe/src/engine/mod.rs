@@ -306,10 +306,19 @@ impl Engine {
     fn mark_ready(&mut self, idx: usize) {
         if let Some(slot) = self.slots.get_mut(idx)
             && slot.conn.is_some()
-            && !slot.queued
         {
-            slot.queued = true;
-            self.ready.push_back(idx);
+            Engine::enqueue(&mut self.ready, &mut slot.queued, idx);
+        }
+    }
+
+    /// Queues connection `idx` for transmission unless its slot's `queued` flag
+    /// says it already is: on the per-write path, a flag test (taking the
+    /// fields, so that a caller holding the connection can use it).
+    #[inline]
+    fn enqueue(ready: &mut VecDeque<usize>, queued: &mut bool, idx: usize) {
+        if !*queued {
+            *queued = true;
+            ready.push_back(idx);
         }
     }
 

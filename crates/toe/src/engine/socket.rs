@@ -321,18 +321,45 @@ impl Engine {
     /// Queues `data` for sending; returns how many bytes the send buffer took.
     /// Allowed before the handshake completes (the data waits).
     pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, Error> {
-        let c = self.handle_conn_mut(h)?;
-        if let Some(r) = c.close_reason() {
-            return Err(reason_error(r).unwrap_or(Error::Closed));
-        }
+        self.send_with(h, data.is_empty(), |c| c.send(data))
+    }
+
+    /// The per-write path of [`Engine::tcp_send`] and [`Engine::tcp_send_bytes`]:
+    /// one slot lookup, one state test, `push` into the send buffer (its bytes
+    /// taken), a flag test to queue the connection for output. Nagle and
+    /// everything else wait for output.
+    #[inline(always)]
+    fn send_with(
+        &mut self,
+        h: SocketHandle,
+        empty: bool,
+        push: impl FnOnce(&mut Conn) -> usize,
+    ) -> Result<usize, Error> {
+        let idx = h.index as usize;
+        let slot = self
+            .slots
+            .get_mut(idx)
+            .filter(|s| s.generation == h.generation)
+            .ok_or(Error::InvalidHandle)?;
+        let c = slot
+            .conn
+            .as_mut()
+            .filter(|c| !c.app_closed)
+            .ok_or(Error::InvalidHandle)?;
         if !c.can_send() {
-            return Err(Error::Closed);
+            // Closed: say why.
+            let why = c.close_reason().and_then(reason_error);
+            return Err(why.unwrap_or(Error::Closed));
         }
-        let n = c.send(data);
-        if n == 0 && !data.is_empty() {
+        // Nothing fits exactly when the buffer is full (a send takes as much as
+        // fits). Queued before the copy, so that nothing but the buffer is live
+        // across it.
+        if c.tx.free() == 0 && !empty {
             return Err(Error::WouldBlock);
         }
-        self.wake(h);
+        Engine::enqueue(&mut self.ready, &mut slot.queued, idx);
+        let n = push(c);
+        debug_assert!(n > 0 || empty);
         Ok(n)
     }
 
@@ -475,20 +502,7 @@ impl Engine {
     /// it if there is room; send the rest, `data.slice(n..)`, later). Buffers
     /// shorter than [`COPY_BELOW`](crate::tcp::sendbuf::COPY_BELOW) are copied.
     pub fn tcp_send_bytes(&mut self, h: SocketHandle, data: Bytes) -> Result<usize, Error> {
-        let c = self.handle_conn_mut(h)?;
-        if let Some(r) = c.close_reason() {
-            return Err(reason_error(r).unwrap_or(Error::Closed));
-        }
-        if !c.can_send() {
-            return Err(Error::Closed);
-        }
-        let empty = data.is_empty();
-        let n = c.send_bytes(data);
-        if n == 0 && !empty {
-            return Err(Error::WouldBlock);
-        }
-        self.wake(h);
-        Ok(n)
+        self.send_with(h, data.is_empty(), |c| c.send_bytes(data))
     }
 
     /// [`Engine::tcp_recv`] without a copy: lends the received bytes to `read`

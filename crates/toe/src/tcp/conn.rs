@@ -269,6 +269,7 @@ impl Conn {
     }
 
     /// Appends to the send buffer (SEND); returns the bytes taken.
+    #[inline]
     pub fn send(&mut self, data: &[u8]) -> usize {
         self.tx.push(data)
     }

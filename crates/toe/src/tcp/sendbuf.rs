@@ -87,7 +87,25 @@ impl SendBuf {
     }
 
     /// Copies as much of `data` as fits; returns how much.
+    #[inline]
     pub fn push(&mut self, data: &[u8]) -> usize {
+        // The common case, inlined into the caller: a write that fits the tail's
+        // spare room (and the capacity) is one copy and two additions. A new
+        // chunk or the capacity limit take the general path.
+        let n = data.len();
+        if n <= self.tail.capacity() - self.tail.len() && n <= self.free() {
+            self.tail.extend_from_slice(data);
+            self.len += n;
+            return n;
+        }
+        self.push_slow(data)
+    }
+
+    /// [`SendBuf::push`] that needs a new tail chunk or stops at the capacity:
+    /// once a chunk for short writes, out of line so that the common case stays
+    /// small enough to inline.
+    #[inline(never)]
+    fn push_slow(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(self.free());
         let mut rest = data.get(..n).unwrap_or_default();
         while !rest.is_empty() {
@@ -125,9 +143,17 @@ impl SendBuf {
     /// Moves the tail's bytes into a sealed chunk (its spare capacity stays with
     /// the tail).
     fn seal(&mut self) {
-        if !self.tail.is_empty() {
-            self.chunks.push_back(self.tail.split().freeze());
+        if self.tail.is_empty() {
+            return;
         }
+        // A full tail is frozen whole (no shared header to allocate, as
+        // splitting one off needs); a partly filled one keeps its spare room.
+        let sealed = if self.tail.len() == self.tail.capacity() {
+            std::mem::take(&mut self.tail)
+        } else {
+            self.tail.split()
+        };
+        self.chunks.push_back(sealed.freeze());
     }
 
     /// Drops `n` bytes from the front (clamped to the length); frees the chunks
@@ -318,6 +344,60 @@ mod tests {
                 if model.is_empty() {
                     prop_assert_eq!(b.storage(), 0);
                 }
+            }
+        }
+
+        /// Short writes (the inlined path of `push`) mixed with handed-over
+        /// buffers, acknowledgements and reads, in a buffer small enough that
+        /// writes keep meeting the capacity and chunk ends: a byte deque that
+        /// never holds more than the capacity, and a write that fits the tail's
+        /// room neither allocates nor seals a chunk.
+        #[test]
+        fn short_writes_behave_like_a_deque(
+            ops in proptest::collection::vec((0u8..8, 0usize..200, 0usize..1500), 0..300)
+        ) {
+            let cap = 2500;
+            let mut b = SendBuf::new(cap);
+            let mut model = std::collections::VecDeque::new();
+            let mut next = 0u8;
+            for (op, n, off) in ops {
+                let mut data = |n: usize| -> Vec<u8> {
+                    (0..n).map(|_| { next = next.wrapping_add(1); next }).collect()
+                };
+                match op {
+                    0..=3 => {
+                        let d = data(n);
+                        let room = b.tail.capacity() - b.tail.len();
+                        let fits = n <= room && n <= b.free();
+                        let (tail_cap, sealed) = (b.tail.capacity(), b.chunks.len());
+                        let k = b.push(&d);
+                        prop_assert_eq!(k, n.min(cap - model.len()));
+                        model.extend(&d[..k]);
+                        if fits {
+                            prop_assert_eq!(b.tail.capacity(), tail_cap);
+                            prop_assert_eq!(b.chunks.len(), sealed);
+                        }
+                    }
+                    4 => {
+                        let d = data(COPY_BELOW + off);
+                        let k = b.push_bytes(Bytes::from(d.clone()));
+                        prop_assert_eq!(k, d.len().min(cap - model.len()));
+                        model.extend(&d[..k]);
+                    }
+                    5 | 6 => {
+                        b.consume(n);
+                        model.drain(..n.min(model.len()));
+                    }
+                    _ => {
+                        let mut out = vec![0; n];
+                        let k = b.peek(off, &mut out);
+                        let want: Vec<u8> = model.iter().skip(off).take(n).copied().collect();
+                        prop_assert_eq!(&out[..k], &want[..]);
+                    }
+                }
+                prop_assert!(b.len() <= cap);
+                prop_assert_eq!(b.len(), model.len());
+                prop_assert_eq!(all(&b), model.iter().copied().collect::<Vec<u8>>());
             }
         }
     }
