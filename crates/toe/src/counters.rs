@@ -143,4 +143,7 @@ pub struct Counters {
     /// Out-of-order segments dropped because the engine's out-of-order budget
     /// (`TcpConfig::ofo_total`) was spent.
     pub tcp_ofo_dropped: u64,
+    /// Receive buffers grown by auto-tuning (`TcpConfig::recv_autotune`), each
+    /// growth once.
+    pub tcp_rcvbuf_grown: u64,
 }

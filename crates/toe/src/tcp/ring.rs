@@ -49,6 +49,12 @@ impl Ring {
         self.cap
     }
 
+    /// Raises the capacity to `cap` (receive-window auto-tuning); a smaller
+    /// `cap` is ignored: the capacity never shrinks. Allocates nothing.
+    pub fn set_capacity(&mut self, cap: usize) {
+        self.cap = self.cap.max(cap);
+    }
+
     /// Bytes of storage allocated now.
     pub fn storage(&self) -> usize {
         self.buf.capacity()
