@@ -22,10 +22,12 @@
 //!   segments, plus twice that again in proportion to how much faster the
 //!   reading got (the sender may be in slow start and double every RTT: the
 //!   window announced now is used one RTT later), clamped to the maximum.
-//! * Growth only: the capacity never shrinks, so the right edge advertised
-//!   never moves left (RFC 7323 section 2.4, RFC 9293 section 3.8.6.2.2). When
-//!   the window left to the sender is under half the new capacity, the larger
-//!   window is announced at once instead of with the next ACK.
+//! * Growth only: the capacity never shrinks, so growth never pulls the
+//!   advertised right edge left (RFC 9293 section 3.8.6.2.2; what remains is
+//!   RFC 7323 section 2.4's retraction by less than one unit of the window
+//!   scale, from rounding the window field down). When the window left to the
+//!   sender is under half the new capacity, the larger window is announced at
+//!   once instead of with the next ACK.
 //!
 //! Memory follows the reader: a connection whose application does not read
 //! keeps its initial capacity, and storage is still only taken as bytes arrive.
@@ -65,42 +67,64 @@ pub(crate) fn initial_capacity(t: &TcpConfig, shift: u8) -> usize {
     }
 }
 
-/// A connection's auto-tuning state.
+/// A connection's auto-tuning state (kept small: every connection holds one).
 #[derive(Debug, Clone)]
 pub(crate) struct RcvTune {
-    /// The capacity may grow up to this (`recv_buffer`, or what the window
-    /// field can say); nothing is measured once the receive buffer has it.
-    max: usize,
-    /// Segment size for the headroom (our MSS).
-    mss: usize,
     /// The receiver's RTT estimate in nanoseconds; 0 until the first sample.
     rtt: u64,
-    /// The window measurement under way: it ends when RCV.NXT reaches the
-    /// sequence number; it began at the instant.
-    win: Option<(Seq, Instant)>,
-    /// The TSecr of the last timestamp sample (one sample per echoed value).
-    last_tsecr: Option<u32>,
+    /// When the window measurement under way began (if `win_on`).
+    win_at: Instant,
+    /// When the current read measurement began (if `mark_on`).
+    mark_at: Instant,
+    /// The capacity may grow up to this (`recv_buffer`, or what the window
+    /// field can say); nothing is measured once the receive buffer has it.
+    max: u32,
+    /// Segment size for the headroom (our MSS).
+    mss: u32,
     /// The bytes read in the last measurement that read more than the one
     /// before it (Linux's `rcvq_space.space`).
-    space: usize,
-    /// Where the current measurement began: the sequence number of the next
-    /// byte the application will read, and when.
-    mark: Option<(Seq, Instant)>,
+    space: u32,
+    /// The TSecr of the last timestamp sample (if `tsecr_on`): one sample per
+    /// echoed value.
+    last_tsecr: u32,
+    /// The window measurement ends when RCV.NXT reaches this (if `win_on`).
+    win_end: Seq,
+    /// The sequence number of the next byte the application was to read when
+    /// the read measurement began (if `mark_on`).
+    mark_seq: Seq,
+    tsecr_on: bool,
+    win_on: bool,
+    mark_on: bool,
 }
+
+/// The largest window a window field can say (65,535 << 14), which also keeps
+/// every byte count here in 32 bits.
+const MAX_WINDOW: usize = 65_535 << 14;
 
 impl RcvTune {
     /// Tuning from `initial` capacity up to `t.recv_buffer`, with our MSS `mss`.
     pub fn new(t: &TcpConfig, initial: usize, mss: u16) -> RcvTune {
         let mss = usize::from(mss).max(1);
+        let space = (initial / 2).min(INITIAL_SPACE_SEGS * mss).max(1);
         RcvTune {
-            max: t.recv_buffer,
-            mss,
             rtt: 0,
-            win: None,
-            last_tsecr: None,
-            space: (initial / 2).min(INITIAL_SPACE_SEGS * mss).max(1),
-            mark: None,
+            win_at: Instant::ZERO,
+            mark_at: Instant::ZERO,
+            max: t.recv_buffer.min(MAX_WINDOW) as u32,
+            mss: mss as u32,
+            space: space as u32,
+            last_tsecr: 0,
+            win_end: Seq(0),
+            mark_seq: Seq(0),
+            tsecr_on: false,
+            win_on: false,
+            mark_on: false,
         }
+    }
+
+    /// The most the capacity may grow to.
+    fn max(&self) -> usize {
+        self.max as usize
     }
 
     /// The receiver's RTT estimate, if it has one.
@@ -128,20 +152,20 @@ impl RcvTune {
     /// beat the previous figure.
     fn target(&self, copied: usize) -> usize {
         let copied = copied as u64;
-        let space = (self.space as u64).max(1);
+        let space = u64::from(self.space).max(1);
         let base = copied
             .saturating_mul(2)
-            .saturating_add((HEADROOM_SEGS * self.mss) as u64);
+            .saturating_add(HEADROOM_SEGS as u64 * u64::from(self.mss));
         let grow = base.saturating_mul(copied.saturating_sub(space)) / space;
         let want = base.saturating_add(grow.saturating_mul(2));
-        usize::try_from(want).unwrap_or(usize::MAX).min(self.max)
+        usize::try_from(want).unwrap_or(usize::MAX).min(self.max())
     }
 }
 
 impl Conn {
     /// Data arrived (after RCV.NXT moved): RTT samples for auto-tuning.
     pub(super) fn rcv_rtt_measure(&mut self, now: Instant, seg: &Segment<'_>) {
-        if seg.payload.is_empty() || self.rx.capacity() >= self.tune.max {
+        if seg.payload.is_empty() || self.rx.capacity() >= self.tune.max() {
             return;
         }
         let ts_now = self.ts_now(now);
@@ -150,26 +174,22 @@ impl Conn {
         };
         let t = &mut self.tune;
         if let Some((_, tsecr)) = seg.opts.timestamps.filter(|_| rcv.ts_ok)
-            && t.last_tsecr != Some(tsecr)
+            && !(t.tsecr_on && t.last_tsecr == tsecr)
         {
-            t.last_tsecr = Some(tsecr);
+            (t.tsecr_on, t.last_tsecr) = (true, tsecr);
             // Only full-sized segments: a small one may answer an old ACK.
             let ms = ts_now.wrapping_sub(tsecr) as i32;
             if seg.payload.len() >= rcv.seg_max && ms > 0 && ms < MAX_TS_SAMPLE_MS {
                 t.ts_sample(ms.unsigned_abs() as u64 * 1_000_000);
             }
         }
-        let start = match t.win {
-            Some((end, at)) if rcv.nxt >= end => {
-                t.win_sample(now.saturating_duration_since(at).as_nanos() as u64);
-                true
-            }
-            Some(_) => false,
-            None => true,
-        };
-        if start {
+        if t.win_on && rcv.nxt >= t.win_end {
+            t.win_sample(now.saturating_duration_since(t.win_at).as_nanos() as u64);
+            t.win_on = false;
+        }
+        if !t.win_on {
             let wnd = rcv.adv_right.since(rcv.nxt);
-            t.win = (wnd > 0).then(|| (rcv.nxt.plus(wnd), now));
+            (t.win_on, t.win_end, t.win_at) = (wnd > 0, rcv.nxt.plus(wnd), now);
         }
     }
 
@@ -178,7 +198,7 @@ impl Conn {
     /// figure and grow the receive buffer (see the module docs).
     pub(super) fn rcv_space_adjust(&mut self, now: Instant, c: &mut Counters) {
         let t = &self.tune;
-        if t.rtt == 0 || self.rx.capacity() >= t.max {
+        if t.rtt == 0 || self.rx.capacity() >= t.max() {
             return;
         }
         let Some(rcv) = self.state.rcv() else {
@@ -187,21 +207,19 @@ impl Conn {
         let copied_seq = rcv.nxt.minus(self.rx.len());
         let t = &mut self.tune;
         // Without window scaling the window cannot say more than 64 KiB.
-        t.max = t.max.min(65_535usize << rcv.shift);
-        let Some((seq, at)) = t.mark else {
-            t.mark = Some((copied_seq, now));
-            return;
-        };
-        if now.saturating_duration_since(at).as_nanos() < u128::from(t.rtt) {
+        t.max = t.max.min(65_535u32 << rcv.shift.min(14));
+        let started = t.mark_on;
+        let (seq, at) = (t.mark_seq, t.mark_at);
+        if started && now.saturating_duration_since(at).as_nanos() < u128::from(t.rtt) {
             return;
         }
-        t.mark = Some((copied_seq, now));
+        (t.mark_on, t.mark_seq, t.mark_at) = (true, copied_seq, now);
         let copied = copied_seq.since(seq);
-        if copied <= t.space {
+        if !started || copied <= t.space as usize {
             return;
         }
         let want = t.target(copied);
-        t.space = copied;
+        t.space = copied.min(MAX_WINDOW) as u32;
         if want > self.rx.capacity() {
             self.rx.set_capacity(want);
             c.tcp_rcvbuf_grown += 1;
