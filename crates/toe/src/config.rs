@@ -59,8 +59,27 @@ impl Ipv6Cidr {
 pub struct TcpConfig {
     /// Send buffer bytes per connection.
     pub send_buffer: usize,
-    /// Receive buffer bytes per connection (the largest window advertised).
+    /// Receive buffer bytes per connection, at most: the largest window
+    /// advertised, and the one the window scale is chosen for (RFC 7323 section
+    /// 2.3). With [`TcpConfig::recv_autotune`] the buffer starts at
+    /// [`TcpConfig::recv_buffer_initial`] and grows up to this; otherwise it is
+    /// this from the start.
     pub recv_buffer: usize,
+    /// Receive buffer bytes a connection starts with when
+    /// [`TcpConfig::recv_autotune`] is on (Linux's effective initial window
+    /// from `tcp_rmem[1]`, 64 KiB). Raised to 4 KiB, and to four units of the
+    /// window scale, if smaller; at or above [`TcpConfig::recv_buffer`]
+    /// auto-tuning is off and the buffer is `recv_buffer`.
+    pub recv_buffer_initial: usize,
+    /// Receive-window auto-tuning (dynamic right-sizing, Linux's
+    /// `tcp_moderate_rcvbuf`): the receive buffer grows, from
+    /// [`TcpConfig::recv_buffer_initial`] up to [`TcpConfig::recv_buffer`], to
+    /// about twice what the application reads per round trip, so a reader that
+    /// keeps up gets the window a long path needs, and one that does not read
+    /// keeps a small buffer. The buffer never shrinks (nor does the window
+    /// advertised). Off: every connection has `recv_buffer` from the start.
+    /// Growths are counted in `tcp_rcvbuf_grown`.
+    pub recv_autotune: bool,
     /// Disable Nagle's algorithm (RFC 9293 section 3.7.4), like `TCP_NODELAY`.
     pub no_delay: bool,
     /// Offer window scaling (RFC 7323 section 2).
@@ -110,6 +129,8 @@ impl Default for TcpConfig {
         TcpConfig {
             send_buffer: 512 * 1024,
             recv_buffer: 512 * 1024,
+            recv_buffer_initial: 64 * 1024,
+            recv_autotune: true,
             no_delay: false,
             window_scaling: true,
             sack: true,

@@ -146,4 +146,7 @@ pub struct Counters {
     /// In-order segments whose payload the receive buffer kept in its frame
     /// instead of copying (`Engine::handle_frames`, `tcp::recvbuf`).
     pub tcp_rx_adopted: u64,
+    /// Receive buffers grown by auto-tuning (`TcpConfig::recv_autotune`), each
+    /// growth once.
+    pub tcp_rcvbuf_grown: u64,
 }

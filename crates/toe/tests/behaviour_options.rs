@@ -156,9 +156,10 @@ fn mss_less_the_timestamp_option_when_timestamps_are_in_use() {
 
 #[test]
 fn window_scale_offered_scales_both_directions() {
-    // The peer's shift is 3: its window field 1000 means 8000 bytes.
+    // The peer's shift is 3: its window field 1000 means 8000 bytes. The
+    // receive buffer is the whole 512 KiB from the start (no auto-tuning).
     let mut k = open(
-        |_| {},
+        |c| c.tcp.recv_autotune = false,
         &[O::MaximumSegmentSize(1000), O::Noop, O::WindowScale(3)],
         10_000,
     );

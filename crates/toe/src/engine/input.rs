@@ -538,7 +538,8 @@ impl Engine {
         let ts_offset = self.cookies.ts_offset(local, remote);
         let ts = (now.as_millis() as u32).wrapping_add(ts_offset);
         let opts = Conn::cookie_syn_options(&params, &seg.opts, ts);
-        let wnd = params.tcp.recv_buffer.min(65_535) as u16;
+        let shift = Conn::our_shift(&params);
+        let wnd = crate::tcp::autotune::initial_capacity(&params.tcp, shift).min(65_535) as u16;
         let ack = seg.seq.plus(1);
         self.counters.tcp_syncookies_sent += 1;
         self.send_syn_ack_stateless(mac, local, remote, iss, ack.0, wnd, &opts);

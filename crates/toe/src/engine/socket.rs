@@ -126,6 +126,10 @@ pub struct TcpInfo {
     pub retransmits: u32,
     /// Bytes waiting to be read.
     pub recv_queue: usize,
+    /// The receive buffer's capacity now, the most the advertised window can
+    /// be: [`crate::TcpConfig::recv_buffer_initial`], grown by auto-tuning up
+    /// to [`crate::TcpConfig::recv_buffer`] (or that from the start).
+    pub recv_window_cap: usize,
     /// Bytes in the send buffer (unacknowledged and unsent).
     pub send_queue: usize,
 }
@@ -470,6 +474,7 @@ impl Engine {
             unacked: snd.map_or(0, |s| s.outstanding()),
             retransmits: snd.map_or(0, |s| s.retries),
             recv_queue: c.rx.len(),
+            recv_window_cap: c.rx.capacity(),
             send_queue: c.tx.len(),
         })
     }

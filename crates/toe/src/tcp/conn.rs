@@ -60,6 +60,8 @@ pub(crate) struct Conn {
     /// A challenge ACK (RFC 5961) is wanted; the engine sends it if its rate
     /// limit allows (RFC 5961 section 7).
     pub challenge_pending: bool,
+    /// Receive-window auto-tuning (`tcp::autotune`).
+    pub tune: super::autotune::RcvTune,
 }
 
 impl Conn {
@@ -70,12 +72,14 @@ impl Conn {
         params: ConnParams,
         ts_offset: u32,
     ) -> Conn {
+        let rcv_cap = super::autotune::initial_capacity(&params.tcp, Conn::our_shift(&params));
         Conn {
             local,
             remote,
             state,
             tx: SendBuf::new(params.tcp.send_buffer),
-            rx: RecvBuf::new(params.tcp.recv_buffer),
+            rx: RecvBuf::new(rcv_cap),
+            tune: super::autotune::RcvTune::new(&params.tcp, rcv_cap, params.mtu_mss),
             asm: Assembler::new(),
             no_delay: params.tcp.no_delay,
             params,
@@ -96,8 +100,10 @@ impl Conn {
         (now.as_millis() as u32).wrapping_add(self.ts_offset)
     }
 
-    /// The window scale shift that lets the receive buffer be advertised whole.
-    fn our_shift(buf: usize) -> u8 {
+    /// The window scale shift that lets the receive buffer, grown to its most,
+    /// be advertised whole.
+    pub(crate) fn our_shift(params: &ConnParams) -> u8 {
+        let buf = params.tcp.recv_buffer;
         let mut s = 0u8;
         while s < linerate_wire::tcp::options::MAX_WINDOW_SCALE && (buf >> s) > 65_535 {
             s += 1;
@@ -110,7 +116,7 @@ impl Conn {
         let t = &params.tcp;
         SynOptions {
             mss: Some(params.mtu_mss),
-            window_scale: t.window_scaling.then(|| Conn::our_shift(t.recv_buffer)),
+            window_scale: t.window_scaling.then(|| Conn::our_shift(params)),
             sack_permitted: t.sack,
             timestamps: t.timestamps.then_some((tsval, 0)),
         }

@@ -313,6 +313,7 @@ impl Conn {
                 return rst;
             }
             self.process_text(now, seg, c);
+            self.rcv_rtt_measure(now, seg);
         }
         // Eighth: FIN.
         if text_ok && seg.has(Flags::FIN) {

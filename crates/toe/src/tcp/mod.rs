@@ -9,9 +9,12 @@
 //! * `conn`: the connection (buffers, state, timers, application operations).
 //! * `keepalive`: keep-alive probes (RFC 9293 section 3.8.4, RFC 1122 section
 //!   4.2.3.6), off unless asked for.
+//! * `autotune`: receive-window auto-tuning (dynamic right-sizing, Linux's
+//!   `tcp_rcv_space_adjust`).
 //! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`recvbuf`], [`ring`], [`pool`], [`sendbuf`], [`seq`]: the parts.
 
 pub mod assembler;
+pub(crate) mod autotune;
 pub mod cc;
 pub(crate) mod conn;
 pub(crate) mod cookie;

@@ -48,6 +48,7 @@ impl Conn {
         c: &mut Counters,
     ) -> Option<Outgoing> {
         let ts_now = self.ts_now(now);
+        self.rcv_space_adjust(now, c);
         let free = self.rx.free();
         if self.send_rst {
             self.send_rst = false;

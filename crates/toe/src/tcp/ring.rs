@@ -1,4 +1,4 @@
-//! A byte ring of fixed logical capacity whose storage grows on demand: the
+//! A byte ring of bounded logical capacity whose storage grows on demand: the
 //! receive buffer.
 //!
 //! The receive buffer keeps in-order bytes the application has not read, and
@@ -49,7 +49,8 @@ impl Ring {
         self.cap
     }
 
-    /// Raises the capacity to `cap` (never lowers it).
+    /// Raises the capacity to `cap` (receive-window auto-tuning); a smaller
+    /// `cap` is ignored: the capacity never shrinks. Allocates nothing.
     pub fn set_capacity(&mut self, cap: usize) {
         self.cap = self.cap.max(cap);
     }
