@@ -146,4 +146,11 @@ pub struct Counters {
     /// In-order segments whose payload the receive buffer kept in its frame
     /// instead of copying (`Engine::handle_frames`, `tcp::recvbuf`).
     pub tcp_rx_adopted: u64,
+    /// Tail loss probes sent (RFC 8985 section 7; Linux's TCPLossProbes).
+    pub tcp_tlp_probes: u64,
+    /// Segments RACK found lost (RFC 8985 section 6), retransmissions included.
+    pub tcp_rack_lost: u64,
+    /// RTT samples not taken because the timestamp echo of an ACK for
+    /// retransmitted data was older than the retransmission (the original's).
+    pub tcp_rtt_spurious_skipped: u64,
 }

@@ -19,6 +19,7 @@ pub(crate) mod input;
 pub(crate) mod keepalive;
 mod output;
 pub mod pool;
+pub(crate) mod rack;
 pub mod recvbuf;
 pub mod ring;
 pub mod rtt;
