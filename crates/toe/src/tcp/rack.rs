@@ -165,6 +165,18 @@ impl Rack {
         if end <= seq {
             return;
         }
+        // New data right after the previous transmission, in the same instant:
+        // one burst, ordered within by sequence like a GSO super-segment.
+        if let Some(last) = self.log.back_mut()
+            && last.end == seq
+            && last.order == self.order
+            && last.at == now
+            && !last.retrans
+            && !last.lost
+        {
+            last.end = end;
+            return;
+        }
         self.order += 1;
         let x = Xmit {
             start: seq,
@@ -698,6 +710,30 @@ mod tests {
         assert_eq!((lost, wait), (1000, None));
         // In flight: 10 sent, 1 SACKed, 5 lost.
         assert_eq!(r.pipe(&sb, Seq(0), Seq(10_000)), 4000);
+    }
+
+    #[test]
+    fn a_burst_is_one_range_split_where_the_latest_delivery_ends() {
+        let mut r = Rack::default();
+        for k in 0..10u32 {
+            r.on_send(Seq(k * 1000), Seq((k + 1) * 1000), ms(0), 0);
+        }
+        assert_eq!(r.log.len(), 1);
+        let mut sb = Scoreboard::new();
+        sb.update_with(Seq(0), Seq(10_000), &[(1000, 5000)], |l, h| {
+            r.on_sacked(l, h, ms(10))
+        });
+        // Only segment 0, below the delivered part, was sent before it.
+        let (lost, wait) = r.detect(ms(10), &sb, Seq(10_000), Duration::ZERO);
+        assert_eq!((lost, wait), (1000, None));
+        assert_eq!(r.next_lost(&sb, Seq(10_000)), Some((Seq(0), Seq(1000))));
+        assert_eq!(r.pipe(&sb, Seq(0), Seq(10_000)), 5000);
+        // A retransmission in the same instant is a later transmission: new data
+        // after it is not merged into the burst before it.
+        r.on_send(Seq(0), Seq(1000), ms(0), 0);
+        r.on_send(Seq(10_000), Seq(11_000), ms(0), 0);
+        let orders: Vec<u64> = r.log.iter().map(|x| x.order).collect();
+        assert_eq!(orders, vec![2, 1, 1, 3]);
     }
 
     #[test]
