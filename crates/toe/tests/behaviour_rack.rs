@@ -38,7 +38,7 @@ fn established(sack: bool, ts: bool) -> Peer {
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
     let port = r.e.tcp_addrs(c).unwrap().0.port();
-    r.now = r.now + RTT;
+    r.now += RTT;
     let mut opts = vec![O::MaximumSegmentSize(MSS as u16)];
     if sack {
         opts.push(O::SelectiveAcknowledgementPermitted);
@@ -124,7 +124,7 @@ impl Peer {
     }
 
     fn later(&mut self, d: Duration) {
-        self.r.now = self.r.now + d;
+        self.r.now += d;
     }
 
     /// Segment index of a data segment.
