@@ -494,6 +494,7 @@ fn process_ack(
     let seg_wnd = usize::from(seg.wnd) << snd.shift;
     let blocks = seg.sack.as_slice();
     let new_sack = snd.sack_ok
+        && !blocks.is_empty()
         && snd.sack.update_with(snd.una, snd.max, blocks, |l, r| {
             snd.rack.on_sacked(l, r, now)
         });

@@ -137,7 +137,7 @@ impl Conn {
                         c.tcp_tlp_probes += 1;
                     } else if !ch.retransmit {
                         // RFC 8985 section 7.2: new data (re)starts the probe timer.
-                        snd.arm_pto(now, delack);
+                        snd.arm_pto_after_send(now, delack);
                     }
                 }
                 ch

@@ -96,6 +96,10 @@ pub(crate) struct Rack {
     pub reo_at: Option<Instant>,
     /// Probe timer (RFC 8985 section 7.2).
     pub pto_at: Option<Instant>,
+    /// When `pto_at` was last computed (a burst re-arms it once).
+    pto_from: Instant,
+    /// It was computed for a single segment in flight.
+    pto_single: bool,
     /// A probe is to be sent now.
     pub tlp_due: bool,
     /// TLP.end_seq: SND.MAX after the probe, until its outcome is known.
@@ -121,6 +125,8 @@ impl Default for Rack {
             by_retrans: false,
             reo_at: None,
             pto_at: None,
+            pto_from: Instant::ZERO,
+            pto_single: false,
             tlp_due: false,
             tlp_end: None,
             tlp_retrans: false,
@@ -161,10 +167,8 @@ pub(crate) fn dsack(blocks: &[(u32, u32)], ack: Seq) -> Option<(Seq, Seq)> {
 
 impl Rack {
     /// Records a transmission of `[seq, end)` at `now` carrying `tsval`.
+    #[inline]
     pub fn on_send(&mut self, seq: Seq, end: Seq, now: Instant, tsval: u32) {
-        if end <= seq {
-            return;
-        }
         // New data right after the previous transmission, in the same instant:
         // one burst, ordered within by sequence like a GSO super-segment.
         if let Some(last) = self.log.back_mut()
@@ -173,8 +177,16 @@ impl Rack {
             && last.at == now
             && !last.retrans
             && !last.lost
+            && end > seq
         {
             last.end = end;
+            return;
+        }
+        self.on_send_new(seq, end, now, tsval);
+    }
+
+    fn on_send_new(&mut self, seq: Seq, end: Seq, now: Instant, tsval: u32) {
+        if end <= seq {
             return;
         }
         self.order += 1;
@@ -494,6 +506,10 @@ impl Snd {
         new_sack: bool,
         c: &mut Counters,
     ) {
+        let busy = dsack.is_some() || self.rack.tlp_end.is_some() || self.rack.advanced;
+        if !busy && self.rack.dsack_round.is_none() {
+            return;
+        }
         if self.rack.dsack_round.is_some_and(|r| self.una >= r) {
             self.rack.dsack_round = None;
         }
@@ -566,13 +582,27 @@ impl Snd {
             self.rack.pto_at = None;
             return;
         }
+        let single = self.outstanding() <= self.mss;
         let pto = match self.rtt.srtt() {
-            Some(srtt) if self.outstanding() <= self.mss => srtt * 2 + delack.max(PTO_SLACK),
+            Some(srtt) if single => srtt * 2 + delack.max(PTO_SLACK),
             Some(srtt) => srtt * 2 + PTO_SLACK,
             None => Duration::from_secs(1),
         };
+        self.rack.pto_single = single;
         let at = now + pto;
         self.rack.pto_at = Some(self.rto_at.map_or(at, |r| r.min(at)));
+        self.rack.pto_from = now;
+    }
+
+    /// [`Snd::arm_pto`] after new data went out; the rest of a burst sent in the
+    /// same instant leaves the timer as the first segment set it (unless that
+    /// one was alone in flight and got the delayed-ACK allowance).
+    pub(crate) fn arm_pto_after_send(&mut self, now: Instant, delack: Duration) {
+        let r = &self.rack;
+        if r.pto_at.is_some() && r.pto_from == now && !r.pto_single {
+            return;
+        }
+        self.arm_pto(now, delack);
     }
 
     /// A probe may be scheduled (RFC 8985 section 7.2's conditions).
