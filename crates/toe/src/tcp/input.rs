@@ -3,9 +3,10 @@
 //! SYNs, section 3 and 4; ACK acceptance bounded by MAX.SND.WND, section 5) and
 //! RFC 7323 (PAWS, section 5; TS.Recent, section 4.3; RTT from TSecr, section 4).
 //!
-//! ACK processing advances SND.UNA, samples the RTT, grows the window or runs
-//! loss recovery: entry on three duplicate ACKs or when the SACK scoreboard says
-//! the first hole is lost (RFC 6675 section 5, IsLost), exit at RecoveryPoint; a
+//! ACK processing advances SND.UNA, samples the RTT (not from an echo older than
+//! a retransmission the ACK covers), grows the window or runs loss recovery:
+//! with SACK, entry when RACK finds a range lost (RFC 8985, `tcp::rack`), without
+//! it on three duplicate ACKs; exit at RecoveryPoint (RFC 6675 section 5); a
 //! partial ACK without SACK retransmits the next segment (RFC 6582 section 3.2).
 
 use super::conn::Conn;

@@ -7,8 +7,10 @@
 //! 1. an RST after ABORT;
 //! 2. SYN or SYN-ACK (with the options of RFC 9293 section 3.7.1, RFC 7323, RFC 2018);
 //! 3. a zero-window probe when the persist timer fired (section 3.8.6.1);
-//! 4. in loss recovery, the next lost hole below the SACK-derived loss boundary,
-//!    while pipe < cwnd (RFC 6675 section 5, NextSeg rule 1 and SetPipe);
+//! 4. a tail loss probe when its timer fired (RFC 8985 section 7.3, `tcp::rack`);
+//!    in loss recovery, the lowest range RACK marked lost (with SACK), or the next
+//!    hole after three duplicate ACKs / a partial ACK (without), while pipe < cwnd
+//!    (RFC 6675 section 5, NextSeg and SetPipe; RFC 6582);
 //! 5. new data (or, after an RTO, data again from SND.UNA), limited by cwnd and the
 //!    peer's window, cut to whole segments unless it is the last of the buffer, with
 //!    Nagle (section 3.7.4) holding a small tail while data is unacknowledged and
