@@ -149,4 +149,11 @@ pub struct Counters {
     /// Receive buffers grown by auto-tuning (`TcpConfig::recv_autotune`), each
     /// growth once.
     pub tcp_rcvbuf_grown: u64,
+    /// Tail loss probes sent (RFC 8985 section 7; Linux's TCPLossProbes).
+    pub tcp_tlp_probes: u64,
+    /// Segments RACK found lost (RFC 8985 section 6), retransmissions included.
+    pub tcp_rack_lost: u64,
+    /// RTT samples not taken because the timestamp echo of an ACK for
+    /// retransmitted data was older than the retransmission (the original's).
+    pub tcp_rtt_spurious_skipped: u64,
 }

@@ -398,10 +398,10 @@ impl Conn {
             .state
             .rcv()
             .and_then(|r| if r.ack_now { None } else { r.ack_at });
-        let snd_t = self
-            .state
-            .snd()
-            .and_then(|s| earliest(s.rto_at, s.persist.map(|p| p.at)));
+        let snd_t = self.state.snd().and_then(|s| {
+            let rack = earliest(s.rack.pto_at, s.rack.reo_at);
+            earliest(earliest(s.rto_at, s.persist.map(|p| p.at)), rack)
+        });
         let own = match &self.state {
             State::SynSent(s) => s.rto_at,
             State::SynRcvd(s) => s.rto_at,
@@ -458,6 +458,7 @@ impl Conn {
         let tx_len = self.tx.len();
         let mut timed_out = false;
         if let Some(s) = self.state.snd_mut() {
+            s.on_rack_timers(now, c);
             if let Some(p) = &mut s.persist
                 && p.at <= now
             {
@@ -494,6 +495,7 @@ impl Conn {
                     s.sack.clear();
                     s.nxt = s.una;
                     s.timed = None;
+                    s.rack_on_rto();
                 }
             }
         }

@@ -3,9 +3,10 @@
 //! SYNs, section 3 and 4; ACK acceptance bounded by MAX.SND.WND, section 5) and
 //! RFC 7323 (PAWS, section 5; TS.Recent, section 4.3; RTT from TSecr, section 4).
 //!
-//! ACK processing advances SND.UNA, samples the RTT, grows the window or runs
-//! loss recovery: entry on three duplicate ACKs or when the SACK scoreboard says
-//! the first hole is lost (RFC 6675 section 5, IsLost), exit at RecoveryPoint; a
+//! ACK processing advances SND.UNA, samples the RTT (not from an echo older than
+//! a retransmission the ACK covers), grows the window or runs loss recovery:
+//! with SACK, entry when RACK finds a range lost (RFC 8985, `tcp::rack`), without
+//! it on three duplicate ACKs; exit at RecoveryPoint (RFC 6675 section 5); a
 //! partial ACK without SACK retransmits the next segment (RFC 6582 section 3.2).
 
 use super::conn::Conn;
@@ -285,10 +286,11 @@ impl Conn {
         }
         let fin_queued = self.state.fin_queued();
         let ts_now = self.ts_now(now);
+        let delack = self.params.tcp.delayed_ack;
         let mut fin_acked = false;
         if let Some((snd, rcv)) = self.state.snd_rcv_mut() {
-            let ts_ok = rcv.ts_ok;
-            match process_ack(snd, &mut self.tx, fin_queued, ts_ok, now, ts_now, seg, c) {
+            let ts = rcv.ts_ok.then_some(ts_now);
+            match process_ack(snd, &mut self.tx, fin_queued, ts, delack, now, seg, c) {
                 AckResult::Ok { fin_acked: f } => fin_acked = f,
                 AckResult::Drop => {
                     rcv.ack_now = true;
@@ -471,15 +473,17 @@ impl Conn {
 
 /// RFC 9293 section 3.10.7.4 "fifth, check the ACK field" for the states with a
 /// send space, with RFC 5961 section 5.2, RFC 6298 section 5, RFC 5681 and
-/// RFC 6675 / RFC 6582 recovery.
+/// RFC 6675 / RFC 6582 recovery; with SACK, losses are found by RACK and tails
+/// probed by TLP (RFC 8985, `tcp::rack`). `ts` is our timestamp clock now if
+/// timestamps are on; `delack` the delayed ACK assumed of the peer (TLP).
 #[allow(clippy::too_many_arguments)]
 fn process_ack(
     snd: &mut Snd,
     tx: &mut SendBuf,
     fin_queued: bool,
-    ts_ok: bool,
+    ts: Option<u32>,
+    delack: Duration,
     now: Instant,
-    ts_now: u32,
     seg: &Segment<'_>,
     c: &mut Counters,
 ) -> AckResult {
@@ -490,22 +494,36 @@ fn process_ack(
         return AckResult::Challenge;
     }
     let seg_wnd = usize::from(seg.wnd) << snd.shift;
-    let new_sack = snd.sack_ok && snd.sack.update(snd.una, snd.max, seg.sack.as_slice());
+    let blocks = seg.sack.as_slice();
+    let new_sack = snd.sack_ok
+        && !blocks.is_empty()
+        && snd.sack.update_with(snd.una, snd.max, blocks, |l, r| {
+            snd.rack.on_sacked(l, r, now)
+        });
     let mut fin_acked = false;
-    if seg.ack > snd.una {
+    let una_moved = seg.ack > snd.una;
+    if una_moved {
         let acked = seg.ack.since(snd.una);
         let data_acked = acked.min(tx.len());
         tx.consume(data_acked);
         fin_acked = fin_queued && acked > data_acked;
+        let rtx_ts = snd.rack.on_cum_ack(seg.ack, &snd.sack, now);
         snd.una = seg.ack;
         snd.nxt = snd.nxt.max(snd.una);
         snd.sack.prune(snd.una);
         snd.retries = 0;
         // RTT sample: the timestamp echo (RFC 7323 section 4) or the timed segment.
-        match seg.opts.timestamps.filter(|_| ts_ok) {
-            Some((_, tsecr)) if tsecr != 0 => {
+        // An echo older than the latest retransmission this ACK covers is the
+        // original's: the retransmission may have been spurious and the time since
+        // the original was sent is no round trip (RFC 6298 section 3, Karn), so
+        // no sample, and the backoff stays.
+        match seg.opts.timestamps.zip(ts) {
+            Some(((_, tsecr), ts_now)) if tsecr != 0 => {
                 let ms = ts_now.wrapping_sub(tsecr);
-                if (ms as i32) >= 0 {
+                if rtx_ts.is_some_and(|t| (tsecr.wrapping_sub(t) as i32) < 0) {
+                    c.tcp_rtt_spurious_skipped += 1;
+                    snd.rack.on_spurious(snd.nxt);
+                } else if (ms as i32) >= 0 {
                     snd.rtt.sample(Duration::from_millis(u64::from(ms)));
                 }
             }
@@ -526,6 +544,7 @@ fn process_ack(
                 snd.dupacks = 0;
                 let ss = snd.cc.ssthresh();
                 snd.cc.set_cwnd(ss);
+                snd.rack_recovery_ended(c);
             }
             Some(mut rec) => {
                 // Partial acknowledgement. Without SACK the next segment is taken
@@ -554,20 +573,16 @@ fn process_ack(
         // A duplicate ACK (RFC 5681 section 2).
         snd.dupacks = snd.dupacks.saturating_add(1);
     }
-    if snd.recovery.is_none() && snd.max > snd.una && snd.persist.is_none() {
-        let lost = snd.dupacks >= 3 || (new_sack && snd.sack.lost_boundary(snd.mss).is_some());
-        if lost {
-            let flight = snd.outstanding();
-            let ss = snd.cc.on_congestion(flight);
-            snd.cc.set_cwnd(ss);
-            snd.recovery = Some(Recovery {
-                recover: snd.max,
-                high_rxt: snd.una,
-                rexmit_first: true,
-            });
-            snd.timed = None;
-            c.tcp_fast_retransmits += 1;
-        }
+    if snd.sack_ok {
+        // RACK replaces the duplicate ACK count and IsLost (RFC 8985 section 6).
+        let dsack = super::rack::dsack(blocks, seg.ack);
+        snd.rack_on_ack(now, dsack, una_moved, new_sack, c);
+    } else if snd.recovery.is_none()
+        && snd.max > snd.una
+        && snd.persist.is_none()
+        && snd.dupacks >= 3
+    {
+        snd.enter_recovery(c);
     }
     // The peer answered: probing goes on for as long as it does.
     if let Some(p) = &mut snd.persist {
@@ -590,6 +605,11 @@ fn process_ack(
     } else if snd.wnd == 0 && snd.persist.is_some() {
         // The probe byte was not taken: send it again on the next probe.
         snd.nxt = snd.una;
+    }
+    if una_moved {
+        snd.arm_pto(now, delack);
+    } else if !snd.probe_allowed() {
+        snd.rack.pto_at = None;
     }
     AckResult::Ok { fin_acked }
 }

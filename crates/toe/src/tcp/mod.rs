@@ -3,7 +3,7 @@
 //! * `state`: one type per RFC 9293 section 3.3.2 state.
 //! * `input`: segment arrival (RFC 9293 section 3.10.7), with RFC 5961's
 //!   challenge ACKs, RFC 7323's PAWS, and ACK processing with RFC 6675 / RFC 6582
-//!   loss recovery.
+//!   loss recovery; `rack`: RACK-TLP loss detection and tail loss probes (RFC 8985).
 //! * `output`: what to send next (RFC 9293 section 3.8.6, Nagle per section 3.7.4,
 //!   zero-window probes per section 3.8.6.1, one super-segment per call).
 //! * `conn`: the connection (buffers, state, timers, application operations).
@@ -22,6 +22,7 @@ pub(crate) mod input;
 pub(crate) mod keepalive;
 mod output;
 pub mod pool;
+pub(crate) mod rack;
 pub mod recvbuf;
 pub mod ring;
 pub mod rtt;

@@ -7,8 +7,10 @@
 //! 1. an RST after ABORT;
 //! 2. SYN or SYN-ACK (with the options of RFC 9293 section 3.7.1, RFC 7323, RFC 2018);
 //! 3. a zero-window probe when the persist timer fired (section 3.8.6.1);
-//! 4. in loss recovery, the next lost hole below the SACK-derived loss boundary,
-//!    while pipe < cwnd (RFC 6675 section 5, NextSeg rule 1 and SetPipe);
+//! 4. a tail loss probe when its timer fired (RFC 8985 section 7.3, `tcp::rack`);
+//!    in loss recovery, the lowest range RACK marked lost (with SACK), or the next
+//!    hole after three duplicate ACKs / a partial ACK (without), while pipe < cwnd
+//!    (RFC 6675 section 5, NextSeg and SetPipe; RFC 6582);
 //! 5. new data (or, after an RTO, data again from SND.UNA), limited by cwnd and the
 //!    peer's window, cut to whole segments unless it is the last of the buffer, with
 //!    Nagle (section 3.7.4) holding a small tail while data is unacknowledged and
@@ -37,6 +39,8 @@ struct Chosen {
     len: usize,
     fin: bool,
     retransmit: bool,
+    /// A tail loss probe (RFC 8985 section 7.3).
+    tlp: bool,
 }
 
 impl Conn {
@@ -118,6 +122,7 @@ impl Conn {
         let tx_len = self.tx.len();
         let free = self.rx.free();
         let no_delay = self.no_delay;
+        let delack = self.params.tcp.delayed_ack;
         let mut mss = 0;
         let mut una = Seq(0);
         let chosen = match self.state.snd_mut() {
@@ -125,10 +130,18 @@ impl Conn {
                 mss = snd.mss;
                 let ch = choose(snd, tx_len, fin_queued, max_data, no_delay, now);
                 una = snd.una;
-                if let Some(ch) = ch
-                    && ch.retransmit
-                {
-                    c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
+                if let Some(ch) = ch {
+                    if ch.retransmit {
+                        c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
+                    }
+                    let end = ch.seq.plus(ch.len + usize::from(ch.fin));
+                    snd.rack.on_send(ch.seq, end, now, ts_now);
+                    if ch.tlp {
+                        c.tcp_tlp_probes += 1;
+                    } else if !ch.retransmit {
+                        // RFC 8985 section 7.2: new data (re)starts the probe timer.
+                        snd.arm_pto_after_send(now, delack);
+                    }
                 }
                 ch
             }
@@ -270,11 +283,65 @@ fn choose(
             len,
             fin,
             retransmit,
+            tlp: false,
         });
     }
-    // 4. Loss recovery: retransmit the next lost hole while pipe < cwnd.
+    // 3b. A tail loss probe, when its timer fired (RFC 8985 section 7.3).
+    if let Some((seq, len, fin, retransmit)) = snd.take_probe(data_end, fin_queued) {
+        if snd.rto_at.is_none() {
+            snd.rto_at = Some(now + snd.rtt.rto());
+        }
+        return Some(Chosen {
+            seq,
+            len,
+            fin,
+            retransmit,
+            tlp: true,
+        });
+    }
+    // 4. Loss recovery with SACK: the lowest range RACK marked lost, while
+    // pipe < cwnd (RFC 6675 section 5 NextSeg and SetPipe, with RACK's marks
+    // for IsLost).
     let mut room = None;
-    if let Some(mut rec) = snd.recovery {
+    if snd.sack_ok
+        && let Some(mut rec) = snd.recovery
+    {
+        let pipe = snd.rack.pipe(&snd.sack, snd.una, snd.nxt);
+        let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
+        if (cwnd_room > 0 || rec.rexmit_first)
+            && let Some((start, hole_end)) = snd.rack.next_lost(&snd.sack, snd.nxt)
+        {
+            let cwnd_room = if rec.rexmit_first {
+                cwnd_room.max(mss)
+            } else {
+                cwnd_room
+            };
+            let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
+            if len > mss {
+                len = len / mss * mss;
+            }
+            let data_len = len.min(data_end.since(start));
+            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
+            if data_len > 0 || fin {
+                rec.rexmit_first = false;
+                rec.high_rxt = rec.high_rxt.max(start.plus(data_len + usize::from(fin)));
+                snd.recovery = Some(rec);
+                if snd.rto_at.is_none() {
+                    snd.rto_at = Some(now + snd.rtt.rto());
+                }
+                return Some(Chosen {
+                    seq: start,
+                    len: data_len,
+                    fin,
+                    retransmit: true,
+                    tlp: false,
+                });
+            }
+        }
+        room = Some(cwnd_room);
+    }
+    // 4 (without SACK). Loss recovery: retransmit the next lost hole while pipe < cwnd.
+    if let Some(mut rec) = snd.recovery.filter(|_| !snd.sack_ok) {
         let end = lost_end(snd, &snd.sack);
         let mut start = rec.high_rxt.max(snd.una);
         while let Some(e) = snd.sack.sacked_until(start) {
@@ -310,6 +377,7 @@ fn choose(
                 len: data_len,
                 fin,
                 retransmit: true,
+                tlp: false,
             });
         }
         room = Some(cwnd_room);
@@ -367,5 +435,6 @@ fn choose(
         len,
         fin,
         retransmit,
+        tlp: false,
     })
 }

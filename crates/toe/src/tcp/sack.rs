@@ -43,15 +43,52 @@ impl Scoreboard {
 
     /// Adds the blocks of one ACK; returns true if any byte was newly SACKed.
     pub fn update(&mut self, una: Seq, max: Seq, blocks: &[(u32, u32)]) -> bool {
+        self.update_with(una, max, blocks, |_, _| {})
+    }
+
+    /// [`Scoreboard::update`], calling `newly(l, r)` for each range `[l, r)` this
+    /// ACK SACKs for the first time (what RACK takes as delivered, RFC 8985
+    /// section 6.2).
+    pub fn update_with(
+        &mut self,
+        una: Seq,
+        max: Seq,
+        blocks: &[(u32, u32)],
+        mut newly: impl FnMut(Seq, Seq),
+    ) -> bool {
         let before = self.sacked;
         for &(l, r) in blocks {
             let (l, r) = (Seq(l), Seq(r));
             if l >= r || l <= una || r > max {
                 continue;
             }
+            let mut at = l;
+            for &(s, e) in &self.blocks {
+                if e <= at {
+                    continue;
+                }
+                if s >= r {
+                    break;
+                }
+                if s > at {
+                    newly(at, s);
+                }
+                at = at.max(e);
+                if at >= r {
+                    break;
+                }
+            }
+            if at < r {
+                newly(at, r);
+            }
             self.insert(l, r);
         }
         self.sacked > before
+    }
+
+    /// The SACKed ranges, in sequence order.
+    pub fn blocks(&self) -> &[(Seq, Seq)] {
+        &self.blocks
     }
 
     fn insert(&mut self, l: Seq, r: Seq) {
@@ -176,6 +213,20 @@ mod tests {
         assert_eq!(sb.sacked_bytes(), 2000);
         sb.prune(Seq(6000));
         assert!(sb.is_empty());
+    }
+
+    #[test]
+    fn update_reports_only_newly_sacked_ranges() {
+        let mut sb = Scoreboard::new();
+        let (una, max) = (Seq(0), Seq(100_000));
+        sb.update(una, max, &[(2000, 3000), (5000, 6000)]);
+        let mut got = Vec::new();
+        sb.update_with(una, max, &[(1000, 7000)], |l, r| got.push((l.0, r.0)));
+        assert_eq!(got, vec![(1000, 2000), (3000, 5000), (6000, 7000)]);
+        got.clear();
+        sb.update_with(una, max, &[(1500, 6500)], |l, r| got.push((l.0, r.0)));
+        assert!(got.is_empty());
+        assert_eq!(sb.blocks(), &[(Seq(1000), Seq(7000))]);
     }
 
     #[test]

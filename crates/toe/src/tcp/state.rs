@@ -10,6 +10,7 @@
 //! bytes themselves live in the connection's buffers, outside the state.
 
 use super::cc::{Congestion, CongestionControl};
+use super::rack::Rack;
 use super::rtt::RttEstimator;
 use super::sack::Scoreboard;
 use super::seq::Seq;
@@ -85,6 +86,8 @@ pub(crate) struct Snd {
     pub persist: Option<Persist>,
     /// Without timestamps: the segment being timed and when it was sent (Karn).
     pub timed: Option<(Seq, Instant)>,
+    /// Transmission times, RACK loss detection and tail loss probes (RFC 8985).
+    pub rack: Rack,
 }
 
 impl Snd {
@@ -111,6 +114,7 @@ impl Snd {
             retries: 0,
             persist: None,
             timed: None,
+            rack: Rack::default(),
         }
     }
 
