@@ -58,7 +58,7 @@ impl Engine {
         }
         let tuple = size_of::<((SocketAddr, SocketAddr), usize)>();
         let tables = table_bytes(self.by_tuple.capacity(), tuple)
-            + self.timers.capacity() * size_of::<(crate::Instant, usize, u32)>()
+            + self.timers.bytes()
             + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>();
         MemoryUsage {
             connections,

@@ -19,6 +19,7 @@ mod memory;
 mod output;
 mod sink;
 mod socket;
+mod timers;
 mod udp;
 
 pub use memory::MemoryUsage;
@@ -39,9 +40,9 @@ use crate::tcp::cookie::SynCookies;
 use crate::time::{Instant, earliest};
 use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use timers::TimerHeap;
 
 /// A connection slot: handles carry the generation so a reused slot is not
 /// mistaken for the connection that had it before.
@@ -51,8 +52,6 @@ struct Slot {
     conn: Option<Conn>,
     /// In the transmit queue.
     queued: bool,
-    /// Earliest deadline pushed to the timer heap and not yet popped.
-    scheduled: Option<Instant>,
 }
 
 /// A listening port.
@@ -86,7 +85,8 @@ pub struct Engine {
     /// released by a neighbour resolution).
     control: VecDeque<(Vec<u8>, OffloadMeta)>,
     ready: VecDeque<usize>,
-    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    /// Each connection's earliest deadline (at most one entry per slot).
+    timers: TimerHeap,
     /// The buffer [`Engine::poll_transmit`] builds frames in (reused).
     scratch: Vec<u8>,
     ip_id: u16,
@@ -138,7 +138,7 @@ impl Engine {
             by_port: HashMap::with_hasher(flow_hash),
             control: VecDeque::new(),
             ready: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            timers: TimerHeap::default(),
             scratch: Vec::new(),
             ip_id,
             ofo_held: 0,
@@ -161,7 +161,7 @@ impl Engine {
 
     /// When [`Engine::handle_timeout`] should next be called, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conn = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        let conn = self.timers.peek().map(|(t, _)| t);
         earliest(conn, self.neighbors.next_deadline())
     }
 
@@ -169,21 +169,8 @@ impl Engine {
     /// probes, TIME-WAIT expiry, neighbour resolution retries.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = self.clock.max(now);
-        while let Some(&Reverse((t, idx, generation))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(slot) = self.slots.get_mut(idx) else {
-                continue;
-            };
-            if slot.generation != generation {
-                continue;
-            }
-            if slot.scheduled.is_some_and(|s| s <= now) {
-                slot.scheduled = None;
-            }
-            if let Some(conn) = slot.conn.as_mut() {
+        while let Some(idx) = self.timers.pop_due(now) {
+            if let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) {
                 conn.on_timeout(now, &mut self.counters);
                 self.after_event(idx);
                 self.mark_ready(idx);
@@ -236,7 +223,10 @@ impl Engine {
                 n += 1;
             }
             self.after_event(idx);
-            if sent {
+            // Back in the queue for the next round only if there may be more
+            // to send: a second visit that finds nothing costs as much as the
+            // first.
+            if sent && self.conn(idx).is_some_and(may_send_more) {
                 self.mark_ready(idx);
             }
             if !room {
@@ -310,14 +300,12 @@ impl Engine {
                     generation: 0,
                     conn: None,
                     queued: false,
-                    scheduled: None,
                 });
                 self.slots.len() - 1
             }
         };
         if let Some(slot) = self.slots.get_mut(idx) {
             slot.conn = Some(conn);
-            slot.scheduled = None;
         }
         self.by_tuple.insert(key, idx);
         self.apply_cached_pmtu(idx);
@@ -333,7 +321,7 @@ impl Engine {
         let Some(conn) = slot.conn.take() else { return };
         self.ofo_held = self.ofo_held.saturating_sub(conn.asm.held());
         slot.generation = slot.generation.wrapping_add(1);
-        slot.scheduled = None;
+        self.timers.remove(idx);
         if self.by_tuple.get(&(conn.local, conn.remote)) == Some(&idx) {
             self.by_tuple.remove(&(conn.local, conn.remote));
         }
@@ -350,27 +338,21 @@ impl Engine {
     /// Bookkeeping after anything happened to a connection: the accept queue,
     /// removal of finished connections, the timer heap.
     fn after_event(&mut self, idx: usize) {
-        let Some(conn) = self.conn_mut(idx) else {
+        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
             return;
         };
         conn.apply_close();
         let established = std::mem::take(&mut conn.became_established);
         let listener = conn.listener;
-        let closed = conn.close_reason().is_some();
-        let orphan = conn.app_closed || listener.is_some();
-        let key = (conn.local, conn.remote);
-        let deadline = conn.next_deadline();
-        if let Some(l) = listener
-            && let Some(Some(lst)) = self.listeners.get_mut(l)
-            && established
-        {
+        if established && let Some(Some(lst)) = listener.and_then(|l| self.listeners.get_mut(l)) {
             lst.embryonic = lst.embryonic.saturating_sub(1);
             lst.ready.push_back(idx);
             self.counters.tcp_passive_opens += 1;
         }
-        if closed {
-            if let Some(l) = listener
-                && let Some(Some(lst)) = self.listeners.get_mut(l)
+        if conn.close_reason().is_some() {
+            let orphan = conn.app_closed || listener.is_some();
+            let key = (conn.local, conn.remote);
+            if let Some(Some(lst)) = listener.and_then(|l| self.listeners.get_mut(l))
                 && !lst.ready.contains(&idx)
             {
                 lst.embryonic = lst.embryonic.saturating_sub(1);
@@ -383,11 +365,8 @@ impl Engine {
             }
             return;
         }
-        if let (Some(d), Some(slot)) = (deadline, self.slots.get_mut(idx))
-            && slot.scheduled.is_none_or(|s| d < s)
-        {
-            slot.scheduled = Some(d);
-            self.timers.push(Reverse((d, idx, slot.generation)));
+        if let Some(d) = conn.next_deadline() {
+            self.timers.schedule(idx, d);
         }
     }
 
@@ -395,5 +374,34 @@ impl Engine {
         let id = self.ip_id;
         self.ip_id = self.ip_id.wrapping_add(segments as u16);
         id
+    }
+}
+
+/// False when `conn` certainly has nothing to send now (so `poll_output` would
+/// return nothing, and change nothing): no RST, SYN, SYN-ACK, ACK, probe or
+/// retransmission pending, no data past SND.NXT, no FIN still to go. True
+/// whenever it may have.
+fn may_send_more(conn: &Conn) -> bool {
+    use crate::tcp::state::State;
+    if conn.send_rst || conn.ka.due {
+        return true;
+    }
+    match &conn.state {
+        State::SynSent(s) => s.send_syn,
+        State::SynRcvd(s) => s.send_synack,
+        State::Closed(_) => false,
+        st => {
+            if st.rcv().is_some_and(|r| r.ack_now) {
+                return true;
+            }
+            let Some(snd) = st.snd() else {
+                return false;
+            };
+            let data_end = snd.una.plus(conn.tx.len());
+            snd.persist.is_some()
+                || snd.recovery.is_some()
+                || snd.nxt < data_end
+                || (st.fin_queued() && snd.nxt <= data_end)
+        }
     }
 }
