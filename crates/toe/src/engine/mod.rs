@@ -19,6 +19,7 @@ mod memory;
 mod output;
 mod sink;
 mod socket;
+mod time_wait;
 mod timers;
 mod udp;
 
@@ -42,6 +43,7 @@ use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use time_wait::TimeWaitTable;
 use timers::TimerHeap;
 
 /// A connection slot: handles carry the generation so a reused slot is not
@@ -87,6 +89,8 @@ pub struct Engine {
     ready: VecDeque<usize>,
     /// Each connection's earliest deadline (at most one entry per slot).
     timers: TimerHeap,
+    /// Connections in TIME-WAIT whose handles were given up, kept small.
+    time_wait: TimeWaitTable,
     /// The buffer [`Engine::poll_transmit`] builds frames in (reused).
     scratch: Vec<u8>,
     ip_id: u16,
@@ -139,6 +143,7 @@ impl Engine {
             control: VecDeque::new(),
             ready: VecDeque::new(),
             timers: TimerHeap::default(),
+            time_wait: TimeWaitTable::default(),
             scratch: Vec::new(),
             ip_id,
             ofo_held: 0,
@@ -162,6 +167,7 @@ impl Engine {
     /// When [`Engine::handle_timeout`] should next be called, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conn = self.timers.peek().map(|(t, _)| t);
+        let conn = earliest(conn, self.time_wait.next_expiry());
         earliest(conn, self.neighbors.next_deadline())
     }
 
@@ -176,6 +182,7 @@ impl Engine {
                 self.mark_ready(idx);
             }
         }
+        self.time_wait_timers(now);
         self.neighbor_timers(now);
     }
 
@@ -363,6 +370,13 @@ impl Engine {
             if orphan {
                 self.remove_conn(idx);
             }
+            return;
+        }
+        if conn.app_closed
+            && matches!(conn.state, crate::tcp::state::State::TimeWait(_))
+            && !may_send_more(conn)
+        {
+            self.enter_time_wait(idx);
             return;
         }
         if let Some(d) = conn.next_deadline() {
