@@ -497,8 +497,8 @@ impl Engine {
         let iss = iss.unwrap_or_else(|| self.isn.isn(now, local, remote));
         let ts_offset = self.rng.next_u32();
         let params = self.conn_params(local.ip());
-        let conn = Conn::accept_syn(now, local, remote, iss, ts_offset, params, seg, l);
-        let idx = self.insert_conn(conn);
+        let idx = self
+            .insert_conn(|| Conn::accept_syn(now, local, remote, iss, ts_offset, params, seg, l));
         self.after_event(idx);
     }
 
@@ -558,12 +558,13 @@ impl Engine {
         let ts_offset = self.cookies.ts_offset(local, remote);
         let params = self.conn_params(local.ip());
         let ts = seg.opts.timestamps;
-        let conn = Conn::from_cookie(local, remote, iss, irs, ts_offset, params, mss, ts, l);
         if let Some(Some(lst)) = self.listeners.get_mut(l) {
             // Counted like a SYN-RECEIVED one; reaching ESTABLISHED moves it on.
             lst.embryonic += 1;
         }
-        let idx = self.insert_conn(conn);
+        let idx = self.insert_conn(|| {
+            Conn::from_cookie(local, remote, iss, irs, ts_offset, params, mss, ts, l)
+        });
         let rst = self.segment_to_conn(now, idx, seg);
         self.challenge_gate(now, idx);
         if let Some(r) = rst {

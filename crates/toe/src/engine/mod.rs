@@ -297,9 +297,10 @@ impl Engine {
         }
     }
 
-    /// Stores a new connection; returns its slot.
-    fn insert_conn(&mut self, conn: Conn) -> usize {
-        let key = (conn.local, conn.remote);
+    /// Stores the connection `make` builds (in its slot, rather than built
+    /// elsewhere and moved in: a connection is most of a kilobyte); returns
+    /// the slot.
+    fn insert_conn(&mut self, make: impl FnOnce() -> Conn) -> usize {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -311,29 +312,36 @@ impl Engine {
                 self.slots.len() - 1
             }
         };
-        if let Some(slot) = self.slots.get_mut(idx) {
-            slot.conn = Some(conn);
-        }
-        self.by_tuple.insert(key, idx);
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return idx;
+        };
+        let conn = slot.conn.insert(make());
+        self.by_tuple.insert((conn.local, conn.remote), idx);
         self.apply_cached_pmtu(idx);
         self.mark_ready(idx);
         idx
     }
 
-    /// Frees a slot.
+    /// Frees a slot (the connection is dropped where it lies).
     fn remove_conn(&mut self, idx: usize) {
         let Some(slot) = self.slots.get_mut(idx) else {
             return;
         };
-        let Some(conn) = slot.conn.take() else { return };
+        let Some(conn) = slot.conn.as_ref() else {
+            return;
+        };
+        let (key, listener) = ((conn.local, conn.remote), conn.listener);
         self.ofo_held = self.ofo_held.saturating_sub(conn.asm.held());
+        slot.conn = None;
         slot.generation = slot.generation.wrapping_add(1);
         self.timers.remove(idx);
-        if self.by_tuple.get(&(conn.local, conn.remote)) == Some(&idx) {
-            self.by_tuple.remove(&(conn.local, conn.remote));
+        if let Some(v) = self.by_tuple.remove(&key)
+            && v != idx
+        {
+            // The 4-tuple belongs to another (a TIME-WAIT record): keep it.
+            self.by_tuple.insert(key, v);
         }
-        if let Some(l) = conn
-            .listener
+        if let Some(l) = listener
             .and_then(|l| self.listeners.get_mut(l))
             .and_then(Option::as_mut)
         {
@@ -364,11 +372,12 @@ impl Engine {
             {
                 lst.embryonic = lst.embryonic.saturating_sub(1);
             }
-            if self.by_tuple.get(&key) == Some(&idx) {
-                self.by_tuple.remove(&key);
-            }
             if orphan {
                 self.remove_conn(idx);
+            } else if let Some(v) = self.by_tuple.remove(&key)
+                && v != idx
+            {
+                self.by_tuple.insert(key, v);
             }
             return;
         }

@@ -297,9 +297,8 @@ impl Engine {
         let iss = self.isn.isn(now, local, remote);
         let ts_offset = self.rng.next_u32();
         let params = self.conn_params(local_ip);
-        let conn = Conn::connect(now, local, remote, iss, ts_offset, params);
         self.counters.tcp_active_opens += 1;
-        let idx = self.insert_conn(conn);
+        let idx = self.insert_conn(|| Conn::connect(now, local, remote, iss, ts_offset, params));
         self.after_event(idx);
         Ok(self.handle_of(idx))
     }

@@ -335,16 +335,20 @@ impl Engine {
         };
         let key = (rec.local, rec.remote);
         let tw = self.time_wait.insert(rec);
-        self.by_tuple.insert(key, TW_TAG | tw);
         self.remove_conn(idx);
+        self.by_tuple.insert(key, TW_TAG | tw);
     }
 
     /// Expires the TIME-WAIT records due at `now`.
     pub(super) fn time_wait_timers(&mut self, now: Instant) {
         while let Some(rec) = self.time_wait.pop_expired(now) {
             let key = (rec.local, rec.remote);
-            if self.by_tuple.get(&key).is_some_and(|&v| v & TW_TAG != 0) {
-                self.by_tuple.remove(&key);
+            if let Some(v) = self.by_tuple.remove(&key)
+                && v & TW_TAG == 0
+            {
+                // Another connection's (cannot be while the record holds the
+                // 4-tuple, but never drop a live connection's entry).
+                self.by_tuple.insert(key, v);
             }
         }
     }
