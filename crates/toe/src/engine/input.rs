@@ -483,8 +483,8 @@ impl Engine {
         let Some(Some(lst)) = self.listeners.get_mut(l) else {
             return;
         };
-        if lst.embryonic + lst.ready.len() >= backlog {
-            if !cookies || lst.ready.len() >= backlog {
+        if lst.embryonic + lst.queued >= backlog {
+            if !cookies || lst.queued >= backlog {
                 self.counters.tcp_listen_drops += 1;
                 return;
             }
@@ -550,7 +550,7 @@ impl Engine {
             self.counters.tcp_syncookies_failed += 1;
             return false;
         };
-        if lst.ready.len() >= backlog {
+        if lst.queued >= backlog {
             self.counters.tcp_listen_drops += 1;
             return true;
         }

@@ -26,7 +26,7 @@ pub struct MemoryUsage {
     /// [`Bytes`](bytes::Bytes) counted by their length).
     pub buffers: usize,
     /// The 4-tuple table, the timer heap, the transmit and free-slot queues,
-    /// the TIME-WAIT records.
+    /// the listeners' accept queues, the TIME-WAIT records.
     pub tables: usize,
 }
 
@@ -64,6 +64,12 @@ impl Engine {
         let tables = table_bytes(self.by_tuple.capacity(), tuple)
             + self.timers.bytes()
             + self.time_wait.bytes()
+            + self
+                .listeners
+                .iter()
+                .flatten()
+                .map(|l| l.ready.capacity() * size_of::<(usize, u32)>())
+                .sum::<usize>()
             + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>();
         let time_wait = self.time_wait.len();
         MemoryUsage {

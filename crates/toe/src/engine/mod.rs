@@ -54,14 +54,21 @@ struct Slot {
     conn: Option<Conn>,
     /// In the transmit queue.
     queued: bool,
+    /// In its listener's accept queue (established, not yet accepted).
+    accept: bool,
 }
 
 /// A listening port.
 #[derive(Debug)]
 struct Listener {
     port: u16,
-    /// Connections that reached ESTABLISHED, waiting for `tcp_accept`.
-    ready: VecDeque<usize>,
+    /// Connections that reached ESTABLISHED, waiting for `tcp_accept`, by slot
+    /// and generation. One that closes before it is taken is left here, stale,
+    /// and skipped (no search on the packet path); the queue is compacted when
+    /// the stale entries outnumber the live ones.
+    ready: VecDeque<(usize, u32)>,
+    /// Live entries of `ready`.
+    queued: usize,
     /// Connections in SYN-RECEIVED.
     embryonic: usize,
     /// Until when returning ACKs are checked for SYN cookies (set when one is
@@ -308,6 +315,7 @@ impl Engine {
                     generation: 0,
                     conn: None,
                     queued: false,
+                    accept: false,
                 });
                 self.slots.len() - 1
             }
@@ -332,6 +340,7 @@ impl Engine {
         };
         let (key, listener) = ((conn.local, conn.remote), conn.listener);
         self.ofo_held = self.ofo_held.saturating_sub(conn.asm.held());
+        let accept = std::mem::take(&mut slot.accept);
         slot.conn = None;
         slot.generation = slot.generation.wrapping_add(1);
         self.timers.remove(idx);
@@ -341,19 +350,39 @@ impl Engine {
             // The 4-tuple belongs to another (a TIME-WAIT record): keep it.
             self.by_tuple.insert(key, v);
         }
-        if let Some(l) = listener
-            .and_then(|l| self.listeners.get_mut(l))
-            .and_then(Option::as_mut)
-        {
-            l.ready.retain(|&i| i != idx);
+        if let (true, Some(l)) = (accept, listener) {
+            self.left_listener(l, true);
         }
         self.free.push(idx);
+    }
+
+    /// A connection of listener `l` ends before it was accepted: it leaves the
+    /// accept queue (`queued`: its entry goes stale) or the SYN-RECEIVED count.
+    /// The queue is compacted once stale entries outnumber live ones, so it
+    /// stays within twice the backlog whatever the peers do.
+    fn left_listener(&mut self, l: usize, queued: bool) {
+        let Some(Some(lst)) = self.listeners.get_mut(l) else {
+            return;
+        };
+        if !queued {
+            lst.embryonic = lst.embryonic.saturating_sub(1);
+            return;
+        }
+        lst.queued = lst.queued.saturating_sub(1);
+        if lst.ready.len() > 2 * lst.queued + 16 {
+            let slots = &self.slots;
+            lst.ready
+                .retain(|&(i, g)| slots.get(i).is_some_and(|s| s.accept && s.generation == g));
+        }
     }
 
     /// Bookkeeping after anything happened to a connection: the accept queue,
     /// removal of finished connections, the timer heap.
     fn after_event(&mut self, idx: usize) {
-        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        let Some(conn) = slot.conn.as_mut() else {
             return;
         };
         conn.apply_close();
@@ -361,16 +390,17 @@ impl Engine {
         let listener = conn.listener;
         if established && let Some(Some(lst)) = listener.and_then(|l| self.listeners.get_mut(l)) {
             lst.embryonic = lst.embryonic.saturating_sub(1);
-            lst.ready.push_back(idx);
+            lst.ready.push_back((idx, slot.generation));
+            lst.queued += 1;
+            slot.accept = true;
             self.counters.tcp_passive_opens += 1;
         }
         if conn.close_reason().is_some() {
             let orphan = conn.app_closed || listener.is_some();
             let key = (conn.local, conn.remote);
-            if let Some(Some(lst)) = listener.and_then(|l| self.listeners.get_mut(l))
-                && !lst.ready.contains(&idx)
-            {
-                lst.embryonic = lst.embryonic.saturating_sub(1);
+            let was_queued = std::mem::take(&mut slot.accept);
+            if let Some(l) = listener {
+                self.left_listener(l, was_queued);
             }
             if orphan {
                 self.remove_conn(idx);

@@ -191,6 +191,7 @@ impl Engine {
         let l = Listener {
             port,
             ready: Default::default(),
+            queued: 0,
             embryonic: 0,
             cookies_until: None,
         };
@@ -217,11 +218,23 @@ impl Engine {
             .get_mut(l.0 as usize)
             .and_then(Option::as_mut)
             .ok_or(Error::InvalidHandle)?;
-        let idx = lst.ready.pop_front().ok_or(Error::WouldBlock)?;
-        if let Some(c) = self.conn_mut(idx) {
-            c.listener = None;
+        // Stale entries (connections that ended before being taken) are
+        // skipped.
+        while let Some((idx, generation)) = lst.ready.pop_front() {
+            let Some(slot) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            if !slot.accept || slot.generation != generation {
+                continue;
+            }
+            slot.accept = false;
+            lst.queued = lst.queued.saturating_sub(1);
+            if let Some(c) = slot.conn.as_mut() {
+                c.listener = None;
+            }
+            return Ok(self.handle_of(idx));
         }
-        Ok(self.handle_of(idx))
+        Err(Error::WouldBlock)
     }
 
     /// Stops listening. Connections not yet accepted are reset.
