@@ -9,8 +9,10 @@
 //!
 //! Time only enters as an argument and randomness comes from the seed, so a run
 //! is a pure function of its inputs. Connections are found by their 4-tuple in a
-//! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
-//! with something to send wait in a round-robin queue.
+//! hash map (O(1)); each connection's earliest deadline sits in an indexed heap
+//! (`timers`); orphaned TIME-WAIT connections are compact records
+//! (`time_wait`); connections with something to send wait in a round-robin
+//! queue, visited again only while they may have more to send.
 
 pub(crate) mod flow_hash;
 mod icmp;
