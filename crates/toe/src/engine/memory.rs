@@ -7,7 +7,6 @@
 
 use super::{Engine, Slot};
 use std::mem::size_of;
-use std::net::SocketAddr;
 
 /// Bytes an engine holds, by kind (from the capacities of its containers; hash
 /// tables are estimated as hashbrown lays them out: a power-of-two number of
@@ -60,8 +59,10 @@ impl Engine {
             connections += 1;
             buffers += conn.buffer_storage();
         }
-        let tuple = size_of::<((SocketAddr, SocketAddr), usize)>();
-        let tables = table_bytes(self.by_tuple.capacity(), tuple)
+        let tuples: usize = (self.by_tuple.parts().iter())
+            .map(|&(cap, entry)| table_bytes(cap, entry))
+            .sum();
+        let tables = tuples
             + self.timers.bytes()
             + self.time_wait.bytes()
             + self

@@ -23,6 +23,7 @@ mod sink;
 mod socket;
 mod time_wait;
 mod timers;
+mod tuples;
 mod udp;
 
 pub use memory::MemoryUsage;
@@ -44,7 +45,6 @@ use crate::time::{Instant, earliest};
 use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use time_wait::TimeWaitTable;
 use timers::TimerHeap;
 
@@ -89,7 +89,7 @@ pub struct Engine {
     neighbors: NeighborCache,
     slots: Vec<Slot>,
     free: Vec<usize>,
-    by_tuple: HashMap<(SocketAddr, SocketAddr), usize, FlowHash>,
+    by_tuple: tuples::TupleTable,
     listeners: Vec<Option<Listener>>,
     by_port: HashMap<u16, usize, FlowHash>,
     /// Frames ready to go that are not TCP output (ARP, NDP, ICMP, RST, frames
@@ -146,7 +146,7 @@ impl Engine {
             neighbors: NeighborCache::with_hash(limits, flow_hash),
             slots: Vec::new(),
             free: Vec::new(),
-            by_tuple: HashMap::with_hasher(flow_hash),
+            by_tuple: tuples::TupleTable::with_hasher(flow_hash),
             listeners: Vec::new(),
             by_port: HashMap::with_hasher(flow_hash),
             control: VecDeque::new(),
