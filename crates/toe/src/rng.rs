@@ -114,7 +114,7 @@ impl IsnGenerator {
 
 /// Writes `a`'s address octets and big-endian port at `at` in `buf`; returns
 /// the end (or `at` if it does not fit).
-fn put_addr(buf: &mut [u8], at: usize, a: SocketAddr) -> usize {
+pub(crate) fn put_addr(buf: &mut [u8], at: usize, a: SocketAddr) -> usize {
     let mut put = |at: usize, b: &[u8]| match buf.get_mut(at..at + b.len()) {
         Some(d) => {
             d.copy_from_slice(b);
