@@ -72,7 +72,10 @@
 //!   costs its slot and its table entries. Output copies payload once, from the
 //!   send buffer into the frame.
 //! * **Timers**: each connection knows its earliest deadline (RTO, persist, delayed
-//!   ACK, SYN retransmission, TIME-WAIT); the engine keeps a binary heap of them.
+//!   ACK, SYN retransmission, TIME-WAIT); the engine keeps them in an indexed
+//!   binary heap, one entry per connection, removed with it. A connection whose
+//!   handle was given up leaves its slot on reaching TIME-WAIT for a compact record
+//!   (as Linux's `inet_timewait_sock`) that still answers per RFC 9293 and RFC 6191.
 //!   Connections with something to send wait in a round-robin queue; lookup is a
 //!   hash map on the 4-tuple with a keyed folded-multiply hash (O(1) up to a
 //!   million connections, see `tests/scale.rs`).

@@ -150,8 +150,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     fn addr_at(&self, r: core::ops::Range<usize>) -> [u8; 4] {
-        let b = self.buffer.as_ref();
-        [b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]]
+        // One bounds check for the four bytes (this runs for every datagram).
+        let b = &self.buffer.as_ref()[r.start..r.start + 4];
+        [b[0], b[1], b[2], b[3]]
     }
 
     /// Version (4).
@@ -251,7 +252,18 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// True if the header checksum is correct.
     pub fn verify_checksum(&self) -> bool {
-        checksum::verify(&self.buffer.as_ref()[..self.header_len()], 0)
+        let h = &self.buffer.as_ref()[..self.header_len()];
+        if let &[a, b, c, d, e, f, g, i, j, k, l, m, n, o, p, q, r, s, t, u] = h {
+            // No options (nearly every datagram): five words summed in place.
+            let w = |a, b, c, d| u64::from(u32::from_be_bytes([a, b, c, d]));
+            let sum = w(a, b, c, d) + w(e, f, g, i) + w(j, k, l, m) + w(n, o, p, q) + w(r, s, t, u);
+            let sum = (sum & 0xffff_ffff) + (sum >> 32);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            return sum == 0xffff;
+        }
+        checksum::verify(h, 0)
     }
 
     /// The pseudo-header sum (source, destination, protocol, `l4_len`) for the

@@ -231,8 +231,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     fn u32_at(&self, r: core::ops::Range<usize>) -> u32 {
-        let b = self.buffer.as_ref();
-        u32::from_be_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+        // One bounds check for the four bytes.
+        let b = &self.buffer.as_ref()[r.start..r.start + 4];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
 
     /// Source port.

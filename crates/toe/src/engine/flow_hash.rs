@@ -111,6 +111,12 @@ impl Hasher for FlowHasher {
     }
 
     #[inline]
+    fn write_u128(&mut self, i: u128) {
+        self.mix(i as u64);
+        self.mix((i >> 64) as u64);
+    }
+
+    #[inline]
     fn write_usize(&mut self, i: usize) {
         self.mix(i as u64);
     }

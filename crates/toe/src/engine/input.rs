@@ -458,6 +458,10 @@ impl Engine {
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
         if let Some(&idx) = self.by_tuple.get(&(local, remote)) {
+            if idx & super::time_wait::TW_TAG != 0 {
+                self.time_wait_input(now, idx, &seg, from.mac);
+                return;
+            }
             let rst = self.segment_to_conn(now, idx, &seg);
             self.challenge_gate(now, idx);
             if let Some(r) = rst {
@@ -470,7 +474,7 @@ impl Engine {
         let syn_only =
             seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
         if syn_only && let Some(&l) = self.by_port.get(&seg.dst_port) {
-            self.passive_open(now, l, local, remote, &seg, from.mac);
+            self.passive_open(now, l, local, remote, &seg, from.mac, None);
             return;
         }
         let ack_only =
@@ -489,7 +493,9 @@ impl Engine {
     /// A SYN for listener `l` (RFC 9293 section 3.10.7.2). When the SYN queue is
     /// full, a SYN cookie answers instead (RFC 4987 section 3.6), unless the
     /// accept queue is full too (then nothing could take the connection).
-    fn passive_open(
+    /// `iss` replaces the RFC 6528 ISN (for a 4-tuple reopened from TIME-WAIT).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn passive_open(
         &mut self,
         now: Instant,
         l: usize,
@@ -497,14 +503,15 @@ impl Engine {
         remote: SocketAddr,
         seg: &Segment<'_>,
         mac: [u8; 6],
+        iss: Option<u32>,
     ) {
         let backlog = self.cfg.tcp.backlog;
         let cookies = self.cfg.tcp.syn_cookies;
         let Some(Some(lst)) = self.listeners.get_mut(l) else {
             return;
         };
-        if lst.embryonic + lst.ready.len() >= backlog {
-            if !cookies || lst.ready.len() >= backlog {
+        if lst.embryonic + lst.queued >= backlog {
+            if !cookies || lst.queued >= backlog {
                 self.counters.tcp_listen_drops += 1;
                 return;
             }
@@ -514,11 +521,11 @@ impl Engine {
             return;
         }
         lst.embryonic += 1;
-        let iss = self.isn.isn(now, local, remote);
+        let iss = iss.unwrap_or_else(|| self.isn.isn(now, local, remote));
         let ts_offset = self.rng.next_u32();
         let params = self.conn_params(local.ip());
-        let conn = Conn::accept_syn(now, local, remote, iss, ts_offset, params, seg, l);
-        let idx = self.insert_conn(conn);
+        let idx = self
+            .insert_conn(|| Conn::accept_syn(now, local, remote, iss, ts_offset, params, seg, l));
         self.after_event(idx);
     }
 
@@ -571,7 +578,7 @@ impl Engine {
             self.counters.tcp_syncookies_failed += 1;
             return false;
         };
-        if lst.ready.len() >= backlog {
+        if lst.queued >= backlog {
             self.counters.tcp_listen_drops += 1;
             return true;
         }
@@ -579,12 +586,13 @@ impl Engine {
         let ts_offset = self.cookies.ts_offset(local, remote);
         let params = self.conn_params(local.ip());
         let ts = seg.opts.timestamps;
-        let conn = Conn::from_cookie(local, remote, iss, irs, ts_offset, params, mss, ts, l);
         if let Some(Some(lst)) = self.listeners.get_mut(l) {
             // Counted like a SYN-RECEIVED one; reaching ESTABLISHED moves it on.
             lst.embryonic += 1;
         }
-        let idx = self.insert_conn(conn);
+        let idx = self.insert_conn(|| {
+            Conn::from_cookie(local, remote, iss, irs, ts_offset, params, mss, ts, l)
+        });
         let rst = self.segment_to_conn(now, idx, seg);
         self.challenge_gate(now, idx);
         if let Some(r) = rst {

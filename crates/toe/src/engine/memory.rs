@@ -7,7 +7,6 @@
 
 use super::{Engine, Slot};
 use std::mem::size_of;
-use std::net::SocketAddr;
 
 /// Bytes an engine holds, by kind (from the capacities of its containers; hash
 /// tables are estimated as hashbrown lays them out: a power-of-two number of
@@ -16,13 +15,17 @@ use std::net::SocketAddr;
 pub struct MemoryUsage {
     /// Live connections (every state, TIME-WAIT included).
     pub connections: usize,
+    /// Of those, the ones in TIME-WAIT whose handles were given up: they are
+    /// kept as small records (counted in `tables`), without a slot.
+    pub time_wait: usize,
     /// The slot table: every slot allocated, live or free, each holding a
     /// connection's state inline.
     pub slots: usize,
     /// Send and receive buffer storage of all connections (handed-over
     /// [`Bytes`](bytes::Bytes) counted by their length).
     pub buffers: usize,
-    /// The 4-tuple table, the timer heap, the transmit and free-slot queues.
+    /// The 4-tuple table, the timer heap, the transmit and free-slot queues,
+    /// the listeners' accept queues, the TIME-WAIT records.
     pub tables: usize,
 }
 
@@ -56,12 +59,23 @@ impl Engine {
             connections += 1;
             buffers += conn.buffer_storage();
         }
-        let tuple = size_of::<((SocketAddr, SocketAddr), usize)>();
-        let tables = table_bytes(self.by_tuple.capacity(), tuple)
-            + self.timers.capacity() * size_of::<(crate::Instant, usize, u32)>()
+        let tuples: usize = (self.by_tuple.parts().iter())
+            .map(|&(cap, entry)| table_bytes(cap, entry))
+            .sum();
+        let tables = tuples
+            + self.timers.bytes()
+            + self.time_wait.bytes()
+            + self
+                .listeners
+                .iter()
+                .flatten()
+                .map(|l| l.ready.capacity() * size_of::<(usize, u32)>())
+                .sum::<usize>()
             + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>();
+        let time_wait = self.time_wait.len();
         MemoryUsage {
-            connections,
+            connections: connections + time_wait,
+            time_wait,
             slots: self.slots.capacity() * size_of::<Slot>(),
             buffers,
             tables,

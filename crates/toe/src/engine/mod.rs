@@ -9,8 +9,10 @@
 //!
 //! Time only enters as an argument and randomness comes from the seed, so a run
 //! is a pure function of its inputs. Connections are found by their 4-tuple in a
-//! hash map (O(1)); timers sit in a binary heap keyed by deadline; connections
-//! with something to send wait in a round-robin queue.
+//! hash map (O(1)); each connection's earliest deadline sits in an indexed heap
+//! (`timers`); orphaned TIME-WAIT connections are compact records
+//! (`time_wait`); connections with something to send wait in a round-robin
+//! queue, visited again only while they may have more to send.
 
 pub(crate) mod flow_hash;
 mod icmp;
@@ -19,6 +21,9 @@ mod memory;
 mod output;
 mod sink;
 mod socket;
+mod time_wait;
+mod timers;
+mod tuples;
 mod udp;
 
 pub use memory::MemoryUsage;
@@ -40,9 +45,9 @@ use crate::tcp::recvbuf::OwnedFrame;
 use crate::time::{Instant, earliest};
 use flow_hash::FlowHash;
 use linerate_offload::OffloadMeta;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::collections::{HashMap, VecDeque};
+use time_wait::TimeWaitTable;
+use timers::TimerHeap;
 
 /// A connection slot: handles carry the generation so a reused slot is not
 /// mistaken for the connection that had it before.
@@ -52,16 +57,21 @@ struct Slot {
     conn: Option<Conn>,
     /// In the transmit queue.
     queued: bool,
-    /// Earliest deadline pushed to the timer heap and not yet popped.
-    scheduled: Option<Instant>,
+    /// In its listener's accept queue (established, not yet accepted).
+    accept: bool,
 }
 
 /// A listening port.
 #[derive(Debug)]
 struct Listener {
     port: u16,
-    /// Connections that reached ESTABLISHED, waiting for `tcp_accept`.
-    ready: VecDeque<usize>,
+    /// Connections that reached ESTABLISHED, waiting for `tcp_accept`, by slot
+    /// and generation. One that closes before it is taken is left here, stale,
+    /// and skipped (no search on the packet path); the queue is compacted when
+    /// the stale entries outnumber the live ones.
+    ready: VecDeque<(usize, u32)>,
+    /// Live entries of `ready`.
+    queued: usize,
     /// Connections in SYN-RECEIVED.
     embryonic: usize,
     /// Until when returning ACKs are checked for SYN cookies (set when one is
@@ -80,14 +90,17 @@ pub struct Engine {
     neighbors: NeighborCache,
     slots: Vec<Slot>,
     free: Vec<usize>,
-    by_tuple: HashMap<(SocketAddr, SocketAddr), usize, FlowHash>,
+    by_tuple: tuples::TupleTable,
     listeners: Vec<Option<Listener>>,
     by_port: HashMap<u16, usize, FlowHash>,
     /// Frames ready to go that are not TCP output (ARP, NDP, ICMP, RST, frames
     /// released by a neighbour resolution).
     control: VecDeque<(Vec<u8>, OffloadMeta)>,
     ready: VecDeque<usize>,
-    timers: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    /// Each connection's earliest deadline (at most one entry per slot).
+    timers: TimerHeap,
+    /// Connections in TIME-WAIT whose handles were given up, kept small.
+    time_wait: TimeWaitTable,
     /// The buffer [`Engine::poll_transmit`] builds frames in (reused).
     scratch: Vec<u8>,
     ip_id: u16,
@@ -138,12 +151,13 @@ impl Engine {
             neighbors: NeighborCache::with_hash(limits, flow_hash),
             slots: Vec::new(),
             free: Vec::new(),
-            by_tuple: HashMap::with_hasher(flow_hash),
+            by_tuple: tuples::TupleTable::with_hasher(flow_hash),
             listeners: Vec::new(),
             by_port: HashMap::with_hasher(flow_hash),
             control: VecDeque::new(),
             ready: VecDeque::new(),
-            timers: BinaryHeap::new(),
+            timers: TimerHeap::default(),
+            time_wait: TimeWaitTable::default(),
             scratch: Vec::new(),
             ip_id,
             ofo_held: 0,
@@ -168,7 +182,8 @@ impl Engine {
 
     /// When [`Engine::handle_timeout`] should next be called, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let conn = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        let conn = self.timers.peek().map(|(t, _)| t);
+        let conn = earliest(conn, self.time_wait.next_expiry());
         earliest(conn, self.neighbors.next_deadline())
     }
 
@@ -176,26 +191,14 @@ impl Engine {
     /// probes, TIME-WAIT expiry, neighbour resolution retries.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = self.clock.max(now);
-        while let Some(&Reverse((t, idx, generation))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            let Some(slot) = self.slots.get_mut(idx) else {
-                continue;
-            };
-            if slot.generation != generation {
-                continue;
-            }
-            if slot.scheduled.is_some_and(|s| s <= now) {
-                slot.scheduled = None;
-            }
-            if let Some(conn) = slot.conn.as_mut() {
+        while let Some(idx) = self.timers.pop_due(now) {
+            if let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) {
                 conn.on_timeout(now, &mut self.counters);
                 self.after_event(idx);
                 self.mark_ready(idx);
             }
         }
+        self.time_wait_timers(now);
         self.neighbor_timers(now);
     }
 
@@ -243,7 +246,10 @@ impl Engine {
                 n += 1;
             }
             self.after_event(idx);
-            if sent {
+            // Back in the queue for the next round only if there may be more
+            // to send: a second visit that finds nothing costs as much as the
+            // first.
+            if sent && self.conn(idx).is_some_and(may_send_more) {
                 self.mark_ready(idx);
             }
             if !room {
@@ -322,9 +328,10 @@ impl Engine {
         }
     }
 
-    /// Stores a new connection; returns its slot.
-    fn insert_conn(&mut self, conn: Conn) -> usize {
-        let key = (conn.local, conn.remote);
+    /// Stores the connection `make` builds (in its slot, rather than built
+    /// elsewhere and moved in: a connection is most of a kilobyte); returns
+    /// the slot.
+    fn insert_conn(&mut self, make: impl FnOnce() -> Conn) -> usize {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -332,84 +339,111 @@ impl Engine {
                     generation: 0,
                     conn: None,
                     queued: false,
-                    scheduled: None,
+                    accept: false,
                 });
                 self.slots.len() - 1
             }
         };
-        if let Some(slot) = self.slots.get_mut(idx) {
-            slot.conn = Some(conn);
-            slot.scheduled = None;
-        }
-        self.by_tuple.insert(key, idx);
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return idx;
+        };
+        let conn = slot.conn.insert(make());
+        self.by_tuple.insert((conn.local, conn.remote), idx);
         self.apply_cached_pmtu(idx);
         self.mark_ready(idx);
         idx
     }
 
-    /// Frees a slot.
+    /// Frees a slot (the connection is dropped where it lies).
     fn remove_conn(&mut self, idx: usize) {
         let Some(slot) = self.slots.get_mut(idx) else {
             return;
         };
-        let Some(conn) = slot.conn.take() else { return };
+        let Some(conn) = slot.conn.as_ref() else {
+            return;
+        };
+        let (key, listener) = ((conn.local, conn.remote), conn.listener);
         self.ofo_held = self.ofo_held.saturating_sub(conn.asm.held());
+        let accept = std::mem::take(&mut slot.accept);
+        slot.conn = None;
         slot.generation = slot.generation.wrapping_add(1);
-        slot.scheduled = None;
-        if self.by_tuple.get(&(conn.local, conn.remote)) == Some(&idx) {
-            self.by_tuple.remove(&(conn.local, conn.remote));
-        }
-        if let Some(l) = conn
-            .listener
-            .and_then(|l| self.listeners.get_mut(l))
-            .and_then(Option::as_mut)
+        self.timers.remove(idx);
+        if let Some(v) = self.by_tuple.remove(&key)
+            && v != idx
         {
-            l.ready.retain(|&i| i != idx);
+            // The 4-tuple belongs to another (a TIME-WAIT record): keep it.
+            self.by_tuple.insert(key, v);
+        }
+        if let (true, Some(l)) = (accept, listener) {
+            self.left_listener(l, true);
         }
         self.free.push(idx);
+    }
+
+    /// A connection of listener `l` ends before it was accepted: it leaves the
+    /// accept queue (`queued`: its entry goes stale) or the SYN-RECEIVED count.
+    /// The queue is compacted once stale entries outnumber live ones, so it
+    /// stays within twice the backlog whatever the peers do.
+    fn left_listener(&mut self, l: usize, queued: bool) {
+        let Some(Some(lst)) = self.listeners.get_mut(l) else {
+            return;
+        };
+        if !queued {
+            lst.embryonic = lst.embryonic.saturating_sub(1);
+            return;
+        }
+        lst.queued = lst.queued.saturating_sub(1);
+        if lst.ready.len() > 2 * lst.queued + 16 {
+            let slots = &self.slots;
+            lst.ready
+                .retain(|&(i, g)| slots.get(i).is_some_and(|s| s.accept && s.generation == g));
+        }
     }
 
     /// Bookkeeping after anything happened to a connection: the accept queue,
     /// removal of finished connections, the timer heap.
     fn after_event(&mut self, idx: usize) {
-        let Some(conn) = self.conn_mut(idx) else {
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        let Some(conn) = slot.conn.as_mut() else {
             return;
         };
         conn.apply_close();
         let established = std::mem::take(&mut conn.became_established);
         let listener = conn.listener;
-        let closed = conn.close_reason().is_some();
-        let orphan = conn.app_closed || listener.is_some();
-        let key = (conn.local, conn.remote);
-        let deadline = conn.next_deadline();
-        if let Some(l) = listener
-            && let Some(Some(lst)) = self.listeners.get_mut(l)
-            && established
-        {
+        if established && let Some(Some(lst)) = listener.and_then(|l| self.listeners.get_mut(l)) {
             lst.embryonic = lst.embryonic.saturating_sub(1);
-            lst.ready.push_back(idx);
+            lst.ready.push_back((idx, slot.generation));
+            lst.queued += 1;
+            slot.accept = true;
             self.counters.tcp_passive_opens += 1;
         }
-        if closed {
-            if let Some(l) = listener
-                && let Some(Some(lst)) = self.listeners.get_mut(l)
-                && !lst.ready.contains(&idx)
-            {
-                lst.embryonic = lst.embryonic.saturating_sub(1);
-            }
-            if self.by_tuple.get(&key) == Some(&idx) {
-                self.by_tuple.remove(&key);
+        if conn.close_reason().is_some() {
+            let orphan = conn.app_closed || listener.is_some();
+            let key = (conn.local, conn.remote);
+            let was_queued = std::mem::take(&mut slot.accept);
+            if let Some(l) = listener {
+                self.left_listener(l, was_queued);
             }
             if orphan {
                 self.remove_conn(idx);
+            } else if let Some(v) = self.by_tuple.remove(&key)
+                && v != idx
+            {
+                self.by_tuple.insert(key, v);
             }
             return;
         }
-        if let (Some(d), Some(slot)) = (deadline, self.slots.get_mut(idx))
-            && slot.scheduled.is_none_or(|s| d < s)
+        if conn.app_closed
+            && matches!(conn.state, crate::tcp::state::State::TimeWait(_))
+            && !may_send_more(conn)
         {
-            slot.scheduled = Some(d);
-            self.timers.push(Reverse((d, idx, slot.generation)));
+            self.enter_time_wait(idx);
+            return;
+        }
+        if let Some(d) = conn.next_deadline() {
+            self.timers.schedule(idx, d);
         }
     }
 
@@ -417,5 +451,34 @@ impl Engine {
         let id = self.ip_id;
         self.ip_id = self.ip_id.wrapping_add(segments as u16);
         id
+    }
+}
+
+/// False when `conn` certainly has nothing to send now (so `poll_output` would
+/// return nothing, and change nothing): no RST, SYN, SYN-ACK, ACK, probe or
+/// retransmission pending, no data past SND.NXT, no FIN still to go. True
+/// whenever it may have.
+fn may_send_more(conn: &Conn) -> bool {
+    use crate::tcp::state::State;
+    if conn.send_rst || conn.ka.due {
+        return true;
+    }
+    match &conn.state {
+        State::SynSent(s) => s.send_syn,
+        State::SynRcvd(s) => s.send_synack,
+        State::Closed(_) => false,
+        st => {
+            if st.rcv().is_some_and(|r| r.ack_now) {
+                return true;
+            }
+            let Some(snd) = st.snd() else {
+                return false;
+            };
+            let data_end = snd.una.plus(conn.tx.len());
+            snd.persist.is_some()
+                || snd.recovery.is_some()
+                || snd.nxt < data_end
+                || (st.fin_queued() && snd.nxt <= data_end)
+        }
     }
 }

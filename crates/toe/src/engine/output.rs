@@ -55,6 +55,8 @@ pub(super) fn put_eth(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: u16
 }
 
 /// Writes a 20-byte IPv4 header (no options, DF) at the start of `buf`, checksum filled.
+/// Every field is known, so the header is put together as one array and its
+/// checksum summed from the fields (RFC 1071) rather than over the bytes.
 pub(super) fn put_ipv4(
     buf: &mut [u8],
     src: Ipv4Addr,
@@ -63,20 +65,32 @@ pub(super) fn put_ipv4(
     payload_len: usize,
     id: u16,
 ) {
-    if let Some(h) = buf.get_mut(..ipv4::HEADER_LEN) {
-        h.fill(0);
-        let mut p = ipv4::Packet::new_unchecked(h);
-        p.set_version(4);
-        p.set_ihl(5);
-        p.set_total_len((ipv4::HEADER_LEN + payload_len).min(65_535) as u16);
-        p.set_ident(id);
-        p.set_dont_frag(true);
-        p.set_ttl(HOP_LIMIT);
-        p.set_protocol(proto);
-        p.set_src_addr(src.octets());
-        p.set_dst_addr(dst.octets());
-        p.fill_checksum();
-    }
+    let Some(h) = buf.get_mut(..ipv4::HEADER_LEN) else {
+        return;
+    };
+    let total = (ipv4::HEADER_LEN + payload_len).min(65_535) as u16;
+    let [s0, s1, s2, s3] = src.octets();
+    let [d0, d1, d2, d3] = dst.octets();
+    let word = |a: u8, b: u8| u32::from(u16::from_be_bytes([a, b]));
+    // Version 4 and IHL 5, the total length, the ID, DF, TTL and protocol,
+    // the addresses.
+    let mut sum = 0x4500
+        + u32::from(total)
+        + u32::from(id)
+        + 0x4000
+        + word(HOP_LIMIT, proto)
+        + word(s0, s1)
+        + word(s2, s3)
+        + word(d0, d1)
+        + word(d2, d3);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    let [c0, c1] = (!(sum as u16)).to_be_bytes();
+    let [t0, t1] = total.to_be_bytes();
+    let [i0, i1] = id.to_be_bytes();
+    h.copy_from_slice(&[
+        0x45, 0, t0, t1, i0, i1, 0x40, 0, HOP_LIMIT, proto, c0, c1, s0, s1, s2, s3, d0, d1, d2, d3,
+    ]);
 }
 
 /// Writes a 40-byte IPv6 header at the start of `buf`.
@@ -426,20 +440,25 @@ fn build_tcp(
     let seg = buf.get_mut(l4..)?;
     {
         let (hdr, data) = seg.split_at_mut(tcp_len);
-        hdr.fill(0);
-        let mut t = tcp::Packet::new_unchecked(&mut hdr[..]);
-        t.set_src_port(local.port());
-        t.set_dst_port(remote.port());
-        t.set_seq_number(o.seq.0);
-        t.set_ack_number(if o.flags.contains(tcp::Flags::ACK) {
+        let (fixed, options) = hdr.split_at_mut(tcp::HEADER_LEN);
+        // The fixed header in one piece (RFC 9293 section 3.1), checksum and
+        // urgent pointer zero; then the options.
+        let [p0, p1] = local.port().to_be_bytes();
+        let [q0, q1] = remote.port().to_be_bytes();
+        let [s0, s1, s2, s3] = o.seq.0.to_be_bytes();
+        let ack = if o.flags.contains(tcp::Flags::ACK) {
             o.ack.0
         } else {
             0
-        });
-        t.set_data_offset((tcp_len / 4) as u8);
-        t.set_flags(o.flags);
-        t.set_window(o.wnd);
-        t.options_mut().copy_from_slice(opts);
+        };
+        let [a0, a1, a2, a3] = ack.to_be_bytes();
+        let [w0, w1] = o.wnd.to_be_bytes();
+        let [ns, flags] = (o.flags.bits() & 0x1ff).to_be_bytes();
+        let off = (((tcp_len / 4) as u8) << 4) | ns;
+        fixed.copy_from_slice(&[
+            p0, p1, q0, q1, s0, s1, s2, s3, a0, a1, a2, a3, off, flags, w0, w1, 0, 0, 0, 0,
+        ]);
+        options.copy_from_slice(opts);
         conn.tx.peek(o.data_off, data);
     }
     let mut t = tcp::Packet::new_unchecked(seg);
@@ -464,4 +483,38 @@ fn build_tcp(
         t.fill_checksum(pseudo);
     }
     Some(meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_wire::etherparse::{IpNumber, Ipv4Header};
+
+    /// The IPv4 header as etherparse writes it, with its checksum, for a
+    /// spread of lengths, IDs, protocols and addresses.
+    #[test]
+    fn ipv4_header_matches_etherparse() {
+        let mut x = 0x1234_5678_u32;
+        for i in 0..2_000u32 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let (src, dst) = (Ipv4Addr::from(x), Ipv4Addr::from(x.rotate_left(13) ^ i));
+            let len = (x >> 7) as usize % 70_000;
+            let (id, proto) = ((x >> 3) as u16, [6u8, 17, 1][i as usize % 3]);
+            let mut ours = [0xaau8; 20];
+            put_ipv4(&mut ours, src, dst, proto, len, id);
+            let payload = (20 + len).min(65_535) as u16 - 20;
+            let mut h = Ipv4Header::new(
+                payload,
+                HOP_LIMIT,
+                IpNumber(proto),
+                src.octets(),
+                dst.octets(),
+            )
+            .unwrap();
+            h.identification = id;
+            h.dont_fragment = true;
+            h.header_checksum = h.calc_header_checksum();
+            assert_eq!(ours.to_vec(), h.to_bytes().to_vec(), "{i}");
+        }
+    }
 }

@@ -195,6 +195,7 @@ impl Engine {
         let l = Listener {
             port,
             ready: Default::default(),
+            queued: 0,
             embryonic: 0,
             cookies_until: None,
         };
@@ -221,11 +222,23 @@ impl Engine {
             .get_mut(l.0 as usize)
             .and_then(Option::as_mut)
             .ok_or(Error::InvalidHandle)?;
-        let idx = lst.ready.pop_front().ok_or(Error::WouldBlock)?;
-        if let Some(c) = self.conn_mut(idx) {
-            c.listener = None;
+        // Stale entries (connections that ended before being taken) are
+        // skipped.
+        while let Some((idx, generation)) = lst.ready.pop_front() {
+            let Some(slot) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            if !slot.accept || slot.generation != generation {
+                continue;
+            }
+            slot.accept = false;
+            lst.queued = lst.queued.saturating_sub(1);
+            if let Some(c) = slot.conn.as_mut() {
+                c.listener = None;
+            }
+            return Ok(self.handle_of(idx));
         }
-        Ok(self.handle_of(idx))
+        Err(Error::WouldBlock)
     }
 
     /// Stops listening. Connections not yet accepted are reset.
@@ -301,9 +314,8 @@ impl Engine {
         let iss = self.isn.isn(now, local, remote);
         let ts_offset = self.rng.next_u32();
         let params = self.conn_params(local_ip);
-        let conn = Conn::connect(now, local, remote, iss, ts_offset, params);
         self.counters.tcp_active_opens += 1;
-        let idx = self.insert_conn(conn);
+        let idx = self.insert_conn(|| Conn::connect(now, local, remote, iss, ts_offset, params));
         self.after_event(idx);
         Ok(self.handle_of(idx))
     }

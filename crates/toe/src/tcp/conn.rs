@@ -394,22 +394,32 @@ impl Conn {
 
     /// The earliest deadline of any timer.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let ack_at = self
-            .state
-            .rcv()
-            .and_then(|r| if r.ack_now { None } else { r.ack_at });
-        let snd_t = self.state.snd().and_then(|s| {
+        // One match (this runs after every event): the delayed ACK unless an
+        // ACK goes out now anyway, the send space's RTO, persist and RACK-TLP
+        // timers, the handshake's RTO, the TIME-WAIT expiry, keep-alive.
+        let ack = |r: &Rcv| if r.ack_now { None } else { r.ack_at };
+        let both = |s: &Snd, r: &Rcv| {
             let rack = earliest(s.rack.pto_at, s.rack.reo_at);
-            earliest(earliest(s.rto_at, s.persist.map(|p| p.at)), rack)
-        });
-        let own = match &self.state {
+            let snd = earliest(earliest(s.rto_at, s.persist.map(|p| p.at)), rack);
+            earliest(snd, ack(r))
+        };
+        let t = match &self.state {
             State::SynSent(s) => s.rto_at,
             State::SynRcvd(s) => s.rto_at,
-            State::TimeWait(t) => Some(t.expiry),
-            _ => None,
+            State::Established(s) => both(&s.snd, &s.rcv),
+            State::FinWait1(s) => both(&s.snd, &s.rcv),
+            State::CloseWait(s) => both(&s.snd, &s.rcv),
+            State::Closing(s) => both(&s.snd, &s.rcv),
+            State::LastAck(s) => both(&s.snd, &s.rcv),
+            State::FinWait2(s) => ack(&s.rcv),
+            State::TimeWait(t) => earliest(ack(&t.rcv), Some(t.expiry)),
+            State::Closed(_) => None,
         };
-        let ka = self.keepalive_deadline();
-        earliest(earliest(earliest(ack_at, snd_t), own), ka)
+        if self.ka.cfg.is_some() {
+            earliest(t, self.keepalive_deadline())
+        } else {
+            t
+        }
     }
 
     /// Runs the timers due at `now` (RFC 6298 section 5.4 to 5.7, RFC 9293

@@ -20,9 +20,8 @@
 //! the connection then runs without window scaling and SACK, with the MSS rounded
 //! down to the table (RFC 4987 section 3.6 lists these costs).
 
+use crate::rng::{put_addr, siphash24};
 use crate::time::Instant;
-use core::hash::Hasher;
-use siphasher::sip::SipHasher24;
 use std::net::{IpAddr, SocketAddr};
 
 /// The MSS values a cookie can carry, IPv4 (Linux's `msstab`).
@@ -74,18 +73,17 @@ impl SynCookies {
         SynCookies { k0, k1 }
     }
 
+    /// SipHash-2-4 of the tag byte, the 4-tuple (addresses, big-endian
+    /// ports) and `t` (little-endian), over one fixed buffer.
     fn hash(&self, tag: u8, local: SocketAddr, remote: SocketAddr, t: u32) -> u32 {
-        let mut h = SipHasher24::new_with_keys(self.k0, self.k1);
-        h.write_u8(tag);
-        for a in [local, remote] {
-            match a.ip() {
-                IpAddr::V4(ip) => h.write(&ip.octets()),
-                IpAddr::V6(ip) => h.write(&ip.octets()),
-            }
-            h.write(&a.port().to_be_bytes());
+        let mut buf = [0u8; 41];
+        buf[0] = tag;
+        let n = put_addr(&mut buf, 1, local);
+        let n = put_addr(&mut buf, n, remote);
+        if let Some(d) = buf.get_mut(n..n + 4) {
+            d.copy_from_slice(&t.to_le_bytes());
         }
-        h.write_u32(t);
-        h.finish() as u32
+        siphash24(self.k0, self.k1, buf.get(..n + 4).unwrap_or_default()) as u32
     }
 
     /// The ISN for a SYN from `remote` to `local` with sequence number `seq` and
@@ -172,6 +170,38 @@ mod tests {
                 .parse()
                 .unwrap_or_else(|_| unreachable!()),
         )
+    }
+
+    /// The keyed hash is what the streaming `siphasher` computes over the
+    /// same writes (tag, addresses and ports, slot), IPv4 and IPv6.
+    #[test]
+    fn hash_matches_streaming_siphash() {
+        use core::hash::Hasher;
+        use siphasher::sip::SipHasher24;
+        let c = SynCookies::new(0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210);
+        let v6: (SocketAddr, SocketAddr) = (
+            "[2001:db8::1]:443"
+                .parse()
+                .unwrap_or_else(|_| unreachable!()),
+            "[2001:db8::2]:50000"
+                .parse()
+                .unwrap_or_else(|_| unreachable!()),
+        );
+        for (l, r) in [addrs(), v6] {
+            for (tag, t) in [(1u8, 0u32), (2, 77), (3, 0xdead_beef)] {
+                let mut h = SipHasher24::new_with_keys(c.k0, c.k1);
+                h.write_u8(tag);
+                for a in [l, r] {
+                    match a.ip() {
+                        IpAddr::V4(ip) => h.write(&ip.octets()),
+                        IpAddr::V6(ip) => h.write(&ip.octets()),
+                    }
+                    h.write(&a.port().to_be_bytes());
+                }
+                h.write_u32(t);
+                assert_eq!(c.hash(tag, l, r, t), h.finish() as u32);
+            }
+        }
     }
 
     #[test]

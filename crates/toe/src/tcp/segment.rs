@@ -41,6 +41,54 @@ impl<'a> Segment<'a> {
             let tsecr = u32::from_be_bytes([e, f, g, h]);
             opts.timestamps = Some((tsval, tsecr));
         }
+        if let &[
+            2,
+            4,
+            m0,
+            m1,
+            4,
+            2,
+            8,
+            10,
+            a,
+            b,
+            c,
+            d,
+            e,
+            f,
+            g,
+            h,
+            1,
+            3,
+            3,
+            ws,
+        ] = raw
+        {
+            // A SYN with every option in Linux's layout (MSS, SACK-permitted,
+            // Timestamps, NOP, window scale): what the general walk finds.
+            opts = SynOptions {
+                mss: Some(u16::from_be_bytes([m0, m1])),
+                window_scale: Some(ws),
+                sack_permitted: true,
+                timestamps: Some((
+                    u32::from_be_bytes([a, b, c, d]),
+                    u32::from_be_bytes([e, f, g, h]),
+                )),
+            };
+            return Ok(Segment {
+                src_port: p.src_port(),
+                dst_port: p.dst_port(),
+                seq: Seq(p.seq_number()),
+                ack: Seq(p.ack_number()),
+                flags: p.flags(),
+                wnd: p.window(),
+                opts,
+                sack,
+                payload: bytes.get(p.header_len()..).unwrap_or_default(),
+                segs: segs.max(1),
+                frame: None,
+            });
+        }
         let general = opts.timestamps.is_none();
         for o in options::iter(if general { raw } else { &[] }) {
             match o? {
@@ -111,6 +159,29 @@ impl Outgoing {
     /// Writes the options into `buf` (at most 40 bytes); returns their length.
     pub fn write_options(&self, buf: &mut [u8]) -> usize {
         if let Some(syn) = &self.syn {
+            if let SynOptions {
+                mss: Some(mss),
+                window_scale: Some(ws),
+                sack_permitted: true,
+                timestamps: Some((tsval, tsecr)),
+            } = *syn
+            {
+                // Every option, as `SynOptions::emit` lays them out (Linux's
+                // SYN): MSS, SACK-permitted, Timestamps, NOP, window scale.
+                let [m0, m1] = mss.to_be_bytes();
+                let [a, b, c, d] = tsval.to_be_bytes();
+                let [e, f, g, h] = tsecr.to_be_bytes();
+                let all = [
+                    2, 4, m0, m1, 4, 2, 8, 10, a, b, c, d, e, f, g, h, 1, 3, 3, ws,
+                ];
+                return match buf.get_mut(..all.len()) {
+                    Some(out) => {
+                        out.copy_from_slice(&all);
+                        all.len()
+                    }
+                    None => 0,
+                };
+            }
             return syn.emit(buf).unwrap_or(0);
         }
         if let (Some((tsval, tsecr)), true) = (self.ts, self.sack.is_empty()) {
@@ -168,6 +239,48 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// A SYN's options written directly are what `SynOptions::emit`
+        /// writes, and read back directly are what the general walk
+        /// (`parse_syn_options`) reads, for every combination of options.
+        #[test]
+        fn syn_options_fast_paths_match_the_general_ones(
+            mss in proptest::option::of(any::<u16>()),
+            ws in proptest::option::of(0u8..15),
+            sack: bool,
+            ts in proptest::option::of(any::<(u32, u32)>()),
+        ) {
+            let syn = SynOptions { mss, window_scale: ws, sack_permitted: sack, timestamps: ts };
+            let o = Outgoing {
+                seq: Seq(1),
+                ack: Seq(0),
+                flags: Flags::SYN,
+                wnd: 100,
+                syn: Some(syn),
+                ts: None,
+                sack: SackBlocks::default(),
+                data_off: 0,
+                data_len: 0,
+                mss: 0,
+                retransmit: false,
+            };
+            let mut fast = [0u8; 40];
+            let n = o.write_options(&mut fast);
+            let mut general = [0u8; 40];
+            let m = syn.emit(&mut general).unwrap();
+            prop_assert_eq!(&fast[..n], &general[..m]);
+            // The segment around them, parsed.
+            let mut seg = vec![0u8; 20 + n];
+            {
+                let mut t = tcp::Packet::new_unchecked(&mut seg[..]);
+                t.set_data_offset(((20 + n) / 4) as u8);
+                t.set_flags(Flags::SYN);
+                t.options_mut().copy_from_slice(&fast[..n]);
+            }
+            let parsed = Segment::parse(&seg, 1).unwrap();
+            prop_assert_eq!(parsed.opts, options::parse_syn_options(&fast[..n]).unwrap());
+            prop_assert_eq!(parsed.opts, syn);
+        }
+
         /// The direct timestamps-only encoding is what the general one writes.
         #[test]
         fn timestamps_fast_path_matches_emit_options(tsval: u32, tsecr: u32) {
