@@ -7,11 +7,13 @@
 //! Buffers stay allocated when a run ends, so once warm nothing is allocated per
 //! packet.
 
-use super::view::Frame;
-use super::walk::RunState;
+use super::bytes;
+use super::view::{Frame, View};
+use super::walk::{Csum, RunState};
 use super::{FlushReason, GroCounters, GroSink, walk};
 use crate::meta::OffloadMeta;
 use core::ops::Range;
+use linerate_wire::checksum;
 use linerate_wire::layout::Layout;
 
 /// Runs per bucket (Linux `MAX_GRO_SKBS`).
@@ -139,6 +141,15 @@ impl Table {
         self.runs.get_mut(slot)
     }
 
+    /// A free slot of `bucket`, if it has one.
+    #[inline]
+    pub(super) fn free_slot(&self, bucket: Range<usize>) -> Option<usize> {
+        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
+        keys.iter()
+            .position(Option::is_none)
+            .map(|i| bucket.start + i)
+    }
+
     /// A slot of `bucket` to hold a new run in: a free one, else the oldest run's,
     /// delivered first (counted as [`FlushReason::TableFull`]).
     pub(super) fn make_room(
@@ -147,9 +158,8 @@ impl Table {
         counters: &mut GroCounters,
         out: &mut impl GroSink,
     ) -> usize {
-        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
-        if let Some(i) = keys.iter().position(Option::is_none) {
-            return bucket.start + i;
+        if let Some(slot) = self.free_slot(bucket.clone()) {
+            return slot;
         }
         let oldest = bucket
             .clone()
@@ -159,20 +169,36 @@ impl Table {
         oldest
     }
 
-    /// Holds `p` as a new run in the free `slot`.
+    /// Holds `p` as a new run in the free `slot`, with `meta` (its checksum state
+    /// set to `csum.state`). A checksum `csum` left for the copy is verified as the
+    /// frame is copied in; if it is bad the slot stays free and this returns false.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn hold(
         &mut self,
         slot: usize,
         hash: u32,
         now: u64,
-        p: Frame<'_>,
+        p: &View<'_>,
         state: RunState,
         meta: &OffloadMeta,
-    ) {
+        csum: Csum,
+    ) -> bool {
         let order = self.next_order;
         let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
-            return;
+            return true;
         };
+        run.buf.clear();
+        match csum.deferred {
+            None => run.buf.extend_from_slice(p.b),
+            Some(head) => {
+                let headers = bytes::range(p.b, 0, usize::from(p.l.payload));
+                run.buf.extend_from_slice(headers);
+                let sum = checksum::extend_partial(&mut run.buf, p.payload(), head);
+                if !walk::sums_to_ones(sum) {
+                    return false;
+                }
+            }
+        }
         *key = Some(hash);
         self.next_order += 1;
         run.order = order;
@@ -180,14 +206,14 @@ impl Table {
         run.state = state;
         run.layout = *p.l;
         run.meta = *meta;
-        run.buf.clear();
-        run.buf.extend_from_slice(p.b);
+        run.meta.csum = csum.state;
         self.held += 1;
         if self.live.len() >= 4 * self.keys.len() {
             let (keys, runs) = (&self.keys, &self.runs);
             self.live.retain(|&(s, o)| is_live(keys, runs, s, o));
         }
         self.live.push((slot, order));
+        true
     }
 
     /// Delivers the run in `slot` (completing it if it holds more than one
