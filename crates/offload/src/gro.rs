@@ -287,9 +287,16 @@ impl Gro {
         self.receive_ref(now, frame, &meta, out);
     }
 
-    /// [`Gro::receive`] with the meta borrowed.
+    /// [`Gro::receive`] with the meta borrowed (nothing of it is copied unless
+    /// the frame starts a run).
     #[inline]
-    fn receive_ref(&mut self, now: u64, frame: &[u8], meta: &OffloadMeta, out: &mut impl GroSink) {
+    pub fn receive_ref(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) {
         self.counters.received += 1;
         if meta.gso.is_some() {
             return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
