@@ -170,7 +170,7 @@ use crate::meta::OffloadMeta;
 use ipv4::IdMode;
 use linerate_wire::checksum;
 use linerate_wire::error::{Error, Layer};
-use linerate_wire::layout;
+use linerate_wire::layout::{self, Layout};
 use table::Table;
 use view::{Frame, View};
 use walk::RunState;
@@ -301,17 +301,26 @@ impl Gro {
         if meta.gso.is_some() {
             return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
         }
-        let parsed;
-        let layout = match &meta.layout {
-            Some(l) => l,
-            None => match self.cfg.layout.parse(frame) {
-                Ok(l) => {
-                    parsed = l;
-                    &parsed
-                }
-                Err(e) => return self.refuse(frame, meta, parse_reason(&e), None, out),
+        match &meta.layout {
+            Some(l) => self.receive_parsed(now, frame, l, meta, out),
+            // Borrowed where the parser wrote it, not moved out of the `Result`
+            // (a copy of a struct just written, which stalls on store forwarding).
+            None => match &self.cfg.layout.parse(frame) {
+                Ok(l) => self.receive_parsed(now, frame, l, meta, out),
+                Err(e) => self.refuse(frame, meta, parse_reason(e), None, out),
             },
-        };
+        }
+    }
+
+    /// [`Gro::receive_ref`] once the frame's layout is known.
+    fn receive_parsed(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        layout: &Layout,
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) {
         // A datagram that looked like a tunnel but whose tunnel header or inner frame
         // is bad: refused for the reason the tunnel layer gives.
         if let Some(e) = &layout.tunnel_error {
