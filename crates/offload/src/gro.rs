@@ -123,7 +123,7 @@
 //! `tcp4_gro_receive` does with `skb_gro_checksum_validate`, and refuses a packet
 //! with a bad one (`refused_csum_bad`, `refused_outer_csum_bad`, ...). The
 //! innermost transport checksum is verified as the packet's payload is copied
-//! into its run ([`checksum::extend_partial`]), so a packet GRO keeps is read
+//! into its run ([`checksum::copy_partial`]), so a packet GRO keeps is read
 //! once, not once to verify and once to copy; a packet whose checksum turns out
 //! bad there is refused exactly as if it had been refused before the copy (the
 //! run keeps its bytes, no counter but its refusal moves). A packet GRO verified
@@ -185,12 +185,14 @@ pub trait GroSink {
     /// [`GroSink::run`] is not overridden).
     fn frame(&mut self, frame: &[u8], meta: &OffloadMeta);
 
-    /// A run leaving GRO: `buf` holds the whole frame (the merged super-frame, or
-    /// the run's single segment). The sink may take the buffer, leaving another
-    /// in its place (any length: GRO clears it before use); by default the frame
-    /// is passed to [`GroSink::frame`].
-    fn run(&mut self, buf: &mut Vec<u8>, meta: &OffloadMeta) {
-        self.frame(buf, meta);
+    /// A run leaving GRO: the first `len` bytes of `buf` are the whole frame (the
+    /// merged super-frame, or the run's single segment); the rest of `buf` is
+    /// room GRO keeps for its next run. The sink may take the buffer, leaving
+    /// another in its place (any length and content: GRO only writes into it,
+    /// and grows it if short; a long one saves GRO growing it); by default the
+    /// frame is passed to [`GroSink::frame`].
+    fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
+        self.frame(buf.get(..len).unwrap_or_default(), meta);
     }
 }
 
@@ -419,7 +421,11 @@ impl Gro {
             }
         };
         let start = RunState::start(&p);
-        if !self.table.hold(slot, hash, now, &p, start, meta, csum) {
+        let room = usize::from(layout.outer.l3_offset) + limits.0;
+        if !self
+            .table
+            .hold(slot, hash, now, &p, start, meta, csum, room)
+        {
             return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
         }
         if let Some(s) = split {
@@ -478,17 +484,19 @@ impl Gro {
         let Some(run) = self.table.run_mut(slot) else {
             return Ok(None);
         };
+        let room = usize::from(run.layout.outer.l3_offset) + max_len;
+        let payload = p.payload();
+        let tail = run.tail(payload.len(), room);
         match deferred {
-            None => run.buf.extend_from_slice(p.payload()),
+            None => tail.copy_from_slice(payload),
             Some(head) => {
-                let from = run.buf.len();
-                let sum = checksum::extend_partial(&mut run.buf, p.payload(), head);
+                let sum = checksum::copy_partial(tail, payload, head).unwrap_or(0);
                 if !walk::sums_to_ones(sum) {
-                    run.buf.truncate(from);
-                    return Err(());
+                    return Err(()); // the bytes past the run are room, not the run
                 }
             }
         }
+        run.len += payload.len();
         run.state.merged(p, ids);
         if then.is_some() {
             return Ok(then);
@@ -497,8 +505,7 @@ impl Gro {
             return Ok(Some(FlushReason::Segs));
         }
         let ip_len = run
-            .buf
-            .len()
+            .len
             .saturating_sub(usize::from(run.layout.outer.l3_offset));
         if ip_len + usize::from(run.state.size) > max_len {
             return Ok(Some(FlushReason::Size));
@@ -540,8 +547,7 @@ fn judge(
 ) -> Result<([IdMode; 2], Option<FlushReason>), FlushReason> {
     let ids = walk::must_flush(p, h, &run.state)?;
     let ip_len = run
-        .buf
-        .len()
+        .len
         .saturating_sub(usize::from(run.layout.outer.l3_offset));
     if ip_len + p.payload_len() > max_len {
         return Err(FlushReason::Size);

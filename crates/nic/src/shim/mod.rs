@@ -854,12 +854,18 @@ impl GroSink for GroOut<'_> {
         self.batch.push(Frame::new(buf, meta));
     }
 
-    fn run(&mut self, buf: &mut Vec<u8>, meta: &OffloadMeta) {
-        if buf.len() <= self.small.config().buf_len {
-            return self.frame(buf, meta);
+    fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
+        if len <= self.small.config().buf_len {
+            return self.frame(buf.get(..len).unwrap_or_default(), meta);
         }
+        // The whole storage goes up, GRO's room after the frame included: it is
+        // initialised, so the pool takes it back as it is (no zero-filling), and
+        // GRO's new buffer is a whole pool buffer it need not grow.
         let taken = core::mem::replace(buf, self.big.take_storage());
-        let frame = PacketBuf::from_storage(self.big, taken);
+        let mut frame = PacketBuf::from_storage(self.big, taken);
+        if frame.truncate(len).is_err() {
+            return; // cannot happen: `len` is within the run's buffer
+        }
         self.push(frame, meta);
     }
 }

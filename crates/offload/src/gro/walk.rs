@@ -190,7 +190,7 @@ pub(super) struct Csum {
     /// The innermost transport checksum, not verified yet: the sum of its
     /// pseudo-header and transport header. It is good if that plus the payload's
     /// sum folds to all ones, which GRO finds out while it copies the payload
-    /// ([`checksum::extend_partial`]), reading each byte once.
+    /// ([`checksum::copy_partial`]), reading each byte once.
     pub(super) deferred: Option<u32>,
 }
 

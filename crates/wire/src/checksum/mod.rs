@@ -187,25 +187,6 @@ pub fn copy_partial(dst: &mut [u8], src: &[u8], initial: u32) -> Option<u32> {
     Some(partial(dst, initial))
 }
 
-/// Appends `src` to `dst` and adds `src` to the running sum `initial`, as
-/// [`partial`] would, in one pass over the data (as [`copy_partial`], into a
-/// growing buffer: the appended bytes are written once, not zero-filled first).
-/// Returns the new unfolded sum. A receive path that gathers payloads into one
-/// buffer verifies their checksums this way without reading them twice.
-#[inline]
-pub fn extend_partial(dst: &mut Vec<u8>, src: &[u8], initial: u32) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    if src.len() >= SMALL
-        && best() == Implementation::Avx2
-        && let Some(s) = x86::extend_sum(dst, src)
-    {
-        return combine(initial, from_le_sum(s));
-    }
-    let from = dst.len();
-    dst.extend_from_slice(src);
-    partial(dst.get(from..).unwrap_or_default(), initial)
-}
-
 /// The little-endian word sum of `data` by the [`best`] kernel.
 #[inline]
 fn sum_best(data: &[u8]) -> u64 {

@@ -337,31 +337,3 @@ fn copy_partial_across_blocks_and_into_short_buffers() {
         "a refused copy writes nothing"
     );
 }
-
-#[test]
-fn extend_partial_appends_and_sums_like_naive() {
-    let mut rng = Rng(13);
-    let buf = rng.bytes(3000 + 64);
-    let mut lens: Vec<usize> = (0..600).collect();
-    lens.extend([1023, 1024, 1448, 1460, 1461, 2047, 3000]);
-    for len in lens {
-        let off = rng.below(64);
-        let src = &buf[off..off + len];
-        let initial = rng.next() as u32;
-        // A buffer that already holds a prefix, with and without spare capacity.
-        let prefix = rng.below(70);
-        let spare = if len % 2 == 0 { 0 } else { len + 5 };
-        let mut dst = Vec::with_capacity(prefix + spare);
-        dst.resize(prefix, 0xa5u8);
-        let got = fold(extend_partial(&mut dst, src, initial));
-        assert_eq!(got, naive(src, initial), "len {len}");
-        assert_eq!(dst.len(), prefix + len, "len {len}");
-        assert!(dst[..prefix].iter().all(|&b| b == 0xa5), "len {len}");
-        assert_eq!(&dst[prefix..], src, "len {len}");
-    }
-    // Across the AVX2 kernel's blocks.
-    let big = rng.bytes((1 << 20) + 77);
-    let mut dst = vec![1u8, 2, 3];
-    assert_eq!(fold(extend_partial(&mut dst, &big, 9)), naive(&big, 9));
-    assert_eq!(&dst[3..], &big[..]);
-}

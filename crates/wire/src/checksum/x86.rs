@@ -174,81 +174,51 @@ pub(super) fn copy_sum(dst: &mut [u8], src: &[u8]) -> Option<u64> {
     }
     let dst = dst.get_mut(..src.len())?;
     // SAFETY: AVX2 is available (checked just above), and `dst` is exactly as long
-    // as `src` and writable, `copy_sum_avx2`'s requirements.
-    Some(unsafe { copy_sum_avx2(dst.as_mut_ptr(), src) })
-}
-
-/// Appends `src` to `dst` and returns the little-endian word sum of `src` (the
-/// contract of `portable::sum`), or `None` (appending nothing) if this CPU lacks
-/// AVX2. One pass, as [`copy_sum`], and nothing written twice: the bytes go
-/// straight into `dst`'s spare capacity (no zero-fill first).
-#[inline]
-pub(super) fn extend_sum(dst: &mut Vec<u8>, src: &[u8]) -> Option<u64> {
-    if !available() {
-        return None;
-    }
-    dst.reserve(src.len());
-    let spare = dst.spare_capacity_mut();
-    if spare.len() < src.len() {
-        return None; // cannot happen after `reserve`
-    }
-    // SAFETY: AVX2 is available (checked above); `spare` has room for `src.len()`
-    // bytes (checked just above), which `copy_sum_avx2` writes through the pointer
-    // (`MaybeUninit<u8>` has the layout of `u8`) and never reads.
-    let sum = unsafe { copy_sum_avx2(spare.as_mut_ptr().cast::<u8>(), src) };
-    let len = dst.len() + src.len();
-    // SAFETY: `copy_sum_avx2` initialised the `src.len()` bytes after the old
-    // length, within the capacity (checked above).
-    unsafe { dst.set_len(len) };
-    Some(sum)
+    // as `src`, `copy_sum_avx2`'s requirements.
+    Some(unsafe { copy_sum_avx2(dst, src) })
 }
 
 /// [`copy_sum`] without the checks.
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2; `dst` must be valid for writes of `src.len()` bytes
-/// that do not overlap `src`.
+/// The CPU must support AVX2; `dst.len() == src.len()`.
 #[target_feature(enable = "avx2")]
-unsafe fn copy_sum_avx2(dst: *mut u8, src: &[u8]) -> u64 {
+unsafe fn copy_sum_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
     let mut total = 0u64;
-    let mut src = src;
-    let mut dst = dst;
+    let (mut src, mut dst) = (src, dst);
     while src.len() >= 32 {
         let take = src.len().min(BLOCK) & !31;
         let (block, tail) = src.split_at(take);
-        // SAFETY: AVX2 is available and `dst` has room for `take` more bytes (this
-        // function's contract); `block` is a whole number of 32-byte vectors of at
-        // most `BLOCK` bytes.
-        total = add64(total, unsafe { copy_sum_block(dst, block) });
+        let (out, out_tail) = dst.split_at_mut(take);
+        // SAFETY: AVX2 is available and `out` is as long as `block`, a whole number
+        // of 32-byte vectors of at most `BLOCK` bytes (this function's contract).
+        total = add64(total, unsafe { copy_sum_block(out, block) });
         src = tail;
-        // SAFETY: still within the `src.len()` bytes `dst` is valid for.
-        dst = unsafe { dst.add(take) };
+        dst = out_tail;
     }
-    // SAFETY: `dst` has room for the `src.len()` bytes left, which do not overlap
-    // it (this function's contract).
-    unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+    dst.copy_from_slice(src);
     add64(total, portable::sum(src))
 }
 
-/// [`sum_block`] that also stores every vector it loads at `out`.
+/// [`sum_block`] that also stores every vector it loads into `out`.
 ///
 /// # Safety
 ///
-/// The CPU must support AVX2; `out` must be valid for writes of `block.len()`
-/// bytes, a multiple of 32 of at most [`BLOCK`], not overlapping `block`.
+/// The CPU must support AVX2; `out.len() == block.len()`, a multiple of 32 of at
+/// most [`BLOCK`].
 #[target_feature(enable = "avx2")]
-unsafe fn copy_sum_block(out: *mut u8, block: &[u8]) -> u64 {
+unsafe fn copy_sum_block(out: &mut [u8], block: &[u8]) -> u64 {
     debug_assert!(block.len().is_multiple_of(32) && block.len() <= BLOCK);
+    debug_assert_eq!(out.len(), block.len());
     let big = block.len() / 128 * 128;
     // SAFETY: every load reads 32 bytes at `src + at` and every store writes 32
-    // bytes at `dst + at` with `at + 32 <= block.len()` (the loops stop there), so
-    // both stay inside `block` and the area `out` is valid for (this function's
-    // contract); `loadu`/`storeu` have no alignment requirement. AVX2 is available
-    // (this function's contract).
+    // bytes at `dst + at` with `at + 32 <= block.len() == out.len()` (the loops
+    // stop there), so both stay inside their slices; `loadu`/`storeu` have no
+    // alignment requirement. AVX2 is available (this function's contract).
     unsafe {
         let src = block.as_ptr().cast::<__m256i>();
-        let dst = out.cast::<__m256i>();
+        let dst = out.as_mut_ptr().cast::<__m256i>();
         let mask = _mm256_set1_epi32(0xffff);
         let zero = _mm256_setzero_si256();
         let (mut l0, mut l1, mut l2, mut l3) = (zero, zero, zero, zero);
