@@ -96,7 +96,7 @@ use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{Gro, GroConfig, GroSink};
 use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter};
-use linerate_offload::{Checksum, OffloadMeta, csum};
+use linerate_offload::{Checksum, OffloadMeta, RssHash, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
 use linerate_wire::layout;
 use std::collections::VecDeque;
@@ -418,20 +418,11 @@ impl<N: Nic> Shim<N> {
             };
             self.segmenter.set_mode(mode);
             let first = q.pending.len();
-            let mut sink = SegmentsInto {
-                pool: self.backend.pool(),
-                batch: &mut q.pending,
-                meta: OffloadMeta {
-                    csum: Checksum::None,
-                    gso: None,
-                    rss: frame.meta.rss,
-                    layout: None,
-                },
-                pending: None,
-            };
+            let mut sink = SegmentsInto::new(self.backend.pool(), &mut q.pending, frame.meta.rss);
             let made = self
                 .segmenter
                 .segment_to(frame.bytes(), &frame.meta, &mut sink);
+            sink.finish();
             let (n, seg_csum) = match made {
                 Ok(r) => r,
                 Err(e) => {
@@ -645,18 +636,10 @@ impl<N: Nic> Shim<N> {
                 continue;
             }
             let first = out.len();
-            let mut sink = SegmentsInto {
-                pool: &self.small_pool,
-                batch: &mut out,
-                meta: OffloadMeta {
-                    csum: Checksum::None,
-                    gso: None,
-                    rss: f.meta.rss,
-                    layout: None,
-                },
-                pending: None,
-            };
-            match self.segmenter.segment_to(f.bytes(), &f.meta, &mut sink) {
+            let mut sink = SegmentsInto::new(&self.small_pool, &mut out, f.meta.rss);
+            let made = self.segmenter.segment_to(f.bytes(), &f.meta, &mut sink);
+            sink.finish();
+            match made {
                 Ok((n, state)) => {
                     for s in out.iter_mut().skip(first) {
                         s.meta.csum = state;
@@ -771,25 +754,53 @@ impl<N: Nic> Shim<N> {
 }
 
 /// Where the shim's software GSO writes segments: buffers of the backend's pool,
-/// appended to a queue's pending batch with `meta`.
+/// appended to a queue's pending batch with `meta`. Each segment is written
+/// where it stays, in a frame pushed onto the batch when its buffer is lent
+/// (not built aside and moved in when committed).
 struct SegmentsInto<'a> {
     pool: &'a Pool,
     batch: &'a mut Batch,
     meta: OffloadMeta,
-    pending: Option<PacketBuf>,
+    /// The last frame of `batch` was lent and not committed yet.
+    open: bool,
+}
+
+impl<'a> SegmentsInto<'a> {
+    fn new(pool: &'a Pool, batch: &'a mut Batch, rss: Option<RssHash>) -> SegmentsInto<'a> {
+        SegmentsInto {
+            pool,
+            batch,
+            meta: OffloadMeta {
+                csum: Checksum::None,
+                gso: None,
+                rss,
+                layout: None,
+            },
+            open: false,
+        }
+    }
+
+    /// Takes back a segment lent but never committed (the segmenter gave up).
+    fn finish(self) {
+        if self.open {
+            self.batch.pop();
+        }
+    }
 }
 
 impl SegmentSink for SegmentsInto<'_> {
     fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
-        let mut buf = self.pool.alloc();
-        buf.append(len);
-        Some(self.pending.insert(buf).as_mut_slice())
+        if !self.open {
+            self.batch.push(Frame::new(self.pool.alloc(), self.meta));
+            self.open = true;
+        }
+        let f = self.batch.last_mut()?;
+        f.buf.clear();
+        Some(f.buf.append(len))
     }
 
     fn commit(&mut self) {
-        if let Some(buf) = self.pending.take() {
-            self.batch.push(Frame::new(buf, self.meta));
-        }
+        self.open = false;
     }
 }
 
