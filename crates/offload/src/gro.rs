@@ -487,14 +487,16 @@ impl Gro {
         let room = usize::from(run.layout.outer.l3_offset) + max_len;
         let payload = p.payload();
         let tail = run.tail(payload.len(), room);
-        match deferred {
-            None => tail.copy_from_slice(payload),
+        let copied = match deferred {
+            None => bytes::copy(tail, payload),
             Some(head) => {
-                let sum = checksum::copy_partial(tail, payload, head).unwrap_or(0);
-                if !walk::sums_to_ones(sum) {
-                    return Err(()); // the bytes past the run are room, not the run
-                }
+                checksum::copy_partial(tail, payload, head).is_some_and(walk::sums_to_ones)
             }
+        };
+        if !copied {
+            // Bad (or, which the room grown for it rules out, not copied whole):
+            // the bytes written past the run are room, not the run.
+            return Err(());
         }
         run.len += payload.len();
         run.state.merged(p, ids);

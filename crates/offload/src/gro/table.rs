@@ -197,7 +197,8 @@ impl Table {
     /// Holds `p` as a new run in the free `slot`, with `meta` (its checksum state
     /// set to `csum.state`), in a buffer of up to `room` bytes (grown if short). A
     /// checksum `csum` left for the copy is verified as the frame is copied in; if
-    /// it is bad the slot stays free and this returns false.
+    /// it is bad the slot stays free and this returns false (as it would if the
+    /// frame could not be copied whole, which the room grown for it rules out).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn hold(
         &mut self,
@@ -216,17 +217,21 @@ impl Table {
         };
         run.len = 0;
         let frame = run.tail(p.b.len(), room);
-        match csum.deferred {
-            None => frame.copy_from_slice(p.b),
+        let copied = match csum.deferred {
+            None => bytes::copy(frame, p.b),
             Some(head) => {
-                let at = usize::from(p.l.payload).min(p.b.len());
-                let (headers, payload) = frame.split_at_mut(at);
-                headers.copy_from_slice(bytes::range(p.b, 0, at));
-                let sum = checksum::copy_partial(payload, p.payload(), head).unwrap_or(0);
-                if !walk::sums_to_ones(sum) {
-                    return false;
-                }
+                let at = usize::from(p.l.payload);
+                frame
+                    .split_at_mut_checked(at)
+                    .is_some_and(|(headers, payload)| {
+                        bytes::copy(headers, bytes::range(p.b, 0, at))
+                            && checksum::copy_partial(payload, p.payload(), head)
+                                .is_some_and(walk::sums_to_ones)
+                    })
             }
+        };
+        if !copied {
+            return false;
         }
         run.len = p.b.len();
         *key = Some(hash);
