@@ -741,6 +741,7 @@ impl<N: Nic> Shim<N> {
                 slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
             }
         }
+        emit.current = (core::ptr::null(), 0);
         frames.clear();
         q.gro.flush_all(&mut emit);
         let c = q.gro.counters();
