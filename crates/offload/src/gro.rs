@@ -74,7 +74,8 @@
 //!
 //! * **Refused** (`refused_<reason>`): it cannot be held (IP options, a fragment, a
 //!   bad or unverified checksum, padding, SYN/RST/URG, a pure ACK, GENEVE O bit or
-//!   version, GRE flags, not TCP, ...). It is delivered unchanged, bytes and meta.
+//!   version, GRE flags, not TCP, ...). It is delivered unchanged, bytes and meta
+//!   (but see [Checksums](#checksums)).
 //!   Runs with its flow hash are delivered first (`flushed_<reason>`), so a flow's
 //!   bytes never overtake each other; Linux delivers such a packet ahead of its
 //!   held run. (A frame whose headers do not parse as far as its addresses and
@@ -112,7 +113,23 @@
 //!   fixed_id, outer_fixed_id, ecn: the first segment had CWR, segs })`;
 //!   `meta.rss` is the first segment's and `meta.layout` the merged frame's.
 //!
-//! A run that nobody joined is delivered as it came: the same bytes and meta.
+//! A run that nobody joined is delivered as it came: the same bytes and meta (but
+//! see [Checksums](#checksums)).
+//!
+//! # Checksums
+//!
+//! `meta.csum` says what the NIC verified (`Checksum::Verified { levels }`, as
+//! Linux's `csum_level`); GRO verifies the rest in software, as Linux's
+//! `tcp4_gro_receive` does with `skb_gro_checksum_validate`, and refuses a packet
+//! with a bad one (`refused_csum_bad`, `refused_outer_csum_bad`, ...). The
+//! innermost transport checksum is verified as the packet's payload is copied
+//! into its run ([`checksum::copy_partial`]), so a packet GRO keeps is read
+//! once, not once to verify and once to copy; a packet whose checksum turns out
+//! bad there is refused exactly as if it had been refused before the copy (the
+//! run keeps its bytes, no counter but its refusal moves). A packet GRO verified
+//! and then passes on as it came (refused for FIN or PSH, or a run of one) has
+//! its meta marked `Checksum::Verified` with every level it carries
+//! (`csum_verified`), so the layer above need not verify it again.
 //!
 //! # Where linerate differs from Linux
 //!
@@ -131,6 +148,8 @@
 //!   innermost transport checksum.
 
 mod bytes;
+#[cfg(test)]
+mod csum_tests;
 mod eth;
 mod geneve;
 mod gre;
@@ -149,8 +168,9 @@ pub use reason::{FlushReason, GroCounters};
 
 use crate::meta::OffloadMeta;
 use ipv4::IdMode;
+use linerate_wire::checksum;
 use linerate_wire::error::{Error, Layer};
-use linerate_wire::layout;
+use linerate_wire::layout::{self, Layout};
 use table::Table;
 use view::{Frame, View};
 use walk::RunState;
@@ -165,12 +185,14 @@ pub trait GroSink {
     /// [`GroSink::run`] is not overridden).
     fn frame(&mut self, frame: &[u8], meta: &OffloadMeta);
 
-    /// A run leaving GRO: `buf` holds the whole frame (the merged super-frame, or
-    /// the run's single segment). The sink may take the buffer, leaving another
-    /// in its place (any length: GRO clears it before use); by default the frame
-    /// is passed to [`GroSink::frame`].
-    fn run(&mut self, buf: &mut Vec<u8>, meta: &OffloadMeta) {
-        self.frame(buf, meta);
+    /// A run leaving GRO: the first `len` bytes of `buf` are the whole frame (the
+    /// merged super-frame, or the run's single segment); the rest of `buf` is
+    /// room GRO keeps for its next run. The sink may take the buffer, leaving
+    /// another in its place (any length and content: GRO only writes into it,
+    /// and grows it if short; a long one saves GRO growing it); by default the
+    /// frame is passed to [`GroSink::frame`].
+    fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
+        self.frame(buf.get(..len).unwrap_or_default(), meta);
     }
 }
 
@@ -267,24 +289,40 @@ impl Gro {
         self.receive_ref(now, frame, &meta, out);
     }
 
-    /// [`Gro::receive`] with the meta borrowed.
+    /// [`Gro::receive`] with the meta borrowed (nothing of it is copied unless
+    /// the frame starts a run).
     #[inline]
-    fn receive_ref(&mut self, now: u64, frame: &[u8], meta: &OffloadMeta, out: &mut impl GroSink) {
+    pub fn receive_ref(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) {
         self.counters.received += 1;
         if meta.gso.is_some() {
             return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
         }
-        let parsed;
-        let layout = match &meta.layout {
-            Some(l) => l,
-            None => match self.cfg.layout.parse(frame) {
-                Ok(l) => {
-                    parsed = l;
-                    &parsed
-                }
-                Err(e) => return self.refuse(frame, meta, parse_reason(&e), None, out),
+        match &meta.layout {
+            Some(l) => self.receive_parsed(now, frame, l, meta, out),
+            // Borrowed where the parser wrote it, not moved out of the `Result`
+            // (a copy of a struct just written, which stalls on store forwarding).
+            None => match &self.cfg.layout.parse(frame) {
+                Ok(l) => self.receive_parsed(now, frame, l, meta, out),
+                Err(e) => self.refuse(frame, meta, parse_reason(e), None, out),
             },
-        };
+        }
+    }
+
+    /// [`Gro::receive_ref`] once the frame's layout is known.
+    fn receive_parsed(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        layout: &Layout,
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) {
         // A datagram that looked like a tunnel but whose tunnel header or inner frame
         // is bad: refused for the reason the tunnel layer gives.
         if let Some(e) = &layout.tunnel_error {
@@ -305,9 +343,10 @@ impl Gro {
             }
         };
         let hash = p.flow_hash();
-        if let Err(r) = walk::check(&p, meta.csum) {
-            return self.refuse(frame, meta, r, Some(hash), out);
-        }
+        let mut csum = match walk::check(&p, meta.csum, true) {
+            Ok(c) => c,
+            Err(r) => return self.refuse(frame, meta, r, Some(hash), out),
+        };
         let bucket = self.table.bucket(hash);
         let limits = (usize::from(self.cfg.max_len), self.cfg.max_segs);
         let mut found = None;
@@ -327,28 +366,73 @@ impl Gro {
                 Err(r) => split = split.or(Some(r)),
             }
         }
+        // A checksum left for the copy is verified as the payload is appended or
+        // the frame held. Where the frame is not copied, or where something would
+        // be delivered before the copy, it is verified first, on its own: a bad
+        // frame changes nothing but its own refusal, as if it had been refused
+        // when it was checked.
         match found {
             Some((slot, Ok((ids, then)))) => {
+                let Ok(flush) = self.append(slot, &p, csum.deferred, ids, then, limits) else {
+                    return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
+                };
                 self.counters.merged += 1;
-                if let Some(r) = self.append(slot, &p, ids, then, limits) {
+                self.counters.csum_verified += u64::from(csum.software);
+                if let Some(r) = flush {
                     self.table.deliver(slot, r, &mut self.counters, out);
                 }
                 return;
             }
-            Some((slot, Err(r))) => self.table.deliver(slot, r, &mut self.counters, out),
-            None => {
-                if let Some(r) = split {
-                    self.counters.split_off(r);
+            Some((slot, Err(r))) => {
+                if let Err(bad) = csum.settle(&p) {
+                    return self.refuse(frame, meta, bad, Some(hash), out);
                 }
+                self.table.deliver(slot, r, &mut self.counters, out);
+                split = None;
             }
+            None => {}
         }
         if let Err(r) = walk::can_start(&p) {
-            return self.refuse(frame, meta, r, None, out);
+            if let Err(bad) = csum.settle(&p) {
+                return self.refuse(frame, meta, bad, Some(hash), out);
+            }
+            if let Some(s) = split {
+                self.counters.split_off(s);
+            }
+            if !csum.software {
+                return self.refuse(frame, meta, r, None, out);
+            }
+            // Delivered with what was verified here recorded.
+            self.counters.csum_verified += 1;
+            let verified = OffloadMeta {
+                csum: csum.state,
+                ..*meta
+            };
+            return self.refuse(frame, &verified, r, None, out);
         }
-        let slot = self.table.make_room(bucket, &mut self.counters, out);
-        self.table
-            .hold(slot, hash, now, f, RunState::start(&p), meta);
+        let slot = match self.table.free_slot(bucket.clone()) {
+            Some(slot) => slot,
+            None => {
+                // Making room delivers a run: only for a good frame.
+                if let Err(bad) = csum.settle(&p) {
+                    return self.refuse(frame, meta, bad, Some(hash), out);
+                }
+                self.table.make_room(bucket, &mut self.counters, out)
+            }
+        };
+        let start = RunState::start(&p);
+        let room = usize::from(layout.outer.l3_offset) + limits.0;
+        if !self
+            .table
+            .hold(slot, hash, now, &p, start, meta, csum, room)
+        {
+            return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
+        }
+        if let Some(s) = split {
+            self.counters.split_off(s);
+        }
         self.counters.held += 1;
+        self.counters.csum_verified += u64::from(csum.software);
     }
 
     /// [`Gro::receive`] for every frame of `batch`, then [`Gro::flush_all`].
@@ -383,34 +467,52 @@ impl Gro {
     }
 
     /// Appends `p` to the run in `slot`, which [`judge`] let it join with ID modes
-    /// `ids`; returns why the run must now be delivered, if it must: `then` (the
-    /// transport's reason), the segment limit, or no room for another segment.
+    /// `ids`, verifying its `deferred` checksum as the payload is copied
+    /// ([`walk::Csum::deferred`]). Returns why the run must now be delivered, if it
+    /// must: `then` (the transport's reason), the segment limit, or no room for
+    /// another segment; `Err` if the checksum is bad (nothing is appended).
     #[inline]
     fn append(
         &mut self,
         slot: usize,
         p: &View<'_>,
+        deferred: Option<u32>,
         ids: [IdMode; 2],
         then: Option<FlushReason>,
         (max_len, max_segs): (usize, u16),
-    ) -> Option<FlushReason> {
-        let run = self.table.run_mut(slot)?;
-        run.buf.extend_from_slice(p.payload());
+    ) -> Result<Option<FlushReason>, ()> {
+        let Some(run) = self.table.run_mut(slot) else {
+            return Ok(None);
+        };
+        let room = usize::from(run.layout.outer.l3_offset) + max_len;
+        let payload = p.payload();
+        let tail = run.tail(payload.len(), room);
+        let copied = match deferred {
+            None => bytes::copy(tail, payload),
+            Some(head) => {
+                checksum::copy_partial(tail, payload, head).is_some_and(walk::sums_to_ones)
+            }
+        };
+        if !copied {
+            // Bad (or, which the room grown for it rules out, not copied whole):
+            // the bytes written past the run are room, not the run.
+            return Err(());
+        }
+        run.len += payload.len();
         run.state.merged(p, ids);
         if then.is_some() {
-            return then;
+            return Ok(then);
         }
         if run.state.segs >= max_segs {
-            return Some(FlushReason::Segs);
+            return Ok(Some(FlushReason::Segs));
         }
         let ip_len = run
-            .buf
-            .len()
+            .len
             .saturating_sub(usize::from(run.layout.outer.l3_offset));
         if ip_len + usize::from(run.state.size) > max_len {
-            return Some(FlushReason::Size);
+            return Ok(Some(FlushReason::Size));
         }
-        None
+        Ok(None)
     }
 
     /// Delivers `frame` unchanged, counted as refused for `reason`, after the runs
@@ -447,8 +549,7 @@ fn judge(
 ) -> Result<([IdMode; 2], Option<FlushReason>), FlushReason> {
     let ids = walk::must_flush(p, h, &run.state)?;
     let ip_len = run
-        .buf
-        .len()
+        .len
         .saturating_sub(usize::from(run.layout.outer.l3_offset));
     if ip_len + p.payload_len() > max_len {
         return Err(FlushReason::Size);

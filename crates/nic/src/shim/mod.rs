@@ -31,14 +31,20 @@
 //! * checksums the backend did not verify are verified
 //!   ([`linerate_offload::csum::verify_meta`]): good frames are marked
 //!   [`linerate_offload::Checksum::Verified`] (`csum_verified`), bad ones dropped
-//!   (`csum_bad`, `rx_dropped_csum`);
+//!   (`csum_bad`, `rx_dropped_csum`). With software GRO, GRO verifies them, the
+//!   innermost transport checksum while it copies the payload into its run (each
+//!   byte read once); what GRO passes on unverified (refused before it looked at
+//!   the checksum) is verified here on its way up;
 //! * with more presented queues than the backend has, frames are dispatched to
 //!   per-queue internal queues by the Toeplitz hash ([`linerate_rss::Steering`];
 //!   the backend's hash is used when it gives one), `rss_dispatched` counted on the
 //!   target queue; `receive(q)` drains queue `q`;
 //! * when the backend has no LRO, each queue's frames go through its own
 //!   [`Gro`] context, flushed at the end of every receive call (so nothing is held
-//!   between calls; `gro_merged`, `gro_flushed`);
+//!   between calls; `gro_merged`, `gro_flushed`). A merged run goes up in the
+//!   buffer GRO gathered it in (a buffer of the shim's pool, which the layer
+//!   above may keep as long as it likes); a frame GRO passes on as it came goes
+//!   up in its own buffer;
 //! * a super-frame the backend delivers while the shim presents no LRO is
 //!   segmented back into MTU frames.
 //!
@@ -90,8 +96,9 @@ use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{Gro, GroConfig, GroSink};
 use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter};
-use linerate_offload::{Checksum, OffloadMeta, csum};
+use linerate_offload::{Checksum, OffloadMeta, RssHash, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
+use linerate_wire::layout;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -195,6 +202,8 @@ struct QueueState {
     gro_merged: u64,
     /// GRO's coalesced count at the last look.
     gro_coalesced: u64,
+    /// GRO's verified count at the last look.
+    gro_verified: u64,
 }
 
 /// Any backend, presented with every offload the [`ShimConfig`] switches on (see
@@ -212,6 +221,8 @@ pub struct Shim<N: Nic> {
     /// Software RSS, when more queues are presented than the backend has.
     steering: Option<Arc<Steering>>,
     queue_len: usize,
+    /// How received frames are parsed (GRO's tunnel ports).
+    layout: layout::Config,
     /// Frames read from the backend, before processing.
     scratch: Batch,
     /// Frames read from one backend queue for software dispatch.
@@ -312,6 +323,7 @@ impl<N: Nic> Shim<N> {
                 gro: Gro::new(cfg.gro_config),
                 gro_merged: 0,
                 gro_coalesced: 0,
+                gro_verified: 0,
             })
             .collect();
         Ok(Shim {
@@ -325,6 +337,7 @@ impl<N: Nic> Shim<N> {
             queues,
             steering,
             queue_len: cfg.queue_len.max(1),
+            layout: cfg.gro_config.layout,
             scratch: Batch::new(),
             incoming: Batch::new(),
             input: VecDeque::with_capacity(crate::frame::DEFAULT_BATCH),
@@ -405,20 +418,11 @@ impl<N: Nic> Shim<N> {
             };
             self.segmenter.set_mode(mode);
             let first = q.pending.len();
-            let mut sink = SegmentsInto {
-                pool: self.backend.pool(),
-                batch: &mut q.pending,
-                meta: OffloadMeta {
-                    csum: Checksum::None,
-                    gso: None,
-                    rss: frame.meta.rss,
-                    layout: None,
-                },
-                pending: None,
-            };
+            let mut sink = SegmentsInto::new(self.backend.pool(), &mut q.pending, frame.meta.rss);
             let made = self
                 .segmenter
                 .segment_to(frame.bytes(), &frame.meta, &mut sink);
+            sink.finish();
             let (n, seg_csum) = match made {
                 Ok(r) => r,
                 Err(e) => {
@@ -588,9 +592,11 @@ impl<N: Nic> Nic for Shim<N> {
 
 impl<N: Nic> Shim<N> {
     /// Verifies checksums (dropping bad frames) and re-segments super-frames the
-    /// layer above did not ask for, in place.
+    /// layer above did not ask for, in place. With software GRO the checksums are
+    /// left to GRO, which verifies while it copies, and to [`GroOut`] for the
+    /// frames GRO passes on unverified ([`Shim::deliver`]).
     fn prepare(&mut self, frames: &mut Batch, tally: &mut Tally) {
-        let verify = self.soft.rx_csum;
+        let verify = self.soft.rx_csum && !self.soft.lro;
         let resegment = !self.caps.offloads.lro && frames.iter().any(|f| f.meta.gso.is_some());
         if verify {
             frames.retain_mut(|f| {
@@ -630,18 +636,10 @@ impl<N: Nic> Shim<N> {
                 continue;
             }
             let first = out.len();
-            let mut sink = SegmentsInto {
-                pool: &self.small_pool,
-                batch: &mut out,
-                meta: OffloadMeta {
-                    csum: Checksum::None,
-                    gso: None,
-                    rss: f.meta.rss,
-                    layout: None,
-                },
-                pending: None,
-            };
-            match self.segmenter.segment_to(f.bytes(), &f.meta, &mut sink) {
+            let mut sink = SegmentsInto::new(&self.small_pool, &mut out, f.meta.rss);
+            let made = self.segmenter.segment_to(f.bytes(), &f.meta, &mut sink);
+            sink.finish();
+            match made {
                 Ok((n, state)) => {
                     for s in out.iter_mut().skip(first) {
                         s.meta.csum = state;
@@ -680,6 +678,10 @@ impl<N: Nic> Shim<N> {
                 let hash = match f.meta.rss {
                     Some(h) => Some(h.value),
                     None => {
+                        if f.meta.layout.is_none() {
+                            // Parsed once, here, for the hash and for GRO.
+                            f.meta.layout = self.layout.parse(f.bytes()).ok();
+                        }
                         let h = steering.hash_frame(f.bytes(), f.meta.layout.as_ref());
                         f.meta.rss = h;
                         h.map(|h| h.value)
@@ -722,51 +724,107 @@ impl<N: Nic> Shim<N> {
             small: &self.small_pool,
             big: &self.pool,
             batch,
+            verify: self.soft.rx_csum,
+            tally,
+            current: (core::ptr::null(), 0),
+            passed: None,
         };
         q.gro.flush_older_than(now, &mut emit);
-        for f in frames.drain(..) {
-            q.gro.receive(now, f.bytes(), f.meta, &mut emit);
+        for f in frames.iter_mut() {
+            emit.current = (f.bytes().as_ptr(), f.len());
+            q.gro.receive_ref(now, f.bytes(), &f.meta, &mut emit);
+            // GRO passed the frame on as it came: its own buffer goes up, in the
+            // place GRO gave it, rather than a copy.
+            if let Some(at) = emit.passed.take()
+                && let Some(slot) = emit.batch.get_mut(at)
+            {
+                slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
+            }
         }
+        emit.current = (core::ptr::null(), 0);
+        frames.clear();
         q.gro.flush_all(&mut emit);
         let c = q.gro.counters();
         tally.add(Counter::GroMerged, c.merged - q.gro_merged);
         tally.add(Counter::GroFlushed, c.coalesced - q.gro_coalesced);
+        tally.add(Counter::CsumVerified, c.csum_verified - q.gro_verified);
         q.gro_merged = c.merged;
         q.gro_coalesced = c.coalesced;
+        q.gro_verified = c.csum_verified;
     }
 }
 
 /// Where the shim's software GSO writes segments: buffers of the backend's pool,
-/// appended to a queue's pending batch with `meta`.
+/// appended to a queue's pending batch with `meta`. Each segment is written
+/// where it stays, in a frame pushed onto the batch when its buffer is lent
+/// (not built aside and moved in when committed).
 struct SegmentsInto<'a> {
     pool: &'a Pool,
     batch: &'a mut Batch,
     meta: OffloadMeta,
-    pending: Option<PacketBuf>,
+    /// The last frame of `batch` was lent and not committed yet.
+    open: bool,
 }
 
-impl SegmentSink for SegmentsInto<'_> {
-    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
-        let mut buf = self.pool.alloc();
-        buf.append(len);
-        Some(self.pending.insert(buf).as_mut_slice())
+impl<'a> SegmentsInto<'a> {
+    fn new(pool: &'a Pool, batch: &'a mut Batch, rss: Option<RssHash>) -> SegmentsInto<'a> {
+        SegmentsInto {
+            pool,
+            batch,
+            meta: OffloadMeta {
+                csum: Checksum::None,
+                gso: None,
+                rss,
+                layout: None,
+            },
+            open: false,
+        }
     }
 
-    fn commit(&mut self) {
-        if let Some(buf) = self.pending.take() {
-            self.batch.push(Frame::new(buf, self.meta));
+    /// Takes back a segment lent but never committed (the segmenter gave up).
+    fn finish(self) {
+        if self.open {
+            self.batch.pop();
         }
     }
 }
 
-/// Where the shim's GRO delivers: frames that fit a small buffer are copied into
-/// one; a merged super-frame's buffer is taken whole into a [`PacketBuf`] of the
-/// big pool, and GRO gets a recycled buffer in its place, so the payload GRO
-/// gathered is not copied again.
+impl SegmentSink for SegmentsInto<'_> {
+    fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
+        if !self.open {
+            self.batch.push(Frame::new(self.pool.alloc(), self.meta));
+            self.open = true;
+        }
+        let f = self.batch.last_mut()?;
+        f.buf.clear();
+        Some(f.buf.append(len))
+    }
+
+    fn commit(&mut self) {
+        self.open = false;
+    }
+}
+
+/// Where the shim's GRO delivers. A frame GRO passes on as it came (refused) is
+/// the frame being received: its own buffer goes up (`passed`: [`Shim::deliver`]
+/// moves it into the slot left here), verified first if GRO did not (`verify`),
+/// and dropped if bad. A run that fits a small buffer is copied into one; a
+/// merged super-frame's buffer is taken whole into a [`PacketBuf`] of the big
+/// pool, and GRO gets another buffer of that pool in its place, so the payload
+/// GRO gathered is not copied again. The layer above may keep that buffer as long
+/// as it likes: it goes back to the pool when dropped, and the pool hands it out
+/// again, so a warm shim allocates nothing.
 struct GroOut<'a> {
     small: &'a Pool,
     big: &'a Pool,
     batch: &'a mut Batch,
+    /// Verify what GRO passes on unverified (the shim does `rx_csum`).
+    verify: bool,
+    tally: &'a mut Tally,
+    /// The bytes of the frame being received (address and length).
+    current: (*const u8, usize),
+    /// Where in `batch` the frame being received was passed on, if it was.
+    passed: Option<usize>,
 }
 
 impl GroOut<'_> {
@@ -779,21 +837,47 @@ impl GroOut<'_> {
 
 impl GroSink for GroOut<'_> {
     fn frame(&mut self, bytes: &[u8], meta: &OffloadMeta) {
+        let mut meta = *meta;
+        if self.verify && matches!(meta.csum, Checksum::None) {
+            match csum::verify_meta(bytes, &mut meta) {
+                Ok(v) if !v.ok() => {
+                    self.tally.add(Counter::CsumBad, 1);
+                    self.tally.add(Counter::RxDroppedCsum, 1);
+                    return;
+                }
+                Ok(v) if v.levels > 0 => self.tally.add(Counter::CsumVerified, 1),
+                // Not IP, unparseable, or nothing to verify: passed on as it is.
+                _ => {}
+            }
+        }
+        meta.layout = None;
+        if self.passed.is_none() && (bytes.as_ptr(), bytes.len()) == self.current {
+            self.passed = Some(self.batch.len());
+            self.batch
+                .push(Frame::new(PacketBuf::with_headroom(0, 0), meta));
+            return;
+        }
         let pool = if bytes.len() <= self.small.config().buf_len {
             self.small
         } else {
             self.big
         };
         let buf = pool.alloc_from(bytes);
-        self.push(buf, meta);
+        self.batch.push(Frame::new(buf, meta));
     }
 
-    fn run(&mut self, buf: &mut Vec<u8>, meta: &OffloadMeta) {
-        if buf.len() <= self.small.config().buf_len {
-            return self.frame(buf, meta);
+    fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
+        if len <= self.small.config().buf_len {
+            return self.frame(buf.get(..len).unwrap_or_default(), meta);
         }
+        // The whole storage goes up, GRO's room after the frame included: it is
+        // initialised, so the pool takes it back as it is (no zero-filling), and
+        // GRO's new buffer is a whole pool buffer it need not grow.
         let taken = core::mem::replace(buf, self.big.take_storage());
-        let frame = PacketBuf::from_storage(self.big, taken);
+        let mut frame = PacketBuf::from_storage(self.big, taken);
+        if frame.truncate(len).is_err() {
+            return; // cannot happen: `len` is within the run's buffer
+        }
         self.push(frame, meta);
     }
 }

@@ -102,6 +102,16 @@ pub(super) fn eq(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// Copies `src` into `dst` if they are as long; false (copying nothing) if not.
+#[inline]
+pub(super) fn copy(dst: &mut [u8], src: &[u8]) -> bool {
+    if dst.len() != src.len() {
+        return false;
+    }
+    dst.copy_from_slice(src);
+    true
+}
+
 /// Writes a big-endian 16-bit word at `at` (nothing if out of bounds).
 #[inline]
 pub(super) fn put16(b: &mut [u8], at: usize, v: u16) {

@@ -181,6 +181,11 @@ pub struct GroCounters {
     pub delivered: u64,
     /// Delivered frames that hold more than one segment.
     pub coalesced: u64,
+    /// Packets whose checksums GRO verified in software (their meta said
+    /// [`Checksum::None`](crate::Checksum::None), or verified fewer levels than
+    /// they have) and found good; they leave GRO marked
+    /// [`Checksum::Verified`](crate::Checksum::Verified).
+    pub csum_verified: u64,
     flushed: [u64; N],
     refused: [u64; N],
     split: [u64; N],
@@ -194,6 +199,7 @@ impl Default for GroCounters {
             held: 0,
             delivered: 0,
             coalesced: 0,
+            csum_verified: 0,
             flushed: [0; N],
             refused: [0; N],
             split: [0; N],
@@ -237,6 +243,7 @@ impl GroCounters {
             ("gro_held".to_owned(), self.held),
             ("gro_delivered".to_owned(), self.delivered),
             ("gro_coalesced".to_owned(), self.coalesced),
+            ("gro_csum_verified".to_owned(), self.csum_verified),
         ];
         for (family, values) in [
             ("flushed", &self.flushed),
@@ -309,7 +316,7 @@ mod tests {
         assert!(named.contains(&("gro_flushed_seq_gap".to_owned(), 1)));
         assert!(named.contains(&("gro_refused_ip_options".to_owned(), 1)));
         assert!(named.contains(&("gro_split_vni".to_owned(), 1)));
-        assert_eq!(named.len(), 5 + 3 * FlushReason::ALL.len());
+        assert_eq!(named.len(), 6 + 3 * FlushReason::ALL.len());
         assert_eq!(
             c.to_string(),
             "gro_flushed_seq_gap: 1\ngro_refused_ip_options: 1\ngro_split_vni: 1\n"

@@ -7,11 +7,13 @@
 //! Buffers stay allocated when a run ends, so once warm nothing is allocated per
 //! packet.
 
-use super::view::Frame;
-use super::walk::RunState;
+use super::bytes;
+use super::view::{Frame, View};
+use super::walk::{Csum, RunState};
 use super::{FlushReason, GroCounters, GroSink, walk};
 use crate::meta::OffloadMeta;
 use core::ops::Range;
+use linerate_wire::checksum;
 use linerate_wire::layout::Layout;
 
 /// Runs per bucket (Linux `MAX_GRO_SKBS`).
@@ -30,8 +32,13 @@ pub(super) struct Run {
     pub(super) layout: Layout,
     /// The first frame's meta, delivered unchanged if nothing joins.
     meta: OffloadMeta,
-    /// The first frame, then the payloads of the segments that joined.
+    /// The first frame, then the payloads of the segments that joined: the
+    /// first `len` bytes. The rest is room already initialised, kept so that
+    /// appending writes each byte once (no zero-filling as the run grows), and
+    /// so that a sink taking the buffer ([`GroSink::run`]) can hand it on whole.
     pub(super) buf: Vec<u8>,
+    /// Bytes of `buf` the run holds.
+    pub(super) len: usize,
 }
 
 impl Run {
@@ -39,9 +46,28 @@ impl Run {
     #[inline]
     pub(super) fn frame(&self) -> Frame<'_> {
         Frame {
-            b: &self.buf,
+            b: self.bytes(),
             l: &self.layout,
         }
+    }
+
+    /// The run's bytes.
+    #[inline]
+    pub(super) fn bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+
+    /// The `n` bytes after the run's, in room grown (zeroed) if short: to twice
+    /// the buffer, at least `n` more, at most `room` (unless `n` needs more), so
+    /// that a buffer is zeroed about once over its life, not once per run.
+    #[inline]
+    pub(super) fn tail(&mut self, n: usize, room: usize) -> &mut [u8] {
+        let end = self.len + n;
+        if self.buf.len() < end {
+            let grown = (2 * self.buf.len()).clamp(end, room.max(end));
+            self.buf.resize(grown, 0);
+        }
+        self.buf.get_mut(self.len..end).unwrap_or_default()
     }
 }
 
@@ -79,6 +105,7 @@ impl Table {
             layout: Layout::default(),
             meta: OffloadMeta::plain(),
             buf: Vec::new(),
+            len: 0,
         };
         Table {
             keys: vec![None; slots],
@@ -139,6 +166,15 @@ impl Table {
         self.runs.get_mut(slot)
     }
 
+    /// A free slot of `bucket`, if it has one.
+    #[inline]
+    pub(super) fn free_slot(&self, bucket: Range<usize>) -> Option<usize> {
+        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
+        keys.iter()
+            .position(Option::is_none)
+            .map(|i| bucket.start + i)
+    }
+
     /// A slot of `bucket` to hold a new run in: a free one, else the oldest run's,
     /// delivered first (counted as [`FlushReason::TableFull`]).
     pub(super) fn make_room(
@@ -147,9 +183,8 @@ impl Table {
         counters: &mut GroCounters,
         out: &mut impl GroSink,
     ) -> usize {
-        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
-        if let Some(i) = keys.iter().position(Option::is_none) {
-            return bucket.start + i;
+        if let Some(slot) = self.free_slot(bucket.clone()) {
+            return slot;
         }
         let oldest = bucket
             .clone()
@@ -159,20 +194,46 @@ impl Table {
         oldest
     }
 
-    /// Holds `p` as a new run in the free `slot`.
+    /// Holds `p` as a new run in the free `slot`, with `meta` (its checksum state
+    /// set to `csum.state`), in a buffer of up to `room` bytes (grown if short). A
+    /// checksum `csum` left for the copy is verified as the frame is copied in; if
+    /// it is bad the slot stays free and this returns false (as it would if the
+    /// frame could not be copied whole, which the room grown for it rules out).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn hold(
         &mut self,
         slot: usize,
         hash: u32,
         now: u64,
-        p: Frame<'_>,
+        p: &View<'_>,
         state: RunState,
         meta: &OffloadMeta,
-    ) {
+        csum: Csum,
+        room: usize,
+    ) -> bool {
         let order = self.next_order;
         let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
-            return;
+            return true;
         };
+        run.len = 0;
+        let frame = run.tail(p.b.len(), room);
+        let copied = match csum.deferred {
+            None => bytes::copy(frame, p.b),
+            Some(head) => {
+                let at = usize::from(p.l.payload);
+                frame
+                    .split_at_mut_checked(at)
+                    .is_some_and(|(headers, payload)| {
+                        bytes::copy(headers, bytes::range(p.b, 0, at))
+                            && checksum::copy_partial(payload, p.payload(), head)
+                                .is_some_and(walk::sums_to_ones)
+                    })
+            }
+        };
+        if !copied {
+            return false;
+        }
+        run.len = p.b.len();
         *key = Some(hash);
         self.next_order += 1;
         run.order = order;
@@ -180,14 +241,14 @@ impl Table {
         run.state = state;
         run.layout = *p.l;
         run.meta = *meta;
-        run.buf.clear();
-        run.buf.extend_from_slice(p.b);
+        run.meta.csum = csum.state;
         self.held += 1;
         if self.live.len() >= 4 * self.keys.len() {
             let (keys, runs) = (&self.keys, &self.runs);
             self.live.retain(|&(s, o)| is_live(keys, runs, s, o));
         }
         self.live.push((slot, order));
+        true
     }
 
     /// Delivers the run in `slot` (completing it if it holds more than one
@@ -209,11 +270,12 @@ impl Table {
         counters.flush(reason);
         counters.delivered += 1;
         if run.state.segs <= 1 {
-            out.run(&mut run.buf, &run.meta);
+            out.run(&mut run.buf, run.len, &run.meta);
         } else {
             counters.coalesced += 1;
-            let meta = walk::complete(&mut run.buf, &mut run.layout, &run.state, &run.meta);
-            out.run(&mut run.buf, &meta);
+            let frame = run.buf.get_mut(..run.len).unwrap_or_default();
+            let meta = walk::complete(frame, &mut run.layout, &run.state, &run.meta);
+            out.run(&mut run.buf, run.len, &meta);
         }
     }
 
@@ -269,4 +331,116 @@ impl Table {
 #[inline]
 fn is_live(keys: &[Option<u32>], runs: &[Run], slot: usize, order: u64) -> bool {
     keys.get(slot).is_some_and(Option::is_some) && runs.get(slot).is_some_and(|r| r.order == order)
+}
+
+#[cfg(test)]
+mod tests {
+    // Test code: a panic is a failed test.
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::super::{Gro, GroConfig, GroSink};
+    use crate::meta::{Checksum, OffloadMeta};
+    use linerate_wire::build::{FrameBuilder, Ip, L4};
+    use linerate_wire::etherparse::TcpHeader;
+
+    /// A sink that takes every run's buffer and leaves `spare` in its place.
+    struct Taker {
+        spare: fn() -> Vec<u8>,
+        out: Vec<(Vec<u8>, OffloadMeta)>,
+    }
+
+    impl GroSink for Taker {
+        fn frame(&mut self, frame: &[u8], meta: &OffloadMeta) {
+            self.out.push((frame.to_vec(), *meta));
+        }
+        fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
+            let mut taken = core::mem::replace(buf, (self.spare)());
+            assert!(taken.len() >= len);
+            taken.truncate(len);
+            self.out.push((taken, *meta));
+        }
+    }
+
+    fn segments() -> Vec<Vec<u8>> {
+        (0..50u32)
+            .map(|i| {
+                let mut tcp = TcpHeader::new(1000, 2000, 1 + i * 1000, 512);
+                tcp.ack = true;
+                // Three runs of 16 (the third ends short), then two flows apart.
+                let len = if i == 47 { 500 } else { 1000 };
+                let sport = if i >= 48 { 1000 + i as u16 - 47 } else { 1000 };
+                tcp.source_port = sport;
+                let mut ip = Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]);
+                if let Ip::V4(h) = &mut ip {
+                    h.identification = i as u16;
+                }
+                FrameBuilder::new(ip, L4::Tcp(tcp)).build(&vec![i as u8; len])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn buffers_taken_by_the_sink_give_the_same_frames() {
+        let frames = segments();
+        let cfg = GroConfig {
+            max_segs: 16,
+            ..GroConfig::default()
+        };
+        let feed = |sink: &mut dyn FnMut(&mut Gro)| {
+            let mut g = Gro::new(cfg);
+            sink(&mut g);
+            g
+        };
+        let mut reference = Vec::new();
+        feed(&mut |g: &mut Gro| {
+            let mut s = |f: &[u8], m: &OffloadMeta| reference.push((f.to_vec(), *m));
+            for f in &frames {
+                g.receive(0, f, OffloadMeta::plain(), &mut s);
+            }
+            g.flush_all(&mut s);
+        });
+        assert_eq!(reference.len(), 5);
+        assert!(reference[..3].iter().all(|(_, m)| m.gso.is_some()));
+        assert!(
+            reference[3..]
+                .iter()
+                .all(|(_, m)| m.csum == Checksum::Verified { levels: 1 })
+        );
+        // Left with nothing, a short buffer, or one full of stale bytes.
+        for spare in [Vec::new, || vec![0xee; 100], || vec![0xee; 70_000]] {
+            let mut t = Taker {
+                spare,
+                out: Vec::new(),
+            };
+            feed(&mut |g: &mut Gro| {
+                for f in &frames {
+                    g.receive(0, f, OffloadMeta::plain(), &mut t);
+                }
+                g.flush_all(&mut t);
+            });
+            assert_eq!(t.out, reference);
+        }
+    }
+
+    #[test]
+    fn tail_grows_by_doubling_up_to_the_room() {
+        let mut run = super::Table::new(1).runs.remove(0);
+        assert_eq!(run.tail(10, 1000).len(), 10);
+        assert_eq!(run.buf.len(), 10);
+        run.len = 10;
+        assert_eq!(run.tail(15, 1000).len(), 15);
+        assert_eq!(run.buf.len(), 25, "at least what is needed");
+        run.len = 25;
+        assert_eq!(run.tail(1, 1000).len(), 1);
+        assert_eq!(run.buf.len(), 50, "doubled");
+        run.len = 50;
+        run.tail(500, 1000);
+        assert_eq!(run.buf.len(), 550);
+        run.len = 550;
+        run.tail(7, 1000);
+        assert_eq!(run.buf.len(), 1000, "doubling capped at the room");
+        run.len = 1000;
+        assert_eq!(run.tail(7, 1000).len(), 7, "past the room when needed");
+        assert_eq!(run.buf.len(), 1007);
+    }
 }

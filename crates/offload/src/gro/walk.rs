@@ -17,6 +17,7 @@ use super::ipv4::IdMode;
 use super::view::{Ip, L4, Level, Trans, Tun, View};
 use super::{eth, geneve, gre, ipv4, ipv6, tcp, udp, udp_tunnel, vxlan};
 use crate::meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta};
+use linerate_wire::checksum;
 use linerate_wire::ipv4::protocol;
 use linerate_wire::layout::{Headers, L3Kind, Layout, TunnelKind};
 use linerate_wire::tcp::Flags;
@@ -177,57 +178,138 @@ fn len_from(b: &[u8], from: u16) -> u16 {
     u16::try_from(b.len().saturating_sub(usize::from(from))).unwrap_or(u16::MAX)
 }
 
+/// What checking a frame's checksums found, and what it left for the copy.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Csum {
+    /// The frame's checksum state once every checksum is known good: as it came,
+    /// or [`Checksum::Verified`] with every level present when some were verified
+    /// here (as [`crate::csum::mark_verified`] records a software verdict).
+    pub(super) state: Checksum,
+    /// True if a checksum was (or, `deferred`, is to be) verified in software.
+    pub(super) software: bool,
+    /// The innermost transport checksum, not verified yet: the sum of its
+    /// pseudo-header and transport header. It is good if that plus the payload's
+    /// sum folds to all ones, which GRO finds out while it copies the payload
+    /// ([`checksum::copy_partial`]), reading each byte once.
+    pub(super) deferred: Option<u32>,
+}
+
+impl Csum {
+    /// Verifies a deferred checksum now, without copying (for the paths where the
+    /// frame is not copied, or the verdict is needed before the copy): `Ok` with no
+    /// deferred part left, or [`FlushReason::CsumBad`].
+    #[inline]
+    pub(super) fn settle(&mut self, v: &View<'_>) -> Result<(), FlushReason> {
+        match self.deferred.take() {
+            Some(head) if !sums_to_ones(checksum::partial(v.payload(), head)) => {
+                Err(FlushReason::CsumBad)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// True if an unfolded sum over a whole checksummed area folds to all ones.
+#[inline]
+pub(super) fn sums_to_ones(sum: u32) -> bool {
+    checksum::fold(sum) == 0xffff
+}
+
 /// Checks the transport checksums, outer to inner. `Verified { levels }` vouches
 /// for the first `levels` checksums present (a zero outer UDP checksum is not one,
-/// as in Linux's `csum_level`); the others are verified here in software.
+/// as in Linux's `csum_level`); the others are verified here in software, the
+/// innermost transport's only as far as its headers when `defer` (see
+/// [`Csum::deferred`]).
 #[inline]
-fn verify_checksums(v: &View<'_>, csum: Checksum) -> Result<(), FlushReason> {
+fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, FlushReason> {
+    let as_came = Csum {
+        state: csum,
+        software: false,
+        deferred: None,
+    };
     if let (Checksum::Verified { levels: 1.. }, None) = (csum, &v.tunnel) {
-        return Ok(()); // the common case: one level, the transport's, vouched for
+        return Ok(as_came); // the common case: one level, the transport's, vouched for
     }
     let h = v.l.innermost();
-    let mut trusted = match csum {
-        Checksum::None => 0,
-        Checksum::Verified { levels } => levels,
+    let (mut trusted, given) = match csum {
+        Checksum::None => (0, 0),
+        Checksum::Verified { levels } => (levels, levels),
         Checksum::Partial { start, offset } => {
             return if start == h.l4_offset && offset == v.l4().csum_offset() {
-                Ok(())
+                Ok(as_came)
             } else {
                 Err(FlushReason::CsumPartial)
             };
         }
     };
+    // Checksums present: the innermost transport's (UDP GRO refuses a zero one)
+    // and a tunnel's outer one.
+    let mut present: u8 = 1;
+    let mut software = false;
     if let Some((t, _)) = &v.tunnel {
         let o = &v.l.outer;
         match *t {
             Tun::Vxlan(u, _) | Tun::Geneve(u, _) => {
-                if udp_tunnel::has_csum(u) && !take_level(&mut trusted) {
-                    let pseudo = ip_pseudo(v.b, o, protocol::UDP, len_from(v.b, o.l4_offset));
-                    udp_tunnel::verify(v.b, o, pseudo)?;
+                if udp_tunnel::has_csum(u) {
+                    present += 1;
+                    if !take_level(&mut trusted) {
+                        let pseudo = ip_pseudo(v.b, o, protocol::UDP, len_from(v.b, o.l4_offset));
+                        udp_tunnel::verify(v.b, o, pseudo)?;
+                        software = true;
+                    }
                 }
             }
             Tun::Gre(g) => {
-                if gre::has_csum(g) && !take_level(&mut trusted) {
-                    gre::verify(v.b, v.l.tunnel.map_or(0, |t| t.offset))?;
+                if gre::has_csum(g) {
+                    present += 1;
+                    if !take_level(&mut trusted) {
+                        gre::verify(v.b, v.l.tunnel.map_or(0, |t| t.offset))?;
+                        software = true;
+                    }
                 }
             }
         }
     }
+    let mut deferred = None;
     if !take_level(&mut trusted) {
+        software = true;
         let pseudo = ip_pseudo(v.b, h, h.protocol, len_from(v.b, h.l4_offset));
-        match v.l4 {
-            Trans::Tcp(..) => tcp::verify(v.b, h, pseudo)?,
-            Trans::Udp(_) => udp::verify(v.b, h, pseudo)?,
+        let (l4, payload) = (usize::from(h.l4_offset), usize::from(v.l.payload));
+        // The payload's sum adds to the headers' as it is if it starts an even
+        // number of bytes into the transport header (always, for TCP and UDP).
+        if defer && l4 <= payload && payload <= v.b.len() && (payload - l4) % 2 == 0 {
+            deferred = Some(checksum::partial(
+                super::bytes::range(v.b, l4, payload),
+                pseudo,
+            ));
+        } else {
+            match v.l4 {
+                Trans::Tcp(..) => tcp::verify(v.b, h, pseudo)?,
+                Trans::Udp(_) => udp::verify(v.b, h, pseudo)?,
+            }
         }
     }
-    Ok(())
+    let state = if software {
+        Checksum::Verified {
+            levels: given.max(present),
+        }
+    } else {
+        csum
+    };
+    Ok(Csum {
+        state,
+        software,
+        deferred,
+    })
 }
 
 // ---- the walks -------------------------------------------------------------------
 
-/// The packet-level checks of every level, outer to inner, then the checksums.
+/// The packet-level checks of every level, outer to inner, then the checksums
+/// (the innermost transport checksum left for the copy when `defer`, see
+/// [`Csum::deferred`]).
 #[inline]
-pub(super) fn check(v: &View<'_>, csum: Checksum) -> Result<(), FlushReason> {
+pub(super) fn check(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, FlushReason> {
     ip_check(v, &v.outer)?;
     if let Some((t, inner)) = &v.tunnel {
         tunnel_check(v, t)?;
@@ -242,7 +324,7 @@ pub(super) fn check(v: &View<'_>, csum: Checksum) -> Result<(), FlushReason> {
             udp::check(u, len)?;
         }
     }
-    verify_checksums(v, csum)
+    verify_checksums(v, csum, defer)
 }
 
 /// Same flow: every level agrees, outer to inner; the first that does not says why.
