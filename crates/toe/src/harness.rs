@@ -42,6 +42,7 @@ use crate::engine::{Engine, Error, SocketHandle};
 use crate::sim::Sim;
 use crate::tcp::TcpState;
 use crate::time::Instant;
+use linerate_nic::{Batch, Frame, PacketBuf};
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::etherparse::{TcpHeader, TcpOptionElement};
@@ -136,6 +137,8 @@ struct Harness {
     /// Raw or corrupted frames were sent: data may have been forged.
     tainted: bool,
     next_port: u16,
+    /// The frame being handed to the engine (reused).
+    batch: Batch,
 }
 
 /// Segment fields as the peer sends them.
@@ -180,12 +183,17 @@ impl Harness {
             counters: Counters::default(),
             tainted: false,
             next_port: 20_000,
+            batch: Batch::new(),
         }
     }
 
+    /// Hands the engine a frame it owns (as a NIC would), so large in-order
+    /// payloads are kept in it (`tcp::recvbuf`) and read from there.
     fn feed(&mut self, frame: &[u8], meta: &OffloadMeta) {
         self.fed += 1;
-        self.e.handle_frame(self.now, frame, meta);
+        self.batch
+            .push(Frame::new(PacketBuf::from_slice(frame), meta.clone()));
+        self.e.handle_frames(self.now, &mut self.batch);
     }
 
     /// The peer announces itself with an ARP request.
