@@ -9,7 +9,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Instant, SocketHandle, TcpState};
+use linerate_toe::{Instant, SocketHandle};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
@@ -37,7 +37,6 @@ fn established(sack: bool, ts: bool) -> Peer {
     let mut r = Raw::host(|c| c.offloads = false);
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
     r.now += RTT;
     let mut opts = vec![O::MaximumSegmentSize(MSS as u16)];
     if sack {
@@ -48,18 +47,7 @@ fn established(sack: bool, ts: bool) -> Peer {
     if let Some((v, e)) = ts {
         opts.push(O::Timestamp(v, e));
     }
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
-        &opts,
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn(c, &syn, &opts);
     Peer {
         r,
         c,

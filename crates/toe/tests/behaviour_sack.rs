@@ -9,7 +9,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Error, SocketHandle, TcpState};
+use linerate_toe::{Error, SocketHandle};
 use linerate_wire::etherparse::{TcpHeaderSlice, TcpOptionElement as O};
 use linerate_wire::tcp::Flags;
 use linerate_wire::{ethernet, ipv4};
@@ -26,24 +26,16 @@ fn established(tune: impl FnOnce(&mut linerate_toe::Config)) -> (Raw, SocketHand
     });
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
+    let port = r.answer_syn(
+        c,
+        &syn,
         &[
             O::MaximumSegmentSize(MSS as u16),
             O::SelectiveAcknowledgementPermitted,
             O::Noop,
             O::WindowScale(4),
         ],
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    );
     (r, c, port, syn.seq.wrapping_add(1))
 }
 

@@ -132,19 +132,7 @@ fn simultaneous_open_completed_by_a_plain_ack() {
 fn established(r: &mut Raw) -> (SocketHandle, u16, u32) {
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
-    r.input(&tcp_frame(
-        80,
-        port,
-        P,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        20_000,
-        &[O::MaximumSegmentSize(1000)],
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn_with(c, &syn, P, 20_000, &[O::MaximumSegmentSize(1000)]);
     (c, port, syn.seq.wrapping_add(1))
 }
 

@@ -31,23 +31,11 @@ fn established(
     });
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
     let mut opts = vec![O::MaximumSegmentSize(1000)];
     if ts {
         opts.push(O::Timestamp(100, syn.opts.timestamps.map_or(0, |t| t.0)));
     }
-    r.input(&tcp_frame(
-        80,
-        port,
-        PEER - 1,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        wnd,
-        &opts,
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn_with(c, &syn, PEER - 1, wnd, &opts);
     (r, c, port, syn.seq.wrapping_add(1))
 }
 

@@ -13,19 +13,7 @@ use std::time::Duration;
 fn established(r: &mut Raw) -> (SocketHandle, u16, u32) {
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
-        &[],
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn(c, &syn, &[]);
     (c, port, 7001)
 }
 

@@ -14,7 +14,6 @@ use linerate_toe::sim::{LinkConfig, Sim};
 use linerate_toe::{Error, SocketHandle, TcpState};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::icmp::{v4 as icmpv4, v6 as icmpv6};
-use linerate_wire::tcp::Flags;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -142,19 +141,7 @@ fn a_learnt_path_mtu_expires() {
 fn established(r: &mut Raw, mss: u16) -> (SocketHandle, u32) {
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
-        &[O::MaximumSegmentSize(mss)],
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    r.answer_syn(c, &syn, &[O::MaximumSegmentSize(mss)]);
     (c, syn.seq.wrapping_add(1))
 }
 

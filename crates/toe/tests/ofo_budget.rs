@@ -7,7 +7,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{SocketHandle, TcpState};
+use linerate_toe::SocketHandle;
 use linerate_wire::tcp::Flags;
 
 /// An active open to the peer's `peer_port`; returns the socket, our port, the
@@ -15,19 +15,7 @@ use linerate_wire::tcp::Flags;
 fn established(r: &mut Raw, peer_port: u16, isn: u32) -> (SocketHandle, u16, u32, u32) {
     let c = r.e.tcp_connect(r.now, peer_addr(peer_port)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
-    r.input(&tcp_frame(
-        peer_port,
-        port,
-        isn,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
-        &[],
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn_with(c, &syn, isn, 60_000, &[]);
     (c, port, isn.wrapping_add(1), syn.seq.wrapping_add(1))
 }
 

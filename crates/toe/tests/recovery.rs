@@ -8,7 +8,6 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::TcpState;
 use linerate_toe::config::CongestionControl;
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
@@ -25,25 +24,13 @@ fn sending(sack: bool, cc: CongestionControl) -> (Raw, u16, u32, u32, Vec<Seen>)
     });
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
     let mut opts = vec![O::MaximumSegmentSize(MSS as u16)];
     if sack {
         opts.push(O::SelectiveAcknowledgementPermitted);
     }
     opts.push(O::Noop);
     opts.push(O::WindowScale(4));
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
-        &opts,
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn(c, &syn, &opts);
     let data = common::pattern(20 * MSS as usize, 1);
     assert_eq!(r.e.tcp_send(c, &data).unwrap(), data.len());
     let first = r.segments();

@@ -14,21 +14,9 @@ use proptest::prelude::*;
 fn established(r: &mut Raw, opts: &[O]) -> (linerate_toe::SocketHandle, u16, u32, u32) {
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
     let mut o = vec![O::MaximumSegmentSize(1000)];
     o.extend_from_slice(opts);
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        60_000,
-        &o,
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn(c, &syn, &o);
     (c, port, syn.seq.wrapping_add(1), 7001)
 }
 

@@ -8,7 +8,6 @@ mod common;
 
 use common::raw::*;
 use linerate_offload::{Checksum, GsoType, OffloadMeta};
-use linerate_toe::TcpState;
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::{self, Flags};
 use linerate_wire::{checksum, ethernet, ipv4};
@@ -18,20 +17,8 @@ fn established(offloads: bool) -> (Raw, linerate_toe::SocketHandle, u16, u32) {
     let mut r = Raw::host(|c| c.offloads = offloads);
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
-    let port = r.e.tcp_addrs(c).unwrap().0.port();
     let opts = [O::MaximumSegmentSize(1460), O::Noop, O::WindowScale(5)];
-    r.input(&tcp_frame(
-        80,
-        port,
-        7000,
-        Some(syn.seq.wrapping_add(1)),
-        Flags::SYN,
-        32_000,
-        &opts,
-        &[],
-    ));
-    r.segments();
-    assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
+    let port = r.answer_syn_with(c, &syn, 7000, 32_000, &opts);
     (r, c, port, syn.seq.wrapping_add(1))
 }
 

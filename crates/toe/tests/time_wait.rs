@@ -281,6 +281,12 @@ fn syn_without_timestamps_reopens_only_above_rcv_nxt() {
     assert_eq!(t.records(), 0);
 }
 
+/// A segment from the peer's port 80 to the engine's `port` (the engine as
+/// client), acknowledging `ack`, with a 65,535 byte window and no options.
+fn to_client(port: u16, seq: u32, ack: u32, flags: Flags) -> Vec<u8> {
+    tcp_frame(80, port, seq, Some(ack), flags, 65_535, &[], &[])
+}
+
 #[test]
 fn the_four_tuple_is_reusable_after_two_msl() {
     // Engine as client: it closes first, so its side holds the TIME-WAIT and
@@ -289,31 +295,13 @@ fn the_four_tuple_is_reusable_after_two_msl() {
     let c = r.e.tcp_connect_from(r.now, 50_000, peer_addr(80)).unwrap();
     let syn = r.segments().remove(0);
     let iss = syn.seq;
-    r.input(&tcp_frame(
-        80,
-        50_000,
-        P,
-        Some(iss + 1),
-        Flags::SYN,
-        65_535,
-        &[],
-        &[],
-    ));
+    r.input(&to_client(50_000, P, iss + 1, Flags::SYN));
     r.segments();
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
     r.e.tcp_close(c).unwrap();
     let fin = r.segments();
     assert_eq!(fin[0].flags, Flags::FIN | Flags::ACK);
-    r.input(&tcp_frame(
-        80,
-        50_000,
-        P + 1,
-        Some(iss + 2),
-        Flags::FIN,
-        65_535,
-        &[],
-        &[],
-    ));
+    r.input(&to_client(50_000, P + 1, iss + 2, Flags::FIN));
     let ack = r.segments();
     assert_eq!((ack.len(), ack[0].ack), (1, P + 2));
     assert_eq!(r.e.memory_usage().time_wait, 1);
@@ -338,29 +326,11 @@ fn a_handle_still_held_sees_time_wait_then_closed() {
     let mut r = Raw::host(|c| c.tcp.msl = Duration::from_secs(1));
     let c = r.e.tcp_connect_from(r.now, 50_001, peer_addr(80)).unwrap();
     let iss = r.segments().remove(0).seq;
-    r.input(&tcp_frame(
-        80,
-        50_001,
-        P,
-        Some(iss + 1),
-        Flags::SYN,
-        65_535,
-        &[],
-        &[],
-    ));
+    r.input(&to_client(50_001, P, iss + 1, Flags::SYN));
     r.segments();
     r.e.tcp_shutdown(c).unwrap();
     r.segments();
-    r.input(&tcp_frame(
-        80,
-        50_001,
-        P + 1,
-        Some(iss + 2),
-        Flags::FIN,
-        65_535,
-        &[],
-        &[],
-    ));
+    r.input(&to_client(50_001, P + 1, iss + 2, Flags::FIN));
     r.segments();
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::TimeWait));
     assert_eq!(r.e.memory_usage().time_wait, 0);
@@ -386,28 +356,10 @@ fn many_time_waits_are_cheap() {
         let port = 20_000 + i;
         let c = r.e.tcp_connect_from(r.now, port, peer_addr(80)).unwrap();
         let iss = r.segments().remove(0).seq;
-        r.input(&tcp_frame(
-            80,
-            port,
-            P,
-            Some(iss + 1),
-            Flags::SYN,
-            65_535,
-            &[],
-            &[],
-        ));
+        r.input(&to_client(port, P, iss + 1, Flags::SYN));
         r.e.tcp_close(c).unwrap();
         r.segments();
-        r.input(&tcp_frame(
-            80,
-            port,
-            P + 1,
-            Some(iss + 2),
-            Flags::FIN,
-            65_535,
-            &[],
-            &[],
-        ));
+        r.input(&to_client(port, P + 1, iss + 2, Flags::FIN));
         r.segments();
     }
     let m = r.e.memory_usage();

@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
-use linerate_toe::{Config, Engine, Instant};
+use linerate_toe::{Config, Engine, Instant, SocketHandle, TcpState};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::etherparse::{TcpHeader, TcpOptionElement};
 use linerate_wire::tcp::{self, Flags, SynOptions};
@@ -93,6 +93,39 @@ impl Raw {
             .iter()
             .filter_map(|f| parse_tcp(f, now))
             .collect()
+    }
+
+    /// Answers the engine's SYN `syn` on `c` (an active open) with a SYN-ACK
+    /// from the peer, from port 80 (the remote port of `c`) with ISS 7000, a
+    /// 60,000 byte window and options `opts`; drops the engine's ACK, checks
+    /// `c` is established and returns the engine's local port.
+    pub fn answer_syn(&mut self, c: SocketHandle, syn: &Seen, opts: &[TcpOptionElement]) -> u16 {
+        self.answer_syn_with(c, syn, 7000, 60_000, opts)
+    }
+
+    /// [`Raw::answer_syn`] with the peer's ISS `iss` and window `wnd`.
+    pub fn answer_syn_with(
+        &mut self,
+        c: SocketHandle,
+        syn: &Seen,
+        iss: u32,
+        wnd: u16,
+        opts: &[TcpOptionElement],
+    ) -> u16 {
+        let (me, peer) = self.e.tcp_addrs(c).unwrap();
+        self.input(&tcp_frame(
+            peer.port(),
+            me.port(),
+            iss,
+            Some(syn.seq.wrapping_add(1)),
+            Flags::SYN,
+            wnd,
+            opts,
+            &[],
+        ));
+        self.segments();
+        assert_eq!(self.e.tcp_state(c), Ok(TcpState::Established));
+        me.port()
     }
 
     /// Advances time by `d`, running timers; returns the TCP segments sent meanwhile.
