@@ -192,7 +192,7 @@ impl Harness {
     fn feed(&mut self, frame: &[u8], meta: &OffloadMeta) {
         self.fed += 1;
         self.batch
-            .push(Frame::new(PacketBuf::from_slice(frame), meta.clone()));
+            .push(Frame::new(PacketBuf::from_slice(frame), *meta));
         self.e.handle_frames(self.now, &mut self.batch);
     }
 
