@@ -267,14 +267,9 @@ impl PacketBuf {
     /// goes back to `pool` when dropped. For frames built in a `Vec` elsewhere
     /// (GRO's merged runs), taken without a copy.
     pub(crate) fn from_storage(pool: &Pool, data: Vec<u8>) -> PacketBuf {
-        let end = data.len();
-        PacketBuf {
-            data,
-            start: 0,
-            end,
-            reserve: 0,
-            pool: Some(Arc::clone(&pool.shared)),
-        }
+        let mut b = PacketBuf::from_vec(data);
+        b.pool = Some(Arc::clone(&pool.shared));
+        b
     }
 
     /// An unpooled buffer whose frame is all of `data`, taken without a copy

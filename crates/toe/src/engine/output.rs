@@ -309,14 +309,8 @@ impl Engine {
         let mut opts = [0u8; tcp::options::MAX_LEN];
         let opt_len = syn.emit(&mut opts).unwrap_or(0);
         let len = tcp::HEADER_LEN + opt_len;
-        let pseudo = match (local.ip(), remote.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, len as u16)
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, len as u32)
-            }
-            _ => return,
+        let Some(pseudo) = tcp_pseudo(local.ip(), remote.ip(), len) else {
+            return;
         };
         self.counters.tcp_out_segs += 1;
         self.send_ip_direct(
@@ -363,14 +357,8 @@ impl Engine {
             tcp::Flags::RST
         };
         let ack = rst.ack.map_or(0, |a| a.0);
-        let pseudo = match (local.ip(), remote.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, 20)
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, 20)
-            }
-            _ => return,
+        let Some(pseudo) = tcp_pseudo(local.ip(), remote.ip(), tcp::HEADER_LEN) else {
+            return;
         };
         self.counters.tcp_out_rsts += 1;
         self.counters.tcp_out_segs += 1;
@@ -483,6 +471,26 @@ fn build_tcp(
         t.fill_checksum(pseudo);
     }
     Some(meta)
+}
+
+/// The TCP pseudo-header sum for a `len`-byte segment from `src` to `dst`, or
+/// `None` if the two are of different families.
+pub(super) fn tcp_pseudo(src: IpAddr, dst: IpAddr, len: usize) -> Option<u32> {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Some(checksum::pseudo_ipv4(
+            s.octets(),
+            d.octets(),
+            protocol::TCP,
+            len.min(65_535) as u16,
+        )),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Some(checksum::pseudo_ipv6(
+            &s.octets(),
+            &d.octets(),
+            protocol::TCP,
+            len as u32,
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

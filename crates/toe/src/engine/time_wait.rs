@@ -27,11 +27,10 @@ use crate::tcp::segment::{Outgoing, Segment};
 use crate::tcp::seq::Seq;
 use crate::tcp::state::State;
 use crate::time::Instant;
-use linerate_wire::checksum;
 use linerate_wire::ipv4::protocol;
 use linerate_wire::tcp::{self, Flags, SackBlocks};
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 /// Set in a 4-tuple table value that names a TIME-WAIT record rather than a
 /// connection slot.
@@ -399,14 +398,8 @@ impl Engine {
         let mut opts = [0u8; tcp::options::MAX_LEN];
         let opt_len = o.write_options(&mut opts);
         let len = tcp::HEADER_LEN + opt_len;
-        let pseudo = match (local.ip(), remote.ip()) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, len as u16)
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, len as u32)
-            }
-            _ => return,
+        let Some(pseudo) = super::output::tcp_pseudo(local.ip(), remote.ip(), len) else {
+            return;
         };
         self.counters.tcp_out_segs += 1;
         self.send_ip_direct(
