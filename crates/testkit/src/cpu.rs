@@ -1,4 +1,4 @@
-//! CPU time of the calling thread, for reports that give CPU seconds per gigabyte
+//! CPU time of the calling thread (or the whole process), for reports that give CPU seconds per gigabyte
 //! next to wall-clock throughput: the user/system split from
 //! `getrusage(RUSAGE_THREAD)`, and the total from `CLOCK_THREAD_CPUTIME_ID`, which
 //! the scheduler keeps in nanoseconds (getrusage's figures move in whole ticks on
@@ -45,12 +45,23 @@ fn duration(tv: libc::timeval) -> Duration {
 
 /// The calling thread's CPU time (Linux: `RUSAGE_THREAD`; elsewhere the whole
 /// process's, `RUSAGE_SELF`). Zero if the call fails.
-#[allow(unsafe_code)]
 pub fn thread_cpu_time() -> CpuTime {
     #[cfg(target_os = "linux")]
     let who = libc::RUSAGE_THREAD;
     #[cfg(not(target_os = "linux"))]
     let who = libc::RUSAGE_SELF;
+    usage(who, libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The whole process's CPU time, all threads, including what the kernel did in
+/// their system calls (work the kernel defers to its own threads, such as
+/// softirq processing in ksoftirqd, is not in it). Zero if the call fails.
+pub fn process_cpu_time() -> CpuTime {
+    usage(libc::RUSAGE_SELF, libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+#[allow(unsafe_code)]
+fn usage(who: libc::c_int, clock_id: libc::clockid_t) -> CpuTime {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: `usage` is a valid, writable `rusage` (zeroed, so initialised even
     // if the call fails); getrusage only writes into it.
@@ -63,19 +74,19 @@ pub fn thread_cpu_time() -> CpuTime {
     CpuTime {
         user: duration(usage.ru_utime),
         system: duration(usage.ru_stime),
-        clock: thread_clock(),
+        clock: clock(clock_id),
     }
 }
 
-/// `CLOCK_THREAD_CPUTIME_ID`, or zero if the call fails.
+/// A CPU-time clock's reading, or zero if the call fails.
 #[allow(unsafe_code)]
-fn thread_clock() -> Duration {
+fn clock(id: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
     if rc != 0 {
         return Duration::ZERO;
     }
@@ -98,5 +109,26 @@ mod tests {
         }
         let used = thread_cpu_time().since(before).total();
         assert!(used > Duration::from_millis(5), "{used:?}");
+    }
+
+    fn spin(d: Duration) {
+        let mut x = 0u64;
+        let start = std::time::Instant::now();
+        while start.elapsed() < d {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+
+    /// Another thread's work counts for the process, not for this thread.
+    #[test]
+    fn process_time_includes_other_threads() {
+        let (me, all) = (thread_cpu_time(), process_cpu_time());
+        std::thread::spawn(|| spin(Duration::from_millis(40)))
+            .join()
+            .unwrap_or_default();
+        let mine = thread_cpu_time().since(me).total();
+        let process = process_cpu_time().since(all).total();
+        assert!(process > Duration::from_millis(20), "{process:?}");
+        assert!(mine < Duration::from_millis(10), "{mine:?}");
     }
 }

@@ -10,6 +10,8 @@
 //! * [`bulk`]: one-way TCP bulk transfers between two linerate engines (offloads on
 //!   or off) or two smoltcp stacks over a memory link, measured in wall and CPU
 //!   time ([`cpu`]): the cells of the offload report and the `tcp` benchmark.
+//! * [`tap`]: a linerate engine facing the Linux kernel over a TAP in a namespace
+//!   (root only): the kernel interop tests and the kernel benchmark.
 #![deny(unsafe_code)]
 
 pub mod bulk;
@@ -19,4 +21,6 @@ pub mod cpu;
 pub mod netns;
 pub mod pcap;
 pub mod smol;
+#[cfg(target_os = "linux")]
+pub mod tap;
 pub mod tshark;

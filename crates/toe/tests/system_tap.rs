@@ -1,13 +1,11 @@
 //! Linux TCP against the linerate engine over a TAP interface (TESTING.md recipe 2).
 //!
-//! Each test opens a TAP (with a virtio_net_hdr), moves it into a network
-//! namespace it creates, gives the kernel 10.77.0.1/24 on it, and runs a linerate
-//! [`Engine`] at 10.77.0.2/24 on this side, driven in a loop on the test thread:
-//! receive a batch from the TAP, `handle_frames` (which keeps large payloads in their buffers), `handle_timeout` when due,
-//! `poll_transmit` into frames, transmit, and wait on the TAP's descriptor for a
-//! moment when there is nothing to do. The kernel's sockets run on a thread that
-//! has entered the namespace. The namespace and the TAP go away when the guards
-//! drop, also on failure.
+//! Each test makes a [`TapHost`]: a TAP (with a virtio_net_hdr) moved into a
+//! network namespace it creates, the kernel at 10.77.0.1/24 on it, and a linerate
+//! engine at 10.77.0.2/24 on this side, driven in a loop on the test thread
+//! (`handle_frames` keeps large payloads in their buffers). The kernel's sockets
+//! run on a thread that has entered the namespace. The namespace and the TAP go
+//! away when the host drops, also on failure.
 //!
 //! * bulk transfers both ways (a kernel client to a linerate server, a linerate
 //!   client to a kernel server), compared by SHA-256, with the TAP's offloads on
@@ -28,18 +26,13 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
-use linerate_nic::{Batch, Frame, Nic};
-use linerate_testkit::netns::{self, Netns};
-use linerate_toe::{Config, Engine, Error, Instant, ListenerHandle, SocketHandle, TcpState};
+use linerate_testkit::netns;
+use linerate_testkit::tap::{KERNEL_IP, OUR_IP, TapHost};
+use linerate_toe::{Error, TcpState};
 use sha2::{Digest, Sha256};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
-
-const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
-const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
-const OUR_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 
 /// Bytes per bulk transfer: 256 MiB, or `LINERATE_BULK_MIB` MiB.
 fn bulk_len() -> usize {
@@ -94,123 +87,28 @@ impl Pattern {
     }
 }
 
-/// The TAP in its namespace, the kernel at `KERNEL_IP`, the engine at `OUR_IP`.
-struct Host {
-    engine: Engine,
-    tap: Tap,
-    ns: Netns,
-    epoch: std::time::Instant,
-    rx: Batch,
-    tx: Batch,
-    /// Super-frames (GSO) received from the kernel and sent to it.
-    rx_gso: u64,
-    tx_gso: u64,
+/// The TAP host, with test-style failure.
+fn host(offloads: bool) -> TapHost {
+    assert!(netns::is_root(), "system tests need root");
+    TapHost::new("lrte", offloads).unwrap()
 }
 
-impl Host {
-    fn new(offloads: bool) -> Host {
-        assert!(netns::is_root(), "system tests need root");
-        let ns = Netns::new("lrtoe").unwrap();
-        let want = if offloads {
-            TapOffloads::TSO
-        } else {
-            TapOffloads::NONE
-        };
-        let tap = Tap::open(&TapConfig {
-            offloads: want,
-            ..TapConfig::new(netns::unique("lrte"))
-        })
-        .unwrap();
-        assert_eq!(tap.offloads_enabled(), want);
-        netns::ip(&["link", "set", tap.name(), "netns", ns.name()]).unwrap();
-        ns.ip(&["addr", "add", "10.77.0.1/24", "dev", tap.name()])
-            .unwrap();
-        ns.ip(&["link", "set", tap.name(), "up"]).unwrap();
-        let mut cfg = Config::new(OUR_MAC).with_ipv4(OUR_IP, 24);
-        cfg.offloads = offloads;
-        cfg.tcp.send_buffer = 4 << 20;
-        cfg.tcp.recv_buffer = 4 << 20;
-        Host {
-            engine: Engine::new(cfg, 0x5eed),
-            tap,
-            ns,
-            epoch: std::time::Instant::now(),
-            rx: Batch::new(),
-            tx: Batch::new(),
-            rx_gso: 0,
-            tx_gso: 0,
-        }
-    }
-
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
-    }
-
-    /// One round of the driver loop; waits up to `wait` on the TAP when there was
-    /// nothing to do.
-    fn pump(&mut self, wait: Duration) {
-        let now = self.now();
-        let mut got = 0;
-        loop {
-            let n = self.tap.receive(0, &mut self.rx, 64).unwrap();
-            self.rx_gso += self.rx.iter().filter(|f| f.meta.gso.is_some()).count() as u64;
-            self.engine.handle_frames(now, &mut self.rx);
-            got += n;
-            if n < 64 {
-                break;
-            }
-        }
-        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
-            self.engine.handle_timeout(now);
-        }
-        let (tx, pool, tx_gso) = (&mut self.tx, self.tap.pool(), &mut self.tx_gso);
-        let sent = self.engine.poll_transmit(now, &mut |f, m| {
-            *tx_gso += u64::from(m.gso.is_some());
-            tx.push(Frame::new(pool.alloc_from(f), *m));
-        });
-        while !self.tx.is_empty() {
-            let n = self.tap.transmit(0, &mut self.tx).unwrap();
-            if n == 0 {
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        }
-        if got == 0 && sent == 0 {
-            let until_timer = self
-                .engine
-                .poll_timeout()
-                .map_or(wait, |t| t.saturating_duration_since(self.now()));
-            let w = wait.min(until_timer);
-            if !w.is_zero() {
-                self.tap.readiness(0).unwrap().wait(w).unwrap();
-            }
-        }
-    }
-
-    /// Pumps until `done` or `limit` passes; panics on timeout with `what`.
-    fn pump_until(&mut self, limit: Duration, what: &str, mut done: impl FnMut(&mut Host) -> bool) {
-        let end = std::time::Instant::now() + limit;
-        while !done(self) {
-            assert!(std::time::Instant::now() < end, "timed out: {what}");
-            self.pump(Duration::from_millis(2));
-        }
-    }
-
-    fn accept(&mut self, l: ListenerHandle) -> SocketHandle {
-        let mut s = None;
-        self.pump_until(Duration::from_secs(10), "accept", |h| {
-            s = h.engine.tcp_accept(l).ok();
-            s.is_some()
-        });
-        s.unwrap()
-    }
+/// Pumps until `done`; panics on timeout.
+fn pump_until(
+    h: &mut TapHost,
+    limit: Duration,
+    what: &str,
+    done: impl FnMut(&mut TapHost) -> bool,
+) {
+    h.pump_until(limit, what, done).unwrap();
 }
 
 /// Kernel client to a linerate server: the kernel writes `len` bytes and closes;
 /// the engine reads to the end and compares digests.
 fn kernel_to_linerate(offloads: bool) {
     let len = bulk_len();
-    let mut h = Host::new(offloads);
-    let l = h.engine.tcp_listen(5001).unwrap();
+    let mut h = host(offloads);
+    let l = h.engine_mut().tcp_listen(5001).unwrap();
     let start = std::time::Instant::now();
     let client =
         h.ns.spawn(move || {
@@ -233,47 +131,57 @@ fn kernel_to_linerate(offloads: bool) {
             rest.len()
         })
         .unwrap();
-    let s = h.accept(l);
+    let s = h.accept(l).unwrap();
     let mut hasher = Sha256::new();
     let mut got = 0usize;
     let mut buf = vec![0u8; 256 << 10];
     let mut eof = false;
-    h.pump_until(Duration::from_secs(300), "bulk receive", |h| {
-        loop {
-            match h.engine.tcp_recv(s, &mut buf) {
-                Ok(0) => {
-                    eof = true;
-                    break;
+    pump_until(
+        &mut h,
+        Duration::from_secs(300),
+        "bulk receive",
+        |h: &mut TapHost| {
+            loop {
+                match h.engine_mut().tcp_recv(s, &mut buf) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        hasher.update(&buf[..n]);
+                        got += n;
+                    }
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => panic!("recv after {got} bytes: {e}"),
                 }
-                Ok(n) => {
-                    hasher.update(&buf[..n]);
-                    got += n;
-                }
-                Err(Error::WouldBlock) => break,
-                Err(e) => panic!("recv after {got} bytes: {e}"),
             }
-        }
-        eof
-    });
+            eof
+        },
+    );
     let secs = start.elapsed().as_secs_f64();
     assert_eq!(got, len);
     assert_eq!(hasher.finalize().to_vec(), Pattern::digest(1, len));
-    h.engine.tcp_close(s).unwrap();
-    h.pump_until(Duration::from_secs(10), "kernel sees EOF", |_| {
+    h.engine_mut().tcp_close(s).unwrap();
+    pump_until(&mut h, Duration::from_secs(10), "kernel sees EOF", |_| {
         client.is_finished()
     });
     assert_eq!(client.join().unwrap().unwrap(), 0);
     eprintln!(
         "kernel -> linerate, offloads {offloads}: {len} bytes in {secs:.2} s, {:.2} Gbit/s; {:?}",
         len as f64 * 8.0 / secs / 1e9,
-        h.engine.counters().tcp_in_segs
+        h.engine().counters().tcp_in_segs
     );
-    assert_eq!(h.engine.counters().tcp_in_csum_errors, 0);
+    assert_eq!(h.engine().counters().tcp_in_csum_errors, 0);
     // With offloads on the kernel hands over TSO super-frames; off, none.
-    assert_eq!(h.rx_gso > 0, offloads, "{} GSO frames received", h.rx_gso);
+    assert_eq!(
+        h.rx_gso() > 0,
+        offloads,
+        "{} GSO frames received",
+        h.rx_gso()
+    );
     // Super-frames are kept in their buffers until read (`tcp::recvbuf`);
     // MTU-sized ones are copied.
-    let adopted = h.engine.counters().tcp_rx_adopted;
+    let adopted = h.engine().counters().tcp_rx_adopted;
     assert_eq!(
         adopted > 0,
         offloads,
@@ -285,7 +193,7 @@ fn kernel_to_linerate(offloads: bool) {
 /// the kernel reads to EOF and returns the digest.
 fn linerate_to_kernel(offloads: bool) {
     let len = bulk_len();
-    let mut h = Host::new(offloads);
+    let mut h = host(offloads);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let server =
         h.ns.spawn(move || {
@@ -311,32 +219,37 @@ fn linerate_to_kernel(offloads: bool) {
     let start = std::time::Instant::now();
     let now = h.now();
     let c = h
-        .engine
+        .engine_mut()
         .tcp_connect(now, SocketAddr::from((KERNEL_IP, 5002)))
         .unwrap();
     let mut p = Pattern::new(2, len);
     let mut buf = vec![0u8; 256 << 10];
     let (mut off, mut end) = (0, 0);
     let mut shut = false;
-    h.pump_until(Duration::from_secs(300), "bulk send", |h| {
-        while !shut {
-            if off == end {
-                end = p.fill(&mut buf);
-                off = 0;
-                if end == 0 {
-                    h.engine.tcp_shutdown(c).unwrap();
-                    shut = true;
-                    break;
+    pump_until(
+        &mut h,
+        Duration::from_secs(300),
+        "bulk send",
+        |h: &mut TapHost| {
+            while !shut {
+                if off == end {
+                    end = p.fill(&mut buf);
+                    off = 0;
+                    if end == 0 {
+                        h.engine_mut().tcp_shutdown(c).unwrap();
+                        shut = true;
+                        break;
+                    }
+                }
+                match h.engine_mut().tcp_send(c, &buf[off..end]) {
+                    Ok(n) => off += n,
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => panic!("send: {e}"),
                 }
             }
-            match h.engine.tcp_send(c, &buf[off..end]) {
-                Ok(n) => off += n,
-                Err(Error::WouldBlock) => break,
-                Err(e) => panic!("send: {e}"),
-            }
-        }
-        server.is_finished()
-    });
+            server.is_finished()
+        },
+    );
     let secs = start.elapsed().as_secs_f64();
     let (got, digest) = server.join().unwrap().unwrap();
     assert_eq!(got, len);
@@ -344,18 +257,23 @@ fn linerate_to_kernel(offloads: bool) {
     eprintln!(
         "linerate -> kernel, offloads {offloads}: {len} bytes in {secs:.2} s, {:.2} Gbit/s; {} segments out, {} retransmitted",
         len as f64 * 8.0 / secs / 1e9,
-        h.engine.counters().tcp_out_segs,
-        h.engine.counters().tcp_retrans_segs
+        h.engine().counters().tcp_out_segs,
+        h.engine().counters().tcp_retrans_segs
     );
     // With offloads on the engine's super-segments went to the kernel as GSO frames.
-    assert_eq!(h.tx_gso > 0, offloads, "{} GSO frames sent", h.tx_gso);
+    assert_eq!(h.tx_gso() > 0, offloads, "{} GSO frames sent", h.tx_gso());
     // The kernel's FIN follows: the connection winds down.
-    h.pump_until(Duration::from_secs(10), "close", |h| {
-        matches!(
-            h.engine.tcp_state(c),
-            Ok(TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed)
-        )
-    });
+    pump_until(
+        &mut h,
+        Duration::from_secs(10),
+        "close",
+        |h: &mut TapHost| {
+            matches!(
+                h.engine().tcp_state(c),
+                Ok(TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed)
+            )
+        },
+    );
 }
 
 #[test]
@@ -380,19 +298,19 @@ fn linerate_client_to_kernel_server_offloads_off() {
 
 #[test]
 fn kernel_sees_refused_reset_and_eof() {
-    let mut h = Host::new(true);
+    let mut h = host(true);
     // Refused: nobody listens on 6000; the engine answers the SYN with RST.
     let refused =
         h.ns.spawn(|| TcpStream::connect((OUR_IP, 6000)).map(|_| ()))
             .unwrap();
-    h.pump_until(Duration::from_secs(10), "refused", |_| {
+    pump_until(&mut h, Duration::from_secs(10), "refused", |_| {
         refused.is_finished()
     });
     let e = refused.join().unwrap().unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ConnectionRefused, "{e}");
 
     // Reset: the engine accepts, then aborts.
-    let l = h.engine.tcp_listen(6001).unwrap();
+    let l = h.engine_mut().tcp_listen(6001).unwrap();
     let reset =
         h.ns.spawn(|| {
             // The RST may beat the connecting thread back from connect(2) (the
@@ -402,9 +320,11 @@ fn kernel_sees_refused_reset_and_eof() {
             s.read(&mut [0u8; 16])
         })
         .unwrap();
-    let s = h.accept(l);
-    h.engine.tcp_abort(s).unwrap();
-    h.pump_until(Duration::from_secs(10), "reset", |_| reset.is_finished());
+    let s = h.accept(l).unwrap();
+    h.engine_mut().tcp_abort(s).unwrap();
+    pump_until(&mut h, Duration::from_secs(10), "reset", |_| {
+        reset.is_finished()
+    });
     let e = reset.join().unwrap().unwrap().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
 
@@ -417,24 +337,29 @@ fn kernel_sees_refused_reset_and_eof() {
             s.read_to_end(&mut all).map(|_| all)
         })
         .unwrap();
-    let s = h.accept(l);
-    assert_eq!(h.engine.tcp_send(s, b"bye\n"), Ok(4));
-    h.engine.tcp_close(s).unwrap();
-    h.pump_until(Duration::from_secs(10), "EOF", |_| close.is_finished());
+    let s = h.accept(l).unwrap();
+    assert_eq!(h.engine_mut().tcp_send(s, b"bye\n"), Ok(4));
+    h.engine_mut().tcp_close(s).unwrap();
+    pump_until(&mut h, Duration::from_secs(10), "EOF", |_| {
+        close.is_finished()
+    });
     assert_eq!(close.join().unwrap().unwrap().unwrap(), b"bye\n");
 
     // Refused as linerate sees it: the kernel answers a SYN to a closed port with RST.
     let now = h.now();
     let c = h
-        .engine
+        .engine_mut()
         .tcp_connect(now, SocketAddr::from((KERNEL_IP, 6002)))
         .unwrap();
-    h.pump_until(Duration::from_secs(10), "refused by the kernel", |h| {
-        h.engine.tcp_readiness(c).unwrap().error.is_some()
-    });
+    pump_until(
+        &mut h,
+        Duration::from_secs(10),
+        "refused by the kernel",
+        |h: &mut TapHost| h.engine_mut().tcp_readiness(c).unwrap().error.is_some(),
+    );
     assert_eq!(
-        h.engine.tcp_readiness(c).unwrap().error,
+        h.engine_mut().tcp_readiness(c).unwrap().error,
         Some(Error::ConnectionRefused)
     );
-    assert!(h.engine.counters().tcp_out_rsts >= 2);
+    assert!(h.engine().counters().tcp_out_rsts >= 2);
 }
