@@ -59,6 +59,15 @@ fn kernel_drain(s: &mut TcpStream) -> std::io::Result<usize> {
     }
 }
 
+/// A thread that accepts one connection on `listener` and reads it to EOF.
+fn kernel_server(listener: &TcpListener) -> std::thread::JoinHandle<std::io::Result<usize>> {
+    let l = listener.try_clone().expect("listener");
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept()?;
+        kernel_drain(&mut s)
+    })
+}
+
 /// CPU seconds per GB over `bytes`.
 fn per_gb(cpu: Duration, bytes: u64) -> f64 {
     cpu.as_secs_f64() / (bytes as f64 / 1e9)
@@ -118,12 +127,8 @@ fn veth(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
         .expect("bind");
     let data = vec![0x5au8; WRITE];
     case(c, &name, log, || {
-        let l = listener.try_clone().expect("listener");
         let start = std::time::Instant::now();
-        let server = std::thread::spawn(move || -> std::io::Result<usize> {
-            let (mut s, _) = l.accept()?;
-            kernel_drain(&mut s)
-        });
+        let server = kernel_server(&listener);
         let d = data.clone();
         let client = a
             .spawn(move || -> std::io::Result<()> {
@@ -202,12 +207,8 @@ fn from_linerate(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>
     let data = vec![0x5au8; WRITE];
     let name = format!("from_linerate/{}", if offloads { "tso" } else { "plain" });
     case(c, &name, log, || {
-        let l = listener.try_clone().expect("listener");
         let start = std::time::Instant::now();
-        let server = std::thread::spawn(move || -> std::io::Result<usize> {
-            let (mut s, _) = l.accept()?;
-            kernel_drain(&mut s)
-        });
+        let server = kernel_server(&listener);
         let now = h.now();
         let conn = h
             .engine_mut()
