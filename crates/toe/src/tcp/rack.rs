@@ -70,10 +70,180 @@ struct Latest {
     end: Seq,
 }
 
+/// Transmissions kept inline before the log moves to the heap: a short
+/// exchange (a request or a response, then the FIN) never has more ranges
+/// outstanding, so a connection that only does that allocates nothing here.
+const INLINE_RANGES: usize = 2;
+
+/// An empty slot of the inline log.
+const NO_XMIT: Xmit = Xmit {
+    start: Seq(0),
+    end: Seq(0),
+    at: Instant::ZERO,
+    order: 0,
+    tsval: 0,
+    retrans: false,
+    lost: false,
+};
+
+/// The transmission log, in sequence order: a double-ended queue whose first
+/// [`INLINE_RANGES`] entries live inline. Once it outgrows them it moves to a
+/// `VecDeque` and stays there (a connection with that many ranges in flight
+/// is likely to have them again).
+#[derive(Debug, Clone)]
+enum XmitLog {
+    Inline { n: u8, x: [Xmit; INLINE_RANGES] },
+    Heap(VecDeque<Xmit>),
+}
+
+impl Default for XmitLog {
+    fn default() -> XmitLog {
+        XmitLog::Inline {
+            n: 0,
+            x: [NO_XMIT; INLINE_RANGES],
+        }
+    }
+}
+
+impl XmitLog {
+    /// The entries as at most two slices, in order.
+    fn as_slices(&self) -> (&[Xmit], &[Xmit]) {
+        match self {
+            XmitLog::Inline { n, x } => (x.get(..usize::from(*n)).unwrap_or_default(), &[]),
+            XmitLog::Heap(d) => d.as_slices(),
+        }
+    }
+
+    fn as_mut_slices(&mut self) -> (&mut [Xmit], &mut [Xmit]) {
+        match self {
+            XmitLog::Inline { n, x } => (x.get_mut(..usize::from(*n)).unwrap_or_default(), &mut []),
+            XmitLog::Heap(d) => d.as_mut_slices(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            XmitLog::Inline { n, .. } => usize::from(*n),
+            XmitLog::Heap(d) => d.len(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Xmit> {
+        let (a, b) = self.as_slices();
+        a.iter().chain(b)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Xmit> {
+        let (a, b) = self.as_mut_slices();
+        a.iter_mut().chain(b)
+    }
+
+    fn get(&self, i: usize) -> Option<&Xmit> {
+        let (a, b) = self.as_slices();
+        a.get(i).or_else(|| b.get(i.checked_sub(a.len())?))
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut Xmit> {
+        let (a, b) = self.as_mut_slices();
+        let k = a.len();
+        match a.get_mut(i) {
+            Some(x) => Some(x),
+            None => b.get_mut(i.checked_sub(k)?),
+        }
+    }
+
+    fn front(&self) -> Option<&Xmit> {
+        self.get(0)
+    }
+
+    fn front_mut(&mut self) -> Option<&mut Xmit> {
+        self.get_mut(0)
+    }
+
+    fn back(&self) -> Option<&Xmit> {
+        self.get(self.len().checked_sub(1)?)
+    }
+
+    fn back_mut(&mut self) -> Option<&mut Xmit> {
+        self.get_mut(self.len().checked_sub(1)?)
+    }
+
+    /// The index of the first entry for which `pred` is false (entries for
+    /// which it holds come first).
+    fn partition_point(&self, pred: impl Fn(&Xmit) -> bool) -> usize {
+        match self {
+            XmitLog::Inline { .. } => self.as_slices().0.partition_point(pred),
+            XmitLog::Heap(d) => d.partition_point(pred),
+        }
+    }
+
+    fn push_back(&mut self, v: Xmit) {
+        let len = self.len();
+        self.insert(len, v);
+    }
+
+    fn pop_front(&mut self) -> Option<Xmit> {
+        match self {
+            XmitLog::Inline { n, x } => {
+                let live = x.get_mut(..usize::from(*n))?;
+                let first = *live.first()?;
+                live.rotate_left(1);
+                *n -= 1;
+                Some(first)
+            }
+            XmitLog::Heap(d) => d.pop_front(),
+        }
+    }
+
+    /// Inserts `v` at `i` (at the end if `i` is past it).
+    fn insert(&mut self, i: usize, v: Xmit) {
+        let i = i.min(self.len());
+        if let XmitLog::Inline { n, x } = self
+            && usize::from(*n) < INLINE_RANGES
+        {
+            if let Some(tail) = x.get_mut(i..=usize::from(*n)) {
+                if let Some(last) = tail.last_mut() {
+                    *last = v;
+                }
+                tail.rotate_right(1);
+                *n += 1;
+            }
+            return;
+        }
+        match self {
+            XmitLog::Heap(d) => d.insert(i, v),
+            XmitLog::Inline { .. } => {
+                // Full: the entries move to the heap, for good.
+                let mut d = VecDeque::with_capacity(2 * INLINE_RANGES);
+                d.extend(self.iter().copied());
+                d.insert(i, v);
+                *self = XmitLog::Heap(d);
+            }
+        }
+    }
+
+    /// Removes the entries `[i, j)` (clamped to the log).
+    fn remove_range(&mut self, i: usize, j: usize) {
+        let j = j.min(self.len());
+        let i = i.min(j);
+        match self {
+            XmitLog::Inline { n, x } => {
+                if let Some(live) = x.get_mut(i..usize::from(*n)) {
+                    live.rotate_left(j - i);
+                }
+                *n -= (j - i) as u8;
+            }
+            XmitLog::Heap(d) => {
+                d.drain(i..j);
+            }
+        }
+    }
+}
+
 /// RACK and TLP state of one connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Rack {
-    log: VecDeque<Xmit>,
+    log: XmitLog,
     order: u64,
     latest: Option<Latest>,
     /// RACK.rtt: the RTT of the most recently sent delivered range.
@@ -111,7 +281,7 @@ pub(crate) struct Rack {
 impl Default for Rack {
     fn default() -> Rack {
         Rack {
-            log: VecDeque::new(),
+            log: XmitLog::default(),
             order: 0,
             latest: None,
             rtt: Duration::ZERO,
@@ -246,7 +416,7 @@ impl Rack {
             }
         }
         let j = self.log.partition_point(|r| r.start < x.end);
-        self.log.drain(i..j.max(i));
+        self.log.remove_range(i, j.max(i));
         self.log.insert(i, x);
     }
 
@@ -402,7 +572,7 @@ impl Rack {
 
     /// The first lost hole below `nxt` to retransmit: `(start, end)`.
     pub fn next_lost(&self, sack: &Scoreboard, nxt: Seq) -> Option<(Seq, Seq)> {
-        for x in &self.log {
+        for x in self.log.iter() {
             if x.start >= nxt {
                 return None;
             }
@@ -441,7 +611,7 @@ impl Rack {
             .sum();
         let mut k = 0;
         let mut lost = 0;
-        for x in &self.log {
+        for x in self.log.iter() {
             if x.start >= nxt {
                 break;
             }
@@ -466,7 +636,7 @@ impl Rack {
     /// A retransmission timeout: the sender goes back to SND.UNA and sends
     /// everything again, so nothing is pending here.
     fn on_rto(&mut self) {
-        for x in &mut self.log {
+        for x in self.log.iter_mut() {
             x.lost = false;
         }
         self.fack = None;
@@ -681,6 +851,73 @@ mod tests {
 
     fn ms(n: u64) -> Instant {
         Instant::from_millis(n)
+    }
+
+    proptest::proptest! {
+        /// The log with its inline entries behaves as the `VecDeque` it
+        /// replaces, through every operation RACK uses, across the move to
+        /// the heap.
+        #[test]
+        fn xmit_log_behaves_like_a_deque(
+            ops in proptest::collection::vec((0u8..6, 0usize..6, 0usize..6), 0..40)
+        ) {
+            let mut log = XmitLog::default();
+            let mut model: VecDeque<Xmit> = VecDeque::new();
+            let key = |x: &Xmit| (x.start, x.order);
+            for (k, (op, a, b)) in ops.into_iter().enumerate() {
+                let v = Xmit { start: Seq(k as u32), order: k as u64, ..NO_XMIT };
+                match op {
+                    0 => {
+                        log.push_back(v);
+                        model.push_back(v);
+                    }
+                    1 => {
+                        proptest::prop_assert_eq!(
+                            log.pop_front().map(|x| key(&x)),
+                            model.pop_front().map(|x| key(&x))
+                        );
+                    }
+                    2 => {
+                        let i = a.min(model.len());
+                        log.insert(i, v);
+                        model.insert(i, v);
+                    }
+                    3 => {
+                        let j = b.min(model.len());
+                        let i = a.min(j);
+                        log.remove_range(i, j);
+                        model.drain(i..j);
+                    }
+                    4 => {
+                        if let (Some(x), Some(y)) = (log.get_mut(a), model.get_mut(a)) {
+                            x.end = Seq(99);
+                            y.end = Seq(99);
+                        }
+                        if let (Some(x), Some(y)) = (log.back_mut(), model.back_mut()) {
+                            x.lost = true;
+                            y.lost = true;
+                        }
+                    }
+                    _ => {
+                        let p = |x: &Xmit| x.start < Seq(b as u32 * 4);
+                        if model.iter().is_sorted_by_key(|x| x.start) {
+                            proptest::prop_assert_eq!(log.partition_point(p), model.partition_point(p));
+                        }
+                        for x in log.iter_mut().zip(model.iter_mut()) {
+                            x.0.tsval += 1;
+                            x.1.tsval += 1;
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(log.len(), model.len());
+                let got: Vec<_> = log.iter().map(|x| (key(x), x.end, x.lost, x.tsval)).collect();
+                let want: Vec<_> = model.iter().map(|x| (key(x), x.end, x.lost, x.tsval)).collect();
+                proptest::prop_assert_eq!(got, want);
+                proptest::prop_assert_eq!(log.front().map(key), model.front().map(key));
+                proptest::prop_assert_eq!(log.back().map(key), model.back().map(key));
+                proptest::prop_assert_eq!(log.get(a).map(key), model.get(a).map(key));
+            }
+        }
     }
 
     /// Ten 1000-byte segments from 0, one per millisecond.

@@ -11,20 +11,37 @@
 
 use std::time::Duration;
 
-/// Clock granularity G (timestamps tick in milliseconds).
-const GRANULARITY: Duration = Duration::from_millis(1);
+/// Clock granularity G (timestamps tick in milliseconds), in nanoseconds.
+const GRANULARITY_NS: u128 = 1_000_000;
 /// Initial RTO (RFC 6298 section 2.1).
 pub const INITIAL_RTO: Duration = Duration::from_secs(1);
 
 /// SRTT, RTTVAR and the current RTO with its backoff.
+///
+/// SRTT and RTTVAR are kept in nanoseconds: a sample costs a few integer
+/// operations rather than `Duration`'s seconds-and-nanoseconds arithmetic, with
+/// the same results (its divisions by 2, 4 and 8 round down exactly as these
+/// do). Samples are the difference of two nanosecond [`crate::Instant`]s or a
+/// timestamp echo, so they fit in 64 bits; a longer one (no clock gives one)
+/// counts as the longest that fits.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    /// SRTT in nanoseconds, once there is a sample.
+    srtt: Option<u64>,
+    /// RTTVAR in nanoseconds.
+    rttvar: u64,
     rto: Duration,
     min_rto: Duration,
     max_rto: Duration,
     backoff: u32,
+}
+
+/// `ns` nanoseconds.
+fn duration(ns: u128) -> Duration {
+    match u64::try_from(ns) {
+        Ok(n) => Duration::from_nanos(n),
+        Err(_) => Duration::new((ns / 1_000_000_000) as u64, (ns % 1_000_000_000) as u32),
+    }
 }
 
 impl RttEstimator {
@@ -32,7 +49,7 @@ impl RttEstimator {
     pub fn new(min_rto: Duration, max_rto: Duration) -> RttEstimator {
         RttEstimator {
             srtt: None,
-            rttvar: Duration::ZERO,
+            rttvar: 0,
             rto: INITIAL_RTO.clamp(min_rto, max_rto.max(min_rto)),
             min_rto,
             max_rto: max_rto.max(min_rto),
@@ -42,31 +59,40 @@ impl RttEstimator {
 
     /// Takes a round-trip sample `r` (RFC 6298 section 2.2 / 2.3) and clears the backoff.
     pub fn sample(&mut self, r: Duration) {
-        match self.srtt {
+        let r = u64::try_from(r.as_nanos()).unwrap_or(u64::MAX);
+        let srtt = match self.srtt {
             None => {
-                self.srtt = Some(r);
                 self.rttvar = r / 2;
+                r
             }
             Some(srtt) => {
-                let err = srtt.abs_diff(r);
-                self.rttvar = (self.rttvar * 3 + err) / 4;
-                self.srtt = Some((srtt * 7 + r) / 8);
+                let err = u128::from(srtt.abs_diff(r));
+                // Both stay within the larger of their old value and the
+                // sample, so within 64 bits.
+                self.rttvar = ((u128::from(self.rttvar) * 3 + err) / 4) as u64;
+                ((u128::from(srtt) * 7 + u128::from(r)) / 8) as u64
             }
-        }
-        let srtt = self.srtt.unwrap_or(r);
-        let rto = srtt + GRANULARITY.max(self.rttvar * 4);
-        self.rto = rto.clamp(self.min_rto, self.max_rto);
+        };
+        self.srtt = Some(srtt);
+        let rto = u128::from(srtt) + GRANULARITY_NS.max(u128::from(self.rttvar) * 4);
+        self.rto = if rto <= self.min_rto.as_nanos() {
+            self.min_rto
+        } else if rto >= self.max_rto.as_nanos() {
+            self.max_rto
+        } else {
+            duration(rto)
+        };
         self.backoff = 0;
     }
 
     /// SRTT, once there is a sample.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.srtt.map(Duration::from_nanos)
     }
 
     /// RTTVAR.
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar)
     }
 
     /// The timeout to arm now: RTO doubled once per expiry since the last sample,
@@ -93,6 +119,58 @@ mod tests {
 
     fn est() -> RttEstimator {
         RttEstimator::new(Duration::from_millis(200), Duration::from_secs(60))
+    }
+
+    /// RFC 6298 in `Duration` arithmetic, as the estimator computed it before
+    /// it kept nanoseconds: (SRTT, RTTVAR, RTO) after `samples`.
+    fn reference(
+        min_rto: Duration,
+        max_rto: Duration,
+        samples: &[Duration],
+    ) -> (Option<Duration>, Duration, Duration) {
+        let max_rto = max_rto.max(min_rto);
+        let (mut srtt, mut rttvar) = (None::<Duration>, Duration::ZERO);
+        let mut rto = INITIAL_RTO.clamp(min_rto, max_rto);
+        for &r in samples {
+            match srtt {
+                None => {
+                    srtt = Some(r);
+                    rttvar = r / 2;
+                }
+                Some(s) => {
+                    rttvar = (rttvar * 3 + s.abs_diff(r)) / 4;
+                    srtt = Some((s * 7 + r) / 8);
+                }
+            }
+            let s = srtt.unwrap_or(r);
+            rto = (s + Duration::from_millis(1).max(rttvar * 4)).clamp(min_rto, max_rto);
+        }
+        (srtt, rttvar, rto)
+    }
+
+    proptest::proptest! {
+        /// The nanosecond arithmetic gives what `Duration`'s gives, sample by
+        /// sample, from microseconds to days and with any bounds.
+        #[test]
+        fn matches_the_duration_arithmetic(
+            min_ns in 0u64..2_000_000_000,
+            max_ns in 0u64..200_000_000_000_000,
+            samples in proptest::collection::vec(
+                proptest::prop_oneof![0u64..5_000_000, 0u64..100_000_000_000_000],
+                1..20,
+            ),
+        ) {
+            let (min_rto, max_rto) = (Duration::from_nanos(min_ns), Duration::from_nanos(max_ns));
+            let mut e = RttEstimator::new(min_rto, max_rto);
+            let samples: Vec<Duration> = samples.into_iter().map(Duration::from_nanos).collect();
+            for k in 1..=samples.len() {
+                e.sample(samples[k - 1]);
+                let (srtt, rttvar, rto) = reference(min_rto, max_rto, &samples[..k]);
+                proptest::prop_assert_eq!(e.srtt(), srtt);
+                proptest::prop_assert_eq!(e.rttvar(), rttvar);
+                proptest::prop_assert_eq!(e.rto(), rto);
+            }
+        }
     }
 
     #[test]
