@@ -261,8 +261,15 @@ impl Engine {
     }
 
     /// Moves control frames into `sink`, counting them in `n`; false when the
-    /// sink ran out of room (the rest stay queued).
+    /// sink ran out of room (the rest stay queued). Inlined for the common
+    /// case, an empty queue (it is checked after every TCP segment).
+    #[inline]
     fn flush_control(&mut self, sink: &mut impl TxSink, n: &mut usize) -> bool {
+        self.control.is_empty() || self.flush_control_queued(sink, n)
+    }
+
+    #[inline(never)]
+    fn flush_control_queued(&mut self, sink: &mut impl TxSink, n: &mut usize) -> bool {
         while let Some((frame, meta)) = self.control.pop_front() {
             let Some(buf) = sink.buffer(frame.len()) else {
                 self.control.push_front((frame, meta));
