@@ -65,6 +65,7 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    #[inline(always)]
     fn new(
         local: SocketAddr,
         remote: SocketAddr,
@@ -127,6 +128,7 @@ impl Conn {
     }
 
     /// An active open (RFC 9293 section 3.10.1): SYN-SENT with `iss`.
+    #[inline]
     pub fn connect(
         now: Instant,
         local: SocketAddr,
@@ -153,6 +155,7 @@ impl Conn {
     /// 3.10.7.2): SYN-RECEIVED, echoing only the options the peer offered
     /// (RFC 7323 sections 2.2 and 3.2, RFC 2018 section 2).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn accept_syn(
         now: Instant,
         local: SocketAddr,
