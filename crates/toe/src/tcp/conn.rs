@@ -336,10 +336,21 @@ impl Conn {
     }
 
     /// Moves to the closing state if a close was requested and the state allows.
+    /// Inlined: it runs after every event, and seldom has anything to do.
+    #[inline]
     pub fn apply_close(&mut self) {
-        if !self.close_requested {
-            return;
+        if self.close_requested
+            && matches!(
+                self.state,
+                State::SynSent(_) | State::Established(_) | State::CloseWait(_)
+            )
+        {
+            self.close_now();
         }
+    }
+
+    #[inline(never)]
+    fn close_now(&mut self) {
         // Only these states move on a close. The state (most of a kilobyte)
         // is moved out once and the new one built in its place.
         let normal = State::Closed(Closed {
