@@ -86,12 +86,17 @@ impl Sub<Instant> for Instant {
     }
 }
 
-/// The earlier of two optional deadlines.
+/// The earlier of two optional deadlines. Without branches (a deadline that
+/// is absent counts as the end of time, and the result is absent only when
+/// both are): connections fold five or six of them after every event.
+#[inline]
 pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, None) => x,
-        (None, y) => y,
+    let x = a.map_or(u64::MAX, |t| t.0);
+    let y = b.map_or(u64::MAX, |t| t.0);
+    if a.is_none() && b.is_none() {
+        None
+    } else {
+        Some(Instant(x.min(y)))
     }
 }
 
@@ -111,5 +116,25 @@ mod tests {
         );
         assert_eq!(earliest(Some(t), None), Some(t));
         assert_eq!(earliest(Some(t), Some(Instant::ZERO)), Some(Instant::ZERO));
+    }
+
+    /// Against the obvious definition (the minimum of those present), with
+    /// the end of time among the values.
+    #[test]
+    fn earliest_is_the_minimum_of_those_present() {
+        let values = [
+            None,
+            Some(Instant::ZERO),
+            Some(Instant::from_nanos(1)),
+            Some(Instant::from_millis(7)),
+            Some(Instant::from_nanos(u64::MAX - 1)),
+            Some(Instant::from_nanos(u64::MAX)),
+        ];
+        for a in values {
+            for b in values {
+                let want = [a, b].into_iter().flatten().min();
+                assert_eq!(earliest(a, b), want, "{a:?} {b:?}");
+            }
+        }
     }
 }

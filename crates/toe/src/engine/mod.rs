@@ -261,8 +261,15 @@ impl Engine {
     }
 
     /// Moves control frames into `sink`, counting them in `n`; false when the
-    /// sink ran out of room (the rest stay queued).
+    /// sink ran out of room (the rest stay queued). Inlined for the common
+    /// case, an empty queue (it is checked after every TCP segment).
+    #[inline]
     fn flush_control(&mut self, sink: &mut impl TxSink, n: &mut usize) -> bool {
+        self.control.is_empty() || self.flush_control_queued(sink, n)
+    }
+
+    #[inline(never)]
+    fn flush_control_queued(&mut self, sink: &mut impl TxSink, n: &mut usize) -> bool {
         while let Some((frame, meta)) = self.control.pop_front() {
             let Some(buf) = sink.buffer(frame.len()) else {
                 self.control.push_front((frame, meta));
@@ -401,15 +408,33 @@ impl Engine {
     }
 
     /// Bookkeeping after anything happened to a connection: the accept queue,
-    /// removal of finished connections, the timer heap.
+    /// removal of finished connections, the timer heap. Inlined for the common
+    /// case (it runs after every segment in or out): nothing to do but keep
+    /// the timer.
+    #[inline]
     fn after_event(&mut self, idx: usize) {
+        use crate::tcp::state::State;
+        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
+            return;
+        };
+        conn.apply_close();
+        if conn.became_established || matches!(conn.state, State::Closed(_) | State::TimeWait(_)) {
+            self.after_event_rare(idx);
+        } else if let Some(d) = conn.next_deadline() {
+            self.timers.schedule(idx, d);
+        }
+    }
+
+    /// [`Engine::after_event`] when the connection became established, closed,
+    /// or is in TIME-WAIT.
+    #[inline(never)]
+    fn after_event_rare(&mut self, idx: usize) {
         let Some(slot) = self.slots.get_mut(idx) else {
             return;
         };
         let Some(conn) = slot.conn.as_mut() else {
             return;
         };
-        conn.apply_close();
         let established = std::mem::take(&mut conn.became_established);
         let listener = conn.listener;
         if established && let Some(Some(lst)) = listener.and_then(|l| self.listeners.get_mut(l)) {

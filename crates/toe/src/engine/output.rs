@@ -123,15 +123,6 @@ pub(super) fn ip_header_len(ip: IpAddr) -> usize {
 }
 
 impl Engine {
-    /// Bytes of TCP data one segment (or super-segment) may carry.
-    fn max_data(&self, mss: usize) -> usize {
-        if self.cfg.offloads {
-            MAX_SUPER_DATA
-        } else {
-            mss.max(1)
-        }
-    }
-
     /// Asks connection `idx` for its next segment and writes the frame straight
     /// into a buffer of `sink`; returns whether a segment was produced. A frame for
     /// an unresolved neighbour goes to the neighbour queue (and a probe is sent); a
@@ -142,15 +133,23 @@ impl Engine {
 
     fn try_emit_tcp(&mut self, now: Instant, idx: usize, sink: &mut impl TxSink) -> Option<()> {
         let offloads = self.cfg.offloads;
-        let mss_hint = self.conn(idx)?.state.snd().map_or(1, |s| s.mss);
-        let max_data = self.max_data(mss_hint);
+        // One look-up of the slot for the whole segment (the fields used
+        // beside it are disjoint from `slots`).
         let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
+        // Bytes of TCP data one segment (or super-segment) may carry.
+        let max_data = if offloads {
+            MAX_SUPER_DATA
+        } else {
+            conn.state.snd().map_or(1, |s| s.mss.max(1))
+        };
         let o = conn.poll_output(now, max_data, &mut self.counters)?;
+        let conn = &*conn;
         let remote = conn.remote;
         let segments = o.wire_segments();
         self.counters.tcp_out_segs += segments as u64;
         self.counters.ip_out_requests += 1;
-        let id = self.next_ip_id(segments);
+        let id = self.ip_id;
+        self.ip_id = self.ip_id.wrapping_add(segments as u16);
         let mut opts = [0u8; tcp::options::MAX_LEN];
         let opt_len = o.write_options(&mut opts);
         let opts = opts.get(..opt_len)?;
@@ -160,7 +159,6 @@ impl Engine {
             + opt_len
             + o.data_len;
         let src_mac = self.cfg.mac;
-        let conn = self.slots.get(idx)?.conn.as_ref()?;
         let hit = match self.neighbors.lookup(now, remote.ip()) {
             Lookup::Hit(mac) => Some(mac),
             Lookup::Miss => None,

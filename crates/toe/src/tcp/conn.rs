@@ -65,6 +65,7 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    #[inline(always)]
     fn new(
         local: SocketAddr,
         remote: SocketAddr,
@@ -127,6 +128,7 @@ impl Conn {
     }
 
     /// An active open (RFC 9293 section 3.10.1): SYN-SENT with `iss`.
+    #[inline]
     pub fn connect(
         now: Instant,
         local: SocketAddr,
@@ -153,6 +155,7 @@ impl Conn {
     /// 3.10.7.2): SYN-RECEIVED, echoing only the options the peer offered
     /// (RFC 7323 sections 2.2 and 3.2, RFC 2018 section 2).
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn accept_syn(
         now: Instant,
         local: SocketAddr,
@@ -333,38 +336,52 @@ impl Conn {
     }
 
     /// Moves to the closing state if a close was requested and the state allows.
+    /// Inlined: it runs after every event, and seldom has anything to do.
+    #[inline]
     pub fn apply_close(&mut self) {
-        // Only these states move on a close; checking first spares moving the
-        // state out and back on every later event of a closing connection.
-        let moves = matches!(
-            self.state,
-            State::SynSent(_) | State::Established(_) | State::CloseWait(_)
-        );
-        if !self.close_requested || !moves {
-            return;
+        if self.close_requested
+            && matches!(
+                self.state,
+                State::SynSent(_) | State::Established(_) | State::CloseWait(_)
+            )
+        {
+            self.close_now();
         }
-        let old = std::mem::replace(
-            &mut self.state,
-            State::Closed(Closed {
-                reason: CloseReason::Normal,
-            }),
-        );
-        self.state = match old {
+    }
+
+    #[inline(never)]
+    fn close_now(&mut self) {
+        // Only these states move on a close. The state (most of a kilobyte)
+        // is moved out once and the new one built in its place.
+        let normal = State::Closed(Closed {
+            reason: CloseReason::Normal,
+        });
+        match self.state {
             // Nothing sent yet and nobody left to want it: delete the TCB (RFC 9293
             // section 3.10.4). With data queued, the FIN waits for ESTABLISHED.
-            State::SynSent(_) if self.app_closed && self.tx.is_empty() => State::Closed(Closed {
-                reason: CloseReason::Aborted,
-            }),
-            State::Established(e) => State::FinWait1(FinWait1 {
-                snd: e.snd,
-                rcv: e.rcv,
-            }),
-            State::CloseWait(s) => State::LastAck(LastAck {
-                snd: s.snd,
-                rcv: s.rcv,
-            }),
-            other => other,
-        };
+            State::SynSent(_) if self.app_closed && self.tx.is_empty() => {
+                self.state = State::Closed(Closed {
+                    reason: CloseReason::Aborted,
+                });
+            }
+            State::Established(_) => {
+                if let State::Established(e) = std::mem::replace(&mut self.state, normal) {
+                    self.state = State::FinWait1(FinWait1 {
+                        snd: e.snd,
+                        rcv: e.rcv,
+                    });
+                }
+            }
+            State::CloseWait(_) => {
+                if let State::CloseWait(s) = std::mem::replace(&mut self.state, normal) {
+                    self.state = State::LastAck(LastAck {
+                        snd: s.snd,
+                        rcv: s.rcv,
+                    });
+                }
+            }
+            _ => {}
+        }
     }
 
     /// ABORT (RFC 9293 section 3.10.5): an RST goes out if the peer knows us.

@@ -7,15 +7,18 @@
 //! by reference, and never copied until output copies them into a frame
 //! ([`SendBuf::peek`]). Acknowledged bytes are dropped from the front
 //! ([`SendBuf::consume`]), and a chunk's memory goes back to the allocator (or
-//! to its owner) as soon as its last byte is acknowledged.
+//! to its owner) as soon as its last byte is acknowledged; the smallest tail
+//! chunk goes to the per-thread cache (`tcp::pool`) instead, for the next
+//! connection's first write.
 
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-/// Smallest tail chunk allocated for copied bytes (small enough for the
-/// allocator's per-thread cache: glibc's tcache serves up to 1032 bytes).
-const MIN_CHUNK: usize = 1024;
+/// Smallest tail chunk allocated for copied bytes: taken from and given back to
+/// the per-thread cache (`tcp::pool`), as every connection that writes a
+/// little needs one.
+const MIN_CHUNK: usize = super::pool::CHUNK;
 
 /// Largest tail chunk allocated for copied bytes when less is asked for: the
 /// tail grows geometrically with the bytes queued, up to this.
@@ -115,7 +118,12 @@ impl SendBuf {
                 // Chunks of at most MAX_CHUNK: large enough to amortise the
                 // allocation, small enough to stay off the allocator's mmap path.
                 let want = rest.len().max(self.len.clamp(MIN_CHUNK, MAX_CHUNK));
-                self.tail = BytesMut::with_capacity(want.min(MAX_CHUNK).min(self.free()));
+                let want = want.min(MAX_CHUNK).min(self.free());
+                self.tail = if want == MIN_CHUNK {
+                    super::pool::take_chunk()
+                } else {
+                    BytesMut::with_capacity(want)
+                };
                 continue;
             }
             let (now, later) = rest.split_at(spare.min(rest.len()));
@@ -180,7 +188,7 @@ impl SendBuf {
         if self.len == 0 {
             // Drained: give the memory back.
             self.chunks.clear();
-            self.tail = BytesMut::new();
+            super::pool::give_chunk(std::mem::take(&mut self.tail));
             (idx, start) = (0, 0);
         }
         // A cursor into a chunk that was partly consumed is off by the consumed
@@ -268,6 +276,30 @@ mod tests {
         b.consume(5);
         assert_eq!(b.storage(), 0);
         assert!(b.is_empty());
+    }
+
+    /// The first chunk of a drained buffer serves the next buffer's first
+    /// write (through the per-thread cache), whole again.
+    #[test]
+    fn a_drained_first_chunk_serves_the_next_connection() {
+        std::thread::spawn(|| {
+            let mut a = SendBuf::new(1 << 20);
+            assert_eq!(a.push(&[1; 64]), 64);
+            let ptr = a.tail.as_ptr();
+            a.consume(10);
+            a.consume(54);
+            assert_eq!(a.storage(), 0);
+            let mut b = SendBuf::new(1 << 20);
+            assert_eq!(b.push(&[2; 64]), 64);
+            assert_eq!((b.tail.as_ptr(), b.tail.capacity()), (ptr, MIN_CHUNK));
+            assert_eq!(all(&b), vec![2; 64]);
+            // A buffer smaller than a chunk gets a chunk of its own size.
+            let mut c = SendBuf::new(100);
+            assert_eq!(c.push(&[3; 200]), 100);
+            assert_eq!(c.tail.capacity(), 100);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
