@@ -355,6 +355,32 @@ mod tests {
     }
 
     #[test]
+    fn storage_taken_and_wrapped_goes_back_to_the_pool() {
+        let pool = Pool::new(PoolConfig {
+            prealloc: 2,
+            ..PoolConfig::mtu()
+        });
+        let mut data = pool.take_storage();
+        assert_eq!(data.len(), MIN_HEADROOM + 2048);
+        data.truncate(100); // a frame built in place, shorter than the storage
+        let b = PacketBuf::from_storage(&pool, data);
+        assert_eq!((b.len(), b.headroom()), (100, 0));
+        assert_eq!(pool.stats().free, 1);
+        drop(b);
+        let s = pool.stats();
+        assert_eq!((s.allocated, s.reused, s.free), (2, 1, 2));
+        // Storage too small for the pool is released, not kept.
+        drop(PacketBuf::from_storage(&pool, vec![0; 10]));
+        assert_eq!(pool.stats().free, 2);
+        // A pooled buffer's storage comes back initialised to full size.
+        let a = pool.alloc();
+        let c = pool.alloc();
+        assert_eq!(a.tailroom() + a.headroom(), MIN_HEADROOM + 2048);
+        assert_eq!(c.tailroom() + c.headroom(), MIN_HEADROOM + 2048);
+        assert_eq!(pool.stats().allocated, 2);
+    }
+
+    #[test]
     fn grows_past_capacity_and_clones() {
         let pool = Pool::new(PoolConfig {
             buf_len: 4,
