@@ -19,7 +19,7 @@
 //! is broken when the last [`Pool`] handle is dropped: the pool *closes*, frees
 //! its depot, and from then on buffers that come back are released (no one can
 //! allocate from it any more). Magazines of a closed pool on other threads are
-//! freed when that thread next meets a pool it has no magazine for, or exits.
+//! freed when that thread next takes a slow path (of any pool), or exits.
 //!
 //! `max_free` bounds the free buffers, depot and magazines together: a magazine
 //! may hold only as many buffers as its *quota*, and quotas are granted under
@@ -247,9 +247,10 @@ impl PoolShared {
 }
 
 /// This thread's magazine for `pool`, made if there is none (`None` if the pool
-/// is closed).
-#[inline]
+/// is closed). For the slow paths (a batch at a time): it first hands back the
+/// magazines of pools closed since, whose drop frees their buffers.
 fn magazine<'a>(mags: &'a mut Vec<Magazine>, pool: &Arc<PoolShared>) -> Option<&'a mut Magazine> {
+    mags.retain(|m| m.pool.handles.load(Ordering::Acquire) != 0);
     match mags.iter().position(|m| Arc::ptr_eq(&m.pool, pool)) {
         Some(i) => mags.get_mut(i),
         None => add_magazine(mags, pool),
@@ -261,8 +262,6 @@ fn add_magazine<'a>(
     mags: &'a mut Vec<Magazine>,
     pool: &Arc<PoolShared>,
 ) -> Option<&'a mut Magazine> {
-    // Hand back the magazines of pools closed since (their drop frees them).
-    mags.retain(|m| m.pool.handles.load(Ordering::Acquire) != 0);
     let counts = Arc::new(CacheCounts::default());
     {
         let mut d = lock(&pool.depot);
