@@ -23,6 +23,10 @@
 //!   - `hw`: the same super-frames over ports with TSO/LRO and checksum offload
 //!     (the shim passes them through): the ceiling when the backend does it all.
 //!
+//! * `pool`: a [`Pool`] buffer allocated and dropped, one at a time and 64 at a
+//!   time (a batch), on the thread that allocated it (what a per-queue runtime
+//!   does); and the 64-at-a-time round on two threads sharing one pool at once.
+//!
 //! Run with `cargo bench --bench nic`.
 
 use std::hint::black_box;
@@ -30,7 +34,9 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::nic::memory::{self, Faults, PairConfig};
-use linerate::nic::{Batch, Frame, MemNic, Nic, NicCaps, Offloads, Shim, ShimConfig};
+use linerate::nic::{
+    Batch, Frame, MemNic, Nic, NicCaps, Offloads, PacketBuf, Pool, PoolConfig, Shim, ShimConfig,
+};
 use linerate::offload::gso::{CsumMode, SegmentBuf, Segmenter};
 use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta, csum};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
@@ -344,5 +350,60 @@ fn shim(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, memory_pair, shim, tap);
+/// Allocates `bufs.capacity()` buffers of `pool` into `bufs`, writes a byte into
+/// each, and drops them all.
+fn pool_round(pool: &Pool, bufs: &mut Vec<PacketBuf>) {
+    for i in 0..bufs.capacity() {
+        let mut b = pool.alloc();
+        b.append(1)[0] = i as u8;
+        bufs.push(b);
+    }
+    black_box(&bufs);
+    bufs.clear();
+}
+
+fn pool(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pool");
+    g.sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let pool = Pool::new(PoolConfig {
+        prealloc: 256,
+        ..PoolConfig::mtu()
+    });
+    g.throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::new("alloc_drop", "one"), |bch| {
+        bch.iter(|| {
+            let mut b = pool.alloc();
+            b.append(1)[0] = 1;
+            black_box(b)
+        })
+    });
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let mut bufs = Vec::with_capacity(BATCH);
+    g.bench_function(BenchmarkId::new("alloc_drop", "batch64"), |bch| {
+        bch.iter(|| pool_round(&pool, &mut bufs))
+    });
+    // Two threads at once on one pool (2 x 64 buffers per iteration).
+    g.throughput(Throughput::Elements(2 * BATCH as u64));
+    g.bench_function(BenchmarkId::new("alloc_drop", "batch64_2threads"), |bch| {
+        bch.iter_custom(|iters| {
+            let start = std::time::Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        let mut bufs = Vec::with_capacity(BATCH);
+                        for _ in 0..iters {
+                            pool_round(&pool, &mut bufs);
+                        }
+                    });
+                }
+            });
+            start.elapsed()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, memory_pair, shim, tap, pool);
 criterion_main!(benches);

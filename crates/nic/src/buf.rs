@@ -12,54 +12,23 @@
 //! unspecified). A buffer that grew past the pool's size keeps its larger capacity
 //! when recycled. [`PoolStats::allocated`] counts the fresh allocations, so tests can
 //! check that a warm path makes none.
+//!
+//! Allocating and dropping takes no lock and no atomic read-modify-write while
+//! the thread's own cache of the pool's buffers has one free (alloc) or room for
+//! one (drop): buffers move between those caches and the pool's shared free list
+//! a batch at a time (see the `pool` module for how, and how `max_free` is kept).
+//! Buffers are `Send` and may be dropped on any thread.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+mod pool;
+
+use pool::PoolShared;
+pub use pool::{Pool, PoolConfig, PoolStats};
 
 /// The least headroom a pooled buffer has: room for VXLAN over IPv6 (70 bytes) or
 /// GENEVE with options in front of a frame, plus a 12-byte `virtio_net_hdr`.
 pub const MIN_HEADROOM: usize = 128;
-
-/// How a [`Pool`] sizes its buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolConfig {
-    /// Bytes in front of the frame (raised to [`MIN_HEADROOM`] if smaller).
-    pub headroom: usize,
-    /// Bytes for the frame itself (and any tailroom).
-    pub buf_len: usize,
-    /// Buffers allocated up front.
-    pub prealloc: usize,
-    /// Most free buffers the pool keeps; more are released to the allocator.
-    pub max_free: usize,
-}
-
-impl PoolConfig {
-    /// Buffers for frames up to a 1500-byte MTU with VLAN tags (2 KiB).
-    pub const fn mtu() -> PoolConfig {
-        PoolConfig {
-            headroom: MIN_HEADROOM,
-            buf_len: 2048,
-            prealloc: 0,
-            max_free: 4096,
-        }
-    }
-
-    /// Buffers for 64 KiB super-frames.
-    pub const fn super_frames() -> PoolConfig {
-        PoolConfig {
-            headroom: MIN_HEADROOM,
-            buf_len: 65_536 + 64,
-            prealloc: 0,
-            max_free: 512,
-        }
-    }
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        PoolConfig::mtu()
-    }
-}
 
 /// A [`PacketBuf`] operation that does not fit the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,134 +66,6 @@ impl std::error::Error for BufError {}
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-struct PoolShared {
-    cfg: PoolConfig,
-    free: Mutex<Vec<Vec<u8>>>,
-    allocated: AtomicU64,
-    reused: AtomicU64,
-}
-
-impl PoolShared {
-    fn recycle(&self, mut data: Vec<u8>) {
-        let size = self.cfg.headroom + self.cfg.buf_len;
-        if data.capacity() < size {
-            return;
-        }
-        if data.len() < size {
-            // Storage that came in by `PacketBuf::from_storage`: initialise the rest.
-            data.resize(size, 0);
-        }
-        let mut free = lock(&self.free);
-        if free.len() < self.cfg.max_free {
-            free.push(data);
-        }
-    }
-}
-
-/// A shared pool of [`PacketBuf`]s (cheap to clone: clones share the buffers).
-#[derive(Clone)]
-pub struct Pool {
-    shared: Arc<PoolShared>,
-}
-
-impl core::fmt::Debug for Pool {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Pool")
-            .field("cfg", &self.shared.cfg)
-            .field("stats", &self.stats())
-            .finish()
-    }
-}
-
-/// Counts of a [`Pool`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PoolStats {
-    /// Buffers allocated fresh since the pool was made (prealloc included).
-    pub allocated: u64,
-    /// Buffers handed out again from the free list.
-    pub reused: u64,
-    /// Buffers in the free list now.
-    pub free: usize,
-}
-
-impl Pool {
-    /// A pool with buffers sized by `cfg`.
-    pub fn new(cfg: PoolConfig) -> Pool {
-        let cfg = PoolConfig {
-            headroom: cfg.headroom.max(MIN_HEADROOM),
-            ..cfg
-        };
-        let size = cfg.headroom + cfg.buf_len;
-        let free = (0..cfg.prealloc).map(|_| vec![0u8; size]).collect();
-        Pool {
-            shared: Arc::new(PoolShared {
-                cfg,
-                free: Mutex::new(free),
-                allocated: AtomicU64::new(cfg.prealloc as u64),
-                reused: AtomicU64::new(0),
-            }),
-        }
-    }
-
-    /// The configuration (headroom raised to [`MIN_HEADROOM`]).
-    pub fn config(&self) -> PoolConfig {
-        self.shared.cfg
-    }
-
-    /// An empty buffer with the pool's headroom before it: recycled if one is
-    /// free, else freshly allocated.
-    pub fn alloc(&self) -> PacketBuf {
-        let recycled = lock(&self.shared.free).pop();
-        let data = match recycled {
-            Some(d) => {
-                self.shared.reused.fetch_add(1, Ordering::Relaxed);
-                d
-            }
-            None => {
-                self.shared.allocated.fetch_add(1, Ordering::Relaxed);
-                vec![0u8; self.shared.cfg.headroom + self.shared.cfg.buf_len]
-            }
-        };
-        let headroom = self.shared.cfg.headroom;
-        PacketBuf {
-            data,
-            start: headroom,
-            end: headroom,
-            reserve: headroom,
-            pool: Some(Arc::clone(&self.shared)),
-        }
-    }
-
-    /// The storage of a buffer (recycled if one is free), for code that fills a
-    /// `Vec` itself and then wraps it with [`PacketBuf::from_storage`].
-    pub(crate) fn take_storage(&self) -> Vec<u8> {
-        let mut b = self.alloc();
-        core::mem::take(&mut b.data)
-    }
-
-    /// A buffer holding a copy of `frame`.
-    pub fn alloc_from(&self, frame: &[u8]) -> PacketBuf {
-        let mut b = self.alloc();
-        b.extend_from_slice(frame);
-        b
-    }
-
-    /// Allocation counts.
-    pub fn stats(&self) -> PoolStats {
-        PoolStats {
-            allocated: self.shared.allocated.load(Ordering::Relaxed),
-            reused: self.shared.reused.load(Ordering::Relaxed),
-            free: lock(&self.shared.free).len(),
-        }
-    }
-}
-
-impl Default for Pool {
-    fn default() -> Self {
-        Pool::new(PoolConfig::default())
-    }
 }
 
 /// A frame in a buffer with headroom; goes back to its [`Pool`] when dropped.
@@ -449,10 +290,7 @@ impl Clone for PacketBuf {
     /// A copy of the frame in a buffer from the same pool, with the same headroom.
     fn clone(&self) -> Self {
         let mut b = match &self.pool {
-            Some(shared) => Pool {
-                shared: Arc::clone(shared),
-            }
-            .alloc(),
+            Some(shared) => Pool::alloc_in(shared),
             None => PacketBuf::with_headroom(self.reserve, self.len()),
         };
         b.extend_from_slice(self.as_slice());
@@ -461,9 +299,10 @@ impl Clone for PacketBuf {
 }
 
 impl Drop for PacketBuf {
+    #[inline]
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.recycle(std::mem::take(&mut self.data));
+            pool::recycle(&mut self.data, pool);
         }
     }
 }
@@ -513,6 +352,32 @@ mod tests {
         assert_eq!(s.allocated, 8);
         assert_eq!(s.reused, 800);
         assert_eq!(s.free, 8);
+    }
+
+    #[test]
+    fn storage_taken_and_wrapped_goes_back_to_the_pool() {
+        let pool = Pool::new(PoolConfig {
+            prealloc: 2,
+            ..PoolConfig::mtu()
+        });
+        let mut data = pool.take_storage();
+        assert_eq!(data.len(), MIN_HEADROOM + 2048);
+        data.truncate(100); // a frame built in place, shorter than the storage
+        let b = PacketBuf::from_storage(&pool, data);
+        assert_eq!((b.len(), b.headroom()), (100, 0));
+        assert_eq!(pool.stats().free, 1);
+        drop(b);
+        let s = pool.stats();
+        assert_eq!((s.allocated, s.reused, s.free), (2, 1, 2));
+        // Storage too small for the pool is released, not kept.
+        drop(PacketBuf::from_storage(&pool, vec![0; 10]));
+        assert_eq!(pool.stats().free, 2);
+        // A pooled buffer's storage comes back initialised to full size.
+        let a = pool.alloc();
+        let c = pool.alloc();
+        assert_eq!(a.tailroom() + a.headroom(), MIN_HEADROOM + 2048);
+        assert_eq!(c.tailroom() + c.headroom(), MIN_HEADROOM + 2048);
+        assert_eq!(pool.stats().allocated, 2);
     }
 
     #[test]
