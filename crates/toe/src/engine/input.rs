@@ -25,7 +25,7 @@ use linerate_wire::icmp::v6::Addrs;
 use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
 use linerate_wire::ipv4::{self, protocol};
 use linerate_wire::ipv6::{self, ext};
-use linerate_wire::{arp, tcp};
+use linerate_wire::{arp, checksum, tcp};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
@@ -175,8 +175,7 @@ impl Engine {
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                let pseudo = ip.pseudo_header_sum(payload.len() as u16);
-                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, pseudo, from);
+                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, from);
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
@@ -233,8 +232,7 @@ impl Engine {
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                let pseudo = ip.pseudo_header_sum(protocol::TCP, upper.len() as u32);
-                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, pseudo, from);
+                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, from);
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
@@ -420,19 +418,13 @@ impl Engine {
 
     /// TCP demultiplexing (RFC 9293 section 3.10.7): to the connection with this
     /// 4-tuple, else a SYN to a listener opens one, else an RST answers.
-    fn tcp_input(
-        &mut self,
-        now: Instant,
-        src: IpAddr,
-        dst: IpAddr,
-        data: &[u8],
-        pseudo: u32,
-        from: From<'_>,
-    ) {
+    fn tcp_input(&mut self, now: Instant, src: IpAddr, dst: IpAddr, data: &[u8], from: From<'_>) {
         let csum_ok = match from.meta.csum {
             Checksum::Verified { levels } if levels >= 1 => true,
             Checksum::Partial { .. } => true,
-            _ => tcp::Packet::new_checked(data).is_ok_and(|p| p.verify_checksum(pseudo)),
+            // The pseudo-header sum only when the checksum is checked here.
+            _ => tcp::Packet::new_checked(data)
+                .is_ok_and(|p| p.verify_checksum(pseudo_sum(src, dst, data.len()))),
         };
         if !csum_ok {
             self.counters.tcp_in_errs += 1;
@@ -628,6 +620,27 @@ impl Engine {
         for ip in probes {
             self.probe(ip);
         }
+    }
+}
+
+/// The pseudo-header sum of a TCP segment of `len` bytes from `src` to `dst`
+/// (`len` is at most 65,535 for IPv4: the datagram's total length bounds it).
+fn pseudo_sum(src: IpAddr, dst: IpAddr, len: usize) -> u32 {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, len as u16)
+        }
+        (s, d) => {
+            checksum::pseudo_ipv6(&ipv6_octets(s), &ipv6_octets(d), protocol::TCP, len as u32)
+        }
+    }
+}
+
+/// The IPv6 address `a` (an IPv4 one mapped, though the callers never mix).
+fn ipv6_octets(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
     }
 }
 
