@@ -148,27 +148,29 @@ impl Engine {
             self.counters.ip_in_addr_errors += 1;
             return;
         };
-        let Ok(ip) = ipv4::Packet::new_checked(data) else {
+        // The checks of `ipv4::Packet::new_checked` and the header checksum,
+        // in one pass over a header without options.
+        let Ok(ip) = ipv4::fields(data) else {
             self.counters.ip_in_hdr_errors += 1;
             return;
         };
-        if !ip.verify_checksum() {
+        if !ip.checksum_ok {
             self.counters.ip_in_hdr_errors += 1;
             return;
         }
-        let dst = Ipv4Addr::from(ip.dst_addr());
-        let src = Ipv4Addr::from(ip.src_addr());
+        let dst = Ipv4Addr::from(ip.dst);
+        let src = Ipv4Addr::from(ip.src);
         let unicast = dst == me.addr;
         if !unicast && dst != Ipv4Addr::BROADCAST && dst != me.broadcast() {
             self.counters.ip_in_addr_errors += 1;
             return;
         }
-        if ip.is_fragment() {
+        if ip.fragment {
             self.counters.ip_in_fragments_dropped += 1;
             return;
         }
-        let payload = ip.payload();
-        match ip.protocol() {
+        let payload = ip.payload;
+        match ip.protocol {
             protocol::ICMP => {
                 self.counters.ip_in_delivers += 1;
                 self.icmpv4_input(payload, src, dst, unicast, from);
@@ -179,14 +181,13 @@ impl Engine {
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
-                let packet = data.get(..usize::from(ip.total_len())).unwrap_or(data);
                 self.udp_input(
                     now,
                     udp_in(
                         IpAddr::V4(src),
                         IpAddr::V4(dst),
                         unicast,
-                        packet,
+                        ip.datagram,
                         payload,
                         from,
                     ),
