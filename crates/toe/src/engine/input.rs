@@ -26,7 +26,7 @@ use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
 use linerate_wire::ipv4::{self, protocol};
 use linerate_wire::ipv6::{self, ext};
 use linerate_wire::{arp, checksum, tcp};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 /// The IPv6 all-nodes multicast address ff02::1.
@@ -450,7 +450,14 @@ impl Engine {
         self.counters.tcp_in_segs += u64::from(segs);
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
-        if let Some(&idx) = self.by_tuple.get(&(local, remote)) {
+        let found = match (dst, src) {
+            (IpAddr::V4(d), IpAddr::V4(s)) => self.by_tuple.get_v4(
+                SocketAddrV4::new(d, seg.dst_port),
+                SocketAddrV4::new(s, seg.src_port),
+            ),
+            _ => self.by_tuple.get(&(local, remote)).copied(),
+        };
+        if let Some(idx) = found {
             if idx & super::time_wait::TW_TAG != 0 {
                 self.time_wait_input(now, idx, &seg, from.mac);
                 return;
