@@ -442,7 +442,10 @@ impl Engine {
             }
             _ => 1,
         };
-        let Ok(mut seg) = Segment::parse(data, segs) else {
+        // Used where it lies, not moved out of the `Result` (a copy of the
+        // whole segment).
+        let mut parsed = Segment::parse(data, segs);
+        let Ok(seg) = &mut parsed else {
             self.counters.tcp_in_errs += 1;
             return;
         };
@@ -459,10 +462,10 @@ impl Engine {
         };
         if let Some(idx) = found {
             if idx & super::time_wait::TW_TAG != 0 {
-                self.time_wait_input(now, idx, &seg, from.mac);
+                self.time_wait_input(now, idx, seg, from.mac);
                 return;
             }
-            let rst = self.segment_to_conn(now, idx, &seg);
+            let rst = self.segment_to_conn(now, idx, seg);
             self.challenge_gate(now, idx);
             if let Some(r) = rst {
                 self.send_rst(from.mac, local, remote, r);
@@ -474,18 +477,18 @@ impl Engine {
         let syn_only =
             seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
         if syn_only && let Some(&l) = self.by_port.get(&seg.dst_port) {
-            self.passive_open(now, l, local, remote, &seg, from.mac, None);
+            self.passive_open(now, l, local, remote, seg, from.mac, None);
             return;
         }
         let ack_only =
             seg.has(tcp::Flags::ACK) && !seg.flags.intersects(tcp::Flags::SYN | tcp::Flags::RST);
         if ack_only
             && let Some(&l) = self.by_port.get(&seg.dst_port)
-            && self.cookie_open(now, l, local, remote, &seg, from.mac)
+            && self.cookie_open(now, l, local, remote, seg, from.mac)
         {
             return;
         }
-        if let Some(r) = Rst::for_segment(&seg) {
+        if let Some(r) = Rst::for_segment(seg) {
             self.send_rst(from.mac, local, remote, r);
         }
     }
