@@ -434,5 +434,79 @@ pub fn emit(h: &etherparse::Ipv4Header, buf: &mut [u8]) -> Result<usize> {
     Ok(bytes.len())
 }
 
+/// What a receive path reads of a datagram, read by [`fields`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fields<'a> {
+    /// Source address.
+    pub src: [u8; 4],
+    /// Destination address.
+    pub dst: [u8; 4],
+    /// Protocol of the payload ([`protocol`]).
+    pub protocol: u8,
+    /// The header checksum is correct ([`Packet::verify_checksum`]).
+    pub checksum_ok: bool,
+    /// More fragments, or a non-zero offset ([`Packet::is_fragment`]).
+    pub fragment: bool,
+    /// Header and payload, up to the total length (Ethernet padding left out).
+    pub datagram: &'a [u8],
+    /// The payload ([`Packet::payload`]).
+    pub payload: &'a [u8],
+}
+
+/// The checks of [`Packet::new_checked`] (refusing what it refuses, with its
+/// error), the header checksum and the fields a receive path reads. A plain
+/// header (version 4, IHL 5: nearly every datagram) is read in one pass over
+/// its 20 bytes; a header with options goes through [`Packet`].
+#[inline]
+pub fn fields(buf: &[u8]) -> Result<Fields<'_>> {
+    if let Some(h) = buf.first_chunk::<HEADER_LEN>()
+        && h[0] == 0x45
+    {
+        let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+        // `None` when the total length is below 20 or past the buffer, both of
+        // which the general path refuses.
+        if let (Some(datagram), Some(payload)) = (buf.get(..total), buf.get(HEADER_LEN..total)) {
+            // RFC 1071 section 2(B): the one's-complement sum does not depend on
+            // byte order, so the words are summed as they lie in memory.
+            let w = |i: usize| u64::from(u32::from_ne_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]));
+            let sum = w(0) + w(4) + w(8) + w(12) + w(16);
+            let sum = (sum & 0xffff_ffff) + (sum >> 32);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let flg_off = u16::from_be_bytes([h[6], h[7]]);
+            return Ok(Fields {
+                src: [h[12], h[13], h[14], h[15]],
+                dst: [h[16], h[17], h[18], h[19]],
+                protocol: h[9],
+                checksum_ok: sum == 0xffff,
+                fragment: flg_off & (MF | OFFSET_MASK) != 0,
+                datagram,
+                payload,
+            });
+        }
+    }
+    fields_general(buf)
+}
+
+/// [`fields`] through [`Packet`] (headers with options, and refusals).
+#[cold]
+fn fields_general(buf: &[u8]) -> Result<Fields<'_>> {
+    let p = Packet::new_checked(buf)?;
+    let total = usize::from(p.total_len());
+    Ok(Fields {
+        src: p.src_addr(),
+        dst: p.dst_addr(),
+        protocol: p.protocol(),
+        checksum_ok: p.verify_checksum(),
+        fragment: p.is_fragment(),
+        datagram: buf.get(..total).unwrap_or(buf),
+        payload: buf.get(p.header_len()..total).unwrap_or_default(),
+    })
+}
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fields_tests;

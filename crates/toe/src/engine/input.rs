@@ -25,8 +25,8 @@ use linerate_wire::icmp::v6::Addrs;
 use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
 use linerate_wire::ipv4::{self, protocol};
 use linerate_wire::ipv6::{self, ext};
-use linerate_wire::{arp, tcp};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use linerate_wire::{arp, checksum, tcp};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 /// The IPv6 all-nodes multicast address ff02::1.
@@ -148,46 +148,46 @@ impl Engine {
             self.counters.ip_in_addr_errors += 1;
             return;
         };
-        let Ok(ip) = ipv4::Packet::new_checked(data) else {
+        // The checks of `ipv4::Packet::new_checked` and the header checksum,
+        // in one pass over a header without options.
+        let Ok(ip) = ipv4::fields(data) else {
             self.counters.ip_in_hdr_errors += 1;
             return;
         };
-        if !ip.verify_checksum() {
+        if !ip.checksum_ok {
             self.counters.ip_in_hdr_errors += 1;
             return;
         }
-        let dst = Ipv4Addr::from(ip.dst_addr());
-        let src = Ipv4Addr::from(ip.src_addr());
+        let dst = Ipv4Addr::from(ip.dst);
+        let src = Ipv4Addr::from(ip.src);
         let unicast = dst == me.addr;
         if !unicast && dst != Ipv4Addr::BROADCAST && dst != me.broadcast() {
             self.counters.ip_in_addr_errors += 1;
             return;
         }
-        if ip.is_fragment() {
+        if ip.fragment {
             self.counters.ip_in_fragments_dropped += 1;
             return;
         }
-        let payload = ip.payload();
-        match ip.protocol() {
+        let payload = ip.payload;
+        match ip.protocol {
             protocol::ICMP => {
                 self.counters.ip_in_delivers += 1;
                 self.icmpv4_input(payload, src, dst, unicast, from);
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                let pseudo = ip.pseudo_header_sum(payload.len() as u16);
-                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, pseudo, from);
+                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, from);
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
-                let packet = data.get(..usize::from(ip.total_len())).unwrap_or(data);
                 self.udp_input(
                     now,
                     udp_in(
                         IpAddr::V4(src),
                         IpAddr::V4(dst),
                         unicast,
-                        packet,
+                        ip.datagram,
                         payload,
                         from,
                     ),
@@ -233,8 +233,7 @@ impl Engine {
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                let pseudo = ip.pseudo_header_sum(protocol::TCP, upper.len() as u32);
-                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, pseudo, from);
+                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, from);
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
@@ -420,19 +419,13 @@ impl Engine {
 
     /// TCP demultiplexing (RFC 9293 section 3.10.7): to the connection with this
     /// 4-tuple, else a SYN to a listener opens one, else an RST answers.
-    fn tcp_input(
-        &mut self,
-        now: Instant,
-        src: IpAddr,
-        dst: IpAddr,
-        data: &[u8],
-        pseudo: u32,
-        from: From<'_>,
-    ) {
+    fn tcp_input(&mut self, now: Instant, src: IpAddr, dst: IpAddr, data: &[u8], from: From<'_>) {
         let csum_ok = match from.meta.csum {
             Checksum::Verified { levels } if levels >= 1 => true,
             Checksum::Partial { .. } => true,
-            _ => tcp::Packet::new_checked(data).is_ok_and(|p| p.verify_checksum(pseudo)),
+            // The pseudo-header sum only when the checksum is checked here.
+            _ => tcp::Packet::new_checked(data)
+                .is_ok_and(|p| p.verify_checksum(pseudo_sum(src, dst, data.len()))),
         };
         if !csum_ok {
             self.counters.tcp_in_errs += 1;
@@ -449,7 +442,10 @@ impl Engine {
             }
             _ => 1,
         };
-        let Ok(mut seg) = Segment::parse(data, segs) else {
+        // Used where it lies, not moved out of the `Result` (a copy of the
+        // whole segment).
+        let mut parsed = Segment::parse(data, segs);
+        let Ok(seg) = &mut parsed else {
             self.counters.tcp_in_errs += 1;
             return;
         };
@@ -457,12 +453,19 @@ impl Engine {
         self.counters.tcp_in_segs += u64::from(segs);
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);
-        if let Some(&idx) = self.by_tuple.get(&(local, remote)) {
+        let found = match (dst, src) {
+            (IpAddr::V4(d), IpAddr::V4(s)) => self.by_tuple.get_v4(
+                SocketAddrV4::new(d, seg.dst_port),
+                SocketAddrV4::new(s, seg.src_port),
+            ),
+            _ => self.by_tuple.get(&(local, remote)).copied(),
+        };
+        if let Some(idx) = found {
             if idx & super::time_wait::TW_TAG != 0 {
-                self.time_wait_input(now, idx, &seg, from.mac);
+                self.time_wait_input(now, idx, seg, from.mac);
                 return;
             }
-            let rst = self.segment_to_conn(now, idx, &seg);
+            let rst = self.segment_to_conn(now, idx, seg);
             self.challenge_gate(now, idx);
             if let Some(r) = rst {
                 self.send_rst(from.mac, local, remote, r);
@@ -474,18 +477,18 @@ impl Engine {
         let syn_only =
             seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
         if syn_only && let Some(&l) = self.by_port.get(&seg.dst_port) {
-            self.passive_open(now, l, local, remote, &seg, from.mac, None);
+            self.passive_open(now, l, local, remote, seg, from.mac, None);
             return;
         }
         let ack_only =
             seg.has(tcp::Flags::ACK) && !seg.flags.intersects(tcp::Flags::SYN | tcp::Flags::RST);
         if ack_only
             && let Some(&l) = self.by_port.get(&seg.dst_port)
-            && self.cookie_open(now, l, local, remote, &seg, from.mac)
+            && self.cookie_open(now, l, local, remote, seg, from.mac)
         {
             return;
         }
-        if let Some(r) = Rst::for_segment(&seg) {
+        if let Some(r) = Rst::for_segment(seg) {
             self.send_rst(from.mac, local, remote, r);
         }
     }
@@ -628,6 +631,27 @@ impl Engine {
         for ip in probes {
             self.probe(ip);
         }
+    }
+}
+
+/// The pseudo-header sum of a TCP segment of `len` bytes from `src` to `dst`
+/// (`len` is at most 65,535 for IPv4: the datagram's total length bounds it).
+fn pseudo_sum(src: IpAddr, dst: IpAddr, len: usize) -> u32 {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::TCP, len as u16)
+        }
+        (s, d) => {
+            checksum::pseudo_ipv6(&ipv6_octets(s), &ipv6_octets(d), protocol::TCP, len as u32)
+        }
+    }
+}
+
+/// The IPv6 address `a` (an IPv4 one mapped, though the callers never mix).
+fn ipv6_octets(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
     }
 }
 

@@ -7,7 +7,7 @@
 
 use super::flow_hash::FlowHash;
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, SocketAddrV4};
 
 /// A 4-tuple: local address, remote address.
 pub(super) type Tuple = (SocketAddr, SocketAddr);
@@ -23,14 +23,18 @@ pub(super) struct TupleTable {
 /// the low one.
 fn pack(k: &Tuple) -> Option<u128> {
     match k {
-        (SocketAddr::V4(l), SocketAddr::V4(r)) => Some(
-            (u128::from(l.ip().to_bits()) << 96)
-                | (u128::from(r.ip().to_bits()) << 64)
-                | (u128::from(l.port()) << 16)
-                | u128::from(r.port()),
-        ),
+        (SocketAddr::V4(l), SocketAddr::V4(r)) => Some(pack_v4(l, r)),
         _ => None,
     }
+}
+
+/// The packed key of local `l`, remote `r`.
+#[inline]
+fn pack_v4(l: &SocketAddrV4, r: &SocketAddrV4) -> u128 {
+    (u128::from(l.ip().to_bits()) << 96)
+        | (u128::from(r.ip().to_bits()) << 64)
+        | (u128::from(l.port()) << 16)
+        | u128::from(r.port())
 }
 
 impl TupleTable {
@@ -47,6 +51,13 @@ impl TupleTable {
             Some(p) => self.v4.get(&p),
             None => self.other.get(k),
         }
+    }
+
+    /// [`TupleTable::get`] of an IPv4 4-tuple, without making the
+    /// `SocketAddr` pair (every IPv4 segment received looks one up).
+    #[inline]
+    pub fn get_v4(&self, local: SocketAddrV4, remote: SocketAddrV4) -> Option<usize> {
+        self.v4.get(&pack_v4(&local, &remote)).copied()
     }
 
     pub fn contains_key(&self, k: &Tuple) -> bool {
@@ -119,6 +130,9 @@ mod tests {
             }
             let q = (pick(&mut rng), pick(&mut rng));
             assert_eq!(t.get(&q), model.get(&q));
+            if let (SocketAddr::V4(l), SocketAddr::V4(r)) = q {
+                assert_eq!(t.get_v4(l, r), model.get(&q).copied());
+            }
             assert_eq!(t.len(), model.len());
         }
     }

@@ -29,68 +29,83 @@ pub(crate) struct Segment<'a> {
 impl<'a> Segment<'a> {
     /// Parses the TCP header and options of `bytes` (the whole segment). `segs` is
     /// the number of wire segments it stands for.
+    ///
+    /// The usual option layouts (none; NOP, NOP, Timestamps; a SYN's full set in
+    /// Linux's order) are read straight from the header's bytes; anything else
+    /// (and every segment to refuse) goes the general way, [`Segment::parse_general`].
+    #[inline]
     pub fn parse(bytes: &'a [u8], segs: u32) -> linerate_wire::Result<Segment<'a>> {
-        let p = tcp::Packet::new_checked(bytes)?;
-        let mut opts = SynOptions::default();
-        let mut sack = SackBlocks::new();
-        let raw = p.options();
-        if let &[1, 1, 8, 10, a, b, c, d, e, f, g, h] = raw {
-            // The common case (RFC 7323 appendix A's layout, Linux's aligned
-            // timestamp fast path): NOP, NOP, Timestamps and nothing else.
-            let tsval = u32::from_be_bytes([a, b, c, d]);
-            let tsecr = u32::from_be_bytes([e, f, g, h]);
-            opts.timestamps = Some((tsval, tsecr));
-        }
-        if let &[
-            2,
-            4,
-            m0,
-            m1,
-            4,
-            2,
-            8,
-            10,
-            a,
-            b,
-            c,
-            d,
-            e,
-            f,
-            g,
-            h,
-            1,
-            3,
-            3,
-            ws,
-        ] = raw
-        {
+        let Some(h) = bytes.first_chunk::<{ tcp::HEADER_LEN }>() else {
+            return Segment::parse_general(bytes, segs);
+        };
+        let hl = usize::from(h[12] >> 4) * 4;
+        // `None` for a data offset below 5 or a header past the end.
+        let (Some(raw), Some(payload)) = (bytes.get(tcp::HEADER_LEN..hl), bytes.get(hl..)) else {
+            return Segment::parse_general(bytes, segs);
+        };
+        let be32 = |a, b, c, d| u32::from_be_bytes([a, b, c, d]);
+        let opts = match *raw {
+            [] => SynOptions::default(),
+            // RFC 7323 appendix A's layout (Linux's aligned timestamp fast path).
+            [1, 1, 8, 10, a, b, c, d, e, f, g, h] => SynOptions {
+                timestamps: Some((be32(a, b, c, d), be32(e, f, g, h))),
+                ..SynOptions::default()
+            },
             // A SYN with every option in Linux's layout (MSS, SACK-permitted,
             // Timestamps, NOP, window scale): what the general walk finds.
-            opts = SynOptions {
+            [
+                2,
+                4,
+                m0,
+                m1,
+                4,
+                2,
+                8,
+                10,
+                a,
+                b,
+                c,
+                d,
+                e,
+                f,
+                g,
+                h,
+                1,
+                3,
+                3,
+                ws,
+            ] => SynOptions {
                 mss: Some(u16::from_be_bytes([m0, m1])),
                 window_scale: Some(ws),
                 sack_permitted: true,
-                timestamps: Some((
-                    u32::from_be_bytes([a, b, c, d]),
-                    u32::from_be_bytes([e, f, g, h]),
-                )),
-            };
-            return Ok(Segment {
-                src_port: p.src_port(),
-                dst_port: p.dst_port(),
-                seq: Seq(p.seq_number()),
-                ack: Seq(p.ack_number()),
-                flags: p.flags(),
-                wnd: p.window(),
-                opts,
-                sack,
-                payload: bytes.get(p.header_len()..).unwrap_or_default(),
-                segs: segs.max(1),
-                frame: None,
-            });
-        }
-        let general = opts.timestamps.is_none();
-        for o in options::iter(if general { raw } else { &[] }) {
+                timestamps: Some((be32(a, b, c, d), be32(e, f, g, h))),
+            },
+            _ => return Segment::parse_general(bytes, segs),
+        };
+        Ok(Segment {
+            src_port: u16::from_be_bytes([h[0], h[1]]),
+            dst_port: u16::from_be_bytes([h[2], h[3]]),
+            seq: Seq(be32(h[4], h[5], h[6], h[7])),
+            ack: Seq(be32(h[8], h[9], h[10], h[11])),
+            flags: Flags::from_bits(u16::from_be_bytes([h[12], h[13]])),
+            wnd: u16::from_be_bytes([h[14], h[15]]),
+            opts,
+            sack: SackBlocks::new(),
+            payload,
+            segs: segs.max(1),
+            frame: None,
+        })
+    }
+
+    /// [`Segment::parse`] through [`tcp::Packet`] and the option walk: any
+    /// layout of options, and the refusals.
+    #[cold]
+    #[inline(never)]
+    pub fn parse_general(bytes: &'a [u8], segs: u32) -> linerate_wire::Result<Segment<'a>> {
+        let p = tcp::Packet::new_checked(bytes)?;
+        let mut opts = SynOptions::default();
+        let mut sack = SackBlocks::new();
+        for o in options::iter(p.options()) {
             match o? {
                 TcpOption::Mss(v) => {
                     opts.mss.get_or_insert(v);
@@ -232,6 +247,9 @@ impl Outgoing {
 pub(crate) fn max_sack_blocks(ts: bool) -> usize {
     if ts { 3 } else { 4 }
 }
+
+#[cfg(test)]
+mod parse_tests;
 
 #[cfg(test)]
 mod tests {
