@@ -159,7 +159,7 @@ impl Engine {
             + opt_len
             + o.data_len;
         let src_mac = self.cfg.mac;
-        let hit = match self.neighbors.lookup(now, remote.ip()) {
+        let hit = match self.neighbors.lookup_mut(now, remote.ip()) {
             Lookup::Hit(mac) => Some(mac),
             Lookup::Miss => None,
         };

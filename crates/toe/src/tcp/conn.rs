@@ -11,7 +11,7 @@ use super::seq::Seq;
 use super::state::*;
 use crate::config::TcpConfig;
 use crate::counters::Counters;
-use crate::time::{Instant, earliest};
+use crate::time::{Earliest, Instant};
 use linerate_wire::tcp::SynOptions;
 use std::net::SocketAddr;
 
@@ -413,29 +413,33 @@ impl Conn {
     pub fn next_deadline(&self) -> Option<Instant> {
         // One match (this runs after every event): the delayed ACK unless an
         // ACK goes out now anyway, the send space's RTO, persist and RACK-TLP
-        // timers, the handshake's RTO, the TIME-WAIT expiry, keep-alive.
+        // timers, the handshake's RTO, the TIME-WAIT expiry, keep-alive;
+        // folded as nanoseconds, not as options.
         let ack = |r: &Rcv| if r.ack_now { None } else { r.ack_at };
         let both = |s: &Snd, r: &Rcv| {
-            let rack = earliest(s.rack.pto_at, s.rack.reo_at);
-            let snd = earliest(earliest(s.rto_at, s.persist.map(|p| p.at)), rack);
-            earliest(snd, ack(r))
+            Earliest::NONE
+                .with(s.rto_at)
+                .with(s.persist.map(|p| p.at))
+                .with(s.rack.pto_at)
+                .with(s.rack.reo_at)
+                .with(ack(r))
         };
         let t = match &self.state {
-            State::SynSent(s) => s.rto_at,
-            State::SynRcvd(s) => s.rto_at,
+            State::SynSent(s) => Earliest::NONE.with(s.rto_at),
+            State::SynRcvd(s) => Earliest::NONE.with(s.rto_at),
             State::Established(s) => both(&s.snd, &s.rcv),
             State::FinWait1(s) => both(&s.snd, &s.rcv),
             State::CloseWait(s) => both(&s.snd, &s.rcv),
             State::Closing(s) => both(&s.snd, &s.rcv),
             State::LastAck(s) => both(&s.snd, &s.rcv),
-            State::FinWait2(s) => ack(&s.rcv),
-            State::TimeWait(t) => earliest(ack(&t.rcv), Some(t.expiry)),
-            State::Closed(_) => None,
+            State::FinWait2(s) => Earliest::NONE.with(ack(&s.rcv)),
+            State::TimeWait(t) => Earliest::NONE.with(ack(&t.rcv)).with(Some(t.expiry)),
+            State::Closed(_) => Earliest::NONE,
         };
         if self.ka.cfg.is_some() {
-            earliest(t, self.keepalive_deadline())
+            t.with(self.keepalive_deadline()).get()
         } else {
-            t
+            t.get()
         }
     }
 

@@ -102,16 +102,15 @@ impl Conn {
             if let (0, Some(sent)) = (ss.retries, ss.sent_at) {
                 rtt.sample(now - sent);
             }
-            let mut snd = Snd::new(iss, &neg, rtt, p.tcp.congestion_control);
-            // RFC 7323 section 2.2: the window of a SYN is never scaled.
-            snd.wnd = usize::from(seg.wnd);
-            snd.max_wnd = snd.wnd;
-            snd.wl1 = seg.seq;
-            snd.wl2 = seg.ack;
             let mut rcv = Rcv::new(seg.seq, &neg, ts_recent);
             rcv.ack_now = true;
-            self.state = State::Established(Established { snd, rcv });
-            self.became_established = true;
+            if let Some(snd) = self.establish(iss, &neg, rtt, rcv) {
+                // RFC 7323 section 2.2: the window of a SYN is never scaled.
+                snd.wnd = usize::from(seg.wnd);
+                snd.max_wnd = snd.wnd;
+                snd.wl1 = seg.seq;
+                snd.wl2 = seg.ack;
+            }
         } else {
             // Simultaneous open (RFC 9293 section 3.5, figure 8).
             self.state = State::SynRcvd(SynRcvd {
@@ -129,6 +128,31 @@ impl Conn {
             });
         }
         None
+    }
+
+    /// Enters ESTABLISHED from SYN-SENT or SYN-RECEIVED with the send space
+    /// [`Snd::new`] makes of `iss`, `neg` and `rtt` and the receive space
+    /// `rcv`; returns the send space for the caller to finish. The handshake
+    /// state holds nothing to drop: it is cleared first, so that the new state
+    /// is built where it lives rather than aside and then moved in (it is most
+    /// of a kilobyte).
+    fn establish(
+        &mut self,
+        iss: Seq,
+        neg: &Negotiated,
+        rtt: super::rtt::RttEstimator,
+        rcv: Rcv,
+    ) -> Option<&mut Snd> {
+        let cc = self.params.tcp.congestion_control;
+        self.state = State::Closed(Closed {
+            reason: CloseReason::Normal,
+        });
+        self.state = State::Established(Established {
+            snd: Snd::new(iss, neg, rtt, cc),
+            rcv,
+        });
+        self.became_established = true;
+        self.state.snd_mut()
     }
 
     /// Asks for an ACK (or, in SYN-RECEIVED, the SYN-ACK again).
@@ -269,20 +293,20 @@ impl Conn {
             }
             let p = &self.params;
             let neg = Negotiated::new(&s.ours, &s.peer, p.mtu_mss, p.default_mss);
-            let mut snd = Snd::new(s.iss, &neg, s.rtt.clone(), p.tcp.congestion_control);
-            snd.wnd = usize::from(seg.wnd) << neg.snd_shift;
-            snd.max_wnd = snd.wnd;
-            snd.wl1 = seg.seq;
-            snd.wl2 = seg.ack;
+            let mut rtt = s.rtt.clone();
             if let (true, false, Some((_, tsecr))) = (neg.ts, s.cookie, seg.opts.timestamps) {
                 let ms = self.ts_now(now).wrapping_sub(tsecr);
                 if tsecr != 0 && (ms as i32) >= 0 {
-                    snd.rtt.sample(Duration::from_millis(u64::from(ms)));
+                    rtt.sample(Duration::from_millis(u64::from(ms)));
                 }
             }
             let rcv = Rcv::new(s.irs, &neg, s.ts_recent);
-            self.state = State::Established(Established { snd, rcv });
-            self.became_established = true;
+            if let Some(snd) = self.establish(s.iss, &neg, rtt, rcv) {
+                snd.wnd = usize::from(seg.wnd) << neg.snd_shift;
+                snd.max_wnd = snd.wnd;
+                snd.wl1 = seg.seq;
+                snd.wl2 = seg.ack;
+            }
         }
         let fin_queued = self.state.fin_queued();
         let ts_now = self.ts_now(now);
@@ -331,30 +355,31 @@ impl Conn {
     }
 
     /// Our FIN was acknowledged: FIN-WAIT-1 to FIN-WAIT-2, CLOSING to TIME-WAIT,
-    /// LAST-ACK to CLOSED.
+    /// LAST-ACK to CLOSED. The new states keep only SND.NXT and the receive
+    /// space: those are copied out of the old state, which is then overwritten
+    /// where it lies (no move of the whole state, most of a kilobyte).
     fn our_fin_acked(&mut self, now: Instant) {
         let two_msl = self.params.tcp.msl * 2;
-        let old = std::mem::replace(
-            &mut self.state,
-            State::Closed(Closed {
-                reason: CloseReason::Normal,
-            }),
-        );
-        self.state = match old {
-            State::FinWait1(f) => State::FinWait2(FinWait2 {
-                snd_nxt: f.snd.nxt,
-                rcv: f.rcv,
-            }),
-            State::Closing(s) => State::TimeWait(TimeWait {
-                snd_nxt: s.snd.nxt,
-                rcv: s.rcv,
-                expiry: now + two_msl,
-            }),
-            State::LastAck(_) => State::Closed(Closed {
-                reason: CloseReason::Normal,
-            }),
-            other => other,
-        };
+        match &self.state {
+            State::FinWait1(f) => {
+                let (snd_nxt, rcv) = (f.snd.nxt, f.rcv);
+                self.state = State::FinWait2(FinWait2 { snd_nxt, rcv });
+            }
+            State::Closing(s) => {
+                let (snd_nxt, rcv) = (s.snd.nxt, s.rcv);
+                self.state = State::TimeWait(TimeWait {
+                    snd_nxt,
+                    rcv,
+                    expiry: now + two_msl,
+                });
+            }
+            State::LastAck(_) => {
+                self.state = State::Closed(Closed {
+                    reason: CloseReason::Normal,
+                });
+            }
+            _ => {}
+        }
     }
 
     /// Places segment text in the receive buffer (RFC 9293 section 3.10.7.4
@@ -446,28 +471,40 @@ impl Conn {
         r.fin_at = None;
         r.ack_now = true;
         let two_msl = self.params.tcp.msl * 2;
-        let old = std::mem::replace(
-            &mut self.state,
-            State::Closed(Closed {
-                reason: CloseReason::Normal,
-            }),
-        );
-        self.state = match old {
-            State::Established(e) => State::CloseWait(CloseWait {
-                snd: e.snd,
-                rcv: e.rcv,
-            }),
-            State::FinWait1(f) => State::Closing(Closing {
-                snd: f.snd,
-                rcv: f.rcv,
-            }),
-            State::FinWait2(f) => State::TimeWait(TimeWait {
-                snd_nxt: f.snd_nxt,
-                rcv: f.rcv,
-                expiry: now + two_msl,
-            }),
-            other => other,
-        };
+        // Into CLOSE-WAIT and CLOSING the send and receive spaces go whole: the
+        // state is moved out once and the new one built in its place. Into
+        // TIME-WAIT only SND.NXT and the receive space survive: copied out,
+        // and the old state overwritten where it lies.
+        let normal = State::Closed(Closed {
+            reason: CloseReason::Normal,
+        });
+        match &self.state {
+            State::Established(_) => {
+                if let State::Established(e) = std::mem::replace(&mut self.state, normal) {
+                    self.state = State::CloseWait(CloseWait {
+                        snd: e.snd,
+                        rcv: e.rcv,
+                    });
+                }
+            }
+            State::FinWait1(_) => {
+                if let State::FinWait1(f) = std::mem::replace(&mut self.state, normal) {
+                    self.state = State::Closing(Closing {
+                        snd: f.snd,
+                        rcv: f.rcv,
+                    });
+                }
+            }
+            State::FinWait2(f) => {
+                let (snd_nxt, rcv) = (f.snd_nxt, f.rcv);
+                self.state = State::TimeWait(TimeWait {
+                    snd_nxt,
+                    rcv,
+                    expiry: now + two_msl,
+                });
+            }
+            _ => {}
+        }
     }
 }
 

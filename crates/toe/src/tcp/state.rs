@@ -125,7 +125,7 @@ impl Snd {
 }
 
 /// The receive sequence space and what drives acknowledgement.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Rcv {
     /// RCV.NXT.
     pub nxt: Seq,
