@@ -196,6 +196,11 @@ pub struct Config {
     pub neighbor_probes: u32,
     /// Frames queued per neighbour while it is being resolved.
     pub neighbor_queue: usize,
+    /// Addresses the neighbour table holds at most (resolved or being
+    /// resolved; Linux's `gc_thresh3`). A full table sweeps out expired entries
+    /// (at most once per `neighbor_retry`) and otherwise refuses new addresses:
+    /// counted in `neighbor_table_full`, their frames in `neighbor_drops`.
+    pub neighbor_max: usize,
     /// TCP defaults.
     pub tcp: TcpConfig,
     /// UDP defaults.
@@ -226,6 +231,7 @@ impl Config {
             neighbor_retry: Duration::from_secs(1),
             neighbor_probes: 3,
             neighbor_queue: 64,
+            neighbor_max: 1024,
             tcp: TcpConfig::default(),
             udp: UdpConfig::default(),
             icmp_error_rate: 1000,

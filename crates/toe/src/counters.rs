@@ -27,6 +27,9 @@ pub struct Counters {
     pub neighbor_failures: u64,
     /// Frames dropped because their neighbour could not be resolved or the queue was full.
     pub neighbor_drops: u64,
+    /// New neighbour addresses refused because the table was full
+    /// (`Config::neighbor_max`, none expired).
+    pub neighbor_table_full: u64,
     /// ipInReceives: IP datagrams received.
     pub ip_in_receives: u64,
     /// ipInHdrErrors: bad version, length, header checksum.

@@ -1,6 +1,7 @@
 //! Interface behaviour: ARP replies and resolution with queued frames and give-up
 //! (RFC 826, RFC 1122 section 2.3.2), ICMP echo for IPv4 and IPv6, neighbour
-//! solicitation answered (RFC 4861).
+//! solicitation answered (RFC 4861); the neighbour table bounded under spoofed
+//! ARP and on-link SYN floods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -178,4 +179,77 @@ fn ping_between_engines_through_the_sim() {
         sim.engines[0].tcp_state(a) == Ok(linerate_toe::TcpState::Established)
             && sim.engines[0].tcp_state(b) == Ok(linerate_toe::TcpState::Established)
     }));
+}
+
+/// An ARP request from `ip` (MAC derived from it) for our address.
+fn arp_request_from(ip: [u8; 4]) -> Vec<u8> {
+    let mac = [2, 9, ip[0], ip[1], ip[2], ip[3]];
+    let mut f = vec![0u8; 14 + arp::PACKET_LEN];
+    f[..6].copy_from_slice(&ethernet::BROADCAST);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    arp::emit_request(&mut f[14..], mac, ip, [10, 0, 0, 1]).unwrap();
+    f
+}
+
+/// Spoofed ARP requests from many senders cannot grow the neighbour table past
+/// `neighbor_max`: each is still answered (as Linux does), the addresses past the
+/// bound are refused and counted, and a frame for a new address while the table
+/// is full is dropped and counted instead of starting a resolution. Once the
+/// entries expire, resolution works again.
+#[test]
+fn neighbour_table_is_bounded_under_a_spoofed_arp_flood() {
+    let mut cfg = Sim::host_config(1);
+    cfg.neighbor_max = 8;
+    let mut r = Raw::new(cfg);
+    for i in 0..100u8 {
+        r.input(&arp_request_from([10, 0, 0, 10 + i]));
+    }
+    let replies = r.frames();
+    assert_eq!(replies.len(), 100, "every request answered");
+    assert_eq!(r.e.counters().neighbor_table_full, 92);
+    // A SYN toward a new address: refused by the full table, dropped and
+    // counted, no ARP request sent.
+    r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
+    assert!(r.frames().is_empty());
+    assert_eq!(r.e.counters().neighbor_table_full, 93);
+    assert_eq!(r.e.counters().neighbor_drops, 1);
+    assert_eq!(r.e.counters().arp_requests_out, 0);
+    // The flood's entries expire (60 s); a new connection resolves its peer.
+    r.advance(Duration::from_secs(61));
+    r.e.tcp_connect(r.now, peer_addr(81)).unwrap();
+    let out = r.frames();
+    assert_eq!(out.len(), 1);
+    let eth = ethernet::Packet::new_checked(&out[0][..]).unwrap();
+    assert_eq!(eth.ethertype(), 0x0806);
+    assert_eq!(r.e.counters().arp_requests_out, 1);
+}
+
+/// A SYN flood from many on-link sources: every SYN-ACK needs its source
+/// resolved, so without a bound each would start a resolution with a queue of
+/// its own. At most `neighbor_max` resolutions start; the other SYN-ACKs are
+/// dropped and counted.
+#[test]
+fn syn_flood_from_many_on_link_sources_starts_bounded_resolutions() {
+    let mut cfg = Sim::host_config(1);
+    cfg.neighbor_max = 8;
+    let mut r = Raw::new(cfg);
+    r.e.tcp_listen(80).unwrap();
+    for i in 0..100u8 {
+        let mut h = linerate_wire::etherparse::TcpHeader::new(4000 + u16::from(i), 80, 1000, 65535);
+        h.syn = true;
+        let f = FrameBuilder::new(Ip::v4([10, 0, 0, 10 + i], [10, 0, 0, 1]), L4::Tcp(h))
+            .macs([2, 9, 0, 0, 0, i], ME_MAC)
+            .build(&[]);
+        r.input(&f);
+    }
+    let out = r.frames();
+    let arp_out = out
+        .iter()
+        .filter(|f| ethernet::Packet::new_checked(&f[..]).unwrap().ethertype() == 0x0806)
+        .count();
+    assert_eq!(arp_out, 8, "one resolution per table entry");
+    assert_eq!(r.e.counters().arp_requests_out, 8);
+    assert_eq!(r.e.counters().neighbor_table_full, 92);
+    assert_eq!(r.e.counters().neighbor_drops, 92);
 }

@@ -11,6 +11,7 @@
 
 use super::Engine;
 use super::output::IpTo;
+use crate::net::neighbor::Pending;
 use crate::tcp::conn::{Conn, ConnParams};
 use crate::tcp::cookie;
 use crate::tcp::input::Rst;
@@ -26,6 +27,7 @@ use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
 use linerate_wire::ipv4::{self, protocol};
 use linerate_wire::ipv6::{self, ext};
 use linerate_wire::{arp, checksum, tcp};
+use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
@@ -115,7 +117,7 @@ impl Engine {
             return;
         }
         let for_me = Ipv4Addr::from(p.tpa()) == me.addr;
-        let released = self.neighbors.learn(now, IpAddr::V4(spa), sha, for_me);
+        let released = self.learn_neighbor(now, IpAddr::V4(spa), sha, for_me);
         self.release(released, sha);
         if for_me && p.oper() == arp::operation::REQUEST {
             let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
@@ -369,7 +371,7 @@ impl Engine {
                     self.counters.ndp_in_solicits += 1;
                     let reply_to = if src.is_unspecified() { ALL_NODES } else { src };
                     if let (false, Some(mac)) = (src.is_unspecified(), n.source_lladdr()) {
-                        let released = self.neighbors.learn(now, IpAddr::V6(src), mac, true);
+                        let released = self.learn_neighbor(now, IpAddr::V6(src), mac, true);
                         self.release(released, mac);
                     }
                     let dst_mac = if src.is_unspecified() {
@@ -405,7 +407,7 @@ impl Engine {
                 } else {
                     self.counters.ndp_in_adverts += 1;
                     if let Some(mac) = n.target_lladdr() {
-                        let released = self.neighbors.learn(now, IpAddr::V6(target), mac, false);
+                        let released = self.learn_neighbor(now, IpAddr::V6(target), mac, false);
                         self.release(released, mac);
                     }
                 }
@@ -620,6 +622,22 @@ impl Engine {
             mtu_mss: mtu_mss as u16,
             default_mss,
         }
+    }
+
+    /// [`NeighborCache::learn`], counting a refusal by a full table.
+    fn learn_neighbor(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        mac: [u8; 6],
+        create: bool,
+    ) -> VecDeque<Pending> {
+        self.neighbors
+            .learn(now, ip, mac, create)
+            .unwrap_or_else(|_| {
+                self.counters.neighbor_table_full += 1;
+                VecDeque::new()
+            })
     }
 
     /// Neighbour retries; failed resolutions drop their frames.

@@ -189,6 +189,10 @@ impl Engine {
             Queued::ProbeNow => self.probe(remote.ip()),
             Queued::Waiting => {}
             Queued::Dropped => self.counters.neighbor_drops += 1,
+            Queued::TableFull => {
+                self.counters.neighbor_drops += 1;
+                self.counters.neighbor_table_full += 1;
+            }
         }
         Some(())
     }

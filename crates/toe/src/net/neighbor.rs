@@ -6,6 +6,14 @@
 //! (RFC 1122 section 2.3.2.2 asks for at least one); a resolution that gets no
 //! answer after the configured number of probes drops them and is forgotten,
 //! so the next frame starts a new one.
+//!
+//! The table holds at most [`Limits::max`] addresses (Linux's `gc_thresh3`,
+//! 1,024 by default there too): spoofed ARP requests or neighbour
+//! solicitations, or a SYN flood from many on-link sources (each SYN-ACK
+//! starts a resolution), cannot grow it without bound. When it is full,
+//! expired entries are swept out (at most once per retry interval, so a flood
+//! does not buy a sweep per packet); if none has expired, the new address is
+//! refused ([`TableFull`]) and the caller counts it.
 
 use crate::engine::flow_hash::FlowHash;
 use crate::time::Instant;
@@ -48,7 +56,14 @@ pub(crate) enum Queued {
     Waiting,
     /// The queue was full; the frame was dropped.
     Dropped,
+    /// The table was full: no resolution started, the frame was dropped.
+    TableFull,
 }
+
+/// A new address refused because the table holds [`Limits::max`] others, none
+/// of them expired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TableFull;
 
 /// Timing and bounds.
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +72,8 @@ pub(crate) struct Limits {
     pub retry: Duration,
     pub probes: u32,
     pub queue: usize,
+    /// Addresses the table holds at most.
+    pub max: usize,
 }
 
 /// The cache.
@@ -69,6 +86,11 @@ pub(crate) struct NeighborCache {
     /// comparing an address is cheaper than hashing it. Every change to the map
     /// clears it, so while set it is a copy of the map's entry for its address.
     last: Option<(IpAddr, [u8; 6], Instant)>,
+    /// Entries being resolved: [`NeighborCache::next_deadline`] looks at the
+    /// table only when there are some.
+    incomplete: usize,
+    /// When a full table may next be swept of expired entries.
+    next_sweep: Instant,
 }
 
 impl NeighborCache {
@@ -83,7 +105,33 @@ impl NeighborCache {
             map: HashMap::with_hasher(hash),
             limits,
             last: None,
+            incomplete: 0,
+            next_sweep: Instant::ZERO,
         }
+    }
+
+    /// Addresses in the table.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True if a new address may be added at `now`: the table has room, or a
+    /// sweep (at most one per retry interval) of expired entries made some.
+    fn room(&mut self, now: Instant) -> bool {
+        if self.map.len() < self.limits.max {
+            return true;
+        }
+        if now < self.next_sweep {
+            return false;
+        }
+        self.next_sweep = now + self.limits.retry;
+        self.last = None;
+        self.map.retain(|_, e| match e {
+            Entry::Reachable { expires, .. } => *expires > now,
+            Entry::Incomplete { .. } => true,
+        });
+        self.map.len() < self.limits.max
     }
 
     /// The Ethernet address of `ip`, if known and not expired.
@@ -129,49 +177,61 @@ impl NeighborCache {
 
     /// Records `ip` at `mac`. If `create` is false, only an existing entry is
     /// updated (RFC 826's merge rule; RFC 4861 section 7.2.5). Returns the frames
-    /// that were waiting, with their destination address to be filled in.
+    /// that were waiting, with their destination address to be filled in, or
+    /// [`TableFull`] if a new entry was due but the table is full.
     pub fn learn(
         &mut self,
         now: Instant,
         ip: IpAddr,
         mac: [u8; 6],
         create: bool,
-    ) -> VecDeque<Pending> {
+    ) -> Result<VecDeque<Pending>, TableFull> {
         self.last = None;
         let fresh = Entry::Reachable {
             mac,
             expires: now + self.limits.ttl,
         };
-        match self.map.get_mut(&ip) {
-            Some(e) => match std::mem::replace(e, fresh) {
-                Entry::Incomplete { queue, .. } => queue,
-                Entry::Reachable { .. } => VecDeque::new(),
-            },
-            None => {
-                if create {
-                    self.map.insert(ip, fresh);
+        if let Some(e) = self.map.get_mut(&ip) {
+            return Ok(match std::mem::replace(e, fresh) {
+                Entry::Incomplete { queue, .. } => {
+                    self.incomplete -= 1;
+                    queue
                 }
-                VecDeque::new()
-            }
+                Entry::Reachable { .. } => VecDeque::new(),
+            });
         }
+        if create {
+            if !self.room(now) {
+                return Err(TableFull);
+            }
+            self.map.insert(ip, fresh);
+        }
+        Ok(VecDeque::new())
     }
 
     /// Queues a frame for `ip` (which missed).
     pub fn enqueue(&mut self, now: Instant, ip: IpAddr, frame: Pending) -> Queued {
         let limits = self.limits;
         self.last = None;
-        let e = self.map.entry(ip).or_insert(Entry::Incomplete {
+        let fresh = || Entry::Incomplete {
             next_probe: now,
             probes: 0,
             queue: VecDeque::new(),
-        });
+        };
+        if !self.map.contains_key(&ip) {
+            if !self.room(now) {
+                return Queued::TableFull;
+            }
+            self.map.insert(ip, fresh());
+            self.incomplete += 1;
+        }
+        let Some(e) = self.map.get_mut(&ip) else {
+            return Queued::TableFull;
+        };
         if let Entry::Reachable { .. } = e {
             // Expired: resolve again.
-            *e = Entry::Incomplete {
-                next_probe: now,
-                probes: 0,
-                queue: VecDeque::new(),
-            };
+            *e = fresh();
+            self.incomplete += 1;
         }
         match e {
             Entry::Incomplete {
@@ -202,6 +262,7 @@ impl NeighborCache {
         let mut dropped = 0;
         let mut failed = 0;
         self.last = None;
+        let incomplete = &mut self.incomplete;
         self.map.retain(|ip, e| match e {
             Entry::Incomplete {
                 next_probe,
@@ -211,6 +272,7 @@ impl NeighborCache {
                 if *probes >= limits.probes {
                     dropped += queue.len();
                     failed += 1;
+                    *incomplete -= 1;
                     false
                 } else {
                     *probes += 1;
@@ -226,6 +288,9 @@ impl NeighborCache {
 
     /// When [`NeighborCache::poll`] next has work.
     pub fn next_deadline(&self) -> Option<Instant> {
+        if self.incomplete == 0 {
+            return None;
+        }
         self.map
             .values()
             .filter_map(|e| match e {
@@ -246,6 +311,7 @@ mod tests {
             retry: Duration::from_secs(1),
             probes: 3,
             queue: 2,
+            max: 1024,
         })
     }
 
@@ -270,7 +336,7 @@ mod tests {
             c.enqueue(t, ip(), (vec![3], OffloadMeta::plain())),
             Queued::Dropped
         );
-        let q = c.learn(t, ip(), [2; 6], false);
+        let q = c.learn(t, ip(), [2; 6], false).unwrap();
         assert_eq!(q.len(), 2);
         assert_eq!(c.lookup(t, ip()), Lookup::Hit([2; 6]));
         // Expiry.
@@ -293,8 +359,83 @@ mod tests {
         assert_eq!(total, (1, 1));
         assert_eq!(c.next_deadline(), None);
         // Learning an unknown address without `create` adds nothing.
-        c.learn(t, ip(), [1; 6], false);
+        c.learn(t, ip(), [1; 6], false).unwrap();
         assert_eq!(c.lookup(t, ip()), Lookup::Miss);
+    }
+
+    /// A full table refuses new addresses (learned or to resolve) but keeps
+    /// serving and updating the ones it has; once entries expire, a sweep (not
+    /// before the retry interval since the last one) makes room.
+    #[test]
+    fn full_table_refuses_then_sweeps_expired() {
+        let mut c = NeighborCache::new(Limits {
+            ttl: Duration::from_secs(60),
+            retry: Duration::from_secs(1),
+            probes: 3,
+            queue: 2,
+            max: 4,
+        });
+        let a = |i: u8| IpAddr::from([10, 0, 1, i]);
+        let t = Instant::ZERO;
+        for i in 0..4 {
+            assert!(c.learn(t, a(i), [i; 6], true).is_ok());
+        }
+        assert_eq!(c.learn(t, a(9), [9; 6], true), Err(TableFull));
+        assert_eq!(
+            c.enqueue(t, a(9), (vec![1], OffloadMeta::plain())),
+            Queued::TableFull
+        );
+        assert_eq!(c.len(), 4);
+        // Known addresses still resolve and update.
+        assert_eq!(c.learn(t, a(1), [7; 6], false), Ok(VecDeque::new()));
+        assert_eq!(c.lookup(t, a(1)), Lookup::Hit([7; 6]));
+        // Entries 0, 2 and 3 expire at 60 s; 1 was refreshed at 30 s.
+        let t1 = t + Duration::from_secs(30);
+        assert!(c.learn(t1, a(1), [7; 6], false).is_ok());
+        let t2 = t + Duration::from_secs(61);
+        assert!(c.learn(t2, a(9), [9; 6], true).is_ok());
+        assert_eq!(c.len(), 2, "expired entries swept");
+        assert_eq!(c.lookup(t2, a(1)), Lookup::Hit([7; 6]));
+        assert_eq!(c.lookup(t2, a(9)), Lookup::Hit([9; 6]));
+        // Full of live entries again: refused, and no second sweep within the
+        // retry interval even after they expire.
+        assert_eq!(
+            c.enqueue(t2, a(20), (vec![1], OffloadMeta::plain())),
+            Queued::ProbeNow
+        );
+        assert!(c.learn(t2, a(21), [21; 6], true).is_ok());
+        assert_eq!(c.learn(t2, a(22), [22; 6], true), Err(TableFull));
+        assert_eq!(c.next_deadline(), Some(t2 + Duration::from_secs(1)));
+    }
+
+    /// Many resolutions give up and many resolve: the count of entries being
+    /// resolved stays exact, so the deadline is there exactly while some are.
+    #[test]
+    fn deadline_follows_the_entries_being_resolved() {
+        let mut c = cache();
+        let mut t = Instant::ZERO;
+        let a = |i: u8| IpAddr::from([10, 0, 2, i]);
+        for i in 0..10 {
+            c.enqueue(t, a(i), (vec![i], OffloadMeta::plain()));
+        }
+        for i in 0..5 {
+            c.learn(t, a(i), [i; 6], false).unwrap();
+        }
+        assert_eq!(c.incomplete, 5);
+        assert_eq!(c.next_deadline(), Some(t + Duration::from_secs(1)));
+        let mut probes = Vec::new();
+        for _ in 0..5 {
+            t += Duration::from_secs(1);
+            c.poll(t, &mut probes);
+        }
+        assert_eq!(c.incomplete, 0);
+        assert_eq!(c.next_deadline(), None);
+        // An expired entry resolved again counts once more.
+        let late = t + Duration::from_secs(120);
+        c.enqueue(late, a(0), (vec![0], OffloadMeta::plain()));
+        assert_eq!(c.incomplete, 1);
+        c.learn(late, a(0), [1; 6], false).unwrap();
+        assert_eq!((c.incomplete, c.next_deadline()), (0, None));
     }
 
     /// What the cache should answer, kept independently: an entry is
@@ -319,6 +460,7 @@ mod tests {
             retry: Duration::from_millis(7),
             probes: 2,
             queue: 2,
+            max: 1024,
         };
         let ips: [IpAddr; 4] = [
             "10.0.0.2".parse().unwrap(),
@@ -341,7 +483,7 @@ mod tests {
                     2 => {
                         next_mac = next_mac.wrapping_add(1);
                         let create = rng.chance(0.7);
-                        c.learn(now, ip, [next_mac; 6], create);
+                        c.learn(now, ip, [next_mac; 6], create).unwrap();
                         let fresh = Model::Reachable {
                             mac: [next_mac; 6],
                             expires: now + limits.ttl,
@@ -391,6 +533,17 @@ mod tests {
                         };
                         assert_eq!(got, want, "{ip} at {now:?}");
                         assert_eq!(c.lookup(now, ip), want, "{ip} at {now:?}");
+                        // The count of entries being resolved is exact: the
+                        // deadline is the table's own minimum.
+                        let scan = c
+                            .map
+                            .values()
+                            .filter_map(|e| match e {
+                                Entry::Incomplete { next_probe, .. } => Some(*next_probe),
+                                Entry::Reachable { .. } => None,
+                            })
+                            .min();
+                        assert_eq!(c.next_deadline(), scan);
                         if want != Lookup::Miss {
                             hits += 1;
                             fast += usize::from(from_last);
@@ -409,13 +562,13 @@ mod tests {
         let mut c = cache();
         let t = Instant::ZERO;
         let other: IpAddr = "10.0.0.9".parse().unwrap();
-        c.learn(t, ip(), [1; 6], true);
-        c.learn(t, other, [9; 6], true);
+        c.learn(t, ip(), [1; 6], true).unwrap();
+        c.learn(t, other, [9; 6], true).unwrap();
         assert_eq!(c.lookup_mut(t, ip()), Lookup::Hit([1; 6]));
         assert_eq!(c.lookup_mut(t, other), Lookup::Hit([9; 6]));
         assert_eq!(c.lookup_mut(t, ip()), Lookup::Hit([1; 6]));
         // The peer moved.
-        c.learn(t, ip(), [2; 6], false);
+        c.learn(t, ip(), [2; 6], false).unwrap();
         assert_eq!(c.lookup_mut(t, ip()), Lookup::Hit([2; 6]));
         assert_eq!(c.lookup(t, ip()), Lookup::Hit([2; 6]));
         // Expired: a miss, from either look-up, at the expiry itself.

@@ -220,6 +220,10 @@ impl Engine {
                             Queued::ProbeNow => self.probe(out.dst.ip()),
                             Queued::Waiting => {}
                             Queued::Dropped => self.counters.neighbor_drops += 1,
+                            Queued::TableFull => {
+                                self.counters.neighbor_drops += 1;
+                                self.counters.neighbor_table_full += 1;
+                            }
                         }
                     }
                     meta.is_some()
