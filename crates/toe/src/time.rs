@@ -151,18 +151,21 @@ mod tests {
         assert_eq!(earliest(Some(t), Some(Instant::ZERO)), Some(Instant::ZERO));
     }
 
+    /// Deadlines at the edges: none, the start, the end of time and next to them.
+    const EDGES: [Option<Instant>; 6] = [
+        None,
+        Some(Instant::ZERO),
+        Some(Instant::from_nanos(1)),
+        Some(Instant::from_millis(7)),
+        Some(Instant::from_nanos(u64::MAX - 1)),
+        Some(Instant::from_nanos(u64::MAX)),
+    ];
+
     /// Against the obvious definition (the minimum of those present), with
     /// the end of time among the values.
     #[test]
     fn earliest_is_the_minimum_of_those_present() {
-        let values = [
-            None,
-            Some(Instant::ZERO),
-            Some(Instant::from_nanos(1)),
-            Some(Instant::from_millis(7)),
-            Some(Instant::from_nanos(u64::MAX - 1)),
-            Some(Instant::from_nanos(u64::MAX)),
-        ];
+        let values = EDGES;
         for a in values {
             for b in values {
                 let want = [a, b].into_iter().flatten().min();
@@ -176,14 +179,7 @@ mod tests {
     /// edge cases (the end of time among them).
     #[test]
     fn earliest_fold_matches_model() {
-        let values = [
-            None,
-            Some(Instant::ZERO),
-            Some(Instant::from_nanos(1)),
-            Some(Instant::from_millis(7)),
-            Some(Instant::from_nanos(u64::MAX - 1)),
-            Some(Instant::from_nanos(u64::MAX)),
-        ];
+        let values = EDGES;
         let n = values.len();
         for len in 0..=4u32 {
             for code in 0..n.pow(len) {

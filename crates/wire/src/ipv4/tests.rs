@@ -3,11 +3,13 @@ use etherparse::{IpDscp, IpEcn, IpFragOffset, IpNumber, Ipv4Header, Ipv4Options}
 use proptest::prelude::*;
 
 prop_compose! {
-    fn header()(
+    /// An IPv4 header etherparse builds, with its checksum and total length
+    /// filled in, fragment offsets from `offs` and option words from `words`.
+    pub(super) fn header_from(offs: BoxedStrategy<u16>, words: BoxedStrategy<usize>)(
         dscp in 0u8..64, ecn in 0u8..4, ident in any::<u16>(), df in any::<bool>(),
-        mf in any::<bool>(), off in 0u16..8192, ttl in any::<u8>(), proto in any::<u8>(),
+        mf in any::<bool>(), off in offs, ttl in any::<u8>(), proto in any::<u8>(),
         src in any::<[u8; 4]>(), dst in any::<[u8; 4]>(),
-        opt_words in 0usize..=10, opt_seed in any::<[u8; 40]>(), payload_len in 0u16..64,
+        opt_words in words, opt_seed in any::<[u8; 40]>(), payload_len in 0u16..64,
     ) -> Ipv4Header {
         let mut h = Ipv4Header {
             dscp: IpDscp::try_new(dscp).unwrap(),
@@ -28,6 +30,11 @@ prop_compose! {
         h.header_checksum = h.calc_header_checksum();
         h
     }
+}
+
+/// Any header: offsets and option lengths uniform.
+fn header() -> impl Strategy<Value = Ipv4Header> {
+    header_from((0u16..8192).boxed(), (0usize..=10).boxed())
 }
 
 fn datagram(h: &Ipv4Header, pad: usize) -> Vec<u8> {
