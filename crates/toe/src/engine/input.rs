@@ -473,7 +473,7 @@ impl Engine {
                 self.send_rst(from.mac, local, remote, r);
             }
             self.after_event(idx);
-            self.mark_ready(idx);
+            self.mark_ready_after_input(now, idx);
             return;
         }
         let syn_only =
