@@ -464,7 +464,7 @@ impl Engine {
         };
         if let Some(idx) = found {
             if idx & super::time_wait::TW_TAG != 0 {
-                self.time_wait_input(now, idx, seg, from.mac);
+                self.tcp_input_time_wait(now, idx, seg, from.mac);
                 return;
             }
             let rst = self.segment_to_conn(now, idx, seg);
@@ -473,25 +473,56 @@ impl Engine {
                 self.send_rst(from.mac, local, remote, r);
             }
             self.after_event(idx);
-            self.mark_ready(idx);
+            self.mark_ready_after_input(now, idx);
             return;
         }
+        self.tcp_input_unmatched(now, local, remote, seg, from.mac);
+    }
+
+    /// [`Engine::time_wait_input`] kept out of [`Engine::tcp_input`] (whose
+    /// frame and registers are for the established path).
+    #[cold]
+    #[inline(never)]
+    fn tcp_input_time_wait(
+        &mut self,
+        now: Instant,
+        tagged: usize,
+        seg: &Segment<'_>,
+        mac: [u8; 6],
+    ) {
+        self.time_wait_input(now, tagged, seg, mac);
+    }
+
+    /// A segment no connection took: a SYN to a listener opens one (or is
+    /// answered with a cookie), a cookie's ACK opens one, anything else is
+    /// answered with RST. Out of line: a passive open builds a connection,
+    /// most of a kilobyte, which [`Engine::tcp_input`]'s established path
+    /// should not carry in its frame.
+    #[inline(never)]
+    fn tcp_input_unmatched(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        seg: &Segment<'_>,
+        mac: [u8; 6],
+    ) {
         let syn_only =
             seg.has(tcp::Flags::SYN) && !seg.flags.intersects(tcp::Flags::ACK | tcp::Flags::RST);
         if syn_only && let Some(&l) = self.by_port.get(&seg.dst_port) {
-            self.passive_open(now, l, local, remote, seg, from.mac, None);
+            self.passive_open(now, l, local, remote, seg, mac, None);
             return;
         }
         let ack_only =
             seg.has(tcp::Flags::ACK) && !seg.flags.intersects(tcp::Flags::SYN | tcp::Flags::RST);
         if ack_only
             && let Some(&l) = self.by_port.get(&seg.dst_port)
-            && self.cookie_open(now, l, local, remote, seg, from.mac)
+            && self.cookie_open(now, l, local, remote, seg, mac)
         {
             return;
         }
         if let Some(r) = Rst::for_segment(seg) {
-            self.send_rst(from.mac, local, remote, r);
+            self.send_rst(mac, local, remote, r);
         }
     }
 
@@ -561,6 +592,8 @@ impl Engine {
     /// cookies lately and the ACK returns a valid one, the connection is made
     /// from it and the ACK processed in it. Returns false if the segment is
     /// still to be answered (with RST).
+    #[cold]
+    #[inline(never)]
     fn cookie_open(
         &mut self,
         now: Instant,

@@ -325,6 +325,50 @@ impl Engine {
         }
     }
 
+    /// After a segment: queues connection `idx` for transmission unless a visit
+    /// would certainly send nothing and change nothing ([`needs_visit`]), as
+    /// after the pure ACK of all our data or of our FIN. (A skipped visit is
+    /// not missed: whatever later gives the connection something to send, an
+    /// application call, a timer or a segment, queues it itself.)
+    fn mark_ready_after_input(&mut self, now: Instant, idx: usize) {
+        match self.conn(idx) {
+            Some(c) if !needs_visit(c) => {
+                #[cfg(debug_assertions)]
+                self.check_idle_visit(now, idx);
+                let _ = now;
+            }
+            _ => self.mark_ready(idx),
+        }
+    }
+
+    /// Debug builds: the visit [`Engine::mark_ready_after_input`] skipped would
+    /// have sent nothing and changed nothing (its output, the connection's
+    /// state, tuning and buffer sizes, and the counters are compared).
+    #[cfg(debug_assertions)]
+    #[inline(never)]
+    fn check_idle_visit(&mut self, now: Instant, idx: usize) {
+        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
+            return;
+        };
+        let snapshot = |c: &Conn| {
+            format!(
+                "{:?} {:?} {} {} {:?} {}",
+                c.state,
+                c.tune,
+                c.rx.capacity(),
+                c.tx.len(),
+                c.ka,
+                c.send_rst
+            )
+        };
+        let before = snapshot(conn);
+        let mut counters = Counters::default();
+        let out = conn.poll_output(now, usize::MAX, &mut counters);
+        assert!(out.is_none(), "skipped visit would send {out:?}");
+        assert_eq!(counters, Counters::default(), "skipped visit would count");
+        assert_eq!(before, snapshot(conn), "skipped visit would change state");
+    }
+
     /// Queues connection `idx` for transmission unless its slot's `queued` flag
     /// says it already is: on the per-write path, a flag test (taking the
     /// fields, so that a caller holding the connection can use it).
@@ -478,6 +522,17 @@ impl Engine {
         self.ip_id = self.ip_id.wrapping_add(segments as u16);
         id
     }
+}
+
+/// False when a transmit visit to `conn` would certainly send nothing and change
+/// nothing: [`may_send_more`] is false, no tail loss probe is due (taking it
+/// clears the flag even when nothing goes), and receive auto-tuning would not
+/// measure (output takes its read measurement; see
+/// [`Conn::rcv_space_measures`]).
+fn needs_visit(conn: &Conn) -> bool {
+    may_send_more(conn)
+        || conn.rcv_space_measures()
+        || conn.state.snd().is_some_and(|s| s.rack.tlp_due)
 }
 
 /// False when `conn` certainly has nothing to send now (so `poll_output` would

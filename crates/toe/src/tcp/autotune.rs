@@ -193,6 +193,12 @@ impl Conn {
         }
     }
 
+    /// Whether output may measure or grow the buffer ([`Conn::rcv_space_adjust`]
+    /// does something): false with no RTT estimate yet, or fully grown.
+    pub(crate) fn rcv_space_measures(&self) -> bool {
+        self.tune.rtt != 0 && self.rx.capacity() < self.tune.max()
+    }
+
     /// Before output: if an RTT estimate has passed since the last
     /// measurement, compare what the application read in it with the last
     /// figure and grow the receive buffer (see the module docs).
