@@ -199,7 +199,9 @@ pub struct Config {
     /// Addresses the neighbour table holds at most (resolved or being
     /// resolved; Linux's `gc_thresh3`). A full table sweeps out expired entries
     /// (at most once per `neighbor_retry`) and otherwise refuses new addresses:
-    /// counted in `neighbor_table_full`, their frames in `neighbor_drops`.
+    /// counted in `neighbor_table_full`, their frames in `neighbor_drops`
+    /// (but an address this host needs replaces one only learned from a peer's
+    /// request and never sent to). At least 1.
     pub neighbor_max: usize,
     /// TCP defaults.
     pub tcp: TcpConfig,

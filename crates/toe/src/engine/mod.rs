@@ -132,7 +132,7 @@ impl Engine {
             retry: config.neighbor_retry,
             probes: config.neighbor_probes,
             queue: config.neighbor_queue,
-            max: config.neighbor_max,
+            max: config.neighbor_max.max(1),
         };
         let ip_id = rng.next_u32() as u16;
         let udp = udp::UdpTable::new(config.icmp_error_rate, config.icmp_error_burst);

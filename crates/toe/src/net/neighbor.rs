@@ -12,8 +12,11 @@
 //! solicitations, or a SYN flood from many on-link sources (each SYN-ACK
 //! starts a resolution), cannot grow it without bound. When it is full,
 //! expired entries are swept out (at most once per retry interval, so a flood
-//! does not buy a sweep per packet); if none has expired, the new address is
-//! refused ([`TableFull`]) and the caller counts it.
+//! does not buy a sweep per packet). If none has expired, an address this host
+//! needs to send to takes the place of one only learned from a peer's request
+//! and never sent to (so spoofed requests that keep the table full cannot lock
+//! out the gateway); otherwise the new address is refused ([`TableFull`]) and
+//! the caller counts it.
 
 use crate::engine::flow_hash::FlowHash;
 use crate::time::Instant;
@@ -30,6 +33,10 @@ enum Entry {
     Reachable {
         mac: [u8; 6],
         expires: Instant,
+        /// This host wanted the address: it resolved it, or sent to it. An entry
+        /// only learned from the peer's own ARP or NDP is not wanted until a
+        /// frame goes to it, and is what a full table gives up first.
+        wanted: bool,
     },
     Incomplete {
         next_probe: Instant,
@@ -134,13 +141,31 @@ impl NeighborCache {
         self.map.len() < self.limits.max
     }
 
+    /// Makes room in a full table for an address this host needs, by giving up
+    /// one entry it never wanted (learned from a peer, never sent to); true if
+    /// there was one. A scan, but only with the table full.
+    fn evict_unwanted(&mut self) -> bool {
+        let victim = self.map.iter().find_map(|(ip, e)| match e {
+            Entry::Reachable { wanted: false, .. } => Some(*ip),
+            _ => None,
+        });
+        match victim {
+            Some(ip) => {
+                self.map.remove(&ip);
+                self.last = None;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The Ethernet address of `ip`, if known and not expired.
     pub fn lookup(&self, now: Instant, ip: IpAddr) -> Lookup {
         if let Some(mac) = self.last_hit(now, ip) {
             return Lookup::Hit(mac);
         }
         match self.map.get(&ip) {
-            Some(Entry::Reachable { mac, expires }) if *expires > now => Lookup::Hit(*mac),
+            Some(Entry::Reachable { mac, expires, .. }) if *expires > now => Lookup::Hit(*mac),
             _ => Lookup::Miss,
         }
     }
@@ -157,8 +182,13 @@ impl NeighborCache {
 
     #[inline(never)]
     fn lookup_map(&mut self, now: Instant, ip: IpAddr) -> Lookup {
-        match self.map.get(&ip) {
-            Some(Entry::Reachable { mac, expires }) if *expires > now => {
+        match self.map.get_mut(&ip) {
+            Some(Entry::Reachable {
+                mac,
+                expires,
+                wanted,
+            }) if *expires > now => {
+                *wanted = true;
                 self.last = Some((ip, *mac, *expires));
                 Lookup::Hit(*mac)
             }
@@ -187,11 +217,17 @@ impl NeighborCache {
         create: bool,
     ) -> Result<VecDeque<Pending>, TableFull> {
         self.last = None;
-        let fresh = Entry::Reachable {
-            mac,
-            expires: now + self.limits.ttl,
-        };
+        let expires = now + self.limits.ttl;
         if let Some(e) = self.map.get_mut(&ip) {
+            let wanted = match e {
+                Entry::Incomplete { .. } => true,
+                Entry::Reachable { wanted, .. } => *wanted,
+            };
+            let fresh = Entry::Reachable {
+                mac,
+                expires,
+                wanted,
+            };
             return Ok(match std::mem::replace(e, fresh) {
                 Entry::Incomplete { queue, .. } => {
                     self.incomplete -= 1;
@@ -204,6 +240,11 @@ impl NeighborCache {
             if !self.room(now) {
                 return Err(TableFull);
             }
+            let fresh = Entry::Reachable {
+                mac,
+                expires,
+                wanted: false,
+            };
             self.map.insert(ip, fresh);
         }
         Ok(VecDeque::new())
@@ -219,7 +260,7 @@ impl NeighborCache {
             queue: VecDeque::new(),
         };
         if !self.map.contains_key(&ip) {
-            if !self.room(now) {
+            if !self.room(now) && !self.evict_unwanted() {
                 return Queued::TableFull;
             }
             self.map.insert(ip, fresh());
@@ -363,11 +404,13 @@ mod tests {
         assert_eq!(c.lookup(t, ip()), Lookup::Miss);
     }
 
-    /// A full table refuses new addresses (learned or to resolve) but keeps
-    /// serving and updating the ones it has; once entries expire, a sweep (not
-    /// before the retry interval since the last one) makes room.
+    /// A full table refuses addresses only learned from peers, gives one of
+    /// those up for an address this host needs, refuses when every entry is
+    /// wanted, keeps serving and updating the ones it has, and once entries
+    /// expire, a sweep (not before the retry interval since the last one) makes
+    /// room.
     #[test]
-    fn full_table_refuses_then_sweeps_expired() {
+    fn full_table_refuses_evicts_unwanted_then_sweeps_expired() {
         let mut c = NeighborCache::new(Limits {
             ttl: Duration::from_secs(60),
             retry: Duration::from_secs(1),
@@ -381,30 +424,54 @@ mod tests {
             assert!(c.learn(t, a(i), [i; 6], true).is_ok());
         }
         assert_eq!(c.learn(t, a(9), [9; 6], true), Err(TableFull));
+        // Sent to: wanted from now on.
+        for i in 1..4 {
+            assert_eq!(c.lookup_mut(t, a(i)), Lookup::Hit([i; 6]));
+        }
+        // A needed address takes the place of the one never sent to.
         assert_eq!(
             c.enqueue(t, a(9), (vec![1], OffloadMeta::plain())),
+            Queued::ProbeNow
+        );
+        assert_eq!(c.lookup(t, a(0)), Lookup::Miss);
+        assert_eq!(c.len(), 4);
+        // Every entry wanted (resolving counts): refused.
+        assert_eq!(
+            c.enqueue(t, a(10), (vec![1], OffloadMeta::plain())),
             Queued::TableFull
         );
-        assert_eq!(c.len(), 4);
-        // Known addresses still resolve and update.
-        assert_eq!(c.learn(t, a(1), [7; 6], false), Ok(VecDeque::new()));
+        // Known addresses still resolve and update, keeping their mark.
+        assert_eq!(c.learn(t, a(9), [9; 6], false).map(|q| q.len()), Ok(1));
+        assert!(c.learn(t, a(1), [7; 6], false).is_ok());
         assert_eq!(c.lookup(t, a(1)), Lookup::Hit([7; 6]));
-        // Entries 0, 2 and 3 expire at 60 s; 1 was refreshed at 30 s.
+        assert_eq!(
+            c.enqueue(t, a(10), (vec![1], OffloadMeta::plain())),
+            Queued::TableFull
+        );
+        // Entries 2, 3 and 9 expire at 60 s; 1 was refreshed at 30 s.
         let t1 = t + Duration::from_secs(30);
         assert!(c.learn(t1, a(1), [7; 6], false).is_ok());
         let t2 = t + Duration::from_secs(61);
-        assert!(c.learn(t2, a(9), [9; 6], true).is_ok());
+        assert!(c.learn(t2, a(20), [20; 6], true).is_ok());
         assert_eq!(c.len(), 2, "expired entries swept");
         assert_eq!(c.lookup(t2, a(1)), Lookup::Hit([7; 6]));
-        assert_eq!(c.lookup(t2, a(9)), Lookup::Hit([9; 6]));
-        // Full of live entries again: refused, and no second sweep within the
-        // retry interval even after they expire.
+        // Full again of wanted entries: refused, and no second sweep within the
+        // retry interval.
+        assert_eq!(c.lookup_mut(t2, a(20)), Lookup::Hit([20; 6]));
         assert_eq!(
-            c.enqueue(t2, a(20), (vec![1], OffloadMeta::plain())),
+            c.enqueue(t2, a(21), (vec![1], OffloadMeta::plain())),
             Queued::ProbeNow
         );
-        assert!(c.learn(t2, a(21), [21; 6], true).is_ok());
-        assert_eq!(c.learn(t2, a(22), [22; 6], true), Err(TableFull));
+        assert!(c.learn(t2, a(21), [21; 6], false).is_ok());
+        assert_eq!(
+            c.enqueue(t2, a(22), (vec![1], OffloadMeta::plain())),
+            Queued::ProbeNow
+        );
+        assert_eq!(c.learn(t2, a(23), [23; 6], true), Err(TableFull));
+        assert_eq!(
+            c.enqueue(t2, a(24), (vec![1], OffloadMeta::plain())),
+            Queued::TableFull
+        );
         assert_eq!(c.next_deadline(), Some(t2 + Duration::from_secs(1)));
     }
 
