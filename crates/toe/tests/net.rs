@@ -53,12 +53,7 @@ fn frames_wait_for_arp_and_are_dropped_when_it_fails() {
         0x0806
     );
     // The reply releases the SYN.
-    let mut f = vec![0u8; 14 + arp::PACKET_LEN];
-    f[..6].copy_from_slice(&ME_MAC);
-    f[6..12].copy_from_slice(&PEER_MAC);
-    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-    arp::emit_reply(&mut f[14..], PEER_MAC, [10, 0, 0, 2], ME_MAC, [10, 0, 0, 1]).unwrap();
-    r.input(&f);
+    r.input(&peer_arp_reply());
     let syn = r.segments();
     assert_eq!(syn.len(), 1);
     assert!(syn[0].flags.contains(linerate_wire::tcp::Flags::SYN));
@@ -181,6 +176,16 @@ fn ping_between_engines_through_the_sim() {
     }));
 }
 
+/// The peer's (10.0.0.2) ARP reply to our request.
+fn peer_arp_reply() -> Vec<u8> {
+    let mut f = vec![0u8; 14 + arp::PACKET_LEN];
+    f[..6].copy_from_slice(&ME_MAC);
+    f[6..12].copy_from_slice(&PEER_MAC);
+    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    arp::emit_reply(&mut f[14..], PEER_MAC, [10, 0, 0, 2], ME_MAC, [10, 0, 0, 1]).unwrap();
+    f
+}
+
 /// An ARP request from `ip` (MAC derived from it) for our address.
 fn arp_request_from(ip: [u8; 4]) -> Vec<u8> {
     let mac = [2, 9, ip[0], ip[1], ip[2], ip[3]];
@@ -232,12 +237,7 @@ fn neighbour_table_is_bounded_under_a_spoofed_arp_flood() {
     assert_eq!(r.e.counters().neighbor_drops, 0);
     assert_eq!(r.e.counters().neighbor_table_full, 112);
     // The peer answers: the SYN goes out.
-    let mut f = vec![0u8; 14 + arp::PACKET_LEN];
-    f[..6].copy_from_slice(&ME_MAC);
-    f[6..12].copy_from_slice(&PEER_MAC);
-    f[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-    arp::emit_reply(&mut f[14..], PEER_MAC, [10, 0, 0, 2], ME_MAC, [10, 0, 0, 1]).unwrap();
-    r.input(&f);
+    r.input(&peer_arp_reply());
     let syn = r.segments();
     assert_eq!(syn.len(), 1);
     assert!(syn[0].flags.contains(linerate_wire::tcp::Flags::SYN));
