@@ -88,14 +88,19 @@ proptest! {
         id in any::<u16>(),
         seed in any::<u8>(),
     ) {
-        // GRO holds at most 64 segments per run, and delivers a run as soon as one
-        // more full segment would take it past 64 KiB: the byte-exact comparison with
-        // the super-frame needs one run; longer trains are checked by re-segmenting.
         let mss_us = usize::from(mss);
-        let one_run = len <= mss_us * 64 && len.div_ceil(mss_us) * mss_us <= 65_535 - 256;
         let payload: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect();
         let mut frame = super_frame(tun, outer_v6, inner_v6, &payload, id);
         let l = layout::parse(&frame).unwrap();
+        // GRO's documented limits: at most 64 segments per run, and a run is
+        // delivered as soon as its IP packet (outer IP header on) plus one more full
+        // segment would pass 65,535 bytes. So n segments make one run exactly when
+        // n <= 64 and the headers plus n full segments fit; the byte-exact comparison
+        // with the super-frame needs one run, longer trains are checked by
+        // re-segmenting and must come out as several.
+        let segs = len.div_ceil(mss_us);
+        let ip_headers = frame.len() - usize::from(l.outer.l3_offset) - len;
+        let one_run = segs <= 64 && (segs == 1 || ip_headers + segs * mss_us <= 65_535);
         let inner = *l.innermost();
         let tunnel = match l.tunnel {
             None => GsoTunnel::None,
