@@ -305,3 +305,19 @@ fn engine_calls_from_a_plain_thread_and_config_errors() {
         })
     ));
 }
+
+/// The default seed (ISN and SYN-cookie keys, ports) comes from the operating
+/// system: never a constant shared by every deployment (RFC 6528 section 3,
+/// RFC 4987 section 3.6), and different for every configuration made.
+#[test]
+fn default_seed_comes_from_the_operating_system() {
+    let host = linerate_toe::sim::Sim::host_config(1);
+    let seeds: Vec<u64> = (0..4)
+        .map(|_| linerate_toe::rt::RuntimeConfig::new(host.clone()).seed)
+        .collect();
+    for (i, a) in seeds.iter().enumerate() {
+        for b in &seeds[i + 1..] {
+            assert_ne!(a, b, "two default configurations share a seed: {seeds:x?}");
+        }
+    }
+}

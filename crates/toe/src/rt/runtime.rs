@@ -54,7 +54,11 @@ pub struct RuntimeConfig {
     /// the host). [`Config::offloads`] is switched off if the NIC cannot segment
     /// and checksum what the engine would emit.
     pub engine: Config,
-    /// Seed of the engines' randomness; each queue mixes in its index.
+    /// Seed of the engines' randomness (ISN and SYN-cookie keys, timestamp
+    /// offsets, ephemeral ports); each queue mixes in its index. [`RuntimeConfig::new`]
+    /// draws it from the operating system's generator (`getrandom(2)`), so ISNs
+    /// (RFC 6528) and SYN cookies (RFC 4987) cannot be predicted from the source;
+    /// set it only to replay a run.
     pub seed: u64,
     /// The NIC's receive steering, for RSS-aware active opens. `None`: source
     /// ports are the engine's random ephemeral ones (right for one queue, or a
@@ -81,12 +85,12 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// Defaults for an interface `engine`: no steering, 64-command channels,
-    /// 256 KiB staging rings.
+    /// Defaults for an interface `engine`: a seed from the operating system, no
+    /// steering, 64-command channels, 256 KiB staging rings.
     pub fn new(engine: Config) -> RuntimeConfig {
         RuntimeConfig {
             engine,
-            seed: 0x6c69_6e65_7261_7465,
+            seed: os_seed(),
             steering: None,
             ephemeral: linerate_rss::sport::EPHEMERAL,
             commands: 64,
@@ -97,6 +101,18 @@ impl RuntimeConfig {
             thread_name: "linerate-q".to_string(),
         }
     }
+}
+
+/// 64 bits from the operating system's generator. Should it fail (no
+/// `getrandom(2)` and no `/dev/urandom`), std's hash keys, which std also draws
+/// from the operating system, are the fallback: never a constant.
+fn os_seed() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(0x6c69_6e65_7261_7465);
+        h.finish()
+    })
 }
 
 /// A request to a queue thread.
