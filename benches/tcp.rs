@@ -1,9 +1,10 @@
 //! TCP end to end: bulk goodput, connection churn and memory per connection.
 //!
 //! * `bulk/<stack>/<write>`: the offload report's matrix (`examples/offload_report.rs`)
-//!   at 64 B and 64 KiB writes, small transfers per iteration: linerate with
-//!   offloads on (the software-offload shim doing GSO, GRO and checksums) and off
-//!   (MSS segments, checksums in the engine), and smoltcp 0.14, all on a memory link
+//!   at its six write sizes (64 B to 256 KiB), small transfers per iteration:
+//!   linerate with offloads on over plain ports (the software-offload shim doing
+//!   GSO, GRO and checksums) and over offload-capable ports, off (MSS segments,
+//!   checksums in the engine), and smoltcp 0.14, all on a memory link
 //!   at MTU 1500 (`linerate_testkit::bulk`). Criterion reports bytes per second of
 //!   the transfer's wall time (connection set-up included; building the stacks
 //!   and their buffers not); each iteration opens a connection, moves the bytes and
@@ -116,8 +117,14 @@ fn engine_pair() -> Sim {
 fn bulk_matrix(c: &mut Criterion) {
     let mut g = c.benchmark_group("bulk");
     g.sample_size(10);
-    for write in [64usize, 64 * 1024] {
-        let total: u64 = if write == 64 { 1 << 20 } else { 8 << 20 };
+    // The report's write sizes, each moving enough bytes to take a few
+    // milliseconds per iteration.
+    for write in bulk::WRITES {
+        let total: u64 = match write {
+            ..=64 => 1 << 20,
+            ..=1024 => 4 << 20,
+            _ => 8 << 20,
+        };
         g.throughput(Throughput::Bytes(total));
         for stack in Stack::ALL {
             g.bench_with_input(BenchmarkId::new(stack.name(), write), &write, |b, &w| {

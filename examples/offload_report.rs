@@ -32,12 +32,9 @@
 //!
 //! The driver loop lives in `linerate_testkit::bulk`, shared with `benches/tcp.rs`.
 
-use linerate_testkit::bulk::{self, Measurement, Stack};
+use linerate_testkit::bulk::{self, Measurement, Stack, WRITES};
 use std::error::Error;
 use std::time::Instant;
-
-/// Write sizes, bytes.
-const WRITES: [usize; 6] = [64, 1024, 4096, 16 * 1024, 64 * 1024, 256 * 1024];
 
 /// Runs of each cell; the best is reported.
 const ROUNDS: usize = 3;

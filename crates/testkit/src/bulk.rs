@@ -38,6 +38,9 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+/// The write sizes of the offload report and the bulk benchmark: 64 B to 256 KiB.
+pub const WRITES: [usize; 6] = [64, 1024, 4096, 16 * 1024, 64 * 1024, 256 * 1024];
+
 /// Bytes the receiving application asks for per read.
 pub const READ_LEN: usize = 64 * 1024;
 
