@@ -98,37 +98,65 @@ fn clock(id: libc::clockid_t) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
-    #[test]
-    fn busy_work_uses_cpu_time() {
-        let before = thread_cpu_time();
+    /// Spins until the calling thread's CPU-time clock has grown by `d` (not for
+    /// `d` of wall time, which a loaded machine may give the thread only a
+    /// fraction of), or `cap` of wall time passes. Returns the thread's CPU time
+    /// used and the wall time taken.
+    fn spin_cpu(d: Duration, cap: Duration) -> (CpuTime, Duration) {
+        let (before, start) = (thread_cpu_time(), Instant::now());
         let mut x = 0u64;
-        let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_millis(30) {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        loop {
+            for _ in 0..10_000 {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            let used = thread_cpu_time().since(before);
+            if used.total() >= d || start.elapsed() >= cap {
+                return (used, start.elapsed());
+            }
         }
-        let used = thread_cpu_time().since(before).total();
-        assert!(used > Duration::from_millis(5), "{used:?}");
     }
 
-    fn spin(d: Duration) {
-        let mut x = 0u64;
-        let start = std::time::Instant::now();
-        while start.elapsed() < d {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
+    /// The CPU-time clock moves with work, getrusage's user + system agrees with
+    /// it (it moves in coarser steps), and neither runs ahead of the wall clock.
+    #[test]
+    fn busy_work_uses_cpu_time() {
+        let (used, wall) = spin_cpu(Duration::from_millis(30), Duration::from_secs(20));
+        assert!(
+            used.clock >= Duration::from_millis(30),
+            "clock stuck: {used:?} in {wall:?}"
+        );
+        let rusage = used.user + used.system;
+        assert!(
+            rusage >= Duration::from_millis(20) && rusage <= wall + Duration::from_millis(5),
+            "getrusage {rusage:?} against clock {:?}, wall {wall:?}",
+            used.clock
+        );
+        assert!(
+            used.clock <= wall + Duration::from_millis(1),
+            "{used:?} > {wall:?}"
+        );
     }
 
     /// Another thread's work counts for the process, not for this thread.
     #[test]
     fn process_time_includes_other_threads() {
         let (me, all) = (thread_cpu_time(), process_cpu_time());
-        std::thread::spawn(|| spin(Duration::from_millis(40)))
-            .join()
-            .unwrap_or_default();
+        let child = std::thread::spawn(|| {
+            spin_cpu(Duration::from_millis(40), Duration::from_secs(20))
+                .0
+                .total()
+        })
+        .join()
+        .unwrap_or_default();
         let mine = thread_cpu_time().since(me).total();
         let process = process_cpu_time().since(all).total();
-        assert!(process > Duration::from_millis(20), "{process:?}");
-        assert!(mine < Duration::from_millis(10), "{mine:?}");
+        assert!(child >= Duration::from_millis(40), "child thread {child:?}");
+        assert!(
+            process >= child,
+            "process {process:?} < child thread {child:?}"
+        );
+        assert!(mine < child / 2, "this thread {mine:?}, child {child:?}");
     }
 }
