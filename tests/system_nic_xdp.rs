@@ -287,6 +287,12 @@ fn exchange(link: &mut Link) -> usize {
 
     // Us -> a kernel socket in the namespace.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    // How many the kernel socket has delivered so far: each round waits for the
+    // one before it, so a receiver thread the scheduler starves for a while
+    // cannot let the socket's buffer overflow (that would be the test's loss,
+    // not the backend's).
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&received);
     let receiver = link
         .ns
         .spawn(move || {
@@ -297,7 +303,10 @@ fn exchange(link: &mut Link) -> usize {
             let mut buf = [0u8; 2048];
             while got.len() < total {
                 match s.recv_from(&mut buf) {
-                    Ok((n, from)) => got.push((from.port(), buf[..n].to_vec())),
+                    Ok((n, from)) => {
+                        got.push((from.port(), buf[..n].to_vec()));
+                        counted.store(got.len(), std::sync::atomic::Ordering::Release);
+                    }
                     Err(_) => break,
                 }
             }
@@ -316,8 +325,12 @@ fn exchange(link: &mut Link) -> usize {
             link.send_all(frames);
             assert_eq!(link.tx_frames - before, size as u64);
             sent.extend(payloads);
-            // A moderate rate: the kernel socket keeps up.
-            std::thread::sleep(Duration::from_millis(2));
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while received.load(std::sync::atomic::Ordering::Acquire) < sent.len()
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
     }
     let got = receiver.join().unwrap().unwrap();
@@ -505,6 +518,12 @@ fn two_queues_two_sockets() {
 
     // Us -> kernel, half through each queue.
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    // How many the kernel socket has delivered so far: each round waits for the
+    // one before it, so a receiver thread the scheduler starves for a while
+    // cannot let the socket's buffer overflow (that would be the test's loss,
+    // not the backend's).
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&received);
     let receiver = link
         .ns
         .spawn(move || {
@@ -515,7 +534,10 @@ fn two_queues_two_sockets() {
             let mut buf = [0u8; 2048];
             while got.len() < 128 {
                 match s.recv(&mut buf) {
-                    Ok(n) => got.push(buf[..n].to_vec()),
+                    Ok(n) => {
+                        got.push(buf[..n].to_vec());
+                        counted.store(got.len(), std::sync::atomic::Ordering::Release);
+                    }
                     Err(_) => break,
                 }
             }
@@ -536,7 +558,12 @@ fn two_queues_two_sockets() {
         }
         assert!(batch.is_empty(), "transmit stuck on queue {q}");
         sent.extend(payloads);
-        std::thread::sleep(Duration::from_millis(5));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while received.load(std::sync::atomic::Ordering::Acquire) < sent.len()
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
     let mut got = receiver.join().unwrap().unwrap();
     got.sort();
