@@ -89,7 +89,9 @@ impl PmtuCache {
                 && let Some(victim) = self
                     .map
                     .iter()
-                    .min_by_key(|(_, e)| e.expires)
+                    // Ties broken by address, not by the map's randomly seeded
+                    // order: the engine's behaviour depends only on its seed.
+                    .min_by_key(|&(ip, e)| (e.expires, *ip))
                     .map(|(k, _)| *k)
             {
                 self.map.remove(&victim);
@@ -149,6 +151,24 @@ mod tests {
         let t = Instant::from_millis(20);
         assert_eq!(c.get(t, v4(0)), None);
         assert_eq!(c.get(t, v4(9)), Some(1000));
+    }
+
+    /// Entries that expire together are evicted lowest address first, whatever
+    /// order the map (seeded at random per process) keeps them in.
+    #[test]
+    fn eviction_ties_are_deterministic() {
+        let t = Instant::from_millis(0);
+        for order in [[3u8, 1, 2], [2, 3, 1], [1, 2, 3]] {
+            let mut c = PmtuCache::new(3, Duration::from_secs(10));
+            for i in order {
+                assert!(c.update(t, v4(i), 1000, 1500));
+            }
+            assert!(c.update(t, v4(9), 1000, 1500));
+            assert_eq!(c.get(t, v4(1)), None, "inserted in order {order:?}");
+            for i in [2, 3, 9] {
+                assert_eq!(c.get(t, v4(i)), Some(1000));
+            }
+        }
     }
 
     #[test]
