@@ -163,7 +163,11 @@ fn the_second_of_two_full_sized_segments_is_acknowledged_at_once() {
     p.r.now += Duration::from_millis(5);
     p.send(MSS as usize);
     p.read();
-    assert_eq!(p.acks_now(), vec![p.seq], "the second: both acknowledged at once");
+    assert_eq!(
+        p.acks_now(),
+        vec![p.seq],
+        "the second: both acknowledged at once"
+    );
     // And no delayed ACK is left pending for them.
     assert!(p.r.advance(DELACK * 2).is_empty());
 }
@@ -199,7 +203,11 @@ fn a_gro_super_segment_counts_as_its_segments() {
         p.read();
         // At least every second full-sized segment: N >= 2 of them call for an
         // ACK now, covering the end of the super-segment.
-        assert_eq!(p.acks_now(), vec![p.seq], "{n} segments acknowledged at once");
+        assert_eq!(
+            p.acks_now(),
+            vec![p.seq],
+            "{n} segments acknowledged at once"
+        );
         assert!(p.r.advance(DELACK * 2).is_empty());
         assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
         assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
