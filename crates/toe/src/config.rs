@@ -121,6 +121,12 @@ pub struct TcpConfig {
     /// RCV.NXT are dropped and counted in `tcp_ofo_dropped` (only acknowledged,
     /// so SACK still tells the peer what is missing); in-order data is always
     /// taken. Linux bounds the same memory through `tcp_mem` pressure.
+    ///
+    /// A soft bound: a segment is taken whole when the bytes held are below
+    /// the limit as it arrives, so the total can exceed the limit by less than
+    /// one segment's payload (a GRO super-segment's, up to 64 KiB), never more;
+    /// after that nothing out of order is taken until the total falls below
+    /// the limit again (`tests/behaviour_ofo.rs`).
     pub ofo_total: usize,
 }
 

@@ -223,9 +223,11 @@ impl Engine {
     }
 
     /// Writes every frame due now into buffers `sink` lends, and returns how many.
-    /// Control frames first, then queued UDP datagrams, then TCP: each connection with something to send
-    /// emits one segment (a super-segment of up to 64 KiB with offloads on) per
-    /// round, round robin, until none has anything left or the sink is full.
+    /// Control frames first, then queued UDP datagrams, then TCP. A poll is
+    /// made of rounds: in each, every connection with something to send emits
+    /// one segment (a super-segment of up to 64 KiB with offloads on), in
+    /// round-robin order (A, B, A, B, ...), and rounds follow until none has
+    /// anything left or the sink is full.
     /// TCP headers and payload are written straight into the sink's buffer.
     pub fn poll_transmit_into(&mut self, now: Instant, sink: &mut impl TxSink) -> usize {
         self.clock = self.clock.max(now);

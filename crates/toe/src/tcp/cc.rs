@@ -221,6 +221,66 @@ mod tests {
         assert_eq!((c.cwnd(), c.ssthresh()), (1000, 4000));
     }
 
+    /// RFC 9438 section 4.2 with the RFC's own constants (not this module's):
+    /// after a loss at W_max, the window follows W_cubic(t) = C (t - K)^3 +
+    /// W_max with K = cbrt(W_max (1 - beta) / C): concave up to W_max at t = K,
+    /// convex beyond it. Driven in virtual time, one window of ACKs (one per
+    /// MSS, spread over the round trip) per 100 ms round trip, long enough
+    /// that the Reno-friendly estimate (section 4.3) stays below the curve.
+    #[test]
+    fn cubic_window_follows_the_rfc_9438_curve() {
+        let (c_rfc, beta_rfc) = (0.4f64, 0.7f64);
+        let mss = 1000;
+        let w_max = 100.0;
+        let k = (w_max * (1.0 - beta_rfc) / c_rfc).cbrt();
+        let w_cubic = |t: f64| c_rfc * (t - k).powi(3) + w_max;
+        let mut cc = Congestion::new(CongestionControl::Cubic, mss);
+        cc.set_cwnd(100 * mss);
+        let ss = cc.on_congestion(100 * mss);
+        assert_eq!(ss, 70 * mss);
+        cc.set_cwnd(ss);
+        let rtt = Duration::from_millis(100);
+        let start = Instant::ZERO + Duration::from_secs(1);
+        let mut now = start;
+        let mut at_k = None;
+        let mut worst: f64 = 0.0;
+        while now < start + Duration::from_secs_f64(k + 1.0) {
+            let t = (now - start).as_secs_f64();
+            let w = cc.cwnd() as f64 / mss as f64;
+            // The window at the start of each round trip, against the curve.
+            worst = worst.max((w - w_cubic(t)).abs());
+            if at_k.is_none() && t >= k {
+                at_k = Some(w);
+            }
+            let n = cc.cwnd() / mss;
+            for i in 0..n {
+                cc.on_ack(now + rtt * i as u32 / n as u32, mss, Some(rtt));
+            }
+            now += rtt;
+        }
+        // Within a few segments of the curve all along (the RFC aims one
+        // round trip ahead, at W_cubic(t + RTT), and whole bytes are added).
+        assert!(worst < 3.0, "off the curve by {worst} segments");
+        let at_k = at_k.unwrap();
+        assert!((at_k - w_max).abs() < 3.0, "W(K) = {at_k}, W_max = {w_max}");
+        // Beyond K the window grows past W_max (the convex region).
+        for _ in 0..10 {
+            let n = cc.cwnd() / mss;
+            for i in 0..n {
+                cc.on_ack(now + rtt * i as u32 / n as u32, mss, Some(rtt));
+            }
+            now += rtt;
+        }
+        let t = (now - start).as_secs_f64();
+        let w = cc.cwnd() as f64 / mss as f64;
+        assert!(w > w_max + 1.0, "W({t}) = {w}");
+        assert!(
+            (w - w_cubic(t)).abs() < 3.0,
+            "W({t}) = {w} vs {}",
+            w_cubic(t)
+        );
+    }
+
     #[test]
     fn cubic_reduces_by_beta_and_regrows() {
         let mut c = Congestion::new(CongestionControl::Cubic, 1000);

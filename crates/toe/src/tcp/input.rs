@@ -432,8 +432,10 @@ impl Conn {
             rcv.ack_now = true;
         }
         if offset > 0 {
-            if written > 0 {
-                self.asm.insert(start, start.plus(written));
+            // A range the assembler cannot track (it holds `MAX_RANGES`
+            // already) is dropped: its bytes stay unaccounted in the ring.
+            if written > 0 && !self.asm.insert(start, start.plus(written)) {
+                c.tcp_ofo_dropped += 1;
             }
             rcv.ack_now = true;
             return;

@@ -1,0 +1,223 @@
+//! When the engine acknowledges received data, against a hand-driven sender
+//! (RFC 9293 section 3.8.6.3, RFC 5681 section 4.2, RFC 1122 section 4.2.3.2):
+//! once the quick-ACK allowance of a new connection is spent, a lone full-sized
+//! segment waits for the delayed-ACK timer, the second of two full-sized
+//! segments is acknowledged at once, and a GRO super-segment (one frame whose
+//! meta says `gso: TcpV4, size: MSS, segs: N`, checksum verified by the NIC)
+//! counts as the N segments it holds: acknowledged at once, N segments counted
+//! in `tcp_in_segs`, as Linux treats a GRO skb.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::raw::*;
+use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
+use linerate_toe::SocketHandle;
+use linerate_wire::etherparse::TcpOptionElement as O;
+use linerate_wire::tcp::Flags;
+use std::time::Duration;
+
+/// The engine's receive MSS: MTU 1500 less 20 bytes of IPv4 and 20 of TCP
+/// (no timestamps are negotiated).
+const MSS: u32 = 1460;
+/// Segments acknowledged at once at the start of a connection, at most. The
+/// engine's allowance (Linux's quick-ACK mode at the start has the same
+/// purpose); feeding this many single segments spends it whatever it is, as
+/// long as it is no larger.
+const QUICKACK: u32 = 16;
+const DELACK: Duration = Duration::from_millis(40);
+
+struct Peer {
+    r: Raw,
+    c: SocketHandle,
+    port: u16,
+    /// The peer's next sequence number.
+    seq: u32,
+    /// Our next sequence number (what the peer acknowledges).
+    me: u32,
+    data: Vec<u8>,
+    got: Vec<u8>,
+}
+
+impl Peer {
+    fn new() -> Peer {
+        let mut r = Raw::host(|c| {
+            c.tcp.delayed_ack = DELACK;
+            // The hand-driven peer answers no ARP.
+            c.neighbor_ttl = Duration::from_secs(3600);
+        });
+        let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
+        let syn = r.segments().remove(0);
+        assert_eq!(syn.opts.mss, Some(MSS as u16), "the MSS this test assumes");
+        let port = r.answer_syn_with(
+            c,
+            &syn,
+            9_999,
+            65_535,
+            &[O::MaximumSegmentSize(1460), O::Noop, O::WindowScale(7)],
+        );
+        Peer {
+            r,
+            c,
+            port,
+            seq: 10_000,
+            me: syn.seq.wrapping_add(1),
+            data: common::pattern(400 * MSS as usize, 5),
+            got: Vec::new(),
+        }
+    }
+
+    /// The next `n` bytes of the peer's stream as one frame.
+    fn frame(&mut self, n: usize) -> Vec<u8> {
+        let at = self.seq.wrapping_sub(10_000) as usize;
+        let f = tcp_frame(
+            80,
+            self.port,
+            self.seq,
+            Some(self.me),
+            Flags::ACK,
+            65_535,
+            &[],
+            &self.data[at..at + n],
+        );
+        self.seq = self.seq.wrapping_add(n as u32);
+        f
+    }
+
+    /// Sends the next `n` bytes as a plain segment.
+    fn send(&mut self, n: usize) {
+        let f = self.frame(n);
+        self.r.input(&f);
+    }
+
+    /// Reads what arrived (keeps the window open).
+    fn read(&mut self) {
+        let mut buf = vec![0u8; 1 << 20];
+        while let Ok(n) = self.r.e.tcp_recv(self.c, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.got.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// Pure ACKs the engine sends now, as their acknowledgement numbers.
+    fn acks_now(&mut self) -> Vec<u32> {
+        let segs = self.r.segments();
+        assert!(segs.iter().all(|s| s.payload.is_empty()), "{segs:?}");
+        segs.iter().map(|s| s.ack).collect()
+    }
+
+    /// Spends the quick-ACK allowance: single full-sized segments, each
+    /// acknowledged at once while it lasts, until one is not.
+    fn spend_quickack(&mut self) {
+        for k in 0..=QUICKACK {
+            self.send(MSS as usize);
+            self.read();
+            let acks = self.acks_now();
+            if acks.is_empty() {
+                // Delayed: the allowance is spent. Let the delayed ACK go.
+                assert!(k >= 1, "the first segment is acknowledged at once");
+                let acks = self.advance_acks(DELACK);
+                assert_eq!(acks, vec![self.seq]);
+                return;
+            }
+            assert_eq!(acks, vec![self.seq], "segment {k} acknowledged at once");
+        }
+        panic!("more than {QUICKACK} segments acknowledged at once, one by one");
+    }
+
+    /// Runs timers for `d`; the ACK numbers sent meanwhile.
+    fn advance_acks(&mut self, d: Duration) -> Vec<u32> {
+        self.r.advance(d).iter().map(|s| s.ack).collect()
+    }
+}
+
+#[test]
+fn a_lone_full_sized_segment_waits_for_the_delayed_ack_timer() {
+    let mut p = Peer::new();
+    p.spend_quickack();
+    p.r.now += Duration::from_millis(500);
+    let t0 = p.r.now;
+    p.send(MSS as usize);
+    p.read();
+    assert_eq!(p.acks_now(), Vec::<u32>::new(), "no ACK at once");
+    // Nothing until the deadline, then exactly the ACK of the segment.
+    let early = p.r.advance(DELACK - Duration::from_millis(1));
+    assert!(early.is_empty(), "{early:?}");
+    let acks = p.r.advance(Duration::from_millis(2));
+    assert_eq!(acks.len(), 1, "{acks:?}");
+    assert_eq!(acks[0].ack, p.seq);
+    assert_eq!(acks[0].at - t0, DELACK);
+    assert_eq!(p.got, p.data[..p.got.len()]);
+}
+
+#[test]
+fn the_second_of_two_full_sized_segments_is_acknowledged_at_once() {
+    let mut p = Peer::new();
+    p.spend_quickack();
+    p.r.now += Duration::from_millis(500);
+    p.send(MSS as usize);
+    p.read();
+    assert!(p.acks_now().is_empty(), "the first waits");
+    p.r.now += Duration::from_millis(5);
+    p.send(MSS as usize);
+    p.read();
+    assert_eq!(
+        p.acks_now(),
+        vec![p.seq],
+        "the second: both acknowledged at once"
+    );
+    // And no delayed ACK is left pending for them.
+    assert!(p.r.advance(DELACK * 2).is_empty());
+}
+
+/// A GRO super-segment of `segs` full-sized segments, as a NIC hands it over:
+/// one frame, `gso` saying what it holds, the checksum verified.
+fn gro(p: &mut Peer, segs: u16) {
+    let f = p.frame(usize::from(segs) * MSS as usize);
+    let mut gso = Gso::new(GsoType::TcpV4, MSS as u16);
+    gso.segs = segs;
+    let meta = OffloadMeta {
+        csum: Checksum::Verified { levels: 1 },
+        gso: Some(gso),
+        ..OffloadMeta::plain()
+    };
+    let now = p.r.now;
+    p.r.e.handle_frame(now, &f, &meta);
+}
+
+#[test]
+fn a_gro_super_segment_counts_as_its_segments() {
+    for n in [2u16, 3, 8, 44] {
+        let mut p = Peer::new();
+        p.spend_quickack();
+        p.r.now += Duration::from_millis(500);
+        let before = p.r.e.counters().tcp_in_segs;
+        gro(&mut p, n);
+        assert_eq!(
+            p.r.e.counters().tcp_in_segs - before,
+            u64::from(n),
+            "tcp_in_segs grows by the segments a super-segment holds"
+        );
+        p.read();
+        // At least every second full-sized segment: N >= 2 of them call for an
+        // ACK now, covering the end of the super-segment.
+        assert_eq!(
+            p.acks_now(),
+            vec![p.seq],
+            "{n} segments acknowledged at once"
+        );
+        assert!(p.r.advance(DELACK * 2).is_empty());
+        assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
+        assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
+    }
+    // By contrast, a single full-sized segment (no GRO) is counted once and
+    // waits (the test above).
+    let mut p = Peer::new();
+    p.spend_quickack();
+    let before = p.r.e.counters().tcp_in_segs;
+    p.send(MSS as usize);
+    assert_eq!(p.r.e.counters().tcp_in_segs - before, 1);
+    assert!(p.acks_now().is_empty());
+}

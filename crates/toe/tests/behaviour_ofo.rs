@@ -1,0 +1,181 @@
+//! Out-of-order data on one connection is bounded, against a hand-driven
+//! sender: at most `MAX_RANGES` disjoint ranges are held (a segment that would
+//! make one more is dropped and counted in `tcp_ofo_dropped`), nothing beyond
+//! the advertised window is kept (RFC 9293 section 3.10.7.4: a segment wholly
+//! outside is unacceptable, one straddling the right edge is trimmed to it),
+//! and once the holes are filled the stream is byte-exact up to where the kept
+//! data ended. And the engine-wide budget (`TcpConfig::ofo_total`) is a soft
+//! bound: a segment is taken while the bytes held are below it, so the total
+//! exceeds it by less than one segment, never by two.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::raw::*;
+use linerate_toe::SocketHandle;
+use linerate_toe::tcp::assembler::MAX_RANGES;
+use linerate_wire::tcp::Flags;
+use std::time::Duration;
+
+struct Rx {
+    r: Raw,
+    c: SocketHandle,
+    port: u16,
+    /// The peer's ISN + 1.
+    base: u32,
+    me: u32,
+    stream: Vec<u8>,
+}
+
+impl Rx {
+    /// Established with a peer offering no window scale (so our window field
+    /// is the window in bytes), a receive buffer of `rcvbuf` bytes, no
+    /// auto-tuning.
+    fn new(rcvbuf: usize, tune: impl FnOnce(&mut linerate_toe::Config)) -> Rx {
+        let mut r = Raw::host(|c| {
+            c.tcp.recv_buffer = rcvbuf;
+            c.tcp.recv_autotune = false;
+            c.neighbor_ttl = Duration::from_secs(3600);
+            tune(c);
+        });
+        let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
+        let syn = r.segments().remove(0);
+        r.answer_syn_with(c, &syn, 99, 60_000, &[]);
+        let (me, _) = r.e.tcp_addrs(c).unwrap();
+        Rx {
+            r,
+            c,
+            port: me.port(),
+            base: 100,
+            me: syn.seq.wrapping_add(1),
+            stream: common::pattern(1 << 20, 11),
+        }
+    }
+
+    /// Stream bytes `[from, to)` in one segment.
+    fn send(&mut self, from: usize, to: usize) {
+        let f = tcp_frame(
+            80,
+            self.port,
+            self.base.wrapping_add(from as u32),
+            Some(self.me),
+            Flags::ACK,
+            60_000,
+            &[],
+            &self.stream[from..to],
+        );
+        self.r.input(&f);
+    }
+
+    /// Everything readable now.
+    fn read(&mut self) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        while let Ok(n) = self.r.e.tcp_recv(self.c, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    }
+
+    /// The window the engine advertised last, and its ACK number (relative).
+    fn last_ack(&mut self) -> Option<(usize, usize)> {
+        self.r
+            .segments()
+            .last()
+            .map(|s| (s.ack.wrapping_sub(self.base) as usize, usize::from(s.wnd)))
+    }
+}
+
+#[test]
+fn more_holes_than_the_connection_tracks_are_dropped_and_counted() {
+    let mut x = Rx::new(64 * 1024, |_| {});
+    let holes = MAX_RANGES + 8;
+    // Ranges [200k + 100, 200k + 200): disjoint, each with a hole below it.
+    for k in 0..holes {
+        x.send(200 * k + 100, 200 * k + 200);
+    }
+    let dropped = x.r.e.counters().tcp_ofo_dropped;
+    assert_eq!(dropped, (holes - MAX_RANGES) as u64, "the excess counted");
+    assert!(x.read().is_empty(), "nothing in order yet");
+    // Every one of them was acknowledged at once (duplicate ACKs for 0).
+    let acks = x.r.segments();
+    assert!(!acks.is_empty() && acks.iter().all(|s| s.ack == x.base));
+
+    // Fill every hole below: the kept ranges join the stream; what was dropped
+    // does not, even though its bytes once arrived.
+    for k in 0..holes {
+        x.send(200 * k, 200 * k + 100);
+    }
+    let got = x.read();
+    let kept = 200 * MAX_RANGES + 100;
+    assert_eq!(got.len(), kept, "up to the first dropped range");
+    assert_eq!(got, x.stream[..kept]);
+    // The sender retransmits the rest: byte-exact from there.
+    x.send(kept, 200 * holes);
+    let more = x.read();
+    assert_eq!(more, x.stream[kept..200 * holes]);
+}
+
+#[test]
+fn data_beyond_the_window_is_not_kept() {
+    let rcvbuf = 16 * 1024;
+    let mut x = Rx::new(rcvbuf, |_| {});
+    // Nudge an ACK out to learn the window advertised.
+    x.send(0, 1);
+    let (acked, wnd) = x.last_ack().expect("an ACK");
+    assert_eq!(acked, 1);
+    assert!(wnd > 2000 && wnd <= rcvbuf, "{wnd}");
+    let edge = acked + wnd;
+    let out_before = x.r.e.counters().tcp_out_of_window;
+    // Wholly beyond the right edge: unacceptable, dropped and counted, ACKed.
+    x.send(edge + 100, edge + 1100);
+    assert_eq!(x.r.e.counters().tcp_out_of_window, out_before + 1);
+    assert_eq!(x.last_ack().map(|a| a.0), Some(1));
+    // Straddling the right edge: only what fits is kept.
+    x.send(edge - 500, edge + 500);
+    // Fill up to the straddler in order.
+    let mut at = 1;
+    while at < edge - 500 {
+        let to = (at + 1000).min(edge - 500);
+        x.send(at, to);
+        at = to;
+    }
+    let got = x.read();
+    assert_eq!(
+        got.len(),
+        edge,
+        "in order up to the right edge, not past it"
+    );
+    assert_eq!(got, x.stream[..edge]);
+    // The window opened again with the read (the update goes out): the rest
+    // comes, byte-exact.
+    let (_, wnd) = x.last_ack().expect("a window update");
+    assert!(wnd >= 1100, "{wnd}");
+    x.send(edge, edge + 1100);
+    assert_eq!(x.read(), x.stream[edge..edge + 1100]);
+}
+
+#[test]
+fn the_engine_wide_budget_is_exceeded_by_less_than_one_segment() {
+    let budget = 3000;
+    let mut x = Rx::new(64 * 1024, |c| c.tcp.ofo_total = budget);
+    // 2999 bytes held: one below the budget.
+    x.send(1000, 1000 + budget - 1);
+    // The budget is not spent yet, so a 5000-byte segment is taken whole:
+    // 7999 bytes held, the budget exceeded by one segment less one byte.
+    x.send(5000, 10_000);
+    assert_eq!(x.r.e.counters().tcp_ofo_dropped, 0);
+    // Now it is spent: the next out-of-order segment, however small, is not.
+    x.send(11_000, 11_001);
+    assert_eq!(x.r.e.counters().tcp_ofo_dropped, 1);
+    // Fill the holes: both held ranges were kept, the last segment was not.
+    x.send(0, 1000);
+    x.send(1000 + budget - 1, 5000);
+    x.send(10_000, 11_000);
+    let got = x.read();
+    assert_eq!(got.len(), 11_000);
+    assert_eq!(got, x.stream[..11_000]);
+}
