@@ -431,7 +431,7 @@ fn drive<N: Port>(p: &mut Pair<N>, to_smoltcp: bool, len: usize, seed: u64) -> R
     );
     let wire = |c: Counter| p.nic.mem().counters().total(c) + p.smol.nic().counters().total(c);
     let k = p.engine.counters();
-    let r = Report {
+    Report {
         sim,
         wall: wall.elapsed(),
         wire: [
@@ -444,8 +444,7 @@ fn drive<N: Port>(p: &mut Pair<N>, to_smoltcp: bool, len: usize, seed: u64) -> R
         csum_errors: k.tcp_in_csum_errors + k.ip_in_hdr_errors,
         shim_csum_bad: 0,
         dir,
-    };
-    r
+    }
 }
 
 const MIB: usize = 1 << 20;
