@@ -91,6 +91,31 @@
 //!   fail a connection attempt; the engine's own ICMP errors and challenge ACKs
 //!   are rate-limited.
 //!
+//! # Fragments
+//!
+//! linerate does not reassemble IP fragments. A received IPv4 fragment (MF set
+//! or a non-zero offset) or IPv6 fragment (a Fragment extension header with M
+//! set or a non-zero offset) is dropped without an answer and counted in
+//! [`Counters::ip_in_fragments_dropped`]; nothing of it reaches a socket.
+//! Why:
+//!
+//! * TCP never needs it: every segment leaves with DF set (IPv4; IPv6 routers
+//!   never fragment), the MSS announced and used is clamped to the interface
+//!   MTU, and path MTU discovery (RFC 1191 / RFC 8201, `net::pmtu`) lowers it
+//!   when a smaller link says so. A peer doing the same never sends fragments.
+//! * UDP does not fragment on output either: a datagram must fit the path MTU
+//!   or [`Engine::udp_send_to`] fails with [`Error::MessageTooLong`]; protocols that send larger datagrams and rely on the
+//!   receiver's reassembly are not served.
+//! * Reassembly is a memory-exhaustion surface: buffers held for datagrams that
+//!   may never complete, per source, under a timer (the "teardrop" and
+//!   fragment-flood attacks; RFC 8900 describes why fragmentation is
+//!   considered fragile). Dropping costs nothing and keeps the engine's memory
+//!   bounded by its sockets.
+//!
+//! An IPv6 *atomic* fragment (Fragment header with offset 0 and M clear) is a
+//! whole datagram: it is processed as one, as RFC 6946 section 4 requires, and
+//! not counted. `tests/fragments.rs` checks all of this.
+//!
 //! # RFCs
 //!
 //! RFC 9293 (TCP), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 (SACK),
@@ -102,7 +127,7 @@
 //! (UDP), RFC 1191 / RFC 8201 (path MTU discovery), RFC 5927 (ICMP attacks),
 //! RFC 1122 section 4.2.3.9 and RFC 5461 (hard and soft errors), RFC 9293
 //! section 3.8.4 and RFC 1122 section 4.2.3.6 (keep-alives), RFC 5961 section 7
-//! (challenge ACK limit).
+//! (challenge ACK limit), RFC 6946 (IPv6 atomic fragments).
 #![forbid(unsafe_code)]
 
 pub mod config;

@@ -24,6 +24,11 @@
 //!
 //! [`Sim`] steps engines and link together: deliver due frames, run due timers,
 //! collect transmissions, jump to the next event.
+//!
+//! Everything is a function of the engines' seeds, the link's seed and what
+//! the applications do: the same run gives the same frames at the same virtual
+//! times (tests/sim_determinism.rs checks it). [`Link::tap`] records what the
+//! link hands out, for a test to compare runs by.
 
 use crate::config::Config;
 use crate::engine::Engine;
@@ -149,6 +154,19 @@ pub struct Link {
     segmenter: Segmenter,
     /// Its reusable output.
     segments: SegmentBuf,
+    /// Deliveries recorded since [`Link::tap`] turned recording on.
+    tap: Option<Vec<Delivery>>,
+}
+
+/// A frame the link handed to a port ([`Link::tap`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// When it was handed over (the receiver's virtual time).
+    pub at: Instant,
+    /// The port it went to.
+    pub port: usize,
+    /// Its bytes.
+    pub frame: Vec<u8>,
 }
 
 impl Link {
@@ -162,7 +180,20 @@ impl Link {
             stats: LinkStats::default(),
             segmenter: Segmenter::new(CsumMode::Complete),
             segments: SegmentBuf::new(),
+            tap: None,
         }
+    }
+
+    /// Starts (or restarts) recording every frame [`Link::recv`] hands out,
+    /// with its time and port; returns what was recorded before. Recording
+    /// copies every frame and grows without bound: for tests, not benches.
+    pub fn tap(&mut self) -> Vec<Delivery> {
+        self.tap.replace(Vec::new()).unwrap_or_default()
+    }
+
+    /// Stops recording; returns what was recorded.
+    pub fn untap(&mut self) -> Vec<Delivery> {
+        self.tap.take().unwrap_or_default()
     }
 
     /// What the link did so far.
@@ -286,7 +317,15 @@ impl Link {
     pub fn recv(&mut self, now: Instant, port: usize) -> Option<(Vec<u8>, OffloadMeta)> {
         let q = self.queues.get_mut(port)?;
         if q.peek().is_some_and(|Reverse(f)| f.at <= now) {
-            q.pop().map(|Reverse(f)| (f.frame, f.meta.0))
+            let Reverse(f) = q.pop()?;
+            if let Some(tap) = &mut self.tap {
+                tap.push(Delivery {
+                    at: now,
+                    port,
+                    frame: f.frame.clone(),
+                });
+            }
+            Some((f.frame, f.meta.0))
         } else {
             None
         }

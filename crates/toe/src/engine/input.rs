@@ -223,7 +223,10 @@ impl Engine {
             self.counters.ip_in_hdr_errors += 1;
             return;
         };
-        if chain.fragment.is_some() {
+        // No reassembly (see the crate docs): fragments are dropped. An atomic
+        // fragment (offset 0, no more fragments) is a whole datagram and is
+        // processed as one (RFC 6946 section 4).
+        if chain.fragment.is_some_and(|f| f.offset != 0 || f.more) {
             self.counters.ip_in_fragments_dropped += 1;
             return;
         }
