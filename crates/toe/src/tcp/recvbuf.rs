@@ -14,13 +14,13 @@
 //!
 //! Memory: the window counts payload bytes, as with the ring alone; an adopted
 //! frame holds its whole buffer, so frames are adopted only while the buffers
-//! held stay within twice the capacity ([`RecvBuf::adoptable`]); past that they
+//! held stay within twice the capacity (`RecvBuf::adoptable`); past that they
 //! are copied. With the ring's storage (at most the capacity) a connection
 //! holds at most three times its window; [`RecvBuf::storage`] reports it.
 //!
 //! Adoption has two steps because the payload is borrowed from the frame while
-//! TCP processes the segment: [`RecvBuf::adopt`] accounts the bytes (they are
-//! received, RCV.NXT moves past them), and [`RecvBuf::fill`] hands over the
+//! TCP processes the segment: `RecvBuf::adopt` accounts the bytes (they are
+//! received, RCV.NXT moves past them), and `RecvBuf::fill` hands over the
 //! buffer as soon as the engine gets it back, before anything can read.
 
 use super::ring::Ring;
