@@ -55,7 +55,7 @@
 //!   capabilities, an enforced MTU and seeded, reproducible faults per direction.
 //! * `tap` (Linux): `/dev/net/tun` with `IFF_VNET_HDR` and `IFF_MULTI_QUEUE`, the
 //!   kernel's TSO/USO and checksum offloads probed with `TUNSETOFFLOAD`.
-//! * [`xdp`] (Linux, cargo feature `af-xdp`): one AF_XDP socket per queue
+//! * `xdp` (Linux, cargo feature `af-xdp`): one AF_XDP socket per queue
 //!   through xsk-rs (which builds libxdp), copy or zero-copy, native or generic
 //!   XDP; no offloads, so it goes behind a [`Shim`].
 #![deny(unsafe_code)]

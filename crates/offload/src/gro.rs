@@ -59,7 +59,7 @@
 //! A `walk` module composes them: outer Ethernet, outer IP, then in a tunnel the
 //! tunnel header, inner Ethernet and inner IP, then the transport. Each step only
 //! dispatches on its own header's kind; nothing matches tunnel and inner protocol
-//! together. The [`Layout`](linerate_wire::layout::Layout) (from the meta, or
+//! together. The [`Layout`] (from the meta, or
 //! parsed once here) gives every offset; each frame's headers are then resolved
 //! once into fixed-size arrays (a `View`), so the rules read fields without
 //! per-field bounds checks, and a header that does not fit its frame can only make

@@ -263,7 +263,7 @@ impl Segmenter {
 
     /// Segments `frame` as `meta` asks, writing each whole segment into a buffer
     /// `sink` lends, and returns the number of segments; the checksum state of
-    /// every segment is [`Segmenter::segment_to_csum`]'s.
+    /// every segment is [`Segmenter::segment`]'s.
     ///
     /// Each segment's payload is copied once, straight from `frame` into the
     /// sink's buffer, and with [`CsumMode::Complete`] summed in the same pass
