@@ -120,10 +120,12 @@ fn bulk_matrix(c: &mut Criterion) {
     // The report's write sizes, each moving enough bytes to take a few
     // milliseconds per iteration.
     for write in bulk::WRITES {
-        let total: u64 = match write {
-            ..=64 => 1 << 20,
-            ..=1024 => 4 << 20,
-            _ => 8 << 20,
+        let total: u64 = if write <= 64 {
+            1 << 20
+        } else if write <= 1024 {
+            4 << 20
+        } else {
+            8 << 20
         };
         g.throughput(Throughput::Bytes(total));
         for stack in Stack::ALL {
