@@ -398,7 +398,7 @@ impl Conn {
         let data = seg.payload.get(skip..).unwrap_or_default();
         if data.is_empty() {
             // A duplicate: acknowledge at once so the sender learns it arrived.
-            rcv.ack_now = true;
+            rcv.owe_dup_ack();
             return;
         }
         let per_seg = seg.payload.len() / seg.segs.max(1) as usize;
@@ -408,7 +408,7 @@ impl Conn {
         if offset > 0 && !self.ofo_allowed {
             // The engine's out-of-order budget is spent: acknowledge, keep nothing.
             c.tcp_ofo_dropped += 1;
-            rcv.ack_now = true;
+            rcv.owe_dup_ack();
             return;
         }
         let adopt = if offset == 0 && self.asm.is_empty() {
@@ -437,7 +437,7 @@ impl Conn {
             if written > 0 && !self.asm.insert(start, start.plus(written)) {
                 c.tcp_ofo_dropped += 1;
             }
-            rcv.ack_now = true;
+            rcv.owe_dup_ack();
             return;
         }
         if !adopted {

@@ -145,6 +145,11 @@ pub(crate) struct Rcv {
     /// An ACK must go out now (out of order data, hole filled, window update,
     /// duplicate, challenge).
     pub ack_now: bool,
+    /// Out-of-order or duplicate frames received since the last ACK: each is owed
+    /// an immediate ACK of its own (RFC 5681 section 4.2; Linux sends one per
+    /// such skb), so a sender that counts duplicate ACKs, without SACK, sees
+    /// them even when several such frames arrive in one receive batch.
+    pub dup_owed: u8,
     /// Delayed ACK deadline.
     pub ack_at: Option<Instant>,
     /// Segments still to be acknowledged at once (quick ACK at the start).
@@ -168,6 +173,7 @@ impl Rcv {
             sack_ok: negotiated.sack,
             unacked: 0,
             ack_now: false,
+            dup_owed: 0,
             ack_at: None,
             quickack: 16,
             fin_at: None,
@@ -181,8 +187,17 @@ impl Rcv {
             self.quickack = self.quickack.saturating_sub(1);
         }
         self.unacked = 0;
-        self.ack_now = false;
         self.ack_at = None;
+        // One more duplicate owed: the next visit sends it.
+        self.dup_owed = self.dup_owed.saturating_sub(1);
+        self.ack_now = self.dup_owed > 0;
+    }
+
+    /// An out-of-order or duplicate frame arrived: acknowledge it at once, with
+    /// an ACK of its own.
+    pub fn owe_dup_ack(&mut self) {
+        self.ack_now = true;
+        self.dup_owed = self.dup_owed.saturating_add(1);
     }
 }
 
