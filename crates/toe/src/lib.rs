@@ -95,15 +95,14 @@
 //!
 //! RFC 9293 (TCP), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 (SACK),
 //! RFC 6675 (SACK loss recovery), RFC 6582 (NewReno), RFC 5681 and RFC 3465
-//! (congestion control, byte counting), RFC 9438 (CUBIC), RFC 6928 (initial
-//! window), RFC 6298 (RTO), RFC 5961 (challenge ACKs), RFC 6528 (ISNs), RFC
-//! 4987 section 3.6 (SYN cookies), RFC 6056 (ephemeral ports), RFC 826 and RFC
-//! 1122 (ARP), RFC 5227 section 3 (gratuitous ARP), RFC 4861 (NDP), RFC 792 /
-//! RFC 4443 (echo, errors), RFC 768 and RFC 1122 section 4.1 (UDP), RFC 1191 /
-//! RFC 8201 (path MTU discovery), RFC 5927 (ICMP attacks), RFC 1122 section
-//! 4.2.3.9 and RFC 5461 (hard and soft errors), RFC 9293 section 3.8.4 and RFC
-//! 1122 section 4.2.3.6 (keep-alives), RFC 5961 section 7 (challenge ACK
-//! limit).
+//! (congestion control, byte counting), RFC 9438 (CUBIC), RFC 6928 (initial window),
+//! RFC 6298 (RTO), RFC 5961 (challenge ACKs), RFC 6528 (ISNs), RFC 4987 section 3.6
+//! (SYN cookies), RFC 6056 (ephemeral ports), RFC 826 and RFC 1122 (ARP), RFC 4861
+//! (NDP), RFC 792 / RFC 4443 (echo, errors), RFC 768 and RFC 1122 section 4.1
+//! (UDP), RFC 1191 / RFC 8201 (path MTU discovery), RFC 5927 (ICMP attacks),
+//! RFC 1122 section 4.2.3.9 and RFC 5461 (hard and soft errors), RFC 9293
+//! section 3.8.4 and RFC 1122 section 4.2.3.6 (keep-alives), RFC 5961 section 7
+//! (challenge ACK limit), RFC 5227 section 3 (gratuitous ARP).
 #![forbid(unsafe_code)]
 
 pub mod config;
