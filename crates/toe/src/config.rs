@@ -209,6 +209,19 @@ pub struct Config {
     /// (but an address this host needs replaces one only learned from a peer's
     /// request and never sent to). At least 1.
     pub neighbor_max: usize,
+    /// Gratuitous ARP announcements of the IPv4 address when the engine starts
+    /// (RFC 5227 section 3: ANNOUNCE_NUM is 2), [`Config::announce_interval`]
+    /// apart: ARP requests with sender and target protocol address both ours,
+    /// broadcast, so neighbours that cached another MAC for it update theirs.
+    /// The first goes out with the first `poll_transmit`, the others by the
+    /// engine's timer. With an IPv6 address, the first round also sends one
+    /// unsolicited neighbour advertisement (RFC 4861 section 7.2.6, override
+    /// set, to ff02::1). Counted in `arp_announcements_out` and
+    /// `ndp_unsolicited_adverts_out`. 0: none (for tests that count frames).
+    pub announcements: u32,
+    /// Time between gratuitous ARP announcements (RFC 5227's
+    /// ANNOUNCE_INTERVAL, 2 s).
+    pub announce_interval: Duration,
     /// TCP defaults.
     pub tcp: TcpConfig,
     /// UDP defaults.
@@ -240,6 +253,8 @@ impl Config {
             neighbor_probes: 3,
             neighbor_queue: 64,
             neighbor_max: 1024,
+            announcements: 2,
+            announce_interval: Duration::from_secs(2),
             tcp: TcpConfig::default(),
             udp: UdpConfig::default(),
             icmp_error_rate: 1000,

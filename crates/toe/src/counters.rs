@@ -23,6 +23,13 @@ pub struct Counters {
     pub arp_requests_out: u64,
     /// ARP replies sent.
     pub arp_replies_out: u64,
+    /// Gratuitous ARP announcements of our address sent
+    /// (`Config::announcements`).
+    pub arp_announcements_out: u64,
+    /// ARP packets from another MAC whose sender protocol address is ours
+    /// (RFC 5227 section 2.4's conflict): counted and otherwise ignored; the
+    /// address is not defended.
+    pub arp_conflicts: u64,
     /// Neighbour resolutions that gave up (ARP or NDP).
     pub neighbor_failures: u64,
     /// Frames dropped because their neighbour could not be resolved or the queue was full.
@@ -60,6 +67,9 @@ pub struct Counters {
     pub ndp_in_adverts: u64,
     /// NDP messages dropped (hop limit not 255, malformed).
     pub ndp_errors: u64,
+    /// Unsolicited neighbour advertisements of our IPv6 address sent at start
+    /// (RFC 4861 section 7.2.6; `Config::announcements`).
+    pub ndp_unsolicited_adverts_out: u64,
     /// tcpActiveOpens.
     pub tcp_active_opens: u64,
     /// tcpPassiveOpens.

@@ -127,7 +127,8 @@
 //! (UDP), RFC 1191 / RFC 8201 (path MTU discovery), RFC 5927 (ICMP attacks),
 //! RFC 1122 section 4.2.3.9 and RFC 5461 (hard and soft errors), RFC 9293
 //! section 3.8.4 and RFC 1122 section 4.2.3.6 (keep-alives), RFC 5961 section 7
-//! (challenge ACK limit), RFC 6946 (IPv6 atomic fragments).
+//! (challenge ACK limit), RFC 6946 (IPv6 atomic fragments), RFC 5227 section 3
+//! (gratuitous ARP).
 #![forbid(unsafe_code)]
 
 pub mod config;

@@ -9,7 +9,7 @@ mod common;
 use common::raw::*;
 use common::settle;
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Error, Instant, Keepalive, SocketHandle, TcpState};
+use linerate_toe::{Engine, Error, Instant, Keepalive, SocketHandle, TcpState};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
@@ -112,7 +112,16 @@ fn no_probes_while_data_is_in_flight() {
 
 /// Two hosts, a connection that exchanged a few bytes and went quiet.
 fn idle_pair(seed: u64) -> (Sim, SocketHandle, SocketHandle) {
-    let mut sim = Sim::two_hosts(true, seed, LinkConfig::default());
+    // `Sim::two_hosts` without the start-up announcements: the link losing a
+    // frame must mean a probe went.
+    let engines = (1..=2u8)
+        .map(|i| {
+            let mut c = Sim::host_config(i);
+            c.announcements = 0;
+            Engine::new(c, seed.wrapping_mul(31).wrapping_add(u64::from(i)))
+        })
+        .collect();
+    let mut sim = Sim::new(engines, LinkConfig::default());
     let l = sim.engines[1].tcp_listen(22).unwrap();
     let c = sim.engines[0]
         .tcp_connect(sim.now, "10.0.0.2:22".parse().unwrap())

@@ -15,9 +15,17 @@ use linerate_wire::icmp::{ndp, v4 as icmpv4, v6 as icmpv6};
 use linerate_wire::{arp, ethernet, ipv4, ipv6};
 use std::time::Duration;
 
+/// Host 1 without its start-up announcements (gratuitous ARP, unsolicited NA;
+/// `tests/arp.rs`), for the tests that count every frame.
+fn quiet() -> linerate_toe::Config {
+    let mut cfg = Sim::host_config(1);
+    cfg.announcements = 0;
+    cfg
+}
+
 #[test]
 fn answers_arp_requests_for_its_address_only() {
-    let mut r = Raw::new(Sim::host_config(1));
+    let mut r = Raw::new(quiet());
     let mut f = vec![0u8; 14 + arp::PACKET_LEN];
     f[..6].copy_from_slice(&ethernet::BROADCAST);
     f[6..12].copy_from_slice(&PEER_MAC);
@@ -41,7 +49,7 @@ fn answers_arp_requests_for_its_address_only() {
 
 #[test]
 fn frames_wait_for_arp_and_are_dropped_when_it_fails() {
-    let mut r = Raw::new(Sim::host_config(1));
+    let mut r = Raw::new(quiet());
     let c = r.e.tcp_connect(Instant::ZERO, peer_addr(80)).unwrap();
     let out = r.frames();
     // Only the ARP request: the SYN waits.
@@ -59,7 +67,7 @@ fn frames_wait_for_arp_and_are_dropped_when_it_fails() {
     assert!(syn[0].flags.contains(linerate_wire::tcp::Flags::SYN));
     let _ = c;
     // An unanswered resolution: retries every second, then gives up and drops.
-    let mut r = Raw::new(Sim::host_config(1));
+    let mut r = Raw::new(quiet());
     r.e.tcp_connect(Instant::ZERO, peer_addr(80)).unwrap();
     r.frames();
     r.advance(Duration::from_millis(2_500));
@@ -115,7 +123,7 @@ fn echo_replies_v4_and_v6() {
 
 #[test]
 fn neighbour_solicitation_is_answered() {
-    let mut r = Raw::new(Sim::host_config(1));
+    let mut r = Raw::new(quiet());
     let me = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
     let peer = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
     let group = ndp::solicited_node_multicast(&me);
@@ -206,6 +214,7 @@ fn arp_request_from(ip: [u8; 4]) -> Vec<u8> {
 fn neighbour_table_is_bounded_under_a_spoofed_arp_flood() {
     let mut cfg = Sim::host_config(1);
     cfg.neighbor_max = 8;
+    cfg.announcements = 0;
     let mut r = Raw::new(cfg);
     for i in 0..100u8 {
         r.input(&arp_request_from([10, 0, 0, 10 + i]));
@@ -251,6 +260,7 @@ fn neighbour_table_is_bounded_under_a_spoofed_arp_flood() {
 fn syn_flood_from_many_on_link_sources_starts_bounded_resolutions() {
     let mut cfg = Sim::host_config(1);
     cfg.neighbor_max = 8;
+    cfg.announcements = 0;
     let mut r = Raw::new(cfg);
     r.e.tcp_listen(80).unwrap();
     for i in 0..100u8 {

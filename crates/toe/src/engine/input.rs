@@ -96,6 +96,15 @@ impl Engine {
 
     /// RFC 826 "packet reception": merge the sender if known, add it if the request
     /// is for us, answer requests for our address.
+    ///
+    /// A gratuitous ARP (request or reply with sender and target protocol
+    /// address the same, RFC 5227 section 3) from a neighbour in the table
+    /// moves it to the new MAC (the merge); one from an address not in the
+    /// table adds nothing, as Linux with its default `arp_accept=0`: only a
+    /// packet whose target is our address creates an entry. A packet from
+    /// another MAC claiming our own address (RFC 5227 section 2.4's conflict) is
+    /// counted in `arp_conflicts` and otherwise ignored: no entry for our
+    /// address, no reply, no defence (RFC 5227 makes defending optional).
     fn arp_input(&mut self, now: Instant, data: &[u8]) {
         self.counters.arp_in += 1;
         let Some(me) = self.cfg.ipv4 else { return };
@@ -114,6 +123,13 @@ impl Engine {
         let spa = Ipv4Addr::from(p.spa());
         let sha = p.sha();
         if spa.is_unspecified() || sha == ethernet::BROADCAST || sha[0] & 1 == 1 {
+            return;
+        }
+        if spa == me.addr {
+            // Our own announcements looped back are not a conflict.
+            if sha != self.cfg.mac {
+                self.counters.arp_conflicts += 1;
+            }
             return;
         }
         let for_me = Ipv4Addr::from(p.tpa()) == me.addr;

@@ -14,6 +14,7 @@
 //! (`time_wait`); connections with something to send wait in a round-robin
 //! queue, visited again only while they may have more to send.
 
+mod announce;
 pub(crate) mod flow_hash;
 mod icmp;
 mod input;
@@ -114,6 +115,8 @@ pub struct Engine {
     challenge: PerSecond,
     /// The latest time the engine was given (for calls that take none).
     clock: Instant,
+    /// Gratuitous ARP / unsolicited NA rounds still to send.
+    announce: announce::Announce,
     /// The frame being processed, while [`Engine::handle_frames`] owns it.
     rx_owned: Option<OwnedFrame>,
     /// The connection (slot, generation) that adopted part of that frame.
@@ -138,6 +141,11 @@ impl Engine {
         let udp = udp::UdpTable::new(config.icmp_error_rate, config.icmp_error_burst);
         let pmtu = PmtuCache::new(config.pmtu_entries, config.pmtu_expiry);
         let challenge = PerSecond::new(config.tcp.challenge_ack_limit);
+        let announce = announce::Announce::new(
+            config.announcements,
+            config.ipv4.is_some(),
+            config.ipv6.is_some(),
+        );
         // From a generator of its own, so the main one's sequence (ports, ISN
         // offsets) is what it was without it.
         let flow_hash = FlowHash::new(&mut Rng::new(
@@ -165,6 +173,7 @@ impl Engine {
             udp,
             pmtu,
             challenge,
+            announce,
             clock: Instant::ZERO,
             rx_owned: None,
             adopted: None,
@@ -185,11 +194,13 @@ impl Engine {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conn = self.timers.peek().map(|(t, _)| t);
         let conn = earliest(conn, self.time_wait.next_expiry());
+        let conn = earliest(conn, self.announce.deadline());
         earliest(conn, self.neighbors.next_deadline())
     }
 
     /// Runs every timer due at `now`: retransmissions, delayed ACKs, zero-window
-    /// probes, TIME-WAIT expiry, neighbour resolution retries.
+    /// probes, TIME-WAIT expiry, neighbour resolution retries, gratuitous ARP
+    /// announcements.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = self.clock.max(now);
         while let Some(idx) = self.timers.pop_due(now) {
@@ -201,6 +212,9 @@ impl Engine {
         }
         self.time_wait_timers(now);
         self.neighbor_timers(now);
+        if self.announce.left != 0 {
+            self.announce(now);
+        }
     }
 
     /// Hands every frame due now to `out`, with its offload metadata; returns how
@@ -231,6 +245,9 @@ impl Engine {
     /// TCP headers and payload are written straight into the sink's buffer.
     pub fn poll_transmit_into(&mut self, now: Instant, sink: &mut impl TxSink) -> usize {
         self.clock = self.clock.max(now);
+        if self.announce.left != 0 {
+            self.announce(now);
+        }
         let mut n = 0;
         if !self.flush_control(sink, &mut n) || !self.flush_udp(now, sink, &mut n) {
             self.counters.tx_frames += n as u64;
