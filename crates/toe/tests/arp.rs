@@ -446,3 +446,44 @@ fn an_expired_neighbour_is_resolved_again_before_the_frame_goes() {
     assert!(tcp.iter().all(|f| eth_dst(f) == NEW_MAC));
     assert_eq!(parse_tcp(tcp[0], r.now).unwrap().payload, b"late");
 }
+
+/// An ARP probe for our address (RFC 5227 section 2.1.1: sender address
+/// 0.0.0.0, target our address) is answered, as Linux answers it, to the
+/// prober's MAC with target address 0.0.0.0, so a host checking whether the
+/// address is free learns that it is not; the prober is not learnt, and a
+/// probe for another address draws nothing.
+#[test]
+fn an_arp_probe_for_our_address_is_answered() {
+    let mut r = host(|_| {});
+    let prober = [2, 0, 0, 0, 0, 0x77];
+    let probe = |tpa| {
+        arp_frame(
+            prober,
+            BROADCAST,
+            ArpOperation::REQUEST,
+            prober,
+            [0; 4],
+            [0; 6],
+            tpa,
+        )
+    };
+    r.input(&probe([10, 0, 0, 99]));
+    assert!(r.frames().is_empty(), "a probe for another address");
+    r.input(&probe(ME_IP));
+    let reply = r.frames();
+    assert_eq!(reply.len(), 1);
+    let a = parse_arp(&reply[0]).unwrap();
+    assert_eq!(
+        a,
+        Arp {
+            eth_dst: prober,
+            eth_src: ME_MAC,
+            oper: 2,
+            sha: ME_MAC,
+            spa: ME_IP,
+            tha: prober,
+            tpa: [0; 4],
+        }
+    );
+    assert_eq!(r.e.counters().arp_conflicts, 0, "a probe is no conflict");
+}

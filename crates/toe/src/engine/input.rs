@@ -122,7 +122,16 @@ impl Engine {
         }
         let spa = Ipv4Addr::from(p.spa());
         let sha = p.sha();
-        if spa.is_unspecified() || sha == ethernet::BROADCAST || sha[0] & 1 == 1 {
+        if sha == ethernet::BROADCAST || sha[0] & 1 == 1 {
+            return;
+        }
+        if spa.is_unspecified() {
+            // An ARP probe (RFC 5227 section 2.1.1): another host asks whether
+            // our address is in use before taking it. Answered, as Linux does,
+            // to the prober's MAC with target address 0.0.0.0; nothing learned.
+            if p.oper() == arp::operation::REQUEST && Ipv4Addr::from(p.tpa()) == me.addr {
+                self.reply_arp(sha, [0; 4]);
+            }
             return;
         }
         if spa == me.addr {
@@ -136,13 +145,19 @@ impl Engine {
         let released = self.learn_neighbor(now, IpAddr::V4(spa), sha, for_me);
         self.release(released, sha);
         if for_me && p.oper() == arp::operation::REQUEST {
-            let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
-            super::output::put_eth(&mut f, sha, self.cfg.mac, ethertype::ARP);
-            let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
-            if arp::emit_reply(body, self.cfg.mac, me.addr.octets(), sha, spa.octets()).is_ok() {
-                self.counters.arp_replies_out += 1;
-                self.control.push_back((f, OffloadMeta::plain()));
-            }
+            self.reply_arp(sha, spa.octets());
+        }
+    }
+
+    /// Queues an ARP reply with our address to `sha`, target address `tpa`.
+    fn reply_arp(&mut self, sha: [u8; 6], tpa: [u8; 4]) {
+        let Some(me) = self.cfg.ipv4 else { return };
+        let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
+        super::output::put_eth(&mut f, sha, self.cfg.mac, ethertype::ARP);
+        let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
+        if arp::emit_reply(body, self.cfg.mac, me.addr.octets(), sha, tpa).is_ok() {
+            self.counters.arp_replies_out += 1;
+            self.control.push_back((f, OffloadMeta::plain()));
         }
     }
 
