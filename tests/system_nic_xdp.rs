@@ -315,6 +315,9 @@ fn exchange(link: &mut Link) -> usize {
         .unwrap();
     ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let mut sent = Vec::new();
+    // One deadline for the whole exchange: a lost datagram fails it in seconds,
+    // not in a wait per round.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     for &size in &sizes {
         for r in 0..ROUNDS {
             let payloads: Vec<Vec<u8>> = (0..size)
@@ -325,7 +328,6 @@ fn exchange(link: &mut Link) -> usize {
             link.send_all(frames);
             assert_eq!(link.tx_frames - before, size as u64);
             sent.extend(payloads);
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
             while received.load(std::sync::atomic::Ordering::Acquire) < sent.len()
                 && std::time::Instant::now() < deadline
             {

@@ -220,7 +220,7 @@ pub struct Config {
     /// `ndp_unsolicited_adverts_out`. 0: none (for tests that count frames).
     pub announcements: u32,
     /// Time between gratuitous ARP announcements (RFC 5227's
-    /// ANNOUNCE_INTERVAL, 2 s).
+    /// ANNOUNCE_INTERVAL, 2 s). Zero sends them all at once.
     pub announce_interval: Duration,
     /// TCP defaults.
     pub tcp: TcpConfig,

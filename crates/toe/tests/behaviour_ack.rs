@@ -245,9 +245,11 @@ fn each_out_of_order_frame_gets_its_own_duplicate_ack() {
         vec![hole_at; 4],
         "one duplicate ACK per out-of-order frame"
     );
-    // Retransmitted data already held is a duplicate too: acknowledged at once.
+    // Retransmitted data already held is a duplicate too: acknowledged at once,
+    // each frame on its own.
     p.r.input(&behind[1]);
-    assert_eq!(p.acks_now(), vec![hole_at]);
+    p.r.input(&behind[2]);
+    assert_eq!(p.acks_now(), vec![hole_at; 2]);
     p.r.input(&lost);
     p.read();
     assert_eq!(
@@ -258,4 +260,49 @@ fn each_out_of_order_frame_gets_its_own_duplicate_ack() {
     assert!(p.r.advance(DELACK * 2).is_empty());
     assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
     assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
+}
+
+/// Reordering inside one receive batch, nothing lost: frames 2 to 5 arrive
+/// before frame 1, all before the engine next transmits. One ACK covers all
+/// five; no duplicate ACK goes out carrying the new acknowledgement number,
+/// which a sender would count as a duplicate of data never lost.
+#[test]
+fn reordering_healed_within_one_batch_is_acknowledged_once() {
+    let mut p = Peer::new();
+    p.spend_quickack();
+    p.r.now += Duration::from_millis(500);
+    let first = p.frame(MSS as usize);
+    let behind: Vec<Vec<u8>> = (0..4).map(|_| p.frame(MSS as usize)).collect();
+    for f in &behind {
+        p.r.input(f);
+    }
+    p.r.input(&first);
+    p.read();
+    assert_eq!(p.acks_now(), vec![p.seq], "one ACK for the five frames");
+    assert!(p.r.advance(DELACK * 2).is_empty());
+    assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
+    assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
+}
+
+/// Data the engine has already acknowledged, retransmitted needlessly (wholly
+/// below RCV.NXT), draws an immediate duplicate ACK per frame too.
+#[test]
+fn each_wholly_old_frame_gets_its_own_duplicate_ack() {
+    let mut p = Peer::new();
+    p.spend_quickack();
+    p.r.now += Duration::from_millis(500);
+    let old: Vec<Vec<u8>> = (0..3).map(|_| p.frame(MSS as usize)).collect();
+    for f in &old {
+        p.r.input(f);
+    }
+    p.read();
+    assert_eq!(p.acks_now(), vec![p.seq], "at least every second segment");
+    for f in &old {
+        p.r.input(f);
+    }
+    assert_eq!(
+        p.acks_now(),
+        vec![p.seq; 3],
+        "one duplicate ACK per old frame"
+    );
 }

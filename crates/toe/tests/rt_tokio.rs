@@ -321,3 +321,30 @@ fn default_seed_comes_from_the_operating_system() {
         }
     }
 }
+
+/// The queues are one interface: only the first announces its addresses
+/// (RFC 5227 asks for two gratuitous ARPs per interface, not per queue).
+#[test]
+fn one_queue_announces_for_the_interface() {
+    let (crt, _srt) = two_runtimes(4);
+    let h = crt.handle().clone();
+    let deadline = std::time::Instant::now() + LIMIT;
+    let announced = |q| {
+        h.with_engine_blocking(q, |e| {
+            let c = e.counters();
+            (c.arp_announcements_out, c.ndp_unsolicited_adverts_out)
+        })
+        .unwrap()
+    };
+    while announced(0).0 == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        announced(0).0 >= 1 && announced(0).1 == 1,
+        "{:?}",
+        announced(0)
+    );
+    for q in 1..4 {
+        assert_eq!(announced(q), (0, 0), "queue {q}");
+    }
+}

@@ -394,7 +394,13 @@ impl Runtime {
                 stats: StatCells::default(),
             });
             let seed = cfg.seed ^ (q as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let engine = Engine::new(engine_cfg.clone(), seed);
+            // The queues are one interface: the first announces its addresses
+            // (gratuitous ARP, unsolicited NA), the others keep quiet.
+            let mut queue_cfg = engine_cfg.clone();
+            if q > 0 {
+                queue_cfg.announcements = 0;
+            }
+            let engine = Engine::new(queue_cfg, seed);
             let driver = Driver::new(engine, nic.clone(), q)?;
             let ports = match &cfg.steering {
                 Some(s) => {

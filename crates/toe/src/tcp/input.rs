@@ -233,7 +233,13 @@ impl Conn {
         if !acceptable {
             c.tcp_out_of_window += 1;
             if !seg.has(Flags::RST) {
-                self.want_ack();
+                // Data wholly old (a needless retransmission) or past the
+                // window: a duplicate ACK of its own, as for out-of-order data
+                // (Linux rate-limits only the dataless ones).
+                match self.state.rcv_mut() {
+                    Some(r) if !seg.payload.is_empty() => r.owe_dup_ack(),
+                    _ => self.want_ack(),
+                }
                 let two_msl = self.params.tcp.msl * 2;
                 if let State::TimeWait(t) = &mut self.state
                     && seg.has(Flags::FIN)
@@ -444,6 +450,10 @@ impl Conn {
             self.rx.commit(written);
         }
         rcv.nxt = rcv.nxt.plus(written);
+        // Duplicates owed for out-of-order frames earlier in this batch would
+        // now carry the new RCV.NXT: to the sender, duplicates of data never
+        // lost. The ACK this segment calls for covers them.
+        rcv.dup_owed = 0;
         if !self.asm.is_empty() {
             while let Some(end) = self.asm.pop_front(rcv.nxt) {
                 let more = end.since(rcv.nxt);
