@@ -23,7 +23,10 @@
 //!   buffers like linerate's.
 //!
 //! Gbit/s is goodput over wall time; CPU s/GB is the thread's user + system time
-//! (`getrusage(RUSAGE_THREAD)`) per 10^9 application bytes. The clock is real time,
+//! per 10^9 application bytes: the scheduler's account that
+//! `getrusage(RUSAGE_THREAD)` reports, read through the thread's CPU-time clock
+//! (`CLOCK_THREAD_CPUTIME_ID`, nanoseconds; getrusage's own figure lags it by up to
+//! a millisecond, `linerate_testkit::cpu` checks they agree). The clock is real time,
 //! except that when nothing can happen before a timer the driver jumps to it rather
 //! than sleeping, so wall time is work. Both ends run on the one thread, so CPU
 //! s/GB counts sender and receiver together. The machine may be shared: cells run
