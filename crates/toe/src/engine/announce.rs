@@ -12,15 +12,13 @@
 //! probes) is not done: the engine is configured with its addresses.
 
 use super::Engine;
-use super::output::{IpTo, put_eth};
+use super::output::put_eth;
 use crate::time::Instant;
 use linerate_offload::OffloadMeta;
 use linerate_wire::arp;
 use linerate_wire::ethernet::{self, ethertype};
 use linerate_wire::icmp::ndp;
-use linerate_wire::icmp::v6::Addrs;
-use linerate_wire::ipv4::protocol;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::Ipv6Addr;
 
 /// The IPv6 all-nodes multicast address ff02::1.
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
@@ -75,34 +73,8 @@ impl Engine {
             }
         }
         if let (true, Some(me)) = (first, self.cfg.ipv6) {
-            let flags = linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
-                router: false,
-                solicited: false,
-                r#override: true,
-            };
-            let (s, d) = (me.addr.octets(), ALL_NODES.octets());
-            let before = self.control.len();
-            self.send_ip_direct(
-                IpTo {
-                    mac: ndp::multicast_mac(&d),
-                    src: IpAddr::V6(me.addr),
-                    dst: IpAddr::V6(ALL_NODES),
-                    proto: protocol::ICMPV6,
-                    hop: 255,
-                },
-                ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN,
-                |b| {
-                    ndp::emit_neighbor_advertisement(
-                        b,
-                        Addrs { src: &s, dst: &d },
-                        &s,
-                        flags,
-                        Some(mac),
-                    )
-                    .is_ok()
-                },
-            );
-            if self.control.len() > before {
+            let to = ndp::multicast_mac(&ALL_NODES.octets());
+            if self.send_neighbor_advert(me.addr, to, ALL_NODES, false) {
                 self.counters.icmp_out_msgs += 1;
                 self.counters.ndp_unsolicited_adverts_out += 1;
             }

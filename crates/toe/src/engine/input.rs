@@ -413,31 +413,8 @@ impl Engine {
                     } else {
                         from.mac
                     };
-                    let flags = etherparse_na_flags(!src.is_unspecified());
-                    let len = ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN;
-                    let mac = self.cfg.mac;
-                    let (s, d) = (me.addr.octets(), reply_to.octets());
                     self.counters.icmp_out_msgs += 1;
-                    self.send_ip_direct(
-                        IpTo {
-                            mac: dst_mac,
-                            src: IpAddr::V6(me.addr),
-                            dst: IpAddr::V6(reply_to),
-                            proto: protocol::ICMPV6,
-                            hop: 255,
-                        },
-                        len,
-                        |b| {
-                            ndp::emit_neighbor_advertisement(
-                                b,
-                                Addrs { src: &s, dst: &d },
-                                &s,
-                                flags,
-                                Some(mac),
-                            )
-                            .is_ok()
-                        },
-                    );
+                    self.send_neighbor_advert(me.addr, dst_mac, reply_to, !src.is_unspecified());
                 } else {
                     self.counters.ndp_in_adverts += 1;
                     if let Some(mac) = n.target_lladdr() {
@@ -760,14 +737,45 @@ fn udp_in<'a>(
     }
 }
 
-/// Neighbour advertisement flags: solicited (when answering a unicast
-/// solicitation) and override, never router.
-fn etherparse_na_flags(
-    solicited: bool,
-) -> linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
-    linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
-        router: false,
-        solicited,
-        r#override: true,
+impl Engine {
+    /// Queues a neighbour advertisement for our address `me` (override set, with
+    /// our link-layer address) to `dst` at `dst_mac`: solicited, or unsolicited
+    /// (RFC 4861 section 7.2.6). True if it was queued.
+    pub(super) fn send_neighbor_advert(
+        &mut self,
+        me: Ipv6Addr,
+        dst_mac: [u8; 6],
+        dst: Ipv6Addr,
+        solicited: bool,
+    ) -> bool {
+        let flags = linerate_wire::etherparse::icmpv6::NeighborAdvertisementHeader {
+            router: false,
+            solicited,
+            r#override: true,
+        };
+        let mac = self.cfg.mac;
+        let (s, d) = (me.octets(), dst.octets());
+        let before = self.control.len();
+        self.send_ip_direct(
+            IpTo {
+                mac: dst_mac,
+                src: IpAddr::V6(me),
+                dst: IpAddr::V6(dst),
+                proto: protocol::ICMPV6,
+                hop: 255,
+            },
+            ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN,
+            |b| {
+                ndp::emit_neighbor_advertisement(
+                    b,
+                    Addrs { src: &s, dst: &d },
+                    &s,
+                    flags,
+                    Some(mac),
+                )
+                .is_ok()
+            },
+        );
+        self.control.len() > before
     }
 }
