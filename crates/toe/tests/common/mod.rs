@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod raw;
+pub mod smol;
 pub mod udp;
 
 use linerate_toe::sim::Sim;
