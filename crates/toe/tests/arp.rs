@@ -96,6 +96,24 @@ fn arp_frame(
     f
 }
 
+/// A broadcast ARP request from (`mac`, `spa`) for `tpa`.
+fn request(mac: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) -> Vec<u8> {
+    arp_frame(mac, BROADCAST, ArpOperation::REQUEST, mac, spa, [0; 6], tpa)
+}
+
+/// The peer's ARP reply to us, giving `mac` for its address.
+fn peer_reply(mac: [u8; 6]) -> Vec<u8> {
+    arp_frame(
+        mac,
+        ME_MAC,
+        ArpOperation::REPLY,
+        mac,
+        PEER_IP,
+        ME_MAC,
+        ME_IP,
+    )
+}
+
 /// A gratuitous ARP from (`mac`, `ip`): a request (target hardware address
 /// zero) or a reply (target hardware address broadcast, as `arping -A` sends),
 /// broadcast, sender and target protocol address both `ip`.
@@ -103,7 +121,7 @@ fn garp(mac: [u8; 6], ip: [u8; 4], reply: bool) -> Vec<u8> {
     if reply {
         arp_frame(mac, BROADCAST, ArpOperation::REPLY, mac, ip, BROADCAST, ip)
     } else {
-        arp_frame(mac, BROADCAST, ArpOperation::REQUEST, mac, ip, [0; 6], ip)
+        request(mac, ip, ip)
     }
 }
 
@@ -308,15 +326,7 @@ fn gratuitous_arp_from_an_unknown_address_creates_no_entry() {
         })
     );
     // The answer releases the SYN, to the MAC it gives.
-    r.input(&arp_frame(
-        NEW_MAC,
-        ME_MAC,
-        ArpOperation::REPLY,
-        NEW_MAC,
-        PEER_IP,
-        ME_MAC,
-        ME_IP,
-    ));
+    r.input(&peer_reply(NEW_MAC));
     let syn = r.frames();
     assert_eq!(syn.len(), 1);
     assert_eq!(eth_dst(&syn[0]), NEW_MAC);
@@ -339,15 +349,7 @@ fn gratuitous_arp_for_our_address_is_counted_as_a_conflict() {
     r.input(&garp(intruder, ME_IP, false));
     r.input(&garp(intruder, ME_IP, true));
     // An ordinary request sent from our address by another host.
-    r.input(&arp_frame(
-        intruder,
-        BROADCAST,
-        ArpOperation::REQUEST,
-        intruder,
-        ME_IP,
-        [0; 6],
-        PEER_IP,
-    ));
+    r.input(&request(intruder, ME_IP, PEER_IP));
     assert!(r.frames().is_empty(), "nothing answered");
     assert_eq!(r.e.counters().arp_conflicts, 3);
     // Our own announcement looped back.
@@ -355,15 +357,7 @@ fn gratuitous_arp_for_our_address_is_counted_as_a_conflict() {
     assert!(r.frames().is_empty());
     assert_eq!(r.e.counters().arp_conflicts, 3);
     // Still ours: a request for our address is answered with our MAC.
-    r.input(&arp_frame(
-        PEER_MAC,
-        BROADCAST,
-        ArpOperation::REQUEST,
-        PEER_MAC,
-        PEER_IP,
-        [0; 6],
-        ME_IP,
-    ));
+    r.input(&request(PEER_MAC, PEER_IP, ME_IP));
     let reply = r.frames();
     assert_eq!(reply.len(), 1);
     let a = parse_arp(&reply[0]).unwrap();
@@ -428,15 +422,7 @@ fn an_expired_neighbour_is_resolved_again_before_the_frame_goes() {
         waiting.iter().all(|(_, f)| parse_arp(f).is_some()),
         "{waiting:?}"
     );
-    r.input(&arp_frame(
-        NEW_MAC,
-        ME_MAC,
-        ArpOperation::REPLY,
-        NEW_MAC,
-        PEER_IP,
-        ME_MAC,
-        ME_IP,
-    ));
+    r.input(&peer_reply(NEW_MAC));
     let out = r.frames();
     let tcp: Vec<_> = out
         .iter()
@@ -456,17 +442,7 @@ fn an_expired_neighbour_is_resolved_again_before_the_frame_goes() {
 fn an_arp_probe_for_our_address_is_answered() {
     let mut r = host(|_| {});
     let prober = [2, 0, 0, 0, 0, 0x77];
-    let probe = |tpa| {
-        arp_frame(
-            prober,
-            BROADCAST,
-            ArpOperation::REQUEST,
-            prober,
-            [0; 4],
-            [0; 6],
-            tpa,
-        )
-    };
+    let probe = |tpa| request(prober, [0; 4], tpa);
     r.input(&probe([10, 0, 0, 99]));
     assert!(r.frames().is_empty(), "a probe for another address");
     r.input(&probe(ME_IP));

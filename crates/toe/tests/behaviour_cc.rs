@@ -30,23 +30,18 @@ struct Event {
 /// last four go, and with nothing more to send 10 segments are in flight.
 /// Segment 4 was lost: three duplicate ACKs for it start a fast retransmit.
 fn fast_retransmit(tune: impl FnOnce(&mut Config)) -> Event {
-    let mut r = Raw::host(|c| {
-        c.offloads = false;
-        c.neighbor_ttl = std::time::Duration::from_secs(3600);
-        tune(c);
-    });
-    let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
-    let syn = r.segments().remove(0);
-    let port = r.answer_syn(
-        c,
-        &syn,
+    let (mut r, c, port, base) = connected(
+        |c| {
+            c.offloads = false;
+            c.neighbor_ttl = std::time::Duration::from_secs(3600);
+            tune(c);
+        },
         &[
             O::MaximumSegmentSize(MSS as u16),
             O::Noop,
             O::WindowScale(4),
         ],
     );
-    let base = syn.seq.wrapping_add(1);
     let data = common::pattern(14 * MSS, 4);
     r.e.tcp_send(c, &data).unwrap();
     let mut high = base;

@@ -20,23 +20,18 @@ const MSS: u32 = 1000;
 /// Established with a peer offering MSS 1000, SACK, window scale 4 and a 60,000 byte
 /// window, no timestamps, offloads off (one segment per frame).
 fn established(tune: impl FnOnce(&mut linerate_toe::Config)) -> (Raw, SocketHandle, u16, u32) {
-    let mut r = Raw::host(|c| {
-        c.offloads = false;
-        tune(c);
-    });
-    let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
-    let syn = r.segments().remove(0);
-    let port = r.answer_syn(
-        c,
-        &syn,
+    connected(
+        |c| {
+            c.offloads = false;
+            tune(c);
+        },
         &[
             O::MaximumSegmentSize(MSS as u16),
             O::SelectiveAcknowledgementPermitted,
             O::Noop,
             O::WindowScale(4),
         ],
-    );
-    (r, c, port, syn.seq.wrapping_add(1))
+    )
 }
 
 /// An ACK from the peer with SACK blocks given as segment ranges `[a, b)` above `base`.

@@ -11,11 +11,10 @@
 
 mod common;
 
-use common::pattern;
+use common::{faulty_link, pattern, recv_each, send_then_shut, server_addr};
+use linerate_toe::TcpState;
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Error, TcpState};
 use sha2::{Digest, Sha256};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Bytes per transfer.
@@ -36,18 +35,6 @@ const LEN: usize = 1 << 20;
 /// the receiver's 40 ms delayed ACK. 30 s holds every seed measured with a wide
 /// margin and still fails a stall (a connection whose timers stopped).
 const SIM_BOUND: Duration = Duration::from_secs(30);
-
-/// The link of the campaign.
-fn faulty(seed: u64) -> LinkConfig {
-    LinkConfig {
-        loss: 0.05,
-        reorder: 0.05,
-        duplicate: 0.01,
-        corrupt: 0.001,
-        seed,
-        ..LinkConfig::default()
-    }
-}
 
 /// What a seed runs with: offloads on for even seeds, IPv6 for every second pair,
 /// and GRO (super-frames delivered whole) on every fourth offload run.
@@ -73,16 +60,10 @@ fn one(seed: u64) -> Result<Outcome, String> {
     let (offloads, v6, gro) = shape(seed);
     let link = LinkConfig {
         gro,
-        ..faulty(seed)
+        ..faulty_link(seed)
     };
     let mut sim = Sim::two_hosts(offloads, seed, link);
-    let server: SocketAddr = if v6 {
-        "[fd00::2]:5001"
-    } else {
-        "10.0.0.2:5001"
-    }
-    .parse()
-    .unwrap();
+    let server = server_addr(v6);
     let data = pattern(LEN, seed);
     let l = sim.engines[1].tcp_listen(server.port()).unwrap();
     let start = sim.now;
@@ -95,36 +76,23 @@ fn one(seed: u64) -> Result<Outcome, String> {
     let deadline = start + SIM_BOUND;
     sim.run_until(deadline, |sim| {
         s = s.or_else(|| sim.engines[1].tcp_accept(l).ok());
-        while sent < LEN {
-            match sim.engines[0].tcp_send(c, &data[sent..]) {
-                Ok(n) => sent += n,
-                Err(Error::WouldBlock) => break,
-                Err(e) => {
-                    failure = Some(format!("send failed after {sent} bytes: {e}"));
-                    return true;
-                }
-            }
-        }
-        if sent == LEN && !shut {
-            sim.engines[0].tcp_shutdown(c).unwrap();
-            shut = true;
+        if let Err(e) = send_then_shut(&mut sim.engines[0], c, &data, &mut sent, &mut shut) {
+            failure = Some(format!("send failed after {sent} bytes: {e}"));
+            return true;
         }
         if let Some(s) = s {
-            loop {
-                match sim.engines[1].tcp_recv(s, &mut buf) {
-                    Ok(0) => {
-                        eof_at.get_or_insert(sim.now);
-                        break;
-                    }
-                    Ok(n) => {
-                        hash.update(&buf[..n]);
-                        got += n;
-                    }
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => {
-                        failure = Some(format!("recv failed after {got} bytes: {e}"));
-                        return true;
-                    }
+            let read = recv_each(&mut sim.engines[1], s, &mut buf, |d| {
+                hash.update(d);
+                got += d.len();
+            });
+            match read {
+                Ok(true) => {
+                    eof_at.get_or_insert(sim.now);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    failure = Some(format!("recv failed after {got} bytes: {e}"));
+                    return true;
                 }
             }
         }

@@ -11,11 +11,10 @@
 
 mod common;
 
-use common::pattern;
+use common::{faulty_link, pattern, recv_each, send_then_shut, server_addr};
+use linerate_toe::Counters;
 use linerate_toe::sim::{Delivery, LinkConfig, Sim};
-use linerate_toe::{Counters, Error};
 use sha2::{Digest, Sha256};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 const LEN: usize = 1 << 20;
@@ -30,23 +29,14 @@ struct Run {
 /// 1 MiB from engine 0 to engine 1 over a faulty link; the sender closes and the
 /// run continues until the receiver has read everything and the end of stream.
 fn run(engine_seed: u64, link_seed: u64, offloads: bool, v6: bool) -> Run {
+    // The campaign's link with ten times the corruption.
     let link = LinkConfig {
-        loss: 0.05,
-        reorder: 0.05,
-        duplicate: 0.01,
         corrupt: 0.01,
-        seed: link_seed,
-        ..LinkConfig::default()
+        ..faulty_link(link_seed)
     };
     let mut sim = Sim::two_hosts(offloads, engine_seed, link);
     sim.link.tap();
-    let server: SocketAddr = if v6 {
-        "[fd00::2]:5001"
-    } else {
-        "10.0.0.2:5001"
-    }
-    .parse()
-    .unwrap();
+    let server = server_addr(v6);
     let data = pattern(LEN, 9);
     let l = sim.engines[1].tcp_listen(server.port()).unwrap();
     let c = sim.engines[0].tcp_connect(sim.now, server).unwrap();
@@ -55,32 +45,14 @@ fn run(engine_seed: u64, link_seed: u64, offloads: bool, v6: bool) -> Run {
     let deadline = sim.now + Duration::from_secs(60);
     let done = sim.run_until(deadline, |sim| {
         s = s.or_else(|| sim.engines[1].tcp_accept(l).ok());
-        while sent < LEN {
-            match sim.engines[0].tcp_send(c, &data[sent..]) {
-                Ok(n) => sent += n,
-                Err(Error::WouldBlock) => break,
-                Err(e) => panic!("send: {e}"),
-            }
-        }
-        if sent == LEN && !shut {
-            sim.engines[0].tcp_shutdown(c).unwrap();
-            shut = true;
-        }
+        send_then_shut(&mut sim.engines[0], c, &data, &mut sent, &mut shut)
+            .unwrap_or_else(|e| panic!("send: {e}"));
         if let Some(s) = s {
-            loop {
-                match sim.engines[1].tcp_recv(s, &mut buf) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        assert_eq!(&buf[..n], &data[got..got + n]);
-                        got += n;
-                    }
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("recv: {e}"),
-                }
-            }
+            eof = recv_each(&mut sim.engines[1], s, &mut buf, |d| {
+                assert_eq!(d, &data[got..got + d.len()]);
+                got += d.len();
+            })
+            .unwrap_or_else(|e| panic!("recv: {e}"));
         }
         eof
     });

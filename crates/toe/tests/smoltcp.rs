@@ -7,18 +7,15 @@
 
 mod common;
 
+use common::smol::{Sink, Source, smol_connect, smol_host, smol_time};
 use common::{fnv, pattern};
 use linerate_offload::OffloadMeta;
 use linerate_toe::sim::{Link, LinkConfig, Sim};
 use linerate_toe::{Engine, Error, Instant, TcpState};
-use sha2::{Digest, Sha256};
-use smoltcp::iface::{Config as SmolConfig, Interface, SocketSet};
+use smoltcp::iface::{Interface, SocketSet};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 use std::time::Duration;
-
-const SMOL_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 /// smoltcp's device: port `port` of the link at virtual time `now`.
 struct Port<'a> {
@@ -88,10 +85,6 @@ impl Device for Port<'_> {
     }
 }
 
-fn smol_now(t: Instant) -> smoltcp::time::Instant {
-    smoltcp::time::Instant::from_micros(t.as_micros() as i64)
-}
-
 /// linerate (port 0, 10.0.0.1) and smoltcp (port 1, 10.0.0.2) on one link.
 struct Pair {
     link: Link,
@@ -113,20 +106,8 @@ impl Pair {
             port: 1,
             now: Instant::ZERO,
         };
-        let mut iface = Interface::new(
-            SmolConfig::new(HardwareAddress::Ethernet(EthernetAddress(SMOL_MAC))),
-            &mut port,
-            smol_now(Instant::ZERO),
-        );
-        iface.update_ip_addrs(|a| {
-            a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap();
-        });
-        let sock = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; 512 * 1024]),
-            tcp::SocketBuffer::new(vec![0; 512 * 1024]),
-        );
-        let mut sockets = SocketSet::new(vec![]);
-        let smol = sockets.add(sock);
+        // smoltcp's default seed, 0.
+        let (iface, sockets, smol) = smol_host(&mut port, 0, 512 * 1024);
         Pair {
             link,
             engine,
@@ -158,10 +139,11 @@ impl Pair {
             port: 1,
             now,
         };
-        self.iface.poll(smol_now(now), &mut port, &mut self.sockets);
+        self.iface
+            .poll(smol_time(now), &mut port, &mut self.sockets);
         let smol_next = self
             .iface
-            .poll_delay(smol_now(now), &self.sockets)
+            .poll_delay(smol_time(now), &self.sockets)
             .map(|d| now + Duration::from_micros(d.total_micros().max(1)));
         let next = [
             self.engine.poll_timeout(),
@@ -234,10 +216,7 @@ fn smoltcp_to_linerate(link: LinkConfig, offloads: bool, len: usize) -> Pair {
     let mut p = Pair::new(link, offloads);
     let l = p.engine.tcp_listen(5001).unwrap();
     let data = pattern(len, 6);
-    let cx = p.iface.context();
-    let sock = p.sockets.get_mut::<tcp::Socket>(p.smol);
-    sock.connect(cx, (IpAddress::v4(10, 0, 0, 1), 5001), 40_000)
-        .unwrap();
+    smol_connect(&mut p.iface, &mut p.sockets, p.smol);
     let (mut sent, mut got, mut s, mut closed) = (0, Vec::with_capacity(len), None, false);
     let mut buf = vec![0u8; 64 * 1024];
     let limit = Instant::ZERO + Duration::from_secs(600);
@@ -343,10 +322,7 @@ fn stream(offloads: bool, to_smoltcp: bool, total: usize) -> Duration {
         }
     } else {
         let l = p.engine.tcp_listen(5001).unwrap();
-        let cx = p.iface.context();
-        let sock = p.sockets.get_mut::<tcp::Socket>(p.smol);
-        sock.connect(cx, (IpAddress::v4(10, 0, 0, 1), 5001), 40_000)
-            .unwrap();
+        smol_connect(&mut p.iface, &mut p.sockets, p.smol);
         let mut s = None;
         while got < total {
             p.step();
@@ -385,46 +361,6 @@ fn smoltcp_throughput() {
     }
 }
 
-/// A long stream that never repeats: chunk `i` of 1 MiB is `pattern(1 MiB, seed + i)`.
-struct Source {
-    seed: u64,
-    chunk: Vec<u8>,
-    index: usize,
-}
-
-impl Source {
-    fn new(seed: u64) -> Source {
-        Source {
-            seed,
-            chunk: pattern(1 << 20, seed),
-            index: 0,
-        }
-    }
-
-    /// The bytes of the stream from `off` to the end of its chunk.
-    fn at(&mut self, off: usize) -> &[u8] {
-        let i = off >> 20;
-        if i != self.index {
-            self.chunk = pattern(1 << 20, self.seed + i as u64);
-            self.index = i;
-        }
-        &self.chunk[off & ((1 << 20) - 1)..]
-    }
-
-    /// SHA-256 of the first `len` bytes, computed independently of any transfer.
-    fn digest(seed: u64, len: usize) -> [u8; 32] {
-        let mut h = Sha256::new();
-        let mut off = 0;
-        let mut src = Source::new(seed);
-        while off < len {
-            let n = (len - off).min(1 << 20);
-            h.update(&src.at(off)[..n]);
-            off += n;
-        }
-        h.finalize().into()
-    }
-}
-
 /// What a hashed transfer did.
 struct Hashed {
     /// Simulated time to the receiver's end of stream.
@@ -439,9 +375,8 @@ struct Hashed {
 fn hashed(link: LinkConfig, offloads: bool, to_smoltcp: bool, len: usize, seed: u64) -> Hashed {
     let mut p = Pair::new(link, offloads);
     let mut src = Source::new(seed);
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let (mut sent, mut got, mut eof) = (0usize, 0usize, false);
+    let mut sink = Sink::default();
+    let (mut sent, mut eof) = (0usize, false);
     let limit = Instant::ZERO + Duration::from_secs(3600);
     if to_smoltcp {
         p.sock().listen(5001).unwrap();
@@ -452,24 +387,12 @@ fn hashed(link: LinkConfig, offloads: bool, to_smoltcp: bool, len: usize, seed: 
         let mut shut = false;
         while p.now < limit && !eof {
             p.step();
-            while sent < len {
-                let chunk = src.at(sent);
-                let n = chunk.len().min(len - sent);
-                match p.engine.tcp_send(c, &chunk[..n]) {
-                    Ok(k) => sent += k,
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("linerate send after {sent} bytes: {e}"),
-                }
-            }
+            src.send_linerate(&mut p.engine, c, &mut sent, len);
             if sent == len && !shut {
                 p.engine.tcp_shutdown(c).unwrap();
                 shut = true;
             }
-            while p.sock().can_recv() {
-                let n = p.sock().recv_slice(&mut buf).unwrap();
-                h.update(&buf[..n]);
-                got += n;
-            }
+            sink.recv_smol(p.sock());
             eof = !p.sock().may_recv() && shut;
         }
         let t = p.now - Instant::ZERO;
@@ -493,49 +416,24 @@ fn hashed(link: LinkConfig, offloads: bool, to_smoltcp: bool, len: usize, seed: 
         );
         Hashed {
             sim: t,
-            digest: h.finalize().into(),
-            received: got,
+            received: sink.got,
+            digest: sink.digest(),
             pair: p,
         }
     } else {
         let l = p.engine.tcp_listen(5001).unwrap();
-        let cx = p.iface.context();
-        p.sockets
-            .get_mut::<tcp::Socket>(p.smol)
-            .connect(cx, (IpAddress::v4(10, 0, 0, 1), 5001), 40_000)
-            .unwrap();
+        smol_connect(&mut p.iface, &mut p.sockets, p.smol);
         let (mut s, mut closed) = (None, false);
         while p.now < limit && !eof {
             p.step();
             s = s.or_else(|| p.engine.tcp_accept(l).ok());
-            while sent < len && p.sock().can_send() {
-                let chunk = src.at(sent);
-                let n = chunk.len().min(len - sent);
-                let k = p.sock().send_slice(&chunk[..n]).unwrap();
-                if k == 0 {
-                    break;
-                }
-                sent += k;
-            }
+            src.send_smol(p.sock(), &mut sent, len);
             if sent == len && !closed {
                 p.sock().close();
                 closed = true;
             }
             if let Some(s) = s {
-                loop {
-                    match p.engine.tcp_recv(s, &mut buf) {
-                        Ok(0) => {
-                            eof = true;
-                            break;
-                        }
-                        Ok(n) => {
-                            h.update(&buf[..n]);
-                            got += n;
-                        }
-                        Err(Error::WouldBlock) => break,
-                        Err(e) => panic!("linerate recv after {got} bytes: {e}"),
-                    }
-                }
+                eof = sink.recv_linerate(&mut p.engine, s);
             }
         }
         let t = p.now - Instant::ZERO;
@@ -554,8 +452,8 @@ fn hashed(link: LinkConfig, offloads: bool, to_smoltcp: bool, len: usize, seed: 
         );
         Hashed {
             sim: t,
-            digest: h.finalize().into(),
-            received: got,
+            received: sink.got,
+            digest: sink.digest(),
             pair: p,
         }
     }

@@ -29,16 +29,14 @@
 
 mod common;
 
-use common::pattern;
+use common::smol::{Sink, Source, smol_connect, smol_host, smol_time};
 use linerate_nic::memory::{self, Clock, Faults, PairConfig};
 use linerate_nic::{Batch, Counter, MemNic, Nic, NicCaps, Shim, ShimConfig};
 use linerate_testkit::smol::SmolPort;
 use linerate_toe::sim::Sim;
-use linerate_toe::{Engine, Error, Instant, PoolSink, SocketHandle, TcpState};
-use sha2::{Digest, Sha256};
-use smoltcp::iface::{Config as SmolConfig, Interface, SocketHandle as SmolHandle, SocketSet};
+use linerate_toe::{Engine, Instant, PoolSink, SocketHandle, TcpState};
+use smoltcp::iface::{Interface, SocketHandle as SmolHandle, SocketSet};
 use smoltcp::socket::tcp;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr};
 use std::time::Duration;
 
 /// One wire direction's propagation delay.
@@ -79,10 +77,6 @@ impl Port for Shim<MemNic> {
     }
 }
 
-fn smol_time(t: Instant) -> smoltcp::time::Instant {
-    smoltcp::time::Instant::from_micros(t.as_micros() as i64)
-}
-
 /// linerate (10.0.0.1) on port A, smoltcp (10.0.0.2) on port B.
 struct Pair<N: Port> {
     clock: Clock,
@@ -105,20 +99,7 @@ impl<N: Port> Pair<N> {
         cfg.tcp.recv_buffer = BUFFER;
         let engine = Engine::new(cfg, seed);
         let mut smol = SmolPort::new(smol);
-        let mut scfg = SmolConfig::new(HardwareAddress::Ethernet(EthernetAddress([
-            2, 0, 0, 0, 0, 2,
-        ])));
-        scfg.random_seed = seed;
-        let mut iface = Interface::new(scfg, &mut smol, smol_time(Instant::ZERO));
-        iface.update_ip_addrs(|a| {
-            a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 2), 24)).unwrap();
-        });
-        let socket = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0; BUFFER]),
-            tcp::SocketBuffer::new(vec![0; BUFFER]),
-        );
-        let mut sockets = SocketSet::new(vec![]);
-        let socket = sockets.add(socket);
+        let (iface, sockets, socket) = smol_host(&mut smol, seed, BUFFER);
         Pair {
             clock,
             engine,
@@ -223,46 +204,6 @@ impl<N: Port> Pair<N> {
     }
 }
 
-/// A long stream that never repeats: chunk `i` of 1 MiB is `pattern(1 MiB, seed + i)`.
-struct Source {
-    seed: u64,
-    chunk: Vec<u8>,
-    index: usize,
-}
-
-impl Source {
-    fn new(seed: u64) -> Source {
-        Source {
-            seed,
-            chunk: pattern(1 << 20, seed),
-            index: 0,
-        }
-    }
-
-    /// The stream from `off` to the end of its chunk.
-    fn at(&mut self, off: usize) -> &[u8] {
-        let i = off >> 20;
-        if i != self.index {
-            self.chunk = pattern(1 << 20, self.seed + i as u64);
-            self.index = i;
-        }
-        &self.chunk[off & ((1 << 20) - 1)..]
-    }
-
-    /// SHA-256 of the first `len` bytes, computed apart from any transfer.
-    fn digest(seed: u64, len: usize) -> [u8; 32] {
-        let mut h = Sha256::new();
-        let mut src = Source::new(seed);
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(1 << 20);
-            h.update(&src.at(off)[..n]);
-            off += n;
-        }
-        h.finalize().into()
-    }
-}
-
 /// What a transfer did, for the assertions and the printed figures.
 #[derive(Debug)]
 #[allow(dead_code)] // `sim` and `wall` are read through Debug only
@@ -324,9 +265,8 @@ fn transfer(shim: bool, faulty: bool, to_smoltcp: bool, len: usize, seed: u64) -
 fn drive<N: Port>(p: &mut Pair<N>, to_smoltcp: bool, len: usize, seed: u64) -> Report {
     let wall = std::time::Instant::now();
     let mut src = Source::new(seed);
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let (mut sent, mut got, mut closed) = (0usize, 0usize, false);
+    let mut sink = Sink::default();
+    let (mut sent, mut closed) = (0usize, false);
     let limit = Duration::from_secs(600);
     let dir = if to_smoltcp {
         "linerate -> smoltcp"
@@ -342,72 +282,39 @@ fn drive<N: Port>(p: &mut Pair<N>, to_smoltcp: bool, len: usize, seed: u64) -> R
             .tcp_connect(p.now(), "10.0.0.2:5001".parse().unwrap())
             .unwrap();
         finished = p.run(limit, |p| {
-            while sent < len {
-                let chunk = src.at(sent);
-                let n = chunk.len().min(len - sent);
-                match p.engine.tcp_send(client, &chunk[..n]) {
-                    Ok(k) => sent += k,
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("linerate send after {sent} bytes: {e}"),
-                }
-            }
+            src.send_linerate(&mut p.engine, client, &mut sent, len);
             if sent == len && !closed {
                 p.engine.tcp_shutdown(client).unwrap();
                 closed = true;
             }
-            while p.sock().can_recv() {
-                let n = p.sock().recv_slice(&mut buf).unwrap();
-                h.update(&buf[..n]);
-                got += n;
-            }
+            sink.recv_smol(p.sock());
             closed && !p.sock().may_recv()
         });
     } else {
         let l = p.engine.tcp_listen(5001).unwrap();
-        let cx = p.iface.context();
-        p.sockets
-            .get_mut::<tcp::Socket>(p.socket)
-            .connect(cx, (IpAddress::v4(10, 0, 0, 1), 5001), 40_000)
-            .unwrap();
+        smol_connect(&mut p.iface, &mut p.sockets, p.socket);
         let mut s = None;
         finished = p.run(limit, |p| {
             s = s.or_else(|| p.engine.tcp_accept(l).ok());
-            while sent < len && p.sock().can_send() {
-                let chunk = src.at(sent);
-                let n = chunk.len().min(len - sent);
-                let k = p.sock().send_slice(&chunk[..n]).unwrap();
-                if k == 0 {
-                    break;
-                }
-                sent += k;
-            }
+            src.send_smol(p.sock(), &mut sent, len);
             if sent == len && !closed {
                 p.sock().close();
                 closed = true;
             }
             let Some(s) = s else { return false };
-            loop {
-                match p.engine.tcp_recv(s, &mut buf) {
-                    Ok(0) => return true,
-                    Ok(n) => {
-                        h.update(&buf[..n]);
-                        got += n;
-                    }
-                    Err(Error::WouldBlock) => return false,
-                    Err(e) => panic!("linerate recv after {got} bytes: {e}"),
-                }
-            }
+            sink.recv_linerate(&mut p.engine, s)
         });
         client = s.expect("linerate accepted no connection");
     }
     let sim = p.now() - Instant::ZERO;
+    let got = sink.got;
     assert!(
         finished,
         "{dir}: no end of stream within {limit:?} of virtual time: sent {sent}, received {got} of {len}"
     );
     assert_eq!(got, len, "{dir}: received {got} of {len}");
     assert!(
-        <[u8; 32]>::from(h.finalize()) == Source::digest(seed, len),
+        sink.digest() == Source::digest(seed, len),
         "{dir}: {len} bytes arrived but their SHA-256 differs"
     );
     // The receiver closes too; the sender must see it.

@@ -3,10 +3,11 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod raw;
+pub mod smol;
 pub mod udp;
 
-use linerate_toe::sim::Sim;
-use linerate_toe::{Error, Instant, SocketHandle, TcpState};
+use linerate_toe::sim::{LinkConfig, Sim};
+use linerate_toe::{Engine, Error, Instant, SocketHandle, TcpState};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -28,6 +29,71 @@ pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// The link of the seeded fault campaign (tests/faults.rs): loses 5 % of
+/// frames, reorders 5 %, duplicates 1 % and corrupts 0.1 %.
+pub fn faulty_link(seed: u64) -> LinkConfig {
+    LinkConfig {
+        loss: 0.05,
+        reorder: 0.05,
+        duplicate: 0.01,
+        corrupt: 0.001,
+        seed,
+        ..LinkConfig::default()
+    }
+}
+
+/// Port 5001 of engine 1 of [`Sim::two_hosts`], on its IPv4 or IPv6 address.
+pub fn server_addr(v6: bool) -> SocketAddr {
+    if v6 {
+        "[fd00::2]:5001"
+    } else {
+        "10.0.0.2:5001"
+    }
+    .parse()
+    .unwrap()
+}
+
+/// Sends what connection `c` of `e` takes of `data` from `*sent` on and, once
+/// all of it is sent, shuts down the sending side (once: `*shut`).
+pub fn send_then_shut(
+    e: &mut Engine,
+    c: SocketHandle,
+    data: &[u8],
+    sent: &mut usize,
+    shut: &mut bool,
+) -> Result<(), Error> {
+    while *sent < data.len() {
+        match e.tcp_send(c, &data[*sent..]) {
+            Ok(n) => *sent += n,
+            Err(Error::WouldBlock) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if *sent == data.len() && !*shut {
+        e.tcp_shutdown(c).unwrap();
+        *shut = true;
+    }
+    Ok(())
+}
+
+/// Reads all connection `s` of `e` holds through `buf`, handing each read to
+/// `got`; true at the end of stream.
+pub fn recv_each(
+    e: &mut Engine,
+    s: SocketHandle,
+    buf: &mut [u8],
+    mut got: impl FnMut(&[u8]),
+) -> Result<bool, Error> {
+    loop {
+        match e.tcp_recv(s, buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => got(&buf[..n]),
+            Err(Error::WouldBlock) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The result of [`transfer`].
@@ -102,17 +168,8 @@ pub fn transfer_paced(
         if s.is_none() {
             s = sim.engines[to].tcp_accept(l).ok();
         }
-        while sent < data.len() {
-            match sim.engines[from].tcp_send(c, &data[sent..]) {
-                Ok(n) => sent += n,
-                Err(Error::WouldBlock) => break,
-                Err(e) => panic!("send: {e}"),
-            }
-        }
-        if sent == data.len() && !shut {
-            sim.engines[from].tcp_shutdown(c).unwrap();
-            shut = true;
-        }
+        send_then_shut(&mut sim.engines[from], c, data, &mut sent, &mut shut)
+            .unwrap_or_else(|e| panic!("send: {e}"));
         if let Some(s) = s.filter(|_| step.is_multiple_of(pace.every.max(1))) {
             for call in 0..pace.calls {
                 let r = if pace.lend && !call.is_multiple_of(2) {

@@ -145,6 +145,21 @@ impl Raw {
     }
 }
 
+/// A host ([`Raw::host`], `tune`d) with a connection to the peer's port 80
+/// that the peer accepted with a SYN-ACK carrying `opts` ([`Raw::answer_syn`]):
+/// the host, the socket, its local port and the sequence number of its first
+/// data byte.
+pub fn connected(
+    tune: impl FnOnce(&mut Config),
+    opts: &[TcpOptionElement],
+) -> (Raw, SocketHandle, u16, u32) {
+    let mut r = Raw::host(tune);
+    let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
+    let syn = r.segments().remove(0);
+    let port = r.answer_syn(c, &syn, opts);
+    (r, c, port, syn.seq.wrapping_add(1))
+}
+
 /// Parses a TCP frame over IPv4 (checksums verified).
 pub fn parse_tcp(f: &[u8], at: Instant) -> Option<Seen> {
     let eth = ethernet::Packet::new_checked(f).ok()?;
