@@ -277,6 +277,285 @@ impl Config {
     }
 }
 
+/// Largest TCP send or receive buffer: the largest window RFC 7323 section 2.3
+/// lets a window scale of 14 advertise (2^30 bytes), and well inside the
+/// 2^31 bytes sequence number comparisons can tell apart (RFC 9293 section 3.4).
+pub const MAX_TCP_BUFFER: usize = 1 << 30;
+
+/// Smallest MTU: an ICMP error the engine sends is filled up to 576 bytes
+/// (RFC 1812 section 4.3.2.3), the datagram every IPv4 host must accept
+/// (RFC 791); a smaller link could not carry it.
+pub const MIN_MTU_IPV4: u16 = 576;
+
+/// Smallest MTU with an IPv6 address (RFC 8200 section 5): the engine's IPv6
+/// default MSS (1220) and ICMPv6 errors (RFC 4443 section 2.4) assume it.
+pub const MIN_MTU_IPV6: u16 = 1280;
+
+/// Largest delayed ACK timeout: RFC 9293 section 3.8.6.3 says the delay MUST be
+/// less than 0.5 seconds.
+pub const MAX_DELAYED_ACK: Duration = Duration::from_millis(500);
+
+/// Smallest time between ARP requests / neighbour solicitations: RFC 1122
+/// section 2.3.2.1 requires a host to prevent ARP flooding (RFC 4861 section
+/// 7.2.2 rate-limits solicitations likewise); with no floor a resolution that
+/// is not answered sends its probes back to back.
+pub const MIN_NEIGHBOR_RETRY: Duration = Duration::from_millis(1);
+
+/// Most gratuitous ARP announcements at start (RFC 5227 asks for 2): with a
+/// zero [`Config::announce_interval`] they all go out at once, and an engine
+/// asked for billions would flood the link and never get past its first round.
+pub const MAX_ANNOUNCEMENTS: u32 = 16;
+
+/// Why [`Config::validate`] rejects a configuration: one variant per rule, with
+/// the field and the offending value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `mac` is zero or a group (multicast or broadcast) address: frames must
+    /// carry an individual source address (IEEE 802.3 clause 3.2.3), and peers
+    /// would resolve our addresses to a group.
+    Mac {
+        /// The address given.
+        mac: [u8; 6],
+    },
+    /// A prefix length longer than the address (`ipv4.prefix_len` at most 32,
+    /// `ipv6.prefix_len` at most 128): the subnet (on-link test, directed
+    /// broadcast) would be meaningless.
+    PrefixLen {
+        /// `ipv4.prefix_len` or `ipv6.prefix_len`.
+        field: &'static str,
+        /// The length given.
+        value: u8,
+        /// The largest allowed.
+        max: u8,
+    },
+    /// An interface address that is unspecified, multicast or (IPv4) the
+    /// limited broadcast address: none may be a source address (RFC 1122
+    /// section 3.2.1.3, RFC 4291 sections 2.5.2 and 2.7).
+    Address {
+        /// `ipv4.addr` or `ipv6.addr`.
+        field: &'static str,
+        /// The address given.
+        addr: std::net::IpAddr,
+    },
+    /// `mtu` is below what the configured families need ([`MIN_MTU_IPV4`];
+    /// [`MIN_MTU_IPV6`] with an IPv6 address): the engine would send frames
+    /// larger than the link carries.
+    Mtu {
+        /// The MTU given.
+        value: u16,
+        /// The smallest allowed.
+        min: u16,
+    },
+    /// `tcp.send_buffer` or `tcp.recv_buffer` is zero (a connection could
+    /// never send, or would advertise a zero window forever: a hang) or above
+    /// [`MAX_TCP_BUFFER`] (a window RFC 7323 section 2.3 cannot advertise).
+    TcpBuffer {
+        /// `tcp.send_buffer` or `tcp.recv_buffer`.
+        field: &'static str,
+        /// The size given.
+        value: usize,
+        /// The largest allowed (the smallest is 1).
+        max: usize,
+    },
+    /// `tcp.min_rto` is zero: with `tcp.max_rto` zero too the retransmission
+    /// timer expires at once, every time (a retransmission storm that never
+    /// lets time advance).
+    MinRto {
+        /// The bound given.
+        value: Duration,
+    },
+    /// `tcp.max_rto` is below `tcp.min_rto`: contradictory bounds, only one of
+    /// which the engine could honour.
+    RtoBounds {
+        /// `tcp.min_rto`.
+        min_rto: Duration,
+        /// `tcp.max_rto`.
+        max_rto: Duration,
+    },
+    /// `tcp.delayed_ack` is not under [`MAX_DELAYED_ACK`] (RFC 9293 section
+    /// 3.8.6.3: MUST be less than 0.5 s; a peer's RTO may be as low as 200 ms).
+    DelayedAck {
+        /// The timeout given.
+        value: Duration,
+        /// The bound it must stay under.
+        max: Duration,
+    },
+    /// A count that must be at least 1 is zero: `tcp.backlog` (a listener
+    /// could never accept: every connect would hang), `udp.recv_buffer` /
+    /// `udp.recv_datagrams` (every datagram dropped: a reader waits forever),
+    /// `udp.send_buffer` (never writable: a writer waits forever),
+    /// `neighbor_queue` (RFC 1122 section 2.3.2.2: keep at least the latest
+    /// packet while resolving), `neighbor_max` and `pmtu_entries` (tables
+    /// that could hold nothing).
+    Zero {
+        /// The field.
+        field: &'static str,
+    },
+    /// `neighbor_retry` is below [`MIN_NEIGHBOR_RETRY`]: an ARP / neighbour
+    /// solicitation flood (RFC 1122 section 2.3.2.1).
+    NeighborRetry {
+        /// The interval given.
+        value: Duration,
+        /// The smallest allowed.
+        min: Duration,
+    },
+    /// `announcements` is above [`MAX_ANNOUNCEMENTS`]: a broadcast flood.
+    Announcements {
+        /// The count given.
+        value: u32,
+        /// The largest allowed.
+        max: u32,
+    },
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::Mac { mac } => write!(
+                f,
+                "mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} is not a unicast address",
+                mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+            ),
+            ConfigError::PrefixLen { field, value, max } => {
+                write!(f, "{field} is {value}, at most {max}")
+            }
+            ConfigError::Address { field, addr } => {
+                write!(f, "{field} {addr} is unspecified, multicast or broadcast")
+            }
+            ConfigError::Mtu { value, min } => write!(f, "mtu is {value}, at least {min}"),
+            ConfigError::TcpBuffer { field, value, max } => {
+                write!(f, "{field} is {value}, must be 1 to {max}")
+            }
+            ConfigError::MinRto { value } => {
+                write!(f, "tcp.min_rto is {value:?}, must be above zero")
+            }
+            ConfigError::RtoBounds { min_rto, max_rto } => write!(
+                f,
+                "tcp.max_rto ({max_rto:?}) is below tcp.min_rto ({min_rto:?})"
+            ),
+            ConfigError::DelayedAck { value, max } => {
+                write!(f, "tcp.delayed_ack is {value:?}, must be under {max:?}")
+            }
+            ConfigError::Zero { field } => write!(f, "{field} is 0, at least 1"),
+            ConfigError::NeighborRetry { value, min } => {
+                write!(f, "neighbor_retry is {value:?}, at least {min:?}")
+            }
+            ConfigError::Announcements { value, max } => {
+                write!(f, "announcements is {value}, at most {max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Checks the rules of [`ConfigError`], in field order; the first broken
+    /// one is returned. [`crate::Engine::try_new`] and the runtimes call it.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use std::net::IpAddr;
+        let mac = self.mac;
+        if mac == [0; 6] || mac[0] & 1 != 0 {
+            return Err(ConfigError::Mac { mac });
+        }
+        if let Some(c) = self.ipv4 {
+            if c.prefix_len > 32 {
+                return Err(ConfigError::PrefixLen {
+                    field: "ipv4.prefix_len",
+                    value: c.prefix_len,
+                    max: 32,
+                });
+            }
+            let a = c.addr;
+            if a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
+                return Err(ConfigError::Address {
+                    field: "ipv4.addr",
+                    addr: IpAddr::V4(a),
+                });
+            }
+        }
+        if let Some(c) = self.ipv6 {
+            if c.prefix_len > 128 {
+                return Err(ConfigError::PrefixLen {
+                    field: "ipv6.prefix_len",
+                    value: c.prefix_len,
+                    max: 128,
+                });
+            }
+            let a = c.addr;
+            if a.is_unspecified() || a.is_multicast() {
+                return Err(ConfigError::Address {
+                    field: "ipv6.addr",
+                    addr: IpAddr::V6(a),
+                });
+            }
+        }
+        let min_mtu = if self.ipv6.is_some() {
+            MIN_MTU_IPV6
+        } else {
+            MIN_MTU_IPV4
+        };
+        if self.mtu < min_mtu {
+            return Err(ConfigError::Mtu {
+                value: self.mtu,
+                min: min_mtu,
+            });
+        }
+        let zero = |field: &'static str, v: usize| match v {
+            0 => Err(ConfigError::Zero { field }),
+            _ => Ok(()),
+        };
+        zero("neighbor_queue", self.neighbor_queue)?;
+        zero("neighbor_max", self.neighbor_max)?;
+        if self.neighbor_retry < MIN_NEIGHBOR_RETRY {
+            return Err(ConfigError::NeighborRetry {
+                value: self.neighbor_retry,
+                min: MIN_NEIGHBOR_RETRY,
+            });
+        }
+        if self.announcements > MAX_ANNOUNCEMENTS {
+            return Err(ConfigError::Announcements {
+                value: self.announcements,
+                max: MAX_ANNOUNCEMENTS,
+            });
+        }
+        let t = &self.tcp;
+        for (field, value) in [
+            ("tcp.send_buffer", t.send_buffer),
+            ("tcp.recv_buffer", t.recv_buffer),
+        ] {
+            if value == 0 || value > MAX_TCP_BUFFER {
+                return Err(ConfigError::TcpBuffer {
+                    field,
+                    value,
+                    max: MAX_TCP_BUFFER,
+                });
+            }
+        }
+        if t.min_rto.is_zero() {
+            return Err(ConfigError::MinRto { value: t.min_rto });
+        }
+        if t.max_rto < t.min_rto {
+            return Err(ConfigError::RtoBounds {
+                min_rto: t.min_rto,
+                max_rto: t.max_rto,
+            });
+        }
+        if t.delayed_ack >= MAX_DELAYED_ACK {
+            return Err(ConfigError::DelayedAck {
+                value: t.delayed_ack,
+                max: MAX_DELAYED_ACK,
+            });
+        }
+        zero("tcp.backlog", t.backlog)?;
+        zero("udp.recv_buffer", self.udp.recv_buffer)?;
+        zero("udp.recv_datagrams", self.udp.recv_datagrams)?;
+        zero("udp.send_buffer", self.udp.send_buffer)?;
+        zero("pmtu_entries", self.pmtu_entries)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

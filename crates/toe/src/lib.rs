@@ -144,7 +144,7 @@ pub mod tcp;
 pub mod time;
 
 pub use bytes::Bytes;
-pub use config::{Config, TcpConfig, UdpConfig};
+pub use config::{Config, ConfigError, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
     Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,

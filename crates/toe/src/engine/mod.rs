@@ -34,7 +34,7 @@ pub use sink::{PoolSink, TxSink};
 pub use socket::{Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
 pub use udp::{MAX_UDP_SEGMENTS, UdpHandle, UdpInfo};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::counters::Counters;
 use crate::net::neighbor::{Limits, NeighborCache};
 use crate::net::pmtu::PmtuCache;
@@ -124,8 +124,23 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// [`Engine::new`] for a `config` that passes [`Config::validate`], or
+    /// the first rule it breaks.
+    pub fn try_new(config: Config, rng_seed: u64) -> Result<Engine, ConfigError> {
+        config.validate()?;
+        Ok(Engine::new(config, rng_seed))
+    }
+
     /// An engine for the interface `config`, drawing all its randomness (ISN key,
     /// timestamp offsets, ephemeral ports) from `rng_seed`.
+    ///
+    /// `config` is expected to pass [`Config::validate`] (use
+    /// [`Engine::try_new`] to check). One that does not is not checked, and
+    /// never makes the engine panic: zero `neighbor_max` and `pmtu_entries`
+    /// count as 1, a `tcp.max_rto` below `tcp.min_rto` as `tcp.min_rto`, and
+    /// every other value is used as given, with the effect its
+    /// [`ConfigError`] variant describes (frames larger than the link, a
+    /// listener that accepts nothing, a flood of requests...).
     pub fn new(config: Config, rng_seed: u64) -> Engine {
         let mut rng = Rng::new(rng_seed);
         let isn = IsnGenerator::new(&mut rng);

@@ -361,7 +361,7 @@ impl Engine {
         mac: [u8; 6],
     ) {
         let idx = tagged & !TW_TAG;
-        let two_msl = self.cfg.tcp.msl * 2;
+        let two_msl = self.cfg.tcp.msl.saturating_mul(2);
         let listener = self.by_port.get(&seg.dst_port).copied();
         let ts_new = self.cfg.tcp.timestamps;
         let mut oow = 0;

@@ -64,8 +64,11 @@ impl<N: Nic> Driver<N> {
     ///
     /// Errors: [`RtError::NoQueue`] if the NIC has no such queue;
     /// [`RtError::Offloads`] if the engine emits super-segments or partial
-    /// checksums ([`crate::Config::offloads`]) the NIC cannot finish.
+    /// checksums ([`crate::Config::offloads`]) the NIC cannot finish;
+    /// [`RtError::Config`] if the engine's configuration fails
+    /// [`crate::Config::validate`].
     pub fn new(engine: Engine, nic: N, queue: usize) -> Result<Driver<N>, RtError> {
+        engine.config().validate()?;
         let queues = nic.queues();
         if queue >= queues {
             return Err(RtError::NoQueue { queue, queues });

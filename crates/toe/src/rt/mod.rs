@@ -93,6 +93,8 @@ pub enum RtError {
     },
     /// The source-port range is not usable.
     Ports(ConfigError),
+    /// The engine configuration breaks a rule of [`crate::Config::validate`].
+    Config(crate::ConfigError),
     /// A NIC call failed.
     Nic(NicError),
     /// A queue thread could not be started.
@@ -117,6 +119,7 @@ impl core::fmt::Display for RtError {
                 write!(f, "the steering has {steering} queues, the NIC {nic}")
             }
             RtError::Ports(e) => write!(f, "source ports: {e}"),
+            RtError::Config(e) => write!(f, "engine configuration: {e}"),
             RtError::Nic(e) => write!(f, "NIC: {e}"),
             RtError::Spawn(e) => write!(f, "cannot start a queue thread: {e}"),
             RtError::Panicked { queue } => write!(f, "the thread of queue {queue} panicked"),
@@ -128,6 +131,7 @@ impl std::error::Error for RtError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             RtError::Ports(e) => Some(e),
+            RtError::Config(e) => Some(e),
             RtError::Nic(e) => Some(e),
             RtError::Spawn(e) => Some(e),
             _ => None,
@@ -144,5 +148,11 @@ impl From<NicError> for RtError {
 impl From<ConfigError> for RtError {
     fn from(e: ConfigError) -> Self {
         RtError::Ports(e)
+    }
+}
+
+impl From<crate::ConfigError> for RtError {
+    fn from(e: crate::ConfigError) -> Self {
+        RtError::Config(e)
     }
 }

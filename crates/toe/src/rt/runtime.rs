@@ -360,10 +360,12 @@ pub struct Runtime {
 impl Runtime {
     /// Starts one thread per queue of `nic`.
     ///
-    /// Errors: [`RtError::Steering`] if the steering's queue count differs from
+    /// Errors: [`RtError::Config`] if `cfg.engine` fails
+    /// [`crate::Config::validate`]; [`RtError::Steering`] if the steering's queue count differs from
     /// the NIC's; [`RtError::Ports`] for a bad ephemeral range; [`RtError::Nic`]
     /// if a queue has no readiness; [`RtError::Spawn`] if a thread cannot start.
     pub fn start<N: Nic + 'static>(nic: N, cfg: RuntimeConfig) -> Result<Runtime, RtError> {
+        cfg.engine.validate()?;
         let queues = nic.queues().max(1);
         if let Some(s) = &cfg.steering
             && usize::from(s.queues()) != queues

@@ -240,7 +240,7 @@ impl Conn {
                     Some(r) if !seg.payload.is_empty() => r.owe_dup_ack(),
                     _ => self.want_ack(),
                 }
-                let two_msl = self.params.tcp.msl * 2;
+                let two_msl = self.params.tcp.msl.saturating_mul(2);
                 if let State::TimeWait(t) = &mut self.state
                     && seg.has(Flags::FIN)
                 {
@@ -365,7 +365,7 @@ impl Conn {
     /// space: those are copied out of the old state, which is then overwritten
     /// where it lies (no move of the whole state, most of a kilobyte).
     fn our_fin_acked(&mut self, now: Instant) {
-        let two_msl = self.params.tcp.msl * 2;
+        let two_msl = self.params.tcp.msl.saturating_mul(2);
         match &self.state {
             State::FinWait1(f) => {
                 let (snd_nxt, rcv) = (f.snd.nxt, f.rcv);
@@ -482,7 +482,7 @@ impl Conn {
         r.nxt = r.nxt.plus(1);
         r.fin_at = None;
         r.ack_now = true;
-        let two_msl = self.params.tcp.msl * 2;
+        let two_msl = self.params.tcp.msl.saturating_mul(2);
         // Into CLOSE-WAIT and CLOSING the send and receive spaces go whole: the
         // state is moved out once and the new one built in its place. Into
         // TIME-WAIT only SND.NXT and the receive space survive: copied out,

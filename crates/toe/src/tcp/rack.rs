@@ -754,7 +754,7 @@ impl Snd {
         }
         let single = self.outstanding() <= self.mss;
         let pto = match self.rtt.srtt() {
-            Some(srtt) if single => srtt * 2 + delack.max(PTO_SLACK),
+            Some(srtt) if single => (srtt * 2).saturating_add(delack.max(PTO_SLACK)),
             Some(srtt) => srtt * 2 + PTO_SLACK,
             None => Duration::from_secs(1),
         };
