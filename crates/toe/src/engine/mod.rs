@@ -136,8 +136,12 @@ impl Engine {
     ///
     /// `config` is expected to pass [`Config::validate`] (use
     /// [`Engine::try_new`] to check). One that does not is not checked, and
-    /// never makes the engine panic: zero `neighbor_max` and `pmtu_entries`
-    /// count as 1, a `tcp.max_rto` below `tcp.min_rto` as `tcp.min_rto`, and
+    /// never makes the engine panic or spin at one instant: zero `neighbor_max`
+    /// and `pmtu_entries` count as 1, a zero `tcp.min_rto` as 1 ns, a
+    /// `tcp.max_rto` below `tcp.min_rto` as `tcp.min_rto`, a `neighbor_retry`
+    /// below [`MIN_NEIGHBOR_RETRY`](crate::config::MIN_NEIGHBOR_RETRY) as that,
+    /// `announcements` above
+    /// [`MAX_ANNOUNCEMENTS`](crate::config::MAX_ANNOUNCEMENTS) as that, and
     /// every other value is used as given, with the effect its
     /// [`ConfigError`] variant describes (frames larger than the link, a
     /// listener that accepts nothing, a flood of requests...).
@@ -147,7 +151,7 @@ impl Engine {
         let (k0, k1) = isn.derived_key();
         let limits = Limits {
             ttl: config.neighbor_ttl,
-            retry: config.neighbor_retry,
+            retry: config.neighbor_retry.max(crate::config::MIN_NEIGHBOR_RETRY),
             probes: config.neighbor_probes,
             queue: config.neighbor_queue,
             max: config.neighbor_max.max(1),
@@ -157,7 +161,7 @@ impl Engine {
         let pmtu = PmtuCache::new(config.pmtu_entries, config.pmtu_expiry);
         let challenge = PerSecond::new(config.tcp.challenge_ack_limit);
         let announce = announce::Announce::new(
-            config.announcements,
+            config.announcements.min(crate::config::MAX_ANNOUNCEMENTS),
             config.ipv4.is_some(),
             config.ipv6.is_some(),
         );

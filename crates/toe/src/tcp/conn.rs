@@ -501,11 +501,7 @@ impl Conn {
                 p.probes = p.probes.saturating_add(1);
                 p.unanswered = p.unanswered.saturating_add(1);
                 let shift = p.probes.min(16);
-                let wait = s
-                    .rtt
-                    .rto()
-                    .saturating_mul(1 << shift)
-                    .min(self.params.tcp.max_rto);
+                let wait = s.rtt.rto().saturating_mul(1 << shift).min(s.rtt.max_rto());
                 p.at = now + wait;
                 p.due = true;
                 c.tcp_window_probes += 1;

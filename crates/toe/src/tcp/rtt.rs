@@ -45,8 +45,12 @@ fn duration(ns: u128) -> Duration {
 }
 
 impl RttEstimator {
-    /// No sample yet: RTO is [`INITIAL_RTO`] (clamped to the bounds).
+    /// No sample yet: RTO is [`INITIAL_RTO`] (clamped to the bounds). A zero
+    /// `min_rto` counts as 1 ns and a `max_rto` below it as `min_rto`, so the
+    /// timer always moves forward (a zero RTO would fire again at the same
+    /// instant for ever).
     pub fn new(min_rto: Duration, max_rto: Duration) -> RttEstimator {
+        let min_rto = min_rto.max(Duration::from_nanos(1));
         RttEstimator {
             srtt: None,
             rttvar: 0,
@@ -95,6 +99,11 @@ impl RttEstimator {
         Duration::from_nanos(self.rttvar)
     }
 
+    /// The upper bound of the RTO, backed off or not.
+    pub fn max_rto(&self) -> Duration {
+        self.max_rto
+    }
+
     /// The timeout to arm now: RTO doubled once per expiry since the last sample,
     /// at most the maximum.
     pub fn rto(&self) -> Duration {
@@ -119,6 +128,21 @@ mod tests {
 
     fn est() -> RttEstimator {
         RttEstimator::new(Duration::from_millis(200), Duration::from_secs(60))
+    }
+
+    /// Bounds a configuration should not have (zero, or in the wrong order)
+    /// still give a timer that moves forward: a zero RTO, or a probe interval
+    /// capped at a zero `max_rto`, fired again at the same instant for ever
+    /// (found by the any-config proptest as a hang in `handle_timeout`).
+    #[test]
+    fn bad_bounds_still_give_a_positive_timeout() {
+        let mut e = RttEstimator::new(Duration::ZERO, Duration::ZERO);
+        assert!(e.rto() > Duration::ZERO);
+        e.sample(Duration::ZERO);
+        assert!(e.rto() > Duration::ZERO);
+        let e = RttEstimator::new(Duration::from_millis(600), Duration::ZERO);
+        assert_eq!(e.max_rto(), Duration::from_millis(600));
+        assert_eq!(e.rto(), Duration::from_millis(600));
     }
 
     /// RFC 6298 in `Duration` arithmetic, as the estimator computed it before
