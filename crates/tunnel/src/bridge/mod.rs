@@ -1,0 +1,11 @@
+//! VTEP bridging: per-VNI bridge domains joining local ports and remote VTEPs.
+//!
+//! [`fdb`] is the forwarding database: learning, ageing, static entries, bounds,
+//! flood lists and the per-frame forwarding decision.
+
+pub mod fdb;
+
+pub use fdb::{
+    Dest, DropReason, Fdb, FdbConfig, FdbCounters, FdbError, FdbRecord, Forward, Learned, Mac,
+    MacFmt,
+};

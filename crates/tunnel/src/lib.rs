@@ -1,0 +1,4 @@
+//! Tunnels (placeholder: the tunnel branch owns this file).
+#![forbid(unsafe_code)]
+
+pub mod bridge;
