@@ -540,7 +540,7 @@ impl Fdb {
                 age: Duration::ZERO,
             }));
         }
-        out.sort_by(|a, b| (a.vni, a.mac, a.dest).cmp(&(b.vni, b.mac, b.dest)));
+        out.sort_by_key(|a| (a.vni, a.mac, a.dest));
         out
     }
 }
