@@ -9,3 +9,7 @@ pub use fdb::{
     Dest, DropReason, Fdb, FdbConfig, FdbCounters, FdbError, FdbRecord, Forward, Learned, Mac,
     MacFmt,
 };
+
+pub mod suppress;
+
+pub use suppress::{Answer, Suppress, SuppressConfig, SuppressCounters, SuppressError};
