@@ -267,20 +267,16 @@ impl Suppress {
                 if target.is_multicast() || target.is_loopback() || p.tpa() == p.spa() {
                     return Answer::NotARequest;
                 }
-                match self.lookup(now, vni, IpAddr::V4(target)) {
-                    None => None,
-                    Some(mac) => Some(arp_reply(&p, mac, out)),
-                }
+                self.lookup(now, vni, IpAddr::V4(target))
+                    .map(|mac| arp_reply(&p, mac, out))
             }
             Some(Request::Nd { src, msg }) if msg.is_solicitation() => {
                 let target = Ipv6Addr::from(msg.target_addr());
                 if target.is_multicast() {
                     return Answer::NotARequest;
                 }
-                match self.lookup(now, vni, IpAddr::V6(target)) {
-                    None => None,
-                    Some(mac) => Some(neighbor_advert(frame, src, &msg, mac, out)),
-                }
+                self.lookup(now, vni, IpAddr::V6(target))
+                    .map(|mac| neighbor_advert(frame, src, &msg, mac, out))
             }
             _ => return Answer::NotARequest,
         };
