@@ -13,3 +13,7 @@ pub use fdb::{
 pub mod suppress;
 
 pub use suppress::{Answer, Suppress, SuppressConfig, SuppressCounters, SuppressError};
+
+pub mod domain;
+
+pub use domain::{BridgeDomain, DomainConfig, Overlay, PortCounters};
