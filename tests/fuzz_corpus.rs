@@ -17,7 +17,11 @@ fn corpus_dir(target: &str) -> PathBuf {
 
 #[test]
 fn replay_corpus() {
-    for (name, run) in TARGETS.iter().chain(toe_harness::TARGETS) {
+    for (name, run) in TARGETS
+        .iter()
+        .chain(toe_harness::TARGETS)
+        .chain(linerate::tunnel::bridge::harness::TARGETS)
+    {
         let dir = corpus_dir(name);
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {

@@ -17,3 +17,5 @@ pub use suppress::{Answer, Suppress, SuppressConfig, SuppressCounters, SuppressE
 pub mod domain;
 
 pub use domain::{BridgeDomain, DomainConfig, Overlay, PortCounters};
+
+pub mod harness;
