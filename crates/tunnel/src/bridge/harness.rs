@@ -17,8 +17,11 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 
+/// A fuzz target: a function of the fuzzer's bytes.
+pub type Target = fn(&[u8]);
+
 /// The fuzz targets of this module: (name, function).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[("vtep", vtep)];
+pub const TARGETS: &[(&str, Target)] = &[("vtep", vtep)];
 
 #[derive(Default)]
 struct Loop {
