@@ -50,6 +50,7 @@
 //! assert!(fdb.lookup(Duration::from_secs(300), 42, b).is_none());
 //! ```
 
+use foldhash::fast::RandomState;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry as MapEntry;
 use std::net::IpAddr;
@@ -259,9 +260,25 @@ struct Vni {
 #[derive(Debug)]
 pub struct Fdb {
     cfg: FdbConfig,
-    table: HashMap<(u32, Mac), Entry>,
-    vnis: HashMap<u32, Vni>,
+    /// Keyed by [`key`]: the VNI and the MAC packed in one word, hashed with
+    /// foldhash seeded per process (a few multiplies per lookup, where SipHash
+    /// would cost a run per frame; the seed keeps bucket placement unpredictable).
+    table: HashMap<u128, Entry, RandomState>,
+    vnis: HashMap<u32, Vni, RandomState>,
     total: usize,
+}
+
+/// The table key of `mac` in `vni`.
+#[inline]
+fn key(vni: u32, mac: Mac) -> u128 {
+    let [a, b, c, d, e, f] = mac;
+    u128::from(vni) << 48 | u128::from(u64::from_be_bytes([0, 0, a, b, c, d, e, f]))
+}
+
+/// The VNI and MAC of a table key.
+fn unkey(k: u128) -> (u32, Mac) {
+    let [_, _, a, b, c, d, e, f] = (k as u64).to_be_bytes();
+    ((k >> 48) as u32, [a, b, c, d, e, f])
 }
 
 /// True for a MAC that may be learned: not multicast/broadcast, not all-zero.
@@ -274,8 +291,8 @@ impl Fdb {
     pub fn new(cfg: FdbConfig) -> Fdb {
         Fdb {
             cfg,
-            table: HashMap::new(),
-            vnis: HashMap::new(),
+            table: HashMap::default(),
+            vnis: HashMap::default(),
             total: 0,
         }
     }
@@ -293,7 +310,7 @@ impl Fdb {
     /// Removes VNI `vni` with its entries and flood list.
     pub fn remove_vni(&mut self, vni: u32) {
         if self.vnis.remove(&vni).is_some() {
-            self.table.retain(|(v, _), _| *v != vni);
+            self.table.retain(|k, _| unkey(*k).0 != vni);
             self.total = self.table.len();
         }
     }
@@ -363,7 +380,7 @@ impl Fdb {
             seen: Duration::ZERO,
             is_static: true,
         };
-        if let Some(e) = self.table.get_mut(&(vni, mac)) {
+        if let Some(e) = self.table.get_mut(&key(vni, mac)) {
             *e = entry;
             return Ok(());
         }
@@ -376,7 +393,7 @@ impl Fdb {
 
     /// Removes the entry for `mac` in `vni`, static or learned; true if there was one.
     pub fn remove(&mut self, vni: u32, mac: Mac) -> bool {
-        if self.table.remove(&(vni, mac)).is_none() {
+        if self.table.remove(&key(vni, mac)).is_none() {
             return false;
         }
         self.total -= 1;
@@ -391,7 +408,7 @@ impl Fdb {
     }
 
     fn insert(&mut self, vni: u32, mac: Mac, entry: Entry) {
-        self.table.insert((vni, mac), entry);
+        self.table.insert(key(vni, mac), entry);
         self.total += 1;
         if let Some(v) = self.vnis.get_mut(&vni) {
             v.entries += 1;
@@ -412,7 +429,7 @@ impl Fdb {
             v.counters.invalid_src += 1;
             return Learned::Invalid;
         }
-        match self.table.entry((vni, mac)) {
+        match self.table.entry(key(vni, mac)) {
             MapEntry::Occupied(mut o) => {
                 let e = o.get_mut();
                 if e.is_static {
@@ -457,7 +474,7 @@ impl Fdb {
 
     /// Where `mac` of `vni` lives, if known and not aged out at `now`.
     pub fn lookup(&self, now: Duration, vni: u32, mac: Mac) -> Option<Dest> {
-        let e = self.table.get(&(vni, mac))?;
+        let e = self.table.get(&key(vni, mac))?;
         if e.is_static || now.saturating_sub(e.seen) < self.cfg.ageing {
             Some(e.dest)
         } else {
@@ -499,9 +516,9 @@ impl Fdb {
         let ageing = self.cfg.ageing;
         let vnis = &mut self.vnis;
         let before = self.table.len();
-        self.table.retain(|(vni, _), e| {
+        self.table.retain(|k, e| {
             let keep = e.is_static || now.saturating_sub(e.seen) < ageing;
-            if !keep && let Some(v) = vnis.get_mut(vni) {
+            if !keep && let Some(v) = vnis.get_mut(&unkey(*k).0) {
                 v.counters.aged += 1;
                 v.entries = v.entries.saturating_sub(1);
             }
@@ -519,9 +536,10 @@ impl Fdb {
             .table
             .iter()
             .filter(|(_, e)| e.is_static || now.saturating_sub(e.seen) < self.cfg.ageing)
+            .map(|(k, e)| (unkey(*k), e))
             .map(|((vni, mac), e)| FdbRecord {
-                vni: *vni,
-                mac: *mac,
+                vni,
+                mac,
                 dest: e.dest,
                 is_static: e.is_static,
                 age: if e.is_static {
