@@ -15,6 +15,7 @@ pub(crate) struct RxConfig {
     pub port: u16,
     pub encap: Encap,
     pub zero_csum6: bool,
+    pub local_mac: [u8; 6],
 }
 
 /// A valid tunnel frame for this VTEP.
@@ -127,7 +128,19 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
         }
         _ => return Err(NOT_OURS),
     };
-    let verified = matches!(meta.csum, Checksum::Verified { levels } if levels >= 1);
+    // Tunnel frames come unicast to this VTEP (Linux drops PACKET_OTHERHOST).
+    if b.get(0..6) != Some(&cfg.local_mac[..]) {
+        return Err(NOT_OURS);
+    }
+    // A partial checksum on receive (a memory port or TAP handing over a frame
+    // built locally, virtio's NEEDS_CSUM) is trusted, as Linux trusts
+    // CHECKSUM_PARTIAL: the inner checksum is not complete yet, so the outer
+    // one cannot be checked.
+    let verified = match meta.csum {
+        Checksum::Verified { levels } => levels >= 1,
+        Checksum::Partial { .. } => true,
+        Checksum::None => false,
+    };
     match &cfg.encap {
         Encap::Vxlan | Encap::Geneve { .. } => {
             if proto != 17 {

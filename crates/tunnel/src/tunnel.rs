@@ -166,6 +166,7 @@ impl Tunnel {
             port: vtep.port,
             encap: vtep.encap.clone(),
             zero_csum6: vtep.ipv6_zero_csum,
+            local_mac: vtep.local_mac,
         };
         let nics: Vec<(Counters, TunnelCounters)> =
             states.iter().map(|s| (s.counters.clone(), s.tcounters.clone())).collect();
