@@ -387,9 +387,14 @@ impl Nic for TunnelNic {
             }
         }
         let now = Instant::now();
-        if got < max {
+        // Pull from the underlay until this VNI has something or the underlay
+        // is empty: 0 means nothing waits for this VNI, even when the
+        // underlay's first frames were for others.
+        let mut result = Ok(());
+        while got < max {
             let mut scratch = core::mem::take(&mut v.scratch);
             let r = v.underlay.receive(queue, &mut scratch, max - got);
+            let pulled = scratch.len();
             for f in scratch.drain(..) {
                 let Some((i, f)) = v.decap(f, queue, now) else { continue };
                 if i == index {
@@ -405,10 +410,17 @@ impl Nic for TunnelNic {
                 }
             }
             v.scratch = scratch;
-            v.poll_neigh(now);
-            v.send_control(queue);
-            r?;
+            if let Err(e) = r {
+                result = Err(e);
+                break;
+            }
+            if pulled == 0 || got > 0 {
+                break;
+            }
         }
+        v.poll_neigh(now);
+        v.send_control(queue);
+        result?;
         self.counters.add(queue, Counter::RxPackets, packets);
         self.counters.add(queue, Counter::RxBytes, bytes);
         Ok(got)
