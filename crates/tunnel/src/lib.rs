@@ -67,6 +67,7 @@
 pub mod config;
 pub mod counters;
 mod decap;
+pub mod harness;
 mod ecn;
 mod encap;
 mod neigh;

@@ -293,6 +293,7 @@ impl Vtep {
                 return None;
             }
             Err(Refused::Control(c)) => {
+                self.counters.add(TunnelCounter::NeighSeen, 1);
                 let nd = match c {
                     Control::Arp => None,
                     Control::Nd { off, end } => Some((off, end)),
