@@ -7,7 +7,8 @@ use crate::encap::{Template, overhead};
 use crate::neigh::{self, Neigh, Poll};
 use crate::{EcnDecap, decap_ecn};
 use linerate_nic::{
-    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, Pool, Readiness, Recorder,
+    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, PacketBuf, Pool, Readiness,
+    Recorder,
 };
 use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
 use std::collections::VecDeque;
@@ -40,7 +41,6 @@ struct Vtep {
     rx: RxConfig,
     counters: TunnelCounters,
     vnis: Vec<VniState>,
-    scratch: Batch,
     control: Batch,
     pool: Pool,
 }
@@ -176,7 +176,6 @@ impl Tunnel {
             rx,
             counters: vcounters.clone(),
             vnis: states,
-            scratch: Batch::new(),
             control: Batch::new(),
             pool: pool.clone(),
         }));
@@ -283,9 +282,9 @@ impl Vtep {
         }
     }
 
-    /// Decapsulates one underlay frame; returns the VNI index and the inner
-    /// frame, or `None` when it was refused, handled or counted.
-    fn decap(&mut self, mut f: Frame, queue: usize, now: Instant) -> Option<(usize, Frame)> {
+    /// Decapsulates one underlay frame in place; returns the VNI index it is
+    /// for, or `None` when it was refused, handled or counted (drop it).
+    fn decap(&mut self, f: &mut Frame, now: Instant) -> Option<usize> {
         let d: Decap = match decap::classify(f.bytes(), &f.meta, &self.rx) {
             Ok(d) => d,
             Err(Refused::Counted(c)) => {
@@ -307,7 +306,6 @@ impl Vtep {
                 if let Some((ip, mac)) = learn {
                     self.learn(ip, mac, now);
                 }
-                let _ = queue;
                 return None;
             }
         };
@@ -355,7 +353,7 @@ impl Vtep {
         });
         f.meta = OffloadMeta { csum, gso, rss: f.meta.rss, ..OffloadMeta::plain() };
         v.tcounters.add(TunnelCounter::RxDecap, 1);
-        Some((index, f))
+        Some(index)
     }
 }
 
@@ -390,27 +388,41 @@ impl Nic for TunnelNic {
         let now = Instant::now();
         // Pull from the underlay until this VNI has something or the underlay
         // is empty: 0 means nothing waits for this VNI, even when the
-        // underlay's first frames were for others.
+        // underlay's first frames were for others. Frames are received into
+        // the caller's batch and decapsulated where they lie; this VNI's are
+        // compacted to the front (no move when all are kept), the others'
+        // moved to their inbox, refused ones dropped.
         let mut result = Ok(());
         while got < max {
-            let mut scratch = core::mem::take(&mut v.scratch);
-            let r = v.underlay.receive(queue, &mut scratch, max - got);
-            let pulled = scratch.len();
-            for f in scratch.drain(..) {
-                let Some((i, f)) = v.decap(f, queue, now) else { continue };
-                if i == index {
-                    bytes += f.len() as u64;
-                    packets += 1;
-                    batch.push(f);
-                    got += 1;
-                } else if let Some(s) = v.vnis.get_mut(i) {
-                    match s.inbox.get_mut(queue) {
-                        Some(q) if q.len() < INBOX_LEN => q.push_back(f),
-                        _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
+            let start = batch.len();
+            let r = v.underlay.receive(queue, batch, max - got);
+            let pulled = batch.len() - start;
+            let mut w = start;
+            for r in start..batch.len() {
+                let Some(f) = batch.get_mut(r) else { break };
+                match v.decap(f, now) {
+                    Some(i) if i == index => {
+                        bytes += f.len() as u64;
+                        packets += 1;
+                        got += 1;
+                        if w != r {
+                            batch.swap(w, r);
+                        }
+                        w += 1;
                     }
+                    Some(i) => {
+                        let f = core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
+                        if let Some(s) = v.vnis.get_mut(i) {
+                            match s.inbox.get_mut(queue) {
+                                Some(q) if q.len() < INBOX_LEN => q.push_back(f),
+                                _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
+                            }
+                        }
+                    }
+                    None => {}
                 }
             }
-            v.scratch = scratch;
+            batch.truncate(w);
             if let Err(e) = r {
                 result = Err(e);
                 break;
@@ -493,6 +505,18 @@ impl Nic for TunnelNic {
         }
         let taken = if err.is_some() { stop + 1 } else { stop };
         let resolved = s.neigh.mac.is_some();
+        if err.is_none() && resolved && pending.is_empty() {
+            // The common case: the whole batch, encapsulated where it lies,
+            // goes to the underlay as it is; what the underlay cannot take now
+            // waits in `pending` (already encapsulated, it must not go back).
+            s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+            self.counters.add(queue, Counter::TxPackets, stop as u64);
+            self.counters.add(queue, Counter::TxBytes, bytes);
+            let r = v.underlay.transmit(queue, batch);
+            pending.extend(batch.drain(..));
+            r?;
+            return Ok(taken);
+        }
         for (i, f) in batch.drain(..taken).enumerate() {
             if i >= stop {
                 continue;
