@@ -5,6 +5,7 @@
 //! rest.
 
 use linerate::toe::harness as toe_harness;
+use linerate::tunnel::harness as tunnel_harness;
 use linerate::wire::harness::TARGETS;
 use linerate::wire::layout;
 use std::path::PathBuf;
@@ -20,6 +21,7 @@ fn replay_corpus() {
     for (name, run) in TARGETS
         .iter()
         .chain(toe_harness::TARGETS)
+        .chain(tunnel_harness::TARGETS)
         .chain(linerate::tunnel::bridge::harness::TARGETS)
     {
         let dir = corpus_dir(name);

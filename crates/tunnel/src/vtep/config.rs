@@ -1,5 +1,5 @@
 //! The VTEP's configuration file: TOML read with serde, then checked rule by rule
-//! into a typed [`VtepConfig`].
+//! into a typed [`EndpointConfig`].
 //!
 //! Every refusal is a [`ConfigProblem`] that names the field (`vni[1].port`), says
 //! what is wrong with its value and what to change; [`parse`] reports all of them
@@ -7,7 +7,7 @@
 //! come from the TOML reader with their line and column.
 //!
 //! ```
-//! use linerate_tunnel::vtep::config::{parse, Encap};
+//! use linerate_tunnel::vtep::config::{parse, EncapSpec};
 //!
 //! let cfg = parse(r#"
 //!     [underlay]
@@ -20,7 +20,7 @@
 //!     flood = ["10.0.0.1"]
 //!     ports = ["vm0"]
 //! "#).unwrap();
-//! assert_eq!(cfg.vnis[0].encap, Encap::Vxlan { port: 4789 });
+//! assert_eq!(cfg.vnis[0].encap, EncapSpec::Vxlan { port: 4789 });
 //!
 //! let err = parse(r#"
 //!     [underlay]
@@ -34,6 +34,7 @@
 //! assert!(err.to_string().contains("vni[0].id: 16777216 does not fit in 24 bits"));
 //! ```
 
+use crate::GeneveOpt;
 use crate::bridge::{FdbConfig, Mac};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -169,20 +170,9 @@ pub struct Underlay {
     pub queues: u16,
 }
 
-/// A GENEVE option TLV (RFC 8926 section 3.5).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GeneveOpt {
-    /// Option class.
-    pub class: u16,
-    /// Type (the 0x80 bit marks it critical).
-    pub kind: u8,
-    /// Data, a multiple of 4 bytes, at most 124.
-    pub data: Vec<u8>,
-}
-
 /// The encapsulation of one VNI.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Encap {
+pub enum EncapSpec {
     /// VXLAN (RFC 7348) on this UDP port.
     Vxlan {
         /// Destination UDP port.
@@ -201,11 +191,11 @@ pub enum Encap {
 
 /// One VNI's bridge domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VniConfig {
+pub struct VniSpec {
     /// The VNI (VSID for NVGRE), 24 bits.
     pub id: u32,
     /// Its encapsulation.
-    pub encap: Encap,
+    pub encap: EncapSpec,
     /// Remote VTEPs that get broadcast, unknown unicast and multicast.
     pub flood: Vec<IpAddr>,
     /// Local TAP ports joined to the domain.
@@ -220,13 +210,13 @@ pub struct VniConfig {
 
 /// A checked VTEP configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VtepConfig {
+pub struct EndpointConfig {
     /// The underlay.
     pub underlay: Underlay,
     /// FDB ageing and bounds.
     pub fdb: FdbConfig,
     /// The bridge domains.
-    pub vnis: Vec<VniConfig>,
+    pub vnis: Vec<VniSpec>,
 }
 
 /// One thing wrong with a configuration.
@@ -378,7 +368,7 @@ fn parse_hex(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Reads and checks a configuration.
-pub fn parse(text: &str) -> Result<VtepConfig, ConfigError> {
+pub fn parse(text: &str) -> Result<EndpointConfig, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
     let mut c = Check(Vec::new());
     let underlay = check_underlay(&mut c, &raw.underlay);
@@ -391,7 +381,7 @@ pub fn parse(text: &str) -> Result<VtepConfig, ConfigError> {
         names.insert(n.clone());
     }
     let mut ids = HashSet::new();
-    let vnis: Vec<VniConfig> = raw
+    let vnis: Vec<VniSpec> = raw
         .vni
         .iter()
         .enumerate()
@@ -405,7 +395,7 @@ pub fn parse(text: &str) -> Result<VtepConfig, ConfigError> {
         );
     }
     match (underlay, c.0.is_empty()) {
-        (Some(underlay), true) => Ok(VtepConfig {
+        (Some(underlay), true) => Ok(EndpointConfig {
             underlay,
             fdb,
             vnis,
@@ -570,7 +560,7 @@ fn check_vni(
     family: Option<bool>,
     names: &mut HashSet<String>,
     ids: &mut HashSet<u32>,
-) -> Option<VniConfig> {
+) -> Option<VniSpec> {
     let at = |f: &str| format!("vni[{i}].{f}");
     let id = match u32::try_from(v.id) {
         Ok(id) if id < 1 << 24 => Some(id),
@@ -635,10 +625,10 @@ fn check_vni(
             );
             None
         }
-        RawEncap::Vxlan => Some(Encap::Vxlan {
+        RawEncap::Vxlan => Some(EncapSpec::Vxlan {
             port: port.unwrap_or(VXLAN_PORT),
         }),
-        RawEncap::Geneve => Some(Encap::Geneve {
+        RawEncap::Geneve => Some(EncapSpec::Geneve {
             port: port.unwrap_or(GENEVE_PORT),
             options,
         }),
@@ -653,7 +643,7 @@ fn check_vni(
                     "remove them, or set encap = \"geneve\"",
                 );
             }
-            Some(Encap::Nvgre)
+            Some(EncapSpec::Nvgre)
         }
     };
     let mut flood = Vec::new();
@@ -719,7 +709,7 @@ fn check_vni(
             "set suppress_arp = true or remove them",
         );
     }
-    Some(VniConfig {
+    Some(VniSpec {
         id: id?,
         encap: encap?,
         flood,

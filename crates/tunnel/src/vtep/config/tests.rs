@@ -70,11 +70,11 @@ fn the_example_config_is_accepted() {
     assert_eq!(c.underlay.queues, 2);
     assert_eq!(c.underlay.mac, Some([2, 0, 0, 0, 0, 2]));
     assert_eq!(c.fdb.ageing, Duration::from_secs(60));
-    assert_eq!(c.vnis[0].encap, Encap::Vxlan { port: 8472 });
+    assert_eq!(c.vnis[0].encap, EncapSpec::Vxlan { port: 8472 });
     assert_eq!(c.vnis[0].flood.len(), 2);
     assert_eq!(
         c.vnis[1].encap,
-        Encap::Geneve {
+        EncapSpec::Geneve {
             port: GENEVE_PORT,
             options: vec![
                 GeneveOpt {
@@ -90,7 +90,7 @@ fn the_example_config_is_accepted() {
             ]
         }
     );
-    assert_eq!(c.vnis[2].encap, Encap::Nvgre);
+    assert_eq!(c.vnis[2].encap, EncapSpec::Nvgre);
 }
 
 #[test]

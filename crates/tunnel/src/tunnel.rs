@@ -1,0 +1,588 @@
+//! The overlay NIC: [`Tunnel`] builds [`TunnelNic`]s over an underlay.
+
+use crate::config::{ConfigError, Encap, VniConfig, VtepConfig};
+use crate::counters::{TunnelCounter, TunnelCounters};
+use crate::decap::{self, Control, Decap, Refused, RxConfig};
+use crate::encap::{Template, overhead};
+use crate::neigh::{self, Neigh, Poll};
+use crate::{EcnDecap, decap_ecn};
+use linerate_nic::{
+    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, PacketBuf, Pool, Readiness,
+    Recorder,
+};
+use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Frames one VNI's per-queue inbox holds (received on another VNI's call);
+/// more are dropped (`rx_dropped_ring_full`).
+pub const INBOX_LEN: usize = 4096;
+
+/// Builds overlay NICs over an underlay.
+#[derive(Debug)]
+pub struct Tunnel;
+
+/// One VNI's shared state.
+struct VniState {
+    cfg: VniConfig,
+    template: Template,
+    neigh: Neigh,
+    inbox: Vec<VecDeque<Frame>>,
+    counters: Counters,
+    tcounters: TunnelCounters,
+}
+
+/// The state every VNI of one underlay shares.
+struct Vtep {
+    underlay: Box<dyn Nic>,
+    config: VtepConfig,
+    rx: RxConfig,
+    counters: TunnelCounters,
+    vnis: Vec<VniState>,
+    control: Batch,
+    pool: Pool,
+}
+
+/// One VNI's overlay NIC: inner Ethernet frames in and out, carried over the
+/// underlay in the VTEP's encapsulation.
+///
+/// Its [`Nic::counters`] count inner frames (`rx_packets`, `tx_packets`,
+/// `tx_dropped_oversize`...); [`TunnelNic::tunnel_counters`] what this VNI
+/// refused, [`TunnelNic::vtep_counters`] what the VTEP refused before a VNI
+/// was known.
+pub struct TunnelNic {
+    vtep: Arc<Mutex<Vtep>>,
+    index: usize,
+    vni: VniConfig,
+    caps: NicCaps,
+    hlen: usize,
+    counters: Counters,
+    tcounters: TunnelCounters,
+    vcounters: TunnelCounters,
+    pool: Pool,
+    pending: Vec<Batch>,
+}
+
+impl core::fmt::Debug for TunnelNic {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TunnelNic")
+            .field("vni", &self.vni)
+            .field("caps", &self.caps)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The overlay's caps over an underlay with `u`.
+fn overlay_caps(
+    u: &NicCaps,
+    hlen: usize,
+    offloads: bool,
+    encap: &Encap,
+    csum: bool,
+) -> Option<NicCaps> {
+    let mtu = u16::try_from(usize::from(u.mtu).checked_sub(hlen)?).ok()?;
+    if mtu < 68 {
+        return None;
+    }
+    let o = u.offloads;
+    let tunnel = match encap {
+        Encap::Nvgre => o.tunnel_gre,
+        _ if csum => o.tunnel_udp_csum,
+        _ => o.tunnel_udp,
+    };
+    let offloads = if offloads {
+        Offloads {
+            tx_csum: o.tx_csum,
+            rx_csum: o.rx_csum,
+            tso4: o.tso4 && tunnel,
+            tso6: o.tso6 && tunnel,
+            tso_ecn: o.tso_ecn && tunnel,
+            uso: o.uso && tunnel,
+            lro: o.lro,
+            ..Offloads::NONE
+        }
+    } else {
+        Offloads::NONE
+    };
+    Some(NicCaps {
+        mtu,
+        max_gso_size: u.max_gso_size.saturating_sub(u32::try_from(hlen).ok()?),
+        offloads,
+        ..*u
+    })
+}
+
+impl Tunnel {
+    /// One overlay NIC for `vni` over `underlay` (typically a
+    /// [`linerate_nic::Shim`] over a backend).
+    pub fn new<N: Nic + 'static>(
+        underlay: N,
+        vtep: VtepConfig,
+        vni: VniConfig,
+    ) -> Result<TunnelNic, ConfigError> {
+        let mut v = Tunnel::many(underlay, vtep, vec![vni])?;
+        v.pop().ok_or(ConfigError::NoVni)
+    }
+
+    /// One overlay NIC per VNI of `vnis`, in that order, all over `underlay`
+    /// and sharing its queues (see the crate docs).
+    pub fn many<N: Nic + 'static>(
+        underlay: N,
+        vtep: VtepConfig,
+        vnis: Vec<VniConfig>,
+    ) -> Result<Vec<TunnelNic>, ConfigError> {
+        if vnis.is_empty() {
+            return Err(ConfigError::NoVni);
+        }
+        let queues = underlay.queues();
+        let hlen = overhead(&vtep);
+        let mut states = Vec::with_capacity(vnis.len());
+        for (i, v) in vnis.iter().enumerate() {
+            if vnis.iter().take(i).any(|w| w.vni == v.vni) {
+                return Err(ConfigError::Vni(v.vni));
+            }
+            let fam = vtep.local_ip.is_ipv6();
+            let hop_fam = match v.next_hop {
+                crate::NextHop::Resolve(ip) => ip.is_ipv6() == fam,
+                crate::NextHop::Static(_) => true,
+            };
+            if v.remote_ip.is_ipv6() != fam
+                || !hop_fam
+                || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam)
+            {
+                return Err(ConfigError::Family);
+            }
+            let neigh = Neigh::new(v.next_hop);
+            let template = Template::new(&vtep, v, neigh.mac.unwrap_or([0; 6]))?;
+            states.push(VniState {
+                cfg: v.clone(),
+                template,
+                neigh,
+                inbox: (0..queues).map(|_| VecDeque::new()).collect(),
+                counters: Counters::new(queues),
+                tcounters: TunnelCounters::new(),
+            });
+        }
+        let csum = states.first().is_some_and(|s| s.template.csum);
+        let caps = overlay_caps(underlay.caps(), hlen, vtep.offloads, &vtep.encap, csum)
+            .ok_or(ConfigError::Mtu)?;
+        let pool = underlay.pool().clone();
+        let vcounters = TunnelCounters::new();
+        let rx = RxConfig {
+            local_ip: vtep.local_ip,
+            port: vtep.port,
+            encap: vtep.encap.clone(),
+            zero_csum6: vtep.ipv6_zero_csum,
+            local_mac: vtep.local_mac,
+        };
+        let nics: Vec<(Counters, TunnelCounters)> = states
+            .iter()
+            .map(|s| (s.counters.clone(), s.tcounters.clone()))
+            .collect();
+        let shared = Arc::new(Mutex::new(Vtep {
+            underlay: Box::new(underlay),
+            config: vtep,
+            rx,
+            counters: vcounters.clone(),
+            vnis: states,
+            control: Batch::new(),
+            pool: pool.clone(),
+        }));
+        Ok(nics
+            .into_iter()
+            .zip(vnis)
+            .enumerate()
+            .map(|(index, ((counters, tcounters), vni))| TunnelNic {
+                vtep: Arc::clone(&shared),
+                index,
+                vni,
+                caps,
+                hlen,
+                counters,
+                tcounters,
+                vcounters: vcounters.clone(),
+                pool: pool.clone(),
+                pending: (0..queues).map(|_| Batch::new()).collect(),
+            })
+            .collect())
+    }
+}
+
+impl TunnelNic {
+    /// This VNI's configuration.
+    pub fn vni(&self) -> &VniConfig {
+        &self.vni
+    }
+
+    /// What this VNI refused after its VNI was known.
+    pub fn tunnel_counters(&self) -> &TunnelCounters {
+        &self.tcounters
+    }
+
+    /// What the VTEP refused before a VNI was known (shared by every VNI).
+    pub fn vtep_counters(&self) -> &TunnelCounters {
+        &self.vcounters
+    }
+
+    /// Runs `f` on the underlay (locks it: not for the data path).
+    pub fn with_underlay<R>(&self, f: impl FnOnce(&mut dyn Nic) -> R) -> R {
+        f(self.lock().underlay.as_mut())
+    }
+
+    /// The encapsulation overhead in bytes: outer Ethernet, IP, UDP and tunnel
+    /// header (GENEVE options included) or GRE.
+    pub fn overhead(&self) -> usize {
+        self.hlen
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vtep> {
+        match self.vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+impl Vtep {
+    /// Sends control frames (ARP/ND answers, probes) on `queue`; best effort.
+    fn send_control(&mut self, queue: usize) {
+        if !self.control.is_empty() {
+            let _ = self.underlay.transmit(queue, &mut self.control);
+            self.control.clear();
+        }
+    }
+
+    /// Runs every VNI's resolution timer; `wanted` marks `index` as having a
+    /// frame waiting.
+    fn poll_neigh(&mut self, now: Instant) {
+        let (mac, ip) = (self.config.local_mac, self.config.local_ip);
+        for v in &mut self.vnis {
+            let wanted = !v.neigh.queue.is_empty();
+            match v.neigh.poll(now, wanted) {
+                Poll::Nothing => {}
+                Poll::Probe => {
+                    if let Some(target) = v.neigh.ip
+                        && let Some(f) = neigh::probe(&self.pool, mac, ip, target)
+                    {
+                        self.control.push(f);
+                        v.tcounters.add(TunnelCounter::NeighProbes, 1);
+                    }
+                }
+                Poll::GiveUp => {
+                    let n = v.neigh.queue.len() as u64;
+                    v.neigh.queue.clear();
+                    v.tcounters.add(TunnelCounter::TxUnresolved, n);
+                }
+            }
+        }
+    }
+
+    /// Learns a neighbour; frames waiting for it get its MAC.
+    fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant) {
+        for v in &mut self.vnis {
+            if v.neigh.learn(ip, mac, now) {
+                v.template.set_dst_mac(mac);
+                for f in &mut v.neigh.queue {
+                    if let Some(d) = f.bytes_mut().get_mut(0..6) {
+                        d.copy_from_slice(&mac);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decapsulates one underlay frame in place; returns the VNI index it is
+    /// for, or `None` when it was refused, handled or counted (drop it).
+    fn decap(&mut self, f: &mut Frame, now: Instant) -> Option<usize> {
+        let d: Decap = match decap::classify(f.bytes(), &f.meta, &self.rx) {
+            Ok(d) => d,
+            Err(Refused::Counted(c)) => {
+                self.counters.add(c, 1);
+                return None;
+            }
+            Err(Refused::Control(c)) => {
+                self.counters.add(TunnelCounter::NeighSeen, 1);
+                let nd = match c {
+                    Control::Arp => None,
+                    Control::Nd { off, end } => Some((off, end)),
+                };
+                let (answer, learn) = neigh::handle(
+                    f.bytes(),
+                    nd,
+                    &self.pool,
+                    self.config.local_mac,
+                    self.config.local_ip,
+                );
+                if let Some(a) = answer {
+                    self.control.push(a);
+                    self.counters.add(TunnelCounter::NeighAnswered, 1);
+                }
+                if let Some((ip, mac)) = learn {
+                    self.learn(ip, mac, now);
+                }
+                return None;
+            }
+        };
+        let Some(index) = self.vnis.iter().position(|v| v.cfg.vni == d.vni) else {
+            self.counters.add(TunnelCounter::RxUnknownVni, 1);
+            return None;
+        };
+        let v = self.vnis.get(index)?;
+        if !(d.src == v.cfg.remote_ip || v.cfg.allowed_sources.contains(&d.src)) {
+            v.tcounters.add(TunnelCounter::RxSource, 1);
+            return None;
+        }
+        // RFC 6040 section 4.2.
+        let b = f.bytes_mut();
+        let et = u16::from_be_bytes([*b.get(d.hlen + 12)?, *b.get(d.hlen + 13)?]);
+        let l3 = d.hlen + 14;
+        if let Some(inner) = decap::inner_ecn(b, et, l3) {
+            match decap_ecn(inner, d.ecn) {
+                EcnDecap::Drop => {
+                    v.tcounters.add(TunnelCounter::RxEcnDrop, 1);
+                    return None;
+                }
+                EcnDecap::Forward(e) if e != inner => decap::set_inner_ecn(b, et, l3, e),
+                EcnDecap::Forward(_) => {}
+            }
+        }
+        if f.buf.truncate(d.end).is_err() || f.buf.strip_front(d.hlen).is_err() {
+            self.counters.add(TunnelCounter::RxTruncated, 1);
+            return None;
+        }
+        let csum = match f.meta.csum {
+            Checksum::Verified { levels } if d.outer_csum => match levels.saturating_sub(1) {
+                0 => Checksum::None,
+                l => Checksum::Verified { levels: l },
+            },
+            Checksum::Partial { start, offset } => match start.checked_sub(d.hlen as u16) {
+                Some(start) => Checksum::Partial { start, offset },
+                None => Checksum::None,
+            },
+            c => c,
+        };
+        let gso = f.meta.gso.map(|mut g| {
+            g.tunnel = GsoTunnel::None;
+            g
+        });
+        f.meta = OffloadMeta {
+            csum,
+            gso,
+            rss: f.meta.rss,
+            ..OffloadMeta::plain()
+        };
+        v.tcounters.add(TunnelCounter::RxDecap, 1);
+        Some(index)
+    }
+}
+
+impl Nic for TunnelNic {
+    fn caps(&self) -> &NicCaps {
+        &self.caps
+    }
+
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        let queues = self.pending.len();
+        if queue >= queues {
+            return Err(NicError::NoQueue { queue, queues });
+        }
+        let index = self.index;
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let v = &mut *g;
+        let mut got = 0;
+        let (mut bytes, mut packets) = (0u64, 0u64);
+        if let Some(inbox) = v.vnis.get_mut(index).and_then(|s| s.inbox.get_mut(queue)) {
+            while got < max {
+                let Some(f) = inbox.pop_front() else { break };
+                bytes += f.len() as u64;
+                packets += 1;
+                batch.push(f);
+                got += 1;
+            }
+        }
+        let now = Instant::now();
+        // Pull from the underlay until this VNI has something or the underlay
+        // is empty: 0 means nothing waits for this VNI, even when the
+        // underlay's first frames were for others. Frames are received into
+        // the caller's batch and decapsulated where they lie; this VNI's are
+        // compacted to the front (no move when all are kept), the others'
+        // moved to their inbox, refused ones dropped.
+        let mut result = Ok(());
+        while got < max {
+            let start = batch.len();
+            let r = v.underlay.receive(queue, batch, max - got);
+            let pulled = batch.len() - start;
+            let mut w = start;
+            for r in start..batch.len() {
+                let Some(f) = batch.get_mut(r) else { break };
+                match v.decap(f, now) {
+                    Some(i) if i == index => {
+                        bytes += f.len() as u64;
+                        packets += 1;
+                        got += 1;
+                        if w != r {
+                            batch.swap(w, r);
+                        }
+                        w += 1;
+                    }
+                    Some(i) => {
+                        let f =
+                            core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
+                        if let Some(s) = v.vnis.get_mut(i) {
+                            match s.inbox.get_mut(queue) {
+                                Some(q) if q.len() < INBOX_LEN => q.push_back(f),
+                                _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
+                            }
+                        }
+                    }
+                    None => {}
+                }
+            }
+            batch.truncate(w);
+            if let Err(e) = r {
+                result = Err(e);
+                break;
+            }
+            if pulled == 0 || got > 0 {
+                break;
+            }
+        }
+        v.poll_neigh(now);
+        v.send_control(queue);
+        result?;
+        self.counters.add(queue, Counter::RxPackets, packets);
+        self.counters.add(queue, Counter::RxBytes, bytes);
+        Ok(got)
+    }
+
+    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        let queues = self.pending.len();
+        if queue >= queues {
+            return Err(NicError::NoQueue { queue, queues });
+        }
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let v = &mut *g;
+        let Some(pending) = self.pending.get_mut(queue) else {
+            return Ok(0);
+        };
+        let now = Instant::now();
+        // Frames that waited for the next hop go first.
+        if let Some(s) = v.vnis.get_mut(self.index)
+            && s.neigh.mac.is_some()
+            && !s.neigh.queue.is_empty()
+        {
+            pending.extend(s.neigh.queue.drain(..));
+        }
+        if !pending.is_empty() {
+            v.underlay.transmit(queue, pending)?;
+            if !pending.is_empty() {
+                return Ok(0);
+            }
+        }
+        let Some(s) = v.vnis.get_mut(self.index) else {
+            return Ok(0);
+        };
+        let limit = self.caps.max_frame_len(0);
+        let mut err = None;
+        let mut stop = batch.len();
+        let (mut bytes, mut unresolved) = (0u64, 0u64);
+        for (i, f) in batch.iter_mut().enumerate() {
+            let len = f.len();
+            if f.meta.gso.is_none() && len > limit {
+                self.counters.add(queue, Counter::TxDroppedOversize, 1);
+                s.tcounters.add(TunnelCounter::TxOversize, 1);
+                err = Some(NicError::Oversize { len, limit });
+                stop = i;
+                break;
+            }
+            let meta = match f.buf.prepend(self.hlen) {
+                Ok(_) => {
+                    let m = f.meta;
+                    s.template.write(f.bytes_mut(), &m)
+                }
+                Err(e) => {
+                    err = Some(NicError::Buffer(e));
+                    None
+                }
+            };
+            let Some(meta) = meta else {
+                self.counters.add(queue, Counter::TxDroppedInvalid, 1);
+                s.tcounters.add(TunnelCounter::TxInvalid, 1);
+                err.get_or_insert(NicError::InvalidMeta {
+                    what: "inner frame does not fit the tunnel",
+                });
+                stop = i;
+                break;
+            };
+            f.meta = meta;
+            bytes += len as u64;
+        }
+        let taken = if err.is_some() { stop + 1 } else { stop };
+        let resolved = s.neigh.mac.is_some();
+        if err.is_none() && resolved && pending.is_empty() {
+            // The common case: the whole batch, encapsulated where it lies,
+            // goes to the underlay as it is; what the underlay cannot take now
+            // waits in `pending` (already encapsulated, it must not go back).
+            s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+            self.counters.add(queue, Counter::TxPackets, stop as u64);
+            self.counters.add(queue, Counter::TxBytes, bytes);
+            let r = v.underlay.transmit(queue, batch);
+            pending.extend(batch.drain(..));
+            r?;
+            return Ok(taken);
+        }
+        for (i, f) in batch.drain(..taken).enumerate() {
+            if i >= stop {
+                continue;
+            }
+            if resolved {
+                pending.push(f);
+            } else if s.neigh.queue.len() < neigh::QUEUE {
+                s.neigh.queue.push_back(f);
+            } else {
+                unresolved += 1;
+            }
+        }
+        s.tcounters.add(TunnelCounter::TxUnresolved, unresolved);
+        s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+        self.counters.add(queue, Counter::TxPackets, stop as u64);
+        self.counters.add(queue, Counter::TxBytes, bytes);
+        if !resolved {
+            v.poll_neigh(now);
+            v.send_control(queue);
+        }
+        if !pending.is_empty() {
+            v.underlay.transmit(queue, pending)?;
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(taken),
+        }
+    }
+
+    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        self.lock().underlay.readiness(queue)
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.lock().underlay.set_recorder(recorder);
+    }
+}
