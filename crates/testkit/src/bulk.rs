@@ -38,6 +38,12 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+mod both_ways;
+mod tunnel;
+
+use both_ways::both_ways;
+pub use tunnel::{Offload, Tunnelled, transfer_tunnel};
+
 /// The write sizes of the offload report and the bulk benchmark: 64 B to 256 KiB.
 pub const WRITES: [usize; 6] = [64, 1024, 4096, 16 * 1024, 64 * 1024, 256 * 1024];
 
@@ -193,8 +199,7 @@ pub fn transfer(stack: Stack, write: usize, total: u64) -> Result<Measurement, B
     if write == 0 || write > PATTERN_PERIOD {
         return Err(BulkError::WriteSize(write));
     }
-    static SOURCE: std::sync::OnceLock<Source> = std::sync::OnceLock::new();
-    let shared = SOURCE.get_or_init(|| Source::new(MAX_CHUNK));
+    let shared = shared_source();
     let own;
     let source = if write <= MAX_CHUNK {
         shared
@@ -210,6 +215,12 @@ pub fn transfer(stack: Stack, write: usize, total: u64) -> Result<Measurement, B
         Stack::Smoltcp => smoltcp(write, total, source, Calls::Copy),
         Stack::SmoltcpLending => smoltcp(write, total, source, Calls::ZeroCopy),
     }
+}
+
+/// The stream every transfer with writes up to [`MAX_CHUNK`] checks against.
+fn shared_source() -> &'static Source {
+    static SOURCE: std::sync::OnceLock<Source> = std::sync::OnceLock::new();
+    SOURCE.get_or_init(|| Source::new(MAX_CHUNK))
 }
 
 /// The byte stream: a pseudo-random pattern of period [`PATTERN_PERIOD`], stored
