@@ -5,7 +5,18 @@
 //! cargo run --release --example offload_report            # the full matrix (< 2 min)
 //! cargo run --release --example offload_report -- --quick # a tenth of the bytes
 //! cargo run --release --example offload_report -- --only linerate-on --write 65536
+//! cargo run --release --example offload_report -- --out DIR   # charts and CSV there
 //! ```
+//!
+//! Besides the tables it prints, the report writes SVG charts (Gbit/s and CPU
+//! seconds per GB against write size, one pair per experiment), `report.csv`
+//! with every cell and an `index.html` that shows them, into
+//! `target/offload-report/` (or `--out DIR`).
+//!
+//! Experiments: the TCP bulk table below; the tunnel experiment
+//! ([`tunnel`]: VXLAN, GENEVE and NVGRE with tunnel offloads in hardware, in
+//! software and off, beside the same traffic without a tunnel, one way and both
+//! ways at once).
 //!
 //! Two stacks talk over a pair of in-memory NIC ports at MTU 1500 with no hardware
 //! offloads, in one thread. The sender writes `W` bytes per call for W = 64 B ..
@@ -35,8 +46,13 @@
 //!
 //! The driver loop lives in `linerate_testkit::bulk`, shared with `benches/tcp.rs`.
 
+mod chart;
+mod tunnel;
+
+use chart::{Out, Row, Series};
 use linerate_testkit::bulk::{self, Measurement, Stack, WRITES};
 use std::error::Error;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Runs of each cell; the best is reported.
@@ -54,12 +70,7 @@ fn transfer_size(write: usize) -> u64 {
     }
 }
 
-fn human(bytes: usize) -> String {
-    match bytes {
-        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
-        b => format!("{b} B"),
-    }
-}
+use chart::human;
 
 fn best(a: Option<Measurement>, b: Measurement) -> Measurement {
     match a {
@@ -75,6 +86,10 @@ struct Options {
     only: Option<Stack>,
     /// Run only this write size.
     write: Option<usize>,
+    /// Where the charts and the CSV go.
+    out: PathBuf,
+    /// Skip the tunnel experiment.
+    no_tunnel: bool,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -82,6 +97,8 @@ fn options() -> Result<Options, Box<dyn Error>> {
         quick: false,
         only: None,
         write: None,
+        out: PathBuf::from("target/offload-report"),
+        no_tunnel: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -100,9 +117,13 @@ fn options() -> Result<Options, Box<dyn Error>> {
                 );
             }
             "--write" => o.write = Some(args.next().unwrap_or_default().parse()?),
+            "--out" => {
+                o.out = PathBuf::from(args.next().ok_or("--out takes a directory")?);
+            }
+            "--no-tunnel" => o.no_tunnel = true,
             other => {
                 return Err(format!(
-                    "unknown option {other:?} (--quick, --only STACK, --write BYTES)"
+                    "unknown option {other:?} (--quick, --only STACK, --write BYTES, --out DIR, --no-tunnel)"
                 )
                 .into());
             }
@@ -210,6 +231,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         "MiB"
     );
     println!("{}", "-".repeat(130));
+    let mut out = Out::new(&opts.out)?;
+    let mut table: Vec<(usize, [Measurement; 4])> = Vec::new();
     let mut cpu_ratios = Vec::new();
     for write in WRITES
         .into_iter()
@@ -242,6 +265,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             r(&hw, &smol),
             total >> 20,
         );
+        table.push((write, [sw, hw, off, smol]));
         let c = |a: &Measurement, b: &Measurement| a.cpu_s_per_gb() / b.cpu_s_per_gb();
         cpu_ratios.push((
             write,
@@ -269,10 +293,61 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     zero_copy_table(&opts, scale, rounds)?;
+    tcp_charts(&mut out, &table)?;
+    if !opts.no_tunnel {
+        tunnel::section(&mut out, quick, opts.write)?;
+    }
+    let dir = out.finish()?;
     println!();
+    println!(
+        "charts (SVG), report.csv and index.html in {}",
+        dir.display()
+    );
     println!(
         "every byte checked against the bytes sent; ratios are of Gbit/s; total {:.1} s",
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The TCP bulk table as CSV rows and two charts.
+fn tcp_charts(out: &mut Out, table: &[(usize, [Measurement; 4])]) -> Result<(), Box<dyn Error>> {
+    const NAMES: [&str; 4] = ["linerate sw", "linerate hw", "linerate off", "smoltcp"];
+    for (write, cells) in table {
+        for (name, m) in NAMES.iter().zip(cells) {
+            out.row(Row {
+                experiment: "tcp_bulk".to_string(),
+                direction: "uni",
+                stack: name.to_string(),
+                write: *write,
+                gbit_per_s: m.gbit_per_s(),
+                cpu_s_per_gb: m.cpu_s_per_gb(),
+            });
+        }
+    }
+    let series = |value: fn(&Measurement) -> f64| -> Vec<Series> {
+        NAMES
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Series {
+                name: name.to_string(),
+                points: table
+                    .iter()
+                    .filter_map(|(w, c)| c.get(i).map(|m| (*w, value(m))))
+                    .collect(),
+            })
+            .collect()
+    };
+    out.chart(
+        "tcp_bulk_gbps",
+        "TCP bulk, MTU 1500: throughput, offloads on (hw, sw) vs off and smoltcp",
+        "Gbit/s",
+        &series(Measurement::gbit_per_s),
+    )?;
+    out.chart(
+        "tcp_bulk_cpu",
+        "TCP bulk, MTU 1500: CPU per GB, offloads on (hw, sw) vs off and smoltcp",
+        "CPU seconds per GB",
+        &series(Measurement::cpu_s_per_gb),
+    )
 }

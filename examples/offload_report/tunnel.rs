@@ -1,0 +1,229 @@
+//! The tunnel experiment (QLogic FastLinQ, Chelsio T5 NVGRE): TCP bulk through
+//! VXLAN, GENEVE (two options) and NVGRE beside the same traffic without a
+//! tunnel, tunnel offloads in hardware, in software and off, one way and both ways.
+
+use crate::chart::{Out, Row, Series, human};
+use linerate_testkit::bulk::{self, Measurement, Offload, Tunnelled, WRITES};
+use std::error::Error;
+
+/// Bytes per cell (per direction): smaller than the TCP table's, for 144 cells.
+fn cell_bytes(write: usize) -> u64 {
+    match write {
+        w if w <= 64 => 4 << 20,
+        w if w <= 1024 => 16 << 20,
+        _ => 32 << 20,
+    }
+}
+
+type Cells = Vec<(Tunnelled, Offload, usize, Measurement)>;
+
+fn measure(
+    both: bool,
+    scale: u64,
+    rounds: usize,
+    writes: &[usize],
+) -> Result<Cells, Box<dyn Error>> {
+    let mut cells: Cells = Vec::new();
+    for &write in writes {
+        for kind in Tunnelled::ALL {
+            for mode in Offload::ALL {
+                let mut best: Option<Measurement> = None;
+                for _ in 0..rounds {
+                    let m =
+                        bulk::transfer_tunnel(kind, mode, write, cell_bytes(write) / scale, both)
+                            .map_err(|e| {
+                            format!("{} {} at {}: {e}", kind.name(), mode.name(), human(write))
+                        })?;
+                    if best.is_none_or(|b| m.gbit_per_s() > b.gbit_per_s()) {
+                        best = Some(m);
+                    }
+                }
+                if let Some(m) = best {
+                    cells.push((kind, mode, write, m));
+                }
+            }
+        }
+    }
+    Ok(cells)
+}
+
+fn get(cells: &Cells, kind: Tunnelled, mode: Offload, write: usize) -> Option<&Measurement> {
+    cells
+        .iter()
+        .find(|c| c.0 == kind && c.1 == mode && c.2 == write)
+        .map(|c| &c.3)
+}
+
+/// Runs the experiment, prints its tables and the targets, adds its charts.
+pub fn section(
+    out: &mut Out,
+    quick: bool,
+    only_write: Option<usize>,
+) -> Result<(), Box<dyn Error>> {
+    let (scale, rounds) = if quick { (8, 1) } else { (1, 3) };
+    let writes: Vec<usize> = WRITES
+        .into_iter()
+        .filter(|w| only_write.is_none_or(|o| o == *w))
+        .collect();
+    println!();
+    println!(
+        "tunnel experiment: TCP bulk through VXLAN, GENEVE (2 options) and NVGRE over the memory \
+         backend, underlay MTU 1500 (overlay 1450/1438/1458), best of {rounds}"
+    );
+    println!(
+        "hw = tunnel TSO/LRO ports (super-frames encapsulated and carried whole); sw = plain ports, \
+         the underlay shim does tunnel GSO/GRO and checksums; off = MSS segments encapsulated one by one"
+    );
+    for (both, dir) in [(false, "uni"), (true, "bi")] {
+        let cells = measure(both, scale, rounds, &writes)?;
+        println!();
+        println!(
+            "{} ({}): Gbit/s and CPU s/GB{}",
+            if both {
+                "bidirectional"
+            } else {
+                "unidirectional"
+            },
+            dir,
+            if both {
+                " (bytes of both directions)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "{:>7} {:>8} | {:>15} | {:>15} | {:>15} | {:>6} {:>6} {:>8}",
+            "tunnel",
+            "write",
+            "hw Gb/s CPUs/GB",
+            "sw Gb/s CPUs/GB",
+            "off Gb/s CPUs/GB",
+            "hw/off",
+            "sw/off",
+            "hw/plain"
+        );
+        for kind in Tunnelled::ALL {
+            for &write in &writes {
+                let (Some(hw), Some(sw), Some(off), Some(plain)) = (
+                    get(&cells, kind, Offload::Hw, write),
+                    get(&cells, kind, Offload::Sw, write),
+                    get(&cells, kind, Offload::Off, write),
+                    get(&cells, Tunnelled::No, Offload::Hw, write),
+                ) else {
+                    continue;
+                };
+                let c =
+                    |m: &Measurement| format!("{:>7.2} {:>7.3}", m.gbit_per_s(), m.cpu_s_per_gb());
+                println!(
+                    "{:>7} {:>8} | {} | {} | {} | {:>5.2}x {:>5.2}x {:>7.2}x",
+                    kind.name(),
+                    human(write),
+                    c(hw),
+                    c(sw),
+                    c(off),
+                    hw.gbit_per_s() / off.gbit_per_s(),
+                    sw.gbit_per_s() / off.gbit_per_s(),
+                    hw.gbit_per_s() / plain.gbit_per_s(),
+                );
+            }
+        }
+        for (kind, mode, write, m) in &cells {
+            out.row(Row {
+                experiment: format!("tunnel_{}", kind.name()),
+                direction: dir,
+                stack: mode.name().to_string(),
+                write: *write,
+                gbit_per_s: m.gbit_per_s(),
+                cpu_s_per_gb: m.cpu_s_per_gb(),
+            });
+        }
+        targets(&cells);
+        charts(out, &cells, dir)?;
+    }
+    Ok(())
+}
+
+/// The issue's targets, from this run.
+fn targets(cells: &Cells) {
+    let ratio = |a: Option<&Measurement>, b: Option<&Measurement>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.gbit_per_s() / b.gbit_per_s()),
+        _ => None,
+    };
+    for kind in [Tunnelled::Vxlan, Tunnelled::Geneve, Tunnelled::Nvgre] {
+        let k = 64 * 1024;
+        let vs_plain = ratio(
+            get(cells, kind, Offload::Hw, k),
+            get(cells, Tunnelled::No, Offload::Hw, k),
+        );
+        let onoff64 = ratio(
+            get(cells, kind, Offload::Hw, k),
+            get(cells, kind, Offload::Off, k),
+        );
+        let onoff1 = ratio(
+            get(cells, kind, Offload::Hw, 1024),
+            get(cells, kind, Offload::Off, 1024),
+        );
+        let f = |r: Option<f64>, want: f64| match r {
+            Some(r) => format!("{r:.2}x ({})", if r >= want { "met" } else { "NOT met" }),
+            None => "-".to_string(),
+        };
+        println!(
+            "  {}: hw vs no tunnel at 64 KiB {} [>= 0.9x]; hw/off at 64 KiB {} [>= 3x]; at 1 KiB {} [>= 2x]",
+            kind.name(),
+            f(vs_plain, 0.9),
+            f(onoff64, 3.0),
+            f(onoff1, 2.0)
+        );
+    }
+}
+
+fn charts(out: &mut Out, cells: &Cells, dir: &str) -> Result<(), Box<dyn Error>> {
+    for kind in [Tunnelled::Vxlan, Tunnelled::Geneve, Tunnelled::Nvgre] {
+        let series = |value: fn(&Measurement) -> f64| -> Vec<Series> {
+            let mut s: Vec<Series> = Offload::ALL
+                .into_iter()
+                .map(|mode| Series {
+                    name: format!("{} {}", kind.name(), mode.name()),
+                    points: cells
+                        .iter()
+                        .filter(|c| c.0 == kind && c.1 == mode)
+                        .map(|c| (c.2, value(&c.3)))
+                        .collect(),
+                })
+                .collect();
+            s.push(Series {
+                name: "no tunnel, hw".to_string(),
+                points: cells
+                    .iter()
+                    .filter(|c| c.0 == Tunnelled::No && c.1 == Offload::Hw)
+                    .map(|c| (c.2, value(&c.3)))
+                    .collect(),
+            });
+            s
+        };
+        let what = if dir == "bi" {
+            "bidirectional"
+        } else {
+            "unidirectional"
+        };
+        out.chart(
+            &format!("tunnel_{}_{dir}_gbps", kind.name()),
+            &format!(
+                "TCP through {} ({what}): throughput, offloads on vs off",
+                kind.name().to_uppercase()
+            ),
+            "Gbit/s",
+            &series(Measurement::gbit_per_s),
+        )?;
+        out.chart(
+            &format!("tunnel_{}_{dir}_cpu", kind.name()),
+            &format!(
+                "TCP through {} ({what}): CPU per GB, offloads on vs off",
+                kind.name().to_uppercase()
+            ),
+            "CPU seconds per GB",
+            &series(Measurement::cpu_s_per_gb),
+        )?;
+    }
+    Ok(())
+}
