@@ -35,8 +35,16 @@ fn kinds() -> Vec<(&'static str, Encap)> {
             "geneve_2opts",
             Encap::Geneve {
                 options: vec![
-                    GeneveOpt { class: 0x0102, kind: 0x80, data: vec![1, 2, 3, 4] },
-                    GeneveOpt { class: 0xff01, kind: 0x05, data: vec![9; 8] },
+                    GeneveOpt {
+                        class: 0x0102,
+                        kind: 0x80,
+                        data: vec![1, 2, 3, 4],
+                    },
+                    GeneveOpt {
+                        class: 0xff01,
+                        kind: 0x05,
+                        data: vec![9; 8],
+                    },
                 ],
                 known_critical: vec![(0x0102, 0x80)],
             },
@@ -57,23 +65,34 @@ fn encap_decap(c: &mut Criterion) {
     let frame = inner_frame();
     {
         let (mut a, mut b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
-        let mut batch: Batch = (0..BATCH).map(|_| Frame::plain(a.pool().alloc_from(&frame))).collect();
+        let mut batch: Batch = (0..BATCH)
+            .map(|_| Frame::plain(a.pool().alloc_from(&frame)))
+            .collect();
         g.bench_function(BenchmarkId::new("plain", 64), |bench| {
             bench.iter(|| round(&mut a, &mut b, black_box(&mut batch)))
         });
     }
     for v6 in [false, true] {
         let (la, lb): (IpAddr, IpAddr) = if v6 {
-            ("2001:db8::a".parse().unwrap(), "2001:db8::b".parse().unwrap())
+            (
+                "2001:db8::a".parse().unwrap(),
+                "2001:db8::b".parse().unwrap(),
+            )
         } else {
             ("192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap())
         };
         for (name, encap) in kinds() {
             let (a, b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
-            let vni = |remote, mac| VniConfig { next_hop: NextHop::Static(mac), ..VniConfig::new(42, remote) };
-            let mut ta = Tunnel::new(a, VtepConfig::new(encap.clone(), MAC_A, la), vni(lb, MAC_B)).unwrap();
+            let vni = |remote, mac| VniConfig {
+                next_hop: NextHop::Static(mac),
+                ..VniConfig::new(42, remote)
+            };
+            let mut ta =
+                Tunnel::new(a, VtepConfig::new(encap.clone(), MAC_A, la), vni(lb, MAC_B)).unwrap();
             let mut tb = Tunnel::new(b, VtepConfig::new(encap, MAC_B, lb), vni(la, MAC_A)).unwrap();
-            let mut batch: Batch = (0..BATCH).map(|_| Frame::plain(ta.pool().alloc_from(&frame))).collect();
+            let mut batch: Batch = (0..BATCH)
+                .map(|_| Frame::plain(ta.pool().alloc_from(&frame)))
+                .collect();
             let id = format!("{name}_{}", if v6 { "ipv6" } else { "ipv4" });
             g.bench_function(BenchmarkId::new(id, 64), |bench| {
                 bench.iter(|| round(&mut ta, &mut tb, black_box(&mut batch)))

@@ -78,7 +78,11 @@ impl Nic for OneShot {
 pub fn encap(sel: u8) -> Encap {
     match sel & 3 {
         1 | 3 => Encap::Geneve {
-            options: vec![GeneveOpt { class: 0x0102, kind: 0x80, data: vec![1, 2, 3, 4] }],
+            options: vec![GeneveOpt {
+                class: 0x0102,
+                kind: 0x80,
+                data: vec![1, 2, 3, 4],
+            }],
             known_critical: vec![(0x0102, 0x80)],
         },
         2 => Encap::Nvgre,
@@ -89,7 +93,9 @@ pub fn encap(sel: u8) -> Encap {
 /// The target: see the module docs.
 #[allow(clippy::expect_used)]
 pub fn receive(data: &[u8]) {
-    let Some((&sel, frame)) = data.split_first() else { return };
+    let Some((&sel, frame)) = data.split_first() else {
+        return;
+    };
     let v6 = sel & 4 != 0;
     let (local, remote) = if v6 {
         (V6.0.into(), V6.1.into())
@@ -98,7 +104,11 @@ pub fn receive(data: &[u8]) {
     };
     let pool = Pool::new(PoolConfig::super_frames());
     let meta = OffloadMeta {
-        csum: if sel & 32 != 0 { Checksum::Verified { levels: 2 } } else { Checksum::None },
+        csum: if sel & 32 != 0 {
+            Checksum::Verified { levels: 2 }
+        } else {
+            Checksum::None
+        },
         ..OffloadMeta::plain()
     };
     let under = OneShot {
@@ -114,7 +124,10 @@ pub fn receive(data: &[u8]) {
     let vnis = VNIS
         .iter()
         .take(n)
-        .map(|&v| VniConfig { next_hop: NextHop::Static(REMOTE_MAC), ..VniConfig::new(v, remote) })
+        .map(|&v| VniConfig {
+            next_hop: NextHop::Static(REMOTE_MAC),
+            ..VniConfig::new(v, remote)
+        })
         .collect();
     let mut nics = Tunnel::many(under, cfg, vnis).expect("the harness's config is valid");
     let mut delivered = 0;
@@ -124,16 +137,30 @@ pub fn receive(data: &[u8]) {
         let got = nic.receive(0, &mut batch, 64).expect("one queue");
         assert_eq!(got, batch.len());
         for f in batch.iter() {
-            assert!(f.len() >= 14 && f.len() + 42 <= frame.len(), "delivered {} of {}", f.len(), frame.len());
+            assert!(
+                f.len() >= 14 && f.len() + 42 <= frame.len(),
+                "delivered {} of {}",
+                f.len(),
+                frame.len()
+            );
         }
         delivered += got;
     }
     assert!(delivered <= 1);
     if let Some(nic) = nics.first() {
         let counted: u64 = nic.vtep_counters().iter().map(|(_, v)| v).sum::<u64>()
-            + nics.iter().map(|n| n.tunnel_counters().iter().map(|(_, v)| v).sum::<u64>()).sum::<u64>();
-        let decap: u64 = nics.iter().map(|n| n.tunnel_counters().get(TunnelCounter::RxDecap)).sum();
+            + nics
+                .iter()
+                .map(|n| n.tunnel_counters().iter().map(|(_, v)| v).sum::<u64>())
+                .sum::<u64>();
+        let decap: u64 = nics
+            .iter()
+            .map(|n| n.tunnel_counters().get(TunnelCounter::RxDecap))
+            .sum();
         assert_eq!(decap, delivered as u64);
-        assert!(frame.len() < 14 || counted >= 1 || delivered == 1, "an uncounted frame");
+        assert!(
+            frame.len() < 14 || counted >= 1 || delivered == 1,
+            "an uncounted frame"
+        );
     }
 }

@@ -67,9 +67,9 @@
 pub mod config;
 pub mod counters;
 mod decap;
-pub mod harness;
 mod ecn;
 mod encap;
+pub mod harness;
 mod neigh;
 mod tunnel;
 

@@ -75,7 +75,13 @@ impl core::fmt::Debug for TunnelNic {
 }
 
 /// The overlay's caps over an underlay with `u`.
-fn overlay_caps(u: &NicCaps, hlen: usize, offloads: bool, encap: &Encap, csum: bool) -> Option<NicCaps> {
+fn overlay_caps(
+    u: &NicCaps,
+    hlen: usize,
+    offloads: bool,
+    encap: &Encap,
+    csum: bool,
+) -> Option<NicCaps> {
     let mtu = u16::try_from(usize::from(u.mtu).checked_sub(hlen)?).ok()?;
     if mtu < 68 {
         return None;
@@ -111,6 +117,7 @@ fn overlay_caps(u: &NicCaps, hlen: usize, offloads: bool, encap: &Encap, csum: b
 impl Tunnel {
     /// One overlay NIC for `vni` over `underlay` (typically a
     /// [`linerate_nic::Shim`] over a backend).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new<N: Nic + 'static>(
         underlay: N,
         vtep: VtepConfig,
@@ -142,7 +149,10 @@ impl Tunnel {
                 crate::NextHop::Resolve(ip) => ip.is_ipv6() == fam,
                 crate::NextHop::Static(_) => true,
             };
-            if v.remote_ip.is_ipv6() != fam || !hop_fam || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam) {
+            if v.remote_ip.is_ipv6() != fam
+                || !hop_fam
+                || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam)
+            {
                 return Err(ConfigError::Family);
             }
             let neigh = Neigh::new(v.next_hop);
@@ -168,8 +178,10 @@ impl Tunnel {
             zero_csum6: vtep.ipv6_zero_csum,
             local_mac: vtep.local_mac,
         };
-        let nics: Vec<(Counters, TunnelCounters)> =
-            states.iter().map(|s| (s.counters.clone(), s.tcounters.clone())).collect();
+        let nics: Vec<(Counters, TunnelCounters)> = states
+            .iter()
+            .map(|s| (s.counters.clone(), s.tcounters.clone()))
+            .collect();
         let shared = Arc::new(Mutex::new(Vtep {
             underlay: Box::new(underlay),
             config: vtep,
@@ -297,8 +309,13 @@ impl Vtep {
                     Control::Arp => None,
                     Control::Nd { off, end } => Some((off, end)),
                 };
-                let (answer, learn) =
-                    neigh::handle(f.bytes(), nd, &self.pool, self.config.local_mac, self.config.local_ip);
+                let (answer, learn) = neigh::handle(
+                    f.bytes(),
+                    nd,
+                    &self.pool,
+                    self.config.local_mac,
+                    self.config.local_ip,
+                );
                 if let Some(a) = answer {
                     self.control.push(a);
                     self.counters.add(TunnelCounter::NeighAnswered, 1);
@@ -351,7 +368,12 @@ impl Vtep {
             g.tunnel = GsoTunnel::None;
             g
         });
-        f.meta = OffloadMeta { csum, gso, rss: f.meta.rss, ..OffloadMeta::plain() };
+        f.meta = OffloadMeta {
+            csum,
+            gso,
+            rss: f.meta.rss,
+            ..OffloadMeta::plain()
+        };
         v.tcounters.add(TunnelCounter::RxDecap, 1);
         Some(index)
     }
@@ -411,7 +433,8 @@ impl Nic for TunnelNic {
                         w += 1;
                     }
                     Some(i) => {
-                        let f = core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
+                        let f =
+                            core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
                         if let Some(s) = v.vnis.get_mut(i) {
                             match s.inbox.get_mut(queue) {
                                 Some(q) if q.len() < INBOX_LEN => q.push_back(f),
@@ -496,7 +519,9 @@ impl Nic for TunnelNic {
             let Some(meta) = meta else {
                 self.counters.add(queue, Counter::TxDroppedInvalid, 1);
                 s.tcounters.add(TunnelCounter::TxInvalid, 1);
-                err.get_or_insert(NicError::InvalidMeta { what: "inner frame does not fit the tunnel" });
+                err.get_or_insert(NicError::InvalidMeta {
+                    what: "inner frame does not fit the tunnel",
+                });
                 stop = i;
                 break;
             };

@@ -6,10 +6,10 @@
 mod common;
 
 use common::{Mode, kinds, transfer, tunnel_pair};
-use linerate_nic::memory::Faults;
 use linerate_nic::Counter;
-use linerate_tunnel::TunnelCounter;
+use linerate_nic::memory::Faults;
 use linerate_tunnel::Encap;
+use linerate_tunnel::TunnelCounter;
 
 /// Debug-run size each way (the `#[ignore]`d test moves 64 MiB).
 const SMALL: usize = 4 << 20;
@@ -35,13 +35,22 @@ fn run(encap: &Encap, v6: bool, inner_v6: bool, mode: Mode, faulty: bool, total:
     };
     for t in [&a, &b] {
         let c = t.tunnel_counters();
-        assert!(c.get(TunnelCounter::TxEncap) > 0 && c.get(TunnelCounter::RxDecap) > 0, "{what}");
+        assert!(
+            c.get(TunnelCounter::TxEncap) > 0 && c.get(TunnelCounter::RxDecap) > 0,
+            "{what}"
+        );
         // The underlay shim's counters say how the super-segments crossed.
         let shim = t.with_underlay(|u| u.counters().snapshot());
-        let (gso, whole) = (shim.total(Counter::GsoSegments), shim.total(Counter::TxGsoPackets));
+        let (gso, whole) = (
+            shim.total(Counter::GsoSegments),
+            shim.total(Counter::TxGsoPackets),
+        );
         match mode {
             Mode::Hw => assert!(whole > 0 && gso == 0, "{what}: {gso} {whole}"),
-            Mode::Sw => assert!(gso > 0 && whole == 0 && shim.total(Counter::GroMerged) > 0, "{what}"),
+            Mode::Sw => assert!(
+                gso > 0 && whole == 0 && shim.total(Counter::GroMerged) > 0,
+                "{what}"
+            ),
             Mode::Off => assert!(gso == 0 && whole == 0, "{what}"),
         }
     }

@@ -10,21 +10,57 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     let inner = || FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::tcp(1000, 80));
     for v6 in [false, true] {
-        let outer = || if v6 { Ip::v6(V6.1, V6.0) } else { Ip::v4(V4.1, V4.0) };
-        let opt = [GeneveOption { class: 0x0102, kind: 0x80, data: &[1, 2, 3, 4] }];
+        let outer = || {
+            if v6 {
+                Ip::v6(V6.1, V6.0)
+            } else {
+                Ip::v4(V4.1, V4.0)
+            }
+        };
+        let opt = [GeneveOption {
+            class: 0x0102,
+            kind: 0x80,
+            data: &[1, 2, 3, 4],
+        }];
         let frames = [
-            ("vxlan", 0u8, inner().vxlan(42, outer()).outer_udp_checksum(v6)),
-            ("vxlan-vni2", 16, inner().vxlan(0xabcdef, outer()).outer_udp_checksum(v6)),
-            ("vxlan-unknown", 0, inner().vxlan(7, outer()).outer_udp_checksum(v6)),
-            ("geneve", 1, inner().geneve(42, &opt, outer()).outer_udp_checksum(v6)),
-            ("geneve-noopt", 1, inner().geneve(42, &[], outer()).outer_udp_checksum(v6)),
+            (
+                "vxlan",
+                0u8,
+                inner().vxlan(42, outer()).outer_udp_checksum(v6),
+            ),
+            (
+                "vxlan-vni2",
+                16,
+                inner().vxlan(0xabcdef, outer()).outer_udp_checksum(v6),
+            ),
+            (
+                "vxlan-unknown",
+                0,
+                inner().vxlan(7, outer()).outer_udp_checksum(v6),
+            ),
+            (
+                "geneve",
+                1,
+                inner().geneve(42, &opt, outer()).outer_udp_checksum(v6),
+            ),
+            (
+                "geneve-noopt",
+                1,
+                inner().geneve(42, &[], outer()).outer_udp_checksum(v6),
+            ),
             ("nvgre", 2, inner().nvgre(42, 3, outer())),
         ];
         for (name, sel, b) in frames {
             let sel = sel | if v6 { 4 } else { 0 };
             let f = b.macs(REMOTE_MAC, LOCAL_MAC).build(b"fuzz seed payload");
-            out.push((format!("seed-{name}-v{}", if v6 { 6 } else { 4 }), [&[sel][..], &f].concat()));
-            out.push((format!("seed-{name}-v{}-verified", if v6 { 6 } else { 4 }), [&[sel | 32][..], &f].concat()));
+            out.push((
+                format!("seed-{name}-v{}", if v6 { 6 } else { 4 }),
+                [&[sel][..], &f].concat(),
+            ));
+            out.push((
+                format!("seed-{name}-v{}-verified", if v6 { 6 } else { 4 }),
+                [&[sel | 32][..], &f].concat(),
+            ));
         }
     }
     let mut arp = vec![0xff; 6];

@@ -27,8 +27,17 @@ fn inner() -> FrameBuilder {
 /// returns the endpoint and how many frames it delivered.
 fn inject(encap: Encap, v6: bool, frame: &[u8]) -> (TunnelNic, usize, MemNic) {
     let (mut a, b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
-    let (local, remote) = if v6 { (B6.into(), A6.into()) } else { (B4.into(), A4.into()) };
-    let mut t = Tunnel::new(b, VtepConfig::new(encap, MAC_B, local), static_vni(42, remote, MAC_A)).unwrap();
+    let (local, remote) = if v6 {
+        (B6.into(), A6.into())
+    } else {
+        (B4.into(), A4.into())
+    };
+    let mut t = Tunnel::new(
+        b,
+        VtepConfig::new(encap, MAC_B, local),
+        static_vni(42, remote, MAC_A),
+    )
+    .unwrap();
     let mut batch = Batch::new();
     batch.push(Frame::plain(a.pool().alloc_from(frame)));
     a.transmit(0, &mut batch).unwrap();
@@ -38,7 +47,10 @@ fn inject(encap: Encap, v6: bool, frame: &[u8]) -> (TunnelNic, usize, MemNic) {
 }
 
 fn vxlan(vni: u32) -> Vec<u8> {
-    inner().vxlan(vni, Ip::v4(A4, B4)).macs(MAC_A, MAC_B).build(b"payload")
+    inner()
+        .vxlan(vni, Ip::v4(A4, B4))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload")
 }
 
 fn fix_ipv4(b: &mut [u8]) {
@@ -51,7 +63,12 @@ fn fix_ipv4(b: &mut [u8]) {
 fn refused_vtep(encap: Encap, v6: bool, frame: &[u8], c: TunnelCounter) {
     let (t, n, _) = inject(encap, v6, frame);
     assert_eq!(n, 0, "{c:?}: delivered");
-    assert_eq!(t.vtep_counters().get(c), 1, "{c:?}: {:?}", t.vtep_counters().iter().collect::<Vec<_>>());
+    assert_eq!(
+        t.vtep_counters().get(c),
+        1,
+        "{c:?}: {:?}",
+        t.vtep_counters().iter().collect::<Vec<_>>()
+    );
     assert_eq!(t.counters().total(Counter::RxPackets), 0);
 }
 
@@ -62,15 +79,29 @@ fn control_good_frames_are_delivered_unchanged() {
     assert_eq!(n, 1);
     assert_eq!(t.tunnel_counters().get(TunnelCounter::RxDecap), 1);
     // GENEVE with a known critical option, NVGRE, IPv6 with a checksum.
-    let opt = [GeneveOption { class: 0x0102, kind: 0x80, data: &[1, 2, 3, 4] }];
-    let g = inner().geneve(42, &opt, Ip::v4(A4, B4)).macs(MAC_A, MAC_B).build(b"payload");
+    let opt = [GeneveOption {
+        class: 0x0102,
+        kind: 0x80,
+        data: &[1, 2, 3, 4],
+    }];
+    let g = inner()
+        .geneve(42, &opt, Ip::v4(A4, B4))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     let kinds = kinds();
     let (_, n, _) = inject(kinds[1].clone(), false, &g);
     assert_eq!(n, 1);
-    let nv = inner().nvgre(42, 7, Ip::v4(A4, B4)).macs(MAC_A, MAC_B).build(b"payload");
+    let nv = inner()
+        .nvgre(42, 7, Ip::v4(A4, B4))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     let (_, n, _) = inject(Encap::Nvgre, false, &nv);
     assert_eq!(n, 1);
-    let v6 = inner().vxlan(42, Ip::v6(A6, B6)).outer_udp_checksum(true).macs(MAC_A, MAC_B).build(b"payload");
+    let v6 = inner()
+        .vxlan(42, Ip::v6(A6, B6))
+        .outer_udp_checksum(true)
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     let (mut t, n, _) = inject(Encap::Vxlan, true, &v6);
     assert_eq!(n, 1);
     let _ = (&mut t, inner_bytes);
@@ -83,7 +114,11 @@ fn unknown_vni() {
 
 #[test]
 fn bad_outer_udp_checksum() {
-    let mut f = inner().vxlan(42, Ip::v4(A4, B4)).outer_udp_checksum(true).macs(MAC_A, MAC_B).build(b"payload");
+    let mut f = inner()
+        .vxlan(42, Ip::v4(A4, B4))
+        .outer_udp_checksum(true)
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     f[34 + 6] ^= 0x10;
     refused_vtep(Encap::Vxlan, false, &f, TunnelCounter::RxBadOuterCsum);
 }
@@ -97,7 +132,10 @@ fn bad_outer_ipv4_header_checksum() {
 
 #[test]
 fn zero_udp_checksum_over_ipv6_without_opt_in() {
-    let f = inner().vxlan(42, Ip::v6(A6, B6)).macs(MAC_A, MAC_B).build(b"payload");
+    let f = inner()
+        .vxlan(42, Ip::v6(A6, B6))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     refused_vtep(Encap::Vxlan, true, &f, TunnelCounter::RxZeroCsum6);
 }
 
@@ -109,14 +147,22 @@ fn vxlan_without_the_i_flag() {
 }
 
 fn geneve(opts: &[GeneveOption<'_>]) -> Vec<u8> {
-    inner().geneve(42, opts, Ip::v4(A4, B4)).macs(MAC_A, MAC_B).build(b"payload")
+    inner()
+        .geneve(42, opts, Ip::v4(A4, B4))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload")
 }
 
 #[test]
 fn geneve_of_another_version() {
     let mut f = geneve(&[]);
     f[42] |= 0x40;
-    refused_vtep(kinds()[1].clone(), false, &f, TunnelCounter::RxGeneveVersion);
+    refused_vtep(
+        kinds()[1].clone(),
+        false,
+        &f,
+        TunnelCounter::RxGeneveVersion,
+    );
 }
 
 #[test]
@@ -128,16 +174,32 @@ fn geneve_control_bit() {
 
 #[test]
 fn geneve_unknown_critical_option() {
-    let f = geneve(&[GeneveOption { class: 0x9999, kind: 0x81, data: &[0; 4] }]);
-    refused_vtep(kinds()[1].clone(), false, &f, TunnelCounter::RxGeneveCritical);
+    let f = geneve(&[GeneveOption {
+        class: 0x9999,
+        kind: 0x81,
+        data: &[0; 4],
+    }]);
+    refused_vtep(
+        kinds()[1].clone(),
+        false,
+        &f,
+        TunnelCounter::RxGeneveCritical,
+    );
     // The same option without the critical bit is ignored and delivered.
-    let f = geneve(&[GeneveOption { class: 0x9999, kind: 0x01, data: &[0; 4] }]);
+    let f = geneve(&[GeneveOption {
+        class: 0x9999,
+        kind: 0x01,
+        data: &[0; 4],
+    }]);
     assert_eq!(inject(kinds()[1].clone(), false, &f).1, 1);
 }
 
 #[test]
 fn nvgre_with_a_checksum_or_sequence_is_not_nvgre() {
-    let mut f = inner().nvgre(42, 7, Ip::v4(A4, B4)).macs(MAC_A, MAC_B).build(b"payload");
+    let mut f = inner()
+        .nvgre(42, 7, Ip::v4(A4, B4))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     f[34] |= 0x10; // S
     refused_vtep(Encap::Nvgre, false, &f, TunnelCounter::RxBadTunnelHeader);
 }
@@ -160,7 +222,10 @@ fn truncated_headers() {
 
 #[test]
 fn source_not_allowed() {
-    let f = inner().vxlan(42, Ip::v4([192, 0, 2, 99], B4)).macs(MAC_A, MAC_B).build(b"payload");
+    let f = inner()
+        .vxlan(42, Ip::v4([192, 0, 2, 99], B4))
+        .macs(MAC_A, MAC_B)
+        .build(b"payload");
     let (t, n, _) = inject(Encap::Vxlan, false, &f);
     assert_eq!(n, 0);
     assert_eq!(t.tunnel_counters().get(TunnelCounter::RxSource), 1);
@@ -178,9 +243,16 @@ fn ce_outer_on_not_ect_inner_is_dropped() {
 
 #[test]
 fn not_ours_other_address_port_or_protocol() {
-    let f = inner().vxlan(42, Ip::v4(A4, [192, 0, 2, 12])).macs(MAC_A, MAC_B).build(b"p");
+    let f = inner()
+        .vxlan(42, Ip::v4(A4, [192, 0, 2, 12]))
+        .macs(MAC_A, MAC_B)
+        .build(b"p");
     refused_vtep(Encap::Vxlan, false, &f, TunnelCounter::RxNotOurs);
-    let f = inner().vxlan(42, Ip::v4(A4, B4)).tunnel_ports(1, 9999).macs(MAC_A, MAC_B).build(b"p");
+    let f = inner()
+        .vxlan(42, Ip::v4(A4, B4))
+        .tunnel_ports(1, 9999)
+        .macs(MAC_A, MAC_B)
+        .build(b"p");
     refused_vtep(Encap::Vxlan, false, &f, TunnelCounter::RxNotOurs);
     let f = inner().build(b"plain udp, not a tunnel");
     refused_vtep(Encap::Vxlan, false, &f, TunnelCounter::RxNotOurs);
@@ -202,7 +274,9 @@ fn arp_for_the_underlay_address_is_answered_not_delivered() {
     let mut batch = Batch::new();
     assert_eq!(a.receive(0, &mut batch, 8).unwrap(), 1);
     let reply = etherparse::SlicedPacket::from_ethernet(batch[0].bytes()).unwrap();
-    let Some(etherparse::NetSlice::Arp(arp)) = reply.net else { panic!("not ARP") };
+    let Some(etherparse::NetSlice::Arp(arp)) = reply.net else {
+        panic!("not ARP")
+    };
     assert_eq!(arp.operation(), etherparse::ArpOperation::REPLY);
     assert_eq!(arp.sender_hw_addr(), &MAC_B);
     assert_eq!(arp.sender_protocol_addr(), &B4);
@@ -211,7 +285,12 @@ fn arp_for_the_underlay_address_is_answered_not_delivered() {
 #[test]
 fn oversize_inner_frame_is_dropped_not_fragmented() {
     let (a, mut b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
-    let mut t = Tunnel::new(a, VtepConfig::new(Encap::Vxlan, MAC_A, A4.into()), static_vni(42, B4.into(), MAC_B)).unwrap();
+    let mut t = Tunnel::new(
+        a,
+        VtepConfig::new(Encap::Vxlan, MAC_A, A4.into()),
+        static_vni(42, B4.into(), MAC_B),
+    )
+    .unwrap();
     assert_eq!(t.caps().mtu, 1450);
     let mut batch = Batch::new();
     let ok = inner().build(&[0; 1450 - 28]);
@@ -219,11 +298,22 @@ fn oversize_inner_frame_is_dropped_not_fragmented() {
     batch.push(Frame::plain(t.pool().alloc_from(&ok)));
     batch.push(Frame::plain(t.pool().alloc_from(&big)));
     batch.push(Frame::plain(t.pool().alloc_from(&ok)));
-    assert!(matches!(t.transmit(0, &mut batch), Err(linerate_nic::NicError::Oversize { .. })));
+    assert!(matches!(
+        t.transmit(0, &mut batch),
+        Err(linerate_nic::NicError::Oversize { .. })
+    ));
     assert_eq!(batch.len(), 1, "the frame after the refused one stays");
     assert_eq!(t.counters().total(Counter::TxDroppedOversize), 1);
     assert_eq!(t.tunnel_counters().get(TunnelCounter::TxOversize), 1);
     batch.clear();
-    assert_eq!(b.receive(0, &mut batch, 8).unwrap(), 1, "only the frame that fits crossed");
-    assert_eq!(batch[0].len(), 1514, "a full underlay frame, not a fragment");
+    assert_eq!(
+        b.receive(0, &mut batch, 8).unwrap(),
+        1,
+        "only the frame that fits crossed"
+    );
+    assert_eq!(
+        batch[0].len(),
+        1514,
+        "a full underlay frame, not a fragment"
+    );
 }

@@ -28,8 +28,16 @@ pub fn kinds() -> [Encap; 3] {
         Encap::Vxlan,
         Encap::Geneve {
             options: vec![
-                GeneveOpt { class: 0x0102, kind: 0x80, data: vec![1, 2, 3, 4] },
-                GeneveOpt { class: 0xff01, kind: 0x05, data: vec![9; 8] },
+                GeneveOpt {
+                    class: 0x0102,
+                    kind: 0x80,
+                    data: vec![1, 2, 3, 4],
+                },
+                GeneveOpt {
+                    class: 0xff01,
+                    kind: 0x05,
+                    data: vec![9; 8],
+                },
             ],
             known_critical: vec![(0x0102, 0x80)],
         },
@@ -43,7 +51,10 @@ pub const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0x10, 2];
 /// The underlay addresses of VTEP A and B.
 pub fn underlay_ips(v6: bool) -> (IpAddr, IpAddr) {
     if v6 {
-        ("2001:db8::a".parse().unwrap(), "2001:db8::b".parse().unwrap())
+        (
+            "2001:db8::a".parse().unwrap(),
+            "2001:db8::b".parse().unwrap(),
+        )
     } else {
         ("192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap())
     }
@@ -64,18 +75,35 @@ fn shim_config(mode: Mode) -> ShimConfig {
 }
 
 /// A memory pair with `faults` both ways, each port under a shim.
-pub fn underlay(mode: Mode, faults: Faults, seed: u64) -> (Shim<linerate_nic::MemNic>, Shim<linerate_nic::MemNic>) {
-    let caps = if mode == Mode::Hw { NicCaps::full() } else { NicCaps::plain() };
+pub fn underlay(
+    mode: Mode,
+    faults: Faults,
+    seed: u64,
+) -> (Shim<linerate_nic::MemNic>, Shim<linerate_nic::MemNic>) {
+    let caps = if mode == Mode::Hw {
+        NicCaps::full()
+    } else {
+        NicCaps::plain()
+    };
     let mut cfg = PairConfig::new(caps, caps);
     cfg.a_to_b = faults;
     cfg.b_to_a = faults;
     cfg.seed = seed;
     let (a, b) = memory::pair(cfg);
-    (Shim::new(a, shim_config(mode)).unwrap(), Shim::new(b, shim_config(mode)).unwrap())
+    (
+        Shim::new(a, shim_config(mode)).unwrap(),
+        Shim::new(b, shim_config(mode)).unwrap(),
+    )
 }
 
 /// Two tunnel endpoints of `encap` for VNI 42, next hops resolved with ARP/ND.
-pub fn tunnel_pair(encap: &Encap, v6: bool, mode: Mode, faults: Faults, seed: u64) -> (TunnelNic, TunnelNic) {
+pub fn tunnel_pair(
+    encap: &Encap,
+    v6: bool,
+    mode: Mode,
+    faults: Faults,
+    seed: u64,
+) -> (TunnelNic, TunnelNic) {
     let (a, b) = underlay(mode, faults, seed);
     let (ia, ib) = underlay_ips(v6);
     let ta = Tunnel::new(a, vtep(encap, MAC_A, ia, mode), VniConfig::new(42, ib)).unwrap();
@@ -85,7 +113,10 @@ pub fn tunnel_pair(encap: &Encap, v6: bool, mode: Mode, faults: Faults, seed: u6
 
 /// Static next hops (no ARP/ND).
 pub fn static_vni(vni: u32, remote: IpAddr, mac: [u8; 6]) -> VniConfig {
-    VniConfig { next_hop: NextHop::Static(mac), ..VniConfig::new(vni, remote) }
+    VniConfig {
+        next_hop: NextHop::Static(mac),
+        ..VniConfig::new(vni, remote)
+    }
 }
 
 struct Host<N: Nic> {
@@ -100,7 +131,13 @@ struct Host<N: Nic> {
 
 impl<N: Nic> Host<N> {
     fn pump(&mut self, now: Instant) -> usize {
-        let Host { engine, nic, tx, rx, .. } = self;
+        let Host {
+            engine,
+            nic,
+            tx,
+            rx,
+            ..
+        } = self;
         engine.poll_transmit_into(now, &mut PoolSink::new(nic.pool(), tx));
         let mut moved = tx.len();
         while !tx.is_empty() {
@@ -133,7 +170,13 @@ fn pattern(side: u8, at: usize, out: &mut [u8]) {
 
 /// `total` bytes each way at once over one TCP connection between engines on
 /// `a` and `b` (inner IPv4 or IPv6), compared by SHA-256. Errors say why.
-pub fn transfer<N: Nic>(a: N, b: N, offloads: bool, inner_v6: bool, total: usize) -> Result<(N, N), String> {
+pub fn transfer<N: Nic>(
+    a: N,
+    b: N,
+    offloads: bool,
+    inner_v6: bool,
+    total: usize,
+) -> Result<(N, N), String> {
     let host = |i: u8, nic: N| {
         let mut cfg = Sim::host_config(i);
         cfg.offloads = offloads;
@@ -151,9 +194,14 @@ pub fn transfer<N: Nic>(a: N, b: N, offloads: bool, inner_v6: bool, total: usize
     let mut h = [host(1, a), host(2, b)];
     let start = std::time::Instant::now();
     let mut skipped = Duration::ZERO;
-    let now_of = |skipped: Duration| Instant::from_nanos((start.elapsed() + skipped).as_nanos() as u64);
+    let now_of =
+        |skipped: Duration| Instant::from_nanos((start.elapsed() + skipped).as_nanos() as u64);
     let listener = h[1].engine.tcp_listen(5001).map_err(|e| format!("{e:?}"))?;
-    let dst: IpAddr = if inner_v6 { "fd00::2".parse().unwrap() } else { "10.0.0.2".parse().unwrap() };
+    let dst: IpAddr = if inner_v6 {
+        "fd00::2".parse().unwrap()
+    } else {
+        "10.0.0.2".parse().unwrap()
+    };
     let client = h[0]
         .engine
         .tcp_connect(now_of(skipped), SocketAddr::new(dst, 5001))
@@ -208,7 +256,10 @@ pub fn transfer<N: Nic>(a: N, b: N, offloads: bool, inner_v6: bool, total: usize
             }
         }
         if start.elapsed() > Duration::from_secs(120) {
-            return Err(format!("stalled: got {} and {} of {total}", h[0].got, h[1].got));
+            return Err(format!(
+                "stalled: got {} and {} of {total}",
+                h[0].got, h[1].got
+            ));
         }
     }
     let [o0, o1] = hash_out;
