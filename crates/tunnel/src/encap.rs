@@ -99,14 +99,20 @@ impl Template {
             _ => return Err(ConfigError::Family),
         };
         let t = if udp { l4 + 8 } else { l4 };
+        let vni24 = (vni.vni << 8).to_be_bytes();
+        // Config-time writes at offsets that depend on the family: checked.
+        let mut put = |at: usize, bytes: &[u8]| {
+            if let Some(d) = b.get_mut(at..at + bytes.len()) {
+                d.copy_from_slice(bytes);
+            }
+        };
         if udp {
-            b[l4 + 2..l4 + 4].copy_from_slice(&vtep.port.to_be_bytes());
+            put(l4 + 2, &vtep.port.to_be_bytes());
         }
-        let vni24 = vni.vni << 8;
         match &vtep.encap {
             Encap::Vxlan => {
-                b[t] = vxlan::FLAG_I;
-                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+                put(t, &[vxlan::FLAG_I]);
+                put(t + 4, &vni24);
             }
             Encap::Geneve { options, .. } => {
                 let opts: Vec<geneve::GeneveOption<'_>> = options
@@ -117,21 +123,21 @@ impl Template {
                         data: &o.data,
                     })
                     .collect();
-                let n = geneve::emit_options(&opts, &mut b[t + 8..])
-                    .map_err(|_| ConfigError::GeneveOption)?;
-                b[t] = (n / 4) as u8; // version 0
-                b[t + 1] = if options.iter().any(|o| o.kind & geneve::TYPE_CRITICAL != 0) {
-                    geneve::FLAG_CRITICAL
-                } else {
-                    0
-                };
-                b[t + 2..t + 4].copy_from_slice(&geneve::PROTO_TEB.to_be_bytes());
-                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+                let mut buf = [0u8; geneve::MAX_OPTIONS_LEN];
+                let n =
+                    geneve::emit_options(&opts, &mut buf).map_err(|_| ConfigError::GeneveOption)?;
+                let critical = options.iter().any(|o| o.kind & geneve::TYPE_CRITICAL != 0);
+                let flags = if critical { geneve::FLAG_CRITICAL } else { 0 };
+                // Version 0, option length in 4-byte words.
+                put(t, &[(n / 4) as u8, flags]);
+                put(t + 2, &geneve::PROTO_TEB.to_be_bytes());
+                put(t + 4, &vni24);
+                put(t + 8, buf.get(..n).unwrap_or_default());
             }
             Encap::Nvgre => {
-                b[t..t + 2].copy_from_slice(&gre::FLAG_K.to_be_bytes());
-                b[t + 2..t + 4].copy_from_slice(&gre::PROTO_TEB.to_be_bytes());
-                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+                put(t, &gre::FLAG_K.to_be_bytes());
+                put(t + 2, &gre::PROTO_TEB.to_be_bytes());
+                put(t + 4, &vni24);
             }
         }
         let csum = udp && (vtep.udp_csum == UdpCsum::Compute || (v6 && !vtep.ipv6_zero_csum));
@@ -195,7 +201,7 @@ impl Template {
             self.ident = self.ident.wrapping_add(1);
             hdr.get_mut(18..20)?
                 .copy_from_slice(&self.ident.to_be_bytes());
-            let c = checksum::checksum(hdr.get(14..34)?);
+            let c = !ipv4_header_sum(hdr.get(14..34)?);
             hdr.get_mut(24..26)?.copy_from_slice(&c.to_be_bytes());
         }
         let mut csum = meta.csum;
@@ -258,25 +264,30 @@ impl Template {
 /// frame: addresses, protocol and ports of IPv4/IPv6 TCP/UDP; addresses only
 /// otherwise; 0 for non-IP.
 pub(crate) fn inner_facts(inner: &[u8]) -> (u8, u32) {
-    let et = u16::from_be_bytes([*inner.get(12).unwrap_or(&0), *inner.get(13).unwrap_or(&0)]);
-    let ip = inner.get(14..).unwrap_or_default();
+    let byte = |i: usize| inner.get(i).copied().unwrap_or(0);
+    let word = |i: usize| u32::from_be_bytes([byte(i), byte(i + 1), byte(i + 2), byte(i + 3)]);
+    let et = u16::from_be_bytes([byte(12), byte(13)]);
+    const L3: usize = 14;
     let (tc, addrs, proto, l4) = match et {
-        0x0800 if ip.len() >= 20 => {
-            let ihl = usize::from(ip[0] & 0xf) * 4;
-            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
-            (ip[1], &ip[12..20], if frag { 0 } else { ip[9] }, ihl)
+        0x0800 if inner.len() >= L3 + 20 => {
+            let ihl = usize::from(byte(L3) & 0xf) * 4;
+            let frag = u16::from_be_bytes([byte(L3 + 6), byte(L3 + 7)]) & 0x1fff != 0;
+            let proto = if frag { 0 } else { byte(L3 + 9) };
+            (byte(L3 + 1), (L3 + 12, 2), proto, L3 + ihl)
         }
-        0x86dd if ip.len() >= 40 => ((ip[0] << 4) | (ip[1] >> 4), &ip[8..40], ip[6], 40),
+        0x86dd if inner.len() >= L3 + 40 => {
+            let tc = (byte(L3) << 4) | (byte(L3 + 1) >> 4);
+            (tc, (L3 + 8, 8), byte(L3 + 6), L3 + 40)
+        }
         _ => return (0, 0),
     };
     let mut h: u32 = 0x9e37_79b9;
-    for c in addrs.chunks_exact(4) {
-        h = mix(h, u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    let (at, words) = addrs;
+    for k in 0..words {
+        h = mix(h, word(at + 4 * k));
     }
-    if proto == 6 || proto == 17 {
-        if let Some(p) = ip.get(l4..l4 + 4) {
-            h = mix(h, u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
-        }
+    if (proto == 6 || proto == 17) && inner.len() >= l4 + 4 {
+        h = mix(h, word(l4));
     }
     h = mix(h, u32::from(proto));
     (tc, h ^ (h >> 16))
@@ -285,4 +296,17 @@ pub(crate) fn inner_facts(inner: &[u8]) -> (u8, u32) {
 #[inline]
 fn mix(h: u32, v: u32) -> u32 {
     (h ^ v).wrapping_mul(0x85eb_ca6b).rotate_left(13)
+}
+
+/// The folded ones'-complement sum of a 20-byte IPv4 header (inlined: the
+/// generic checksum's dispatch costs more than these ten additions).
+#[inline]
+pub(crate) fn ipv4_header_sum(h: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for w in h.chunks_exact(2) {
+        if let [a, b] = w {
+            s += u32::from(u16::from_be_bytes([*a, *b]));
+        }
+    }
+    checksum::fold(s)
 }

@@ -235,19 +235,17 @@ pub(crate) fn handle(
             // The link-layer option (source for NS, target for NA).
             let mut ll = None;
             let mut opts = m.get(24..).unwrap_or_default();
-            while opts.len() >= 8 {
-                let n = usize::from(opts[1]) * 8;
+            while let Some(&[kind, len, a, b2, c, d2, e, f]) = opts.first_chunk::<8>() {
+                let n = usize::from(len) * 8;
                 if n == 0 || n > opts.len() {
                     break;
                 }
-                if (opts[0] == 1 || opts[0] == 2) && n >= 8 {
-                    let mut mac = [0u8; 6];
-                    mac.copy_from_slice(&opts[2..8]);
-                    ll = Some(mac);
+                if kind == 1 || kind == 2 {
+                    ll = Some([a, b2, c, d2, e, f]);
                 }
                 opts = opts.get(n..).unwrap_or_default();
             }
-            if m[0] == 135 {
+            if m.first() == Some(&135) {
                 let learn = ll.map(|mac| (IpAddr::from(s), mac));
                 if target == l.octets() && s != [0; 16] {
                     let Some(mac) = ll else { return (None, None) };

@@ -117,6 +117,7 @@ fn overlay_caps(
 impl Tunnel {
     /// One overlay NIC for `vni` over `underlay` (typically a
     /// [`linerate_nic::Shim`] over a backend).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new<N: Nic + 'static>(
         underlay: N,
         vtep: VtepConfig,
