@@ -119,10 +119,13 @@ impl WireCount for Box<dyn Nic> {
 const MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0x10, 1], [2, 0, 0, 0, 0x10, 2]];
 const UNDERLAY: [[u8; 4]; 2] = [[192, 0, 2, 1], [192, 0, 2, 2]];
 
+/// Two ports of a memory pair, behind whatever the mode puts on them.
+type Ports = (Box<dyn Nic>, Box<dyn Nic>);
+
 /// The two underlay ports: with every offload (hw), plain under the software
 /// shim (sw), or plain and bare (off: nothing between the engine or the tunnel
 /// and the wire, as the TCP table's `off` stack).
-fn ports(mode: Offload) -> Result<(Box<dyn Nic>, Box<dyn Nic>), BulkError> {
+fn ports(mode: Offload) -> Result<Ports, BulkError> {
     let caps = match mode {
         Offload::Hw => NicCaps::full(),
         _ => NicCaps::plain(),
