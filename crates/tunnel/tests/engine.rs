@@ -33,7 +33,10 @@ fn run(encap: &Encap, v6: bool, inner_v6: bool, mode: Mode, faulty: bool, total:
         // documents its corruption fault as undetectable there, as it would
         // be on a real link between two hosts' TSO and LRO (the outer
         // Ethernet FCS catches it). Loss, duplication and reordering stay.
-        (true, Mode::Hw) => Faults { corrupt: 0.0, ..faults() },
+        (true, Mode::Hw) => Faults {
+            corrupt: 0.0,
+            ..faults()
+        },
         (true, _) => faults(),
     };
     let (a, b) = tunnel_pair(encap, v6, mode, f, 0x7e57);
