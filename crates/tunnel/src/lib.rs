@@ -84,8 +84,11 @@
 //! Receiving on queue `q` of any VNI drains the underlay's queue `q`, keeps
 //! this VNI's frames and leaves the others' in their own per-queue inboxes, so
 //! a frame of one VNI is never delivered to another. A VNI's readiness is the
-//! underlay queue's; a poll loop driving several VNIs should receive from each
-//! of them when it wakes.
+//! underlay queue's; when one VNI's receive leaves frames in another's inbox
+//! it notifies the underlay's [`linerate_nic::Notify`] (memory backend), but a
+//! file descriptor (TAP, AF_XDP) cannot be made readable from here: a poll
+//! loop driving several VNIs over such a backend should receive from each of
+//! them when it wakes.
 #![forbid(unsafe_code)]
 #![warn(clippy::indexing_slicing)]
 
