@@ -83,7 +83,7 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
             }
             let hdr = b.get(L3..L3 + ihl).ok_or(TRUNC)?;
             let good = if ihl == 20 {
-                crate::encap::ipv4_header_sum(hdr) == 0xffff
+                crate::encap::ipv4_header_sum(h) == 0xffff
             } else {
                 checksum::verify(hdr, 0)
             };

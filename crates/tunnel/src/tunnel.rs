@@ -415,6 +415,7 @@ impl Nic for TunnelNic {
         // compacted to the front (no move when all are kept), the others'
         // moved to their inbox, refused ones dropped.
         let mut result = Ok(());
+        let mut routed = false;
         while got < max {
             let start = batch.len();
             let r = v.underlay.receive(queue, batch, max - got);
@@ -437,7 +438,10 @@ impl Nic for TunnelNic {
                             core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
                         if let Some(s) = v.vnis.get_mut(i) {
                             match s.inbox.get_mut(queue) {
-                                Some(q) if q.len() < INBOX_LEN => q.push_back(f),
+                                Some(q) if q.len() < INBOX_LEN => {
+                                    q.push_back(f);
+                                    routed = true;
+                                }
                                 _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
                             }
                         }
@@ -456,6 +460,14 @@ impl Nic for TunnelNic {
         }
         v.poll_neigh(now);
         v.send_control(queue);
+        if routed {
+            // Wake whoever waits on this queue for another VNI (the underlay's
+            // readiness is theirs too): possible with a notify; a file
+            // descriptor cannot be made readable from here (crate docs).
+            if let Ok(Readiness::Notify(n)) = v.underlay.readiness(queue) {
+                n.notify();
+            }
+        }
         result?;
         self.counters.add(queue, Counter::RxPackets, packets);
         self.counters.add(queue, Counter::RxBytes, bytes);

@@ -26,7 +26,19 @@ fn faults() -> Faults {
 }
 
 fn run(encap: &Encap, v6: bool, inner_v6: bool, mode: Mode, faulty: bool, total: usize) {
-    let f = if faulty { faults() } else { Faults::NONE };
+    let f = match (faulty, mode) {
+        (false, _) => Faults::NONE,
+        // Between ports with checksum offload frames cross with their
+        // checksum partial, which no receiver can check: the memory wire
+        // documents its corruption fault as undetectable there, as it would
+        // be on a real link between two hosts' TSO and LRO (the outer
+        // Ethernet FCS catches it). Loss, duplication and reordering stay.
+        (true, Mode::Hw) => Faults {
+            corrupt: 0.0,
+            ..faults()
+        },
+        (true, _) => faults(),
+    };
     let (a, b) = tunnel_pair(encap, v6, mode, f, 0x7e57);
     let what = format!("{encap:?} underlay v6 {v6} inner v6 {inner_v6} {mode:?} faults {faulty}");
     let (a, b) = match transfer(a, b, mode != Mode::Off, inner_v6, total) {

@@ -317,3 +317,105 @@ fn oversize_inner_frame_is_dropped_not_fragmented() {
         "a full underlay frame, not a fragment"
     );
 }
+
+#[test]
+fn neighbour_solicitation_for_the_underlay_address_is_answered() {
+    let ns = etherparse::PacketBuilder::ethernet2(MAC_A, [0x33, 0x33, 0xff, 0, 0, 0xb])
+        .ipv6(
+            A6,
+            [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0xb],
+            255,
+        )
+        .icmpv6(etherparse::Icmpv6Type::Unknown {
+            type_u8: 135,
+            code_u8: 0,
+            bytes5to8: [0; 4],
+        });
+    let mut body = B6.to_vec();
+    body.extend_from_slice(&[1, 1]);
+    body.extend_from_slice(&MAC_A);
+    let mut f = Vec::new();
+    ns.write(&mut f, &body).unwrap();
+    let (t, n, mut a) = inject(Encap::Vxlan, true, &f);
+    assert_eq!(n, 0);
+    assert_eq!(t.vtep_counters().get(TunnelCounter::NeighAnswered), 1);
+    let mut batch = Batch::new();
+    assert_eq!(a.receive(0, &mut batch, 8).unwrap(), 1);
+    let p = etherparse::SlicedPacket::from_ethernet(batch[0].bytes()).unwrap();
+    let Some(etherparse::NetSlice::Ipv6(ip)) = &p.net else {
+        panic!("not IPv6")
+    };
+    assert_eq!(ip.header().hop_limit(), 255);
+    assert_eq!(ip.header().destination(), A6);
+    let Some(etherparse::TransportSlice::Icmpv6(icmp)) = &p.transport else {
+        panic!()
+    };
+    let want = icmp
+        .header()
+        .icmp_type
+        .calc_checksum(B6, A6, icmp.payload())
+        .unwrap();
+    assert_eq!(icmp.checksum(), want, "ICMPv6 checksum");
+    let b = batch[0].bytes();
+    assert_eq!(b[54], 136, "a neighbour advertisement");
+    assert_eq!(b[58] & 0x60, 0x60, "solicited and override");
+    assert_eq!(&b[62..78], &B6, "target");
+    assert_eq!(
+        &b[78..86],
+        &[
+            2, 1, MAC_B[0], MAC_B[1], MAC_B[2], MAC_B[3], MAC_B[4], MAC_B[5]
+        ]
+    );
+}
+
+#[test]
+fn unresolved_next_hop_probes_and_bounds_the_waiting_frames() {
+    use linerate_tunnel::VniConfig;
+    let (a, mut b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    // Nobody answers for 192.0.2.11.
+    let mut t = Tunnel::new(
+        a,
+        VtepConfig::new(Encap::Vxlan, MAC_A, A4.into()),
+        VniConfig::new(42, B4.into()),
+    )
+    .unwrap();
+    let mut batch = Batch::new();
+    for _ in 0..100 {
+        batch.push(Frame::plain(t.pool().alloc_from(&inner().build(b"x"))));
+    }
+    assert_eq!(t.transmit(0, &mut batch).unwrap(), 100);
+    let c = t.tunnel_counters();
+    assert_eq!(c.get(TunnelCounter::NeighProbes), 1);
+    assert_eq!(
+        c.get(TunnelCounter::TxUnresolved),
+        100 - 64,
+        "64 frames wait"
+    );
+    // On the wire: one ARP request for the remote VTEP, nothing else.
+    assert_eq!(b.receive(0, &mut batch, 128).unwrap(), 1);
+    let probe = batch.pop().unwrap();
+    let p = etherparse::SlicedPacket::from_ethernet(probe.bytes()).unwrap();
+    let Some(etherparse::NetSlice::Arp(arp)) = p.net else {
+        panic!("not ARP")
+    };
+    assert_eq!(arp.operation(), etherparse::ArpOperation::REQUEST);
+    assert_eq!(arp.target_protocol_addr(), &B4);
+    // The answer releases the waiting frames, encapsulated to the learned MAC.
+    let mut reply = MAC_A.to_vec();
+    reply.extend_from_slice(&MAC_B);
+    reply.extend_from_slice(&[8, 6]);
+    let mut body = [0u8; 28];
+    linerate_wire::arp::emit_reply(&mut body, MAC_B, B4, MAC_A, A4).unwrap();
+    reply.extend_from_slice(&body);
+    batch.clear();
+    batch.push(Frame::plain(b.pool().alloc_from(&reply)));
+    b.transmit(0, &mut batch).unwrap();
+    assert_eq!(t.receive(0, &mut batch, 8).unwrap(), 0);
+    assert_eq!(t.transmit(0, &mut batch).unwrap(), 0);
+    assert_eq!(b.receive(0, &mut batch, 128).unwrap(), 64);
+    assert!(
+        batch
+            .iter()
+            .all(|f| f.bytes()[..6] == MAC_B && f.len() == 50 + 43)
+    );
+}

@@ -63,3 +63,38 @@ proptest! {
         prop_assert_eq!(rx[0].vtep_counters().get(TunnelCounter::RxUnknownVni), 0);
     }
 }
+
+/// A frame of VNI 2 pulled by VNI 1's receive wakes whoever waits on VNI 2.
+#[test]
+fn routing_to_another_vni_wakes_it() {
+    let (a, b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let (la, lb): (IpAddr, IpAddr) = ("192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap());
+    let vnis = |remote, mac| vec![static_vni(1, remote, mac), static_vni(2, remote, mac)];
+    let mut tx = Tunnel::many(
+        a,
+        VtepConfig::new(kinds()[0].clone(), MAC_A, la),
+        vnis(lb, MAC_B),
+    )
+    .unwrap();
+    let mut rx = Tunnel::many(
+        b,
+        VtepConfig::new(kinds()[0].clone(), MAC_B, lb),
+        vnis(la, MAC_A),
+    )
+    .unwrap();
+    let f =
+        FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::udp(1, 2)).build(b"for vni 2");
+    let mut batch = Batch::new();
+    batch.push(Frame::plain(tx[1].pool().alloc_from(&f)));
+    tx[1].transmit(0, &mut batch).unwrap();
+    let ready = rx[1].readiness(0).unwrap();
+    // Drain the memory port's own notification first.
+    let _ = ready.wait(std::time::Duration::ZERO);
+    assert_eq!(rx[0].receive(0, &mut batch, 64).unwrap(), 0);
+    assert!(
+        ready.wait(std::time::Duration::ZERO).unwrap(),
+        "VNI 2 woken"
+    );
+    assert_eq!(rx[1].receive(0, &mut batch, 64).unwrap(), 1);
+    assert_eq!(batch[0].bytes(), &f[..]);
+}
