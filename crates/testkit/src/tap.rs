@@ -14,7 +14,7 @@
 use crate::netns::{self, Netns};
 use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
 use linerate_nic::{Counter, Nic};
-use linerate_toe::rt::Driver;
+use linerate_rt::Driver;
 use linerate_toe::{Config, Engine, Instant, ListenerHandle, SocketHandle};
 use std::io;
 use std::net::Ipv4Addr;

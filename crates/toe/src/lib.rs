@@ -2,36 +2,57 @@
 //! ICMP (echo, errors acted on), TCP and UDP as a sans-IO state machine, with
 //! offload-aware output.
 //!
-//! Two engines on a simulated link, exchanging bytes in virtual time:
+//! The engine is sans-IO, as quinn-proto is: it is fed received frames and the
+//! time, hands out frames to send, and says when it next needs the time. The
+//! loop around it is the caller's; here two engines, offloads off, are joined by
+//! a `Vec` each way, in virtual time:
 //!
 //! ```
-//! use linerate_toe::sim::{LinkConfig, Sim};
-//! use linerate_toe::TcpState;
-//! use std::time::Duration;
+//! use linerate_offload::OffloadMeta;
+//! use linerate_toe::{Config, Engine, Instant};
+//! use std::net::Ipv4Addr;
 //!
-//! // Hosts 10.0.0.1 and 10.0.0.2 (and fd00::1, fd00::2) on one Ethernet segment,
-//! // offloads on: TCP leaves as 64 KiB super-segments the link cuts up.
-//! let mut sim = Sim::two_hosts(true, 7, LinkConfig::default());
-//! let listener = sim.engines[1].tcp_listen(80).unwrap();
-//! let client = sim.engines[0].tcp_connect(sim.now, "10.0.0.2:80".parse().unwrap()).unwrap();
-//! sim.engines[0].tcp_send(client, b"hello, linerate").unwrap();
-//! sim.engines[0].tcp_shutdown(client).unwrap();
+//! let host = |i: u8| Config::new([2, 0, 0, 0, 0, i]).with_ipv4(Ipv4Addr::new(10, 0, 0, i), 24);
+//! let mut engines = [Engine::new(host(1), 1), Engine::new(host(2), 2)];
+//! let mut now = Instant::ZERO;
+//!
+//! let listener = engines[1].tcp_listen(80).unwrap();
+//! let client = engines[0].tcp_connect(now, "10.0.0.2:80".parse().unwrap()).unwrap();
+//! engines[0].tcp_send(client, b"hello, linerate").unwrap();
 //!
 //! let (mut server, mut got) = (None, Vec::new());
-//! let done = sim.run_until(sim.now + Duration::from_secs(1), |sim| {
-//!     server = server.or_else(|| sim.engines[1].tcp_accept(listener).ok());
-//!     let Some(s) = server else { return false };
-//!     let mut buf = [0u8; 64];
-//!     match sim.engines[1].tcp_recv(s, &mut buf) {
-//!         Ok(0) => true, // the client's FIN: end of stream
-//!         Ok(n) => { got.extend_from_slice(&buf[..n]); false }
-//!         Err(_) => false, // nothing yet
+//! for _ in 0..100 {
+//!     // Frames out of each engine, into the other.
+//!     for from in 0..2 {
+//!         let mut wire: Vec<(Vec<u8>, OffloadMeta)> = Vec::new();
+//!         engines[from].poll_transmit(now, &mut |frame, meta| wire.push((frame.to_vec(), *meta)));
+//!         for (frame, meta) in wire {
+//!             engines[1 - from].handle_frame(now, &frame, &meta);
+//!         }
 //!     }
-//! });
-//! assert!(done);
+//!     // The application side.
+//!     server = server.or_else(|| engines[1].tcp_accept(listener).ok());
+//!     if let Some(s) = server {
+//!         let mut buf = [0u8; 64];
+//!         if let Ok(n) = engines[1].tcp_recv(s, &mut buf) {
+//!             got.extend_from_slice(&buf[..n]);
+//!         }
+//!     }
+//!     // Time moves to the next deadline either engine asks for.
+//!     let next = engines.iter().filter_map(|e| e.poll_timeout()).min();
+//!     now = next.unwrap_or(now).max(now);
+//!     for e in &mut engines {
+//!         e.handle_timeout(now);
+//!     }
+//! }
 //! assert_eq!(got, b"hello, linerate");
-//! assert_eq!(sim.engines[1].tcp_state(server.unwrap()), Ok(TcpState::CloseWait));
 //! ```
+//!
+//! Over a NIC, `linerate-rt`'s `Driver` is that loop (batched, with
+//! back-pressure), and its `Runtime` runs one per queue on threads of its own.
+//! With the `sim` feature, `sim` (a simulated link with faults, in virtual
+//! time) and the fuzz harness are built too: test support, not part of the
+//! engine.
 //!
 //! # Shape
 //!
@@ -41,7 +62,7 @@
 //! when to call [`Engine::handle_timeout`]. Time ([`Instant`], nanoseconds of the
 //! caller's clock) is always an argument; randomness comes from the seed given to
 //! [`Engine::new`] ([`rng`]). No thread, clock or socket inside: the same engine runs
-//! in a [`sim`] or on a NIC.
+//! in a simulation or on a NIC.
 //!
 //! The socket API sits on the engine: `tcp_listen`, `tcp_accept`, `tcp_connect`,
 //! `tcp_send`, `tcp_recv`, `tcp_shutdown`, `tcp_close`, `tcp_abort`, `tcp_state`,
@@ -134,11 +155,12 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
+#[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod harness;
 pub(crate) mod net;
 pub mod rng;
-pub mod rt;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod tcp;
 pub mod time;

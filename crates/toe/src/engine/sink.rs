@@ -22,6 +22,20 @@ pub trait TxSink {
     /// The area last handed out by [`TxSink::buffer`] holds a whole frame, to be
     /// sent with `meta`.
     fn commit(&mut self, meta: &OffloadMeta);
+
+    /// Takes a whole frame that already lives in a buffer (a frame a forwarding
+    /// service received and sends on), or gives it back if the sink has no room
+    /// now. By default it is copied through [`TxSink::buffer`]; sinks that
+    /// collect [`Frame`]s take it as it is, without a copy.
+    #[allow(clippy::result_large_err)] // the frame is moved back, not copied
+    fn push_frame(&mut self, frame: Frame) -> Result<(), Frame> {
+        let Some(area) = self.buffer(frame.len()) else {
+            return Err(frame);
+        };
+        area.copy_from_slice(frame.bytes());
+        self.commit(&frame.meta);
+        Ok(())
+    }
 }
 
 /// A [`TxSink`] that fills buffers from a [`Pool`] and appends them to a [`Batch`]
@@ -66,6 +80,14 @@ impl TxSink for PoolSink<'_> {
         if let Some(buf) = self.pending.take() {
             self.batch.push(Frame::new(buf, *meta));
         }
+    }
+
+    fn push_frame(&mut self, frame: Frame) -> Result<(), Frame> {
+        if self.batch.len() >= self.limit {
+            return Err(frame);
+        }
+        self.batch.push(frame);
+        Ok(())
     }
 }
 

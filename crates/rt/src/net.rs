@@ -14,7 +14,7 @@
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{ListenShared, SockShared, register};
-use crate::engine::Error;
+use linerate_toe::Error;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
@@ -27,8 +27,8 @@ use tokio::sync::oneshot;
 /// A TCP listener open on every queue of a runtime.
 ///
 /// ```no_run
-/// # async fn f(rt: linerate_toe::rt::Handle) -> std::io::Result<()> {
-/// use linerate_toe::rt::TcpListener;
+/// # async fn f(rt: linerate_rt::Handle) -> std::io::Result<()> {
+/// use linerate_rt::TcpListener;
 /// use tokio::io::AsyncWriteExt;
 /// let listener = TcpListener::bind(&rt, 8080).await?;
 /// loop {

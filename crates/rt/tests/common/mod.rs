@@ -5,7 +5,7 @@
 use linerate_nic::memory::{self, Clock, PairConfig};
 use linerate_nic::{Batch, Counters, MemNic, Nic, NicCaps, NicError, Pool, Readiness, Recorder};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
-use linerate_toe::rt::{Runtime, RuntimeConfig};
+use linerate_rt::{Runtime, RuntimeConfig};
 use linerate_toe::sim::Sim;
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate_nic::{MemNic, Nic, NicCaps};
-use linerate_toe::rt::{Driver, RtError};
+use linerate_rt::{Driver, RtError};
 use linerate_toe::sim::Sim;
 use linerate_toe::{Engine, Instant, SocketHandle, TcpState};
 use std::time::Duration;

@@ -18,7 +18,7 @@
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{register, wake};
-use crate::engine::{Engine, Error, UdpHandle};
+use linerate_toe::{Engine, Error, UdpHandle};
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
@@ -149,8 +149,8 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
 /// A UDP socket bound on every queue of a runtime.
 ///
 /// ```no_run
-/// # async fn f(rt: linerate_toe::rt::Handle) -> std::io::Result<()> {
-/// use linerate_toe::rt::UdpSocket;
+/// # async fn f(rt: linerate_rt::Handle) -> std::io::Result<()> {
+/// use linerate_rt::UdpSocket;
 /// let sock = UdpSocket::bind(&rt, "0.0.0.0:5353".parse().unwrap()).await?;
 /// let mut buf = [0u8; 1500];
 /// let (n, peer) = sock.recv_from(&mut buf).await?;

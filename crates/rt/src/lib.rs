@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use linerate_nic::{MemNic, NicCaps};
-//! use linerate_toe::rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
+//! use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
 //! use linerate_toe::Config;
 //! use std::net::Ipv4Addr;
 //! use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -59,7 +59,7 @@ mod shared;
 mod socket;
 mod udp;
 
-pub use driver::{Driver, DriverStats};
+pub use driver::{Driver, DriverStats, Service};
 pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
 pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig};
 pub use shared::SharedNic;
@@ -81,7 +81,7 @@ pub enum RtError {
         queues: usize,
     },
     /// The engine emits TCP super-segments or partial checksums
-    /// ([`crate::Config::offloads`]) that the NIC cannot segment or complete.
+    /// ([`linerate_toe::Config::offloads`]) that the NIC cannot segment or complete.
     Offloads,
     /// The steering spreads flows over a different number of queues than the
     /// NIC has.
@@ -93,8 +93,8 @@ pub enum RtError {
     },
     /// The source-port range is not usable.
     Ports(ConfigError),
-    /// The engine configuration breaks a rule of [`crate::Config::validate`].
-    Config(crate::ConfigError),
+    /// The engine configuration breaks a rule of [`linerate_toe::Config::validate`].
+    Config(linerate_toe::ConfigError),
     /// A NIC call failed.
     Nic(NicError),
     /// A queue thread could not be started.
@@ -151,8 +151,8 @@ impl From<ConfigError> for RtError {
     }
 }
 
-impl From<crate::ConfigError> for RtError {
-    fn from(e: crate::ConfigError) -> Self {
+impl From<linerate_toe::ConfigError> for RtError {
+    fn from(e: linerate_toe::ConfigError) -> Self {
         RtError::Config(e)
     }
 }

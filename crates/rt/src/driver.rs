@@ -1,9 +1,16 @@
-//! One engine over one NIC queue, with no thread of its own.
+//! One [`Service`] (an engine, or anything else that takes and hands out frames)
+//! over one NIC queue, with no thread of its own.
 //!
 //! [`Driver::poll`] does one round of I/O: it receives what waits on the queue (in
-//! batches, up to a budget), feeds the frames to [`Engine::handle_frames`], runs due
-//! timers, then moves every frame [`Engine::poll_transmit`] hands out into pooled
-//! buffers of the NIC and transmits them in batches. It returns when to poll next.
+//! batches, up to a budget), feeds the frames to [`Service::handle_frames`], runs
+//! due timers, then moves every frame [`Service::poll_transmit_into`] hands out
+//! into pooled buffers of the NIC (or, for frames the service already holds, as
+//! they are) and transmits them in batches, keeping what the backend has no room
+//! for. It returns when to poll next.
+//!
+//! The engine is the usual service ([`Driver::new`]); a forwarding service (a
+//! bridge, a vNIC switch) implements [`Service`] and runs on the same loop with
+//! [`Driver::with_service`], its batching, back-pressure and counters.
 //! Between polls the caller waits on [`Driver::wait`] (the queue's readiness, up to
 //! that deadline) or, in an existing event loop, on [`Driver::readiness`] itself.
 //!
@@ -13,10 +20,11 @@
 //! batches keep their capacity.
 
 use super::RtError;
-use crate::engine::{Engine, TxSink};
-use crate::time::Instant;
+use linerate_nic::NicCaps;
 use linerate_nic::{Batch, DEFAULT_BATCH, Frame, Nic, NicError, PacketBuf, Pool, Readiness};
 use linerate_offload::OffloadMeta;
+use linerate_toe::Instant;
+use linerate_toe::{Engine, TxSink};
 use std::time::Duration;
 
 /// Frames the transmit batch may hold while the backend takes none; past that the
@@ -37,10 +45,69 @@ pub struct DriverStats {
     pub tx_refused: u64,
 }
 
-/// One [`Engine`] driving one queue of a [`Nic`]. See the [module docs](self).
+/// What a [`Driver`] drives: something that takes batches of received frames,
+/// hands out frames to send, and says when it next needs the time. Time is an
+/// argument, as in the engine ([`Instant`], the caller's clock).
+pub trait Service {
+    /// Takes every frame of `batch`, leaving it empty.
+    fn handle_frames(&mut self, now: Instant, batch: &mut Batch);
+
+    /// Hands every frame it has to send now to `sink`: written into buffers the
+    /// sink lends ([`TxSink::buffer`]) or, if the service already holds it in a
+    /// buffer, as it is ([`TxSink::push_frame`]). What the sink refuses, the
+    /// service keeps for the next call.
+    fn poll_transmit_into<S: TxSink>(&mut self, now: Instant, sink: &mut S);
+
+    /// When [`Service::handle_timeout`] is next due, if ever.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// Runs what is due at `now`.
+    fn handle_timeout(&mut self, now: Instant);
+
+    /// Whether the service can hand its frames to a NIC with `caps` (the engine
+    /// checks its offloads and its configuration); by default it can.
+    fn fits(&self, caps: &NicCaps) -> Result<(), RtError> {
+        let _ = caps;
+        Ok(())
+    }
+}
+
+impl Service for Engine {
+    #[inline]
+    fn handle_frames(&mut self, now: Instant, batch: &mut Batch) {
+        Engine::handle_frames(self, now, batch);
+    }
+
+    #[inline]
+    fn poll_transmit_into<S: TxSink>(&mut self, now: Instant, sink: &mut S) {
+        Engine::poll_transmit_into(self, now, sink);
+    }
+
+    #[inline]
+    fn poll_timeout(&self) -> Option<Instant> {
+        Engine::poll_timeout(self)
+    }
+
+    #[inline]
+    fn handle_timeout(&mut self, now: Instant) {
+        Engine::handle_timeout(self, now);
+    }
+
+    fn fits(&self, caps: &NicCaps) -> Result<(), RtError> {
+        self.config().validate()?;
+        if offloads_fit(self.config(), caps) {
+            Ok(())
+        } else {
+            Err(RtError::Offloads)
+        }
+    }
+}
+
+/// One [`Service`] (by default an [`Engine`]) driving one queue of a [`Nic`]. See
+/// the [module docs](self).
 #[derive(Debug)]
-pub struct Driver<N: Nic> {
-    engine: Engine,
+pub struct Driver<N: Nic, S: Service = Engine> {
+    engine: S,
     nic: N,
     queue: usize,
     pool: Pool,
@@ -53,29 +120,57 @@ pub struct Driver<N: Nic> {
 /// Whether an engine configured like `engine` can hand its frames to a NIC with
 /// `caps` as they are: with offloads on, TCP leaves as super-segments with partial
 /// checksums, which the backend must segment and complete.
-pub(crate) fn offloads_fit(engine: &crate::Config, caps: &linerate_nic::NicCaps) -> bool {
+pub(crate) fn offloads_fit(engine: &linerate_toe::Config, caps: &linerate_nic::NicCaps) -> bool {
     let o = &caps.offloads;
     !engine.offloads
         || (o.tx_csum && (engine.ipv4.is_none() || o.tso4) && (engine.ipv6.is_none() || o.tso6))
 }
 
-impl<N: Nic> Driver<N> {
+impl<N: Nic> Driver<N, Engine> {
     /// A driver for `engine` on queue `queue` of `nic`.
     ///
     /// Errors: [`RtError::NoQueue`] if the NIC has no such queue;
     /// [`RtError::Offloads`] if the engine emits super-segments or partial
-    /// checksums ([`crate::Config::offloads`]) the NIC cannot finish;
+    /// checksums ([`linerate_toe::Config::offloads`]) the NIC cannot finish;
     /// [`RtError::Config`] if the engine's configuration fails
-    /// [`crate::Config::validate`].
+    /// [`linerate_toe::Config::validate`].
     pub fn new(engine: Engine, nic: N, queue: usize) -> Result<Driver<N>, RtError> {
         engine.config().validate()?;
         let queues = nic.queues();
         if queue >= queues {
             return Err(RtError::NoQueue { queue, queues });
         }
-        if !offloads_fit(engine.config(), nic.caps()) {
-            return Err(RtError::Offloads);
+        Driver::with_service(engine, nic, queue)
+    }
+
+    /// The engine (for socket calls between polls).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine, mutable (for socket calls between polls).
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// Hands a frame that did not come from this queue to the engine.
+    pub fn inject(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
+        self.engine.handle_frame(now, frame, meta);
+    }
+}
+
+impl<N: Nic, S: Service> Driver<N, S> {
+    /// A driver for any `service` on queue `queue` of `nic`.
+    ///
+    /// Errors: [`RtError::NoQueue`] if the NIC has no such queue; what
+    /// [`Service::fits`] says of the NIC's capabilities.
+    pub fn with_service(service: S, nic: N, queue: usize) -> Result<Driver<N, S>, RtError> {
+        let queues = nic.queues();
+        if queue >= queues {
+            return Err(RtError::NoQueue { queue, queues });
         }
+        service.fits(nic.caps())?;
+        let engine = service;
         let pool = nic.pool().clone();
         Ok(Driver {
             engine,
@@ -95,13 +190,13 @@ impl<N: Nic> Driver<N> {
         self.rx_budget = frames.max(1);
     }
 
-    /// The engine (for socket calls between polls).
-    pub fn engine(&self) -> &Engine {
+    /// The service.
+    pub fn service(&self) -> &S {
         &self.engine
     }
 
-    /// The engine, mutable (for socket calls between polls).
-    pub fn engine_mut(&mut self) -> &mut Engine {
+    /// The service, mutable.
+    pub fn service_mut(&mut self) -> &mut S {
         &mut self.engine
     }
 
@@ -125,8 +220,8 @@ impl<N: Nic> Driver<N> {
         self.stats
     }
 
-    /// The engine and the NIC back.
-    pub fn into_parts(self) -> (Engine, N) {
+    /// The service and the NIC back.
+    pub fn into_parts(self) -> (S, N) {
         (self.engine, self.nic)
     }
 
@@ -200,11 +295,6 @@ impl<N: Nic> Driver<N> {
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             self.engine.handle_timeout(now);
         }
-    }
-
-    /// Hands a frame that did not come from this queue to the engine.
-    pub fn inject(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
-        self.engine.handle_frame(now, frame, meta);
     }
 
     /// Transmits every frame the engine has due now (and any the backend had no
@@ -309,7 +399,23 @@ impl<N: Nic> TxSink for DriverSink<'_, N> {
         let Some(buf) = self.pending.take() else {
             return;
         };
-        self.tx.push(Frame::new(buf, *meta));
+        self.push(Frame::new(buf, *meta));
+    }
+
+    fn push_frame(&mut self, frame: Frame) -> Result<(), Frame> {
+        if self.tx.len() >= TX_BACKLOG {
+            return Err(frame);
+        }
+        self.push(frame);
+        Ok(())
+    }
+}
+
+impl<N: Nic> DriverSink<'_, N> {
+    /// Queues `frame`, sending a batch once one is full.
+    #[inline]
+    fn push(&mut self, frame: Frame) {
+        self.tx.push(frame);
         if self.tx.len() >= DEFAULT_BATCH
             && self.err.is_none()
             && let Err(e) = flush(self.nic, self.queue, self.tx, self.stats)

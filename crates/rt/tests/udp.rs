@@ -4,10 +4,10 @@
 //! its port after sending what it staged; a stopped runtime fails the socket.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod rt_common;
+mod common;
 
-use linerate_toe::rt::{Handle, UdpSocket};
-use rt_common::{Fnv, pattern, two_runtimes};
+use common::{Fnv, pattern, two_runtimes};
+use linerate_rt::{Handle, UdpSocket};
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
 use std::net::SocketAddr;

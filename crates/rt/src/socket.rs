@@ -4,7 +4,7 @@
 
 use super::ring::ByteRing;
 use super::shared::lock;
-use crate::engine::Error;
+use linerate_toe::Error;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;

@@ -1,10 +1,10 @@
 //! The tokio adaptor over two per-queue runtimes on a memory wire with RSS.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod rt_common;
+mod common;
 
-use linerate_toe::rt::{Handle, TcpListener, TcpStream};
-use rt_common::{Fnv, pattern, two_runtimes};
+use common::{Fnv, pattern, two_runtimes};
+use linerate_rt::{Handle, TcpListener, TcpStream};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -292,14 +292,14 @@ fn engine_calls_from_a_plain_thread_and_config_errors() {
     assert_eq!(mtus, [1500, 1500]);
     assert!(h.with_engine_blocking(2, |_| ()).is_err(), "no queue 2");
 
-    let (a, _b) = rt_common::mem_pair(2);
-    let cfg = linerate_toe::rt::RuntimeConfig {
-        steering: Some(rt_common::steering(4)),
-        ..linerate_toe::rt::RuntimeConfig::new(linerate_toe::sim::Sim::host_config(1))
+    let (a, _b) = common::mem_pair(2);
+    let cfg = linerate_rt::RuntimeConfig {
+        steering: Some(common::steering(4)),
+        ..linerate_rt::RuntimeConfig::new(linerate_toe::sim::Sim::host_config(1))
     };
     assert!(matches!(
-        linerate_toe::rt::Runtime::start(a, cfg),
-        Err(linerate_toe::rt::RtError::Steering {
+        linerate_rt::Runtime::start(a, cfg),
+        Err(linerate_rt::RtError::Steering {
             steering: 4,
             nic: 2
         })
@@ -313,7 +313,7 @@ fn engine_calls_from_a_plain_thread_and_config_errors() {
 fn default_seed_comes_from_the_operating_system() {
     let host = linerate_toe::sim::Sim::host_config(1);
     let seeds: Vec<u64> = (0..4)
-        .map(|_| linerate_toe::rt::RuntimeConfig::new(host.clone()).seed)
+        .map(|_| linerate_rt::RuntimeConfig::new(host.clone()).seed)
         .collect();
     for (i, a) in seeds.iter().enumerate() {
         for b in &seeds[i + 1..] {

@@ -32,13 +32,13 @@ use super::driver::{Driver, offloads_fit};
 use super::shared::{SharedNic, lock};
 use super::socket::{ListenShared, SockShared, io_error, wake};
 use super::udp::{UdpBound, UdpShared, service_udp};
-use crate::config::Config;
-use crate::engine::{Engine, Error, ListenerHandle, SocketHandle};
-use crate::tcp::TcpState;
-use crate::time::Instant;
 use linerate_nic::{Nic, NicError, Notify, Readiness};
 use linerate_offload::OffloadMeta;
 use linerate_rss::{FlowTuple, PortAllocator, Steering};
+use linerate_toe::Config;
+use linerate_toe::Instant;
+use linerate_toe::TcpState;
+use linerate_toe::{Engine, Error, ListenerHandle, SocketHandle};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -361,7 +361,7 @@ impl Runtime {
     /// Starts one thread per queue of `nic`.
     ///
     /// Errors: [`RtError::Config`] if `cfg.engine` fails
-    /// [`crate::Config::validate`]; [`RtError::Steering`] if the steering's queue count differs from
+    /// [`linerate_toe::Config::validate`]; [`RtError::Steering`] if the steering's queue count differs from
     /// the NIC's; [`RtError::Ports`] for a bad ephemeral range; [`RtError::Nic`]
     /// if a queue has no readiness; [`RtError::Spawn`] if a thread cannot start.
     pub fn start<N: Nic + 'static>(nic: N, cfg: RuntimeConfig) -> Result<Runtime, RtError> {

@@ -4,7 +4,7 @@
 //! `cargo run --release -p linerate-toe --example rt_throughput -- [queues] [streams] [MiB per stream]`
 use linerate_nic::NicCaps;
 use linerate_nic::memory::{self, Clock, PairConfig};
-use linerate_toe::rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
+use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
 use linerate_toe::sim::Sim;
 use std::io;
 use std::time::{Duration, Instant};
