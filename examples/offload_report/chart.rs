@@ -6,6 +6,16 @@ use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// Line colours, in series order: distinct on white (the matplotlib "tab" set).
+const COLORS: [RGBColor; 6] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(127, 127, 127),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+];
+
 /// One line of a chart: a stack's figure at each write size.
 pub struct Series {
     /// The legend.
@@ -96,11 +106,12 @@ impl Out {
                     String::new()
                 }
             })
+            .light_line_style(RGBColor(238, 238, 238))
             .x_desc("bytes per write (log scale)")
             .y_desc(y_label)
             .draw()?;
         for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
+            let color = COLORS[i % COLORS.len()].to_rgba();
             let pts: Vec<(f64, f64)> = s
                 .points
                 .iter()
