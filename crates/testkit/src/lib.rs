@@ -12,6 +12,10 @@
 //!   time ([`cpu`]): the cells of the offload report and the `tcp` benchmark.
 //! * [`tap`]: a linerate engine facing the Linux kernel over a TAP in a namespace
 //!   (root only): the kernel interop tests and the kernel benchmark.
+//! * [`vxlan`]: the kernel's own VXLAN device in a namespace, over a TAP whose
+//!   other end is linerate's underlay (root only).
+//! * [`ping`]: ICMP echo from the kernel's stack over a raw socket (root only).
+//! * [`tunnel_pcap`]: a tunnel underlay capture checked frame by frame by tshark.
 #![deny(unsafe_code)]
 
 pub mod bulk;
@@ -20,7 +24,12 @@ pub mod catalog;
 pub mod cpu;
 pub mod netns;
 pub mod pcap;
+#[cfg(target_os = "linux")]
+pub mod ping;
 pub mod smol;
 #[cfg(target_os = "linux")]
 pub mod tap;
 pub mod tshark;
+pub mod tunnel_pcap;
+#[cfg(target_os = "linux")]
+pub mod vxlan;
