@@ -3,7 +3,7 @@
 //! (VXLAN with its VNI, GENEVE with its VNI and option TLVs, NVGRE with its VSID),
 //! with every checksum inside good, the outer UDP checksum good or absent (zero)
 //! as configured, and no frame longer than the underlay MTU allows. Underlay
-//! control frames (ARP, IPv6 neighbour discovery) are allowed and counted.
+//! control frames (ARP, IPv6 neighbour discovery and MLD) are allowed and counted.
 //!
 //! ```no_run
 //! use linerate_testkit::tunnel_pcap::{Expect, OuterCsum, TunnelKind, check};
@@ -98,7 +98,7 @@ pub struct Summary {
     pub inner_tcp: usize,
     /// TCP payload bytes inside the tunnel.
     pub inner_tcp_bytes: u64,
-    /// Underlay control frames (ARP, ICMPv6 neighbour discovery).
+    /// Underlay control frames (ARP, ICMPv6 neighbour discovery and MLD).
     pub control: usize,
     /// The longest frame.
     pub max_len: usize,
@@ -165,7 +165,7 @@ pub fn parse_num(s: &str) -> Option<u64> {
 /// Bytes as tshark prints them (hex, with or without `:` separators).
 fn parse_bytes(s: &str) -> Option<Vec<u8>> {
     let hex: String = s.chars().filter(|c| *c != ':').collect();
-    if hex.len() % 2 != 0 {
+    if !hex.len().is_multiple_of(2) {
         return None;
     }
     (0..hex.len())
@@ -219,7 +219,8 @@ fn check_frame(row: &HashMap<&str, String>, e: &Expect, sum: &mut Summary) {
     if !get("_ws.malformed").is_empty() {
         bad(format!("malformed ({protocols})"));
     }
-    // Control frames of the underlay itself: ARP, neighbour discovery.
+    // Control frames of the underlay itself: ARP, neighbour discovery, MLD
+    // (Linux reports its IPv6 multicast groups).
     let outer_eth_only = !protocols.contains(":vxlan:")
         && !protocols.contains(":geneve:")
         && !protocols.contains(":gre:");
@@ -227,7 +228,7 @@ fn check_frame(row: &HashMap<&str, String>, e: &Expect, sum: &mut Summary) {
         let nd = values(row, "icmpv6.type")
             .first()
             .and_then(|t| parse_num(t))
-            .is_some_and(|t| (133..=137).contains(&t));
+            .is_some_and(|t| (133..=137).contains(&t) || matches!(t, 130..=132 | 143));
         if protocols.starts_with("eth:ethertype:arp") || nd {
             sum.control += 1;
         } else {

@@ -121,10 +121,11 @@ impl VxlanSpec {
         }
     }
 
-    /// `vx0`'s MTU: the underlay's minus the encapsulation (without the outer
-    /// Ethernet header, which the MTU does not count).
+    /// `vx0`'s MTU: the underlay's minus the encapsulation (outer IP, UDP and
+    /// VXLAN headers, and the inner Ethernet header the overlay MTU does not
+    /// count): 1450 over IPv4, 1430 over IPv6 at 1500.
     pub fn overlay_mtu(&self) -> u16 {
-        self.mtu.saturating_sub(encap_len(self.underlay_v6) - 14)
+        self.mtu.saturating_sub(encap_len(self.underlay_v6))
     }
 }
 

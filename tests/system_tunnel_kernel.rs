@@ -1,0 +1,216 @@
+//! VXLAN against Linux (issue 12, "against Linux"; TESTING.md recipe 4).
+//!
+//! The kernel's own VXLAN device (`vx0`) sits in a namespace the test creates,
+//! over a TAP whose other end this process owns (`linerate_testkit::vxlan`).
+//!
+//! * `kernel_vxlan_pair_*`: the harness's own check, with no linerate tunnel in
+//!   it: two kernel VXLAN endpoints in two namespaces, this process copying
+//!   frames between their TAPs. Pings both ways (IPv4 and IPv6 inside), TCP both
+//!   ways with SHA-256, with the TAPs' offloads on (the kernels hand over UDP
+//!   tunnel super-frames where this kernel has `TUN_F_UDP_TUNNEL_GSO`) and off;
+//!   with them off, the underlay capture passes the tshark tunnel check (what
+//!   Linux sends is what the checker accepts).
+//!
+//! Sizes: `LINERATE_BULK_MIB` (default 256) each way for linerate transfers; the
+//! harness checks move a quarter of it.
+//!
+//! Needs root and tshark:
+//! `cargo test --features system-tests --test system_tunnel_kernel -- --test-threads=1`.
+#![cfg(feature = "system-tests")]
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use linerate::nic::tap::TapOffloads;
+use linerate::nic::{Counter, Nic, PcapRecorder};
+use linerate_testkit::relay::Relay;
+use linerate_testkit::tunnel_pcap::{self, Expect, OuterCsum, TunnelKind};
+use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, LINUX_PORT, VxlanSpec};
+use linerate_testkit::{netns, ping, stream};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const VNI: u32 = 4242;
+
+/// Bytes per direction of a linerate transfer: 256 MiB, or `LINERATE_BULK_MIB`.
+fn bulk_len() -> usize {
+    std::env::var("LINERATE_BULK_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(256)
+        << 20
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(netns::unique(tag));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The kernel side of a transfer each way on one connection: the server reads
+/// to EOF (digest), then writes `len` bytes of seed 2 and closes.
+fn kernel_server(addr: SocketAddr, len: usize, ready: mpsc::Sender<()>) -> (usize, [u8; 32]) {
+    let l = TcpListener::bind(addr).unwrap();
+    ready.send(()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    let got = stream::receive(&mut s).unwrap();
+    stream::send(&mut s, 2, len).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    got
+}
+
+/// The client side: writes `len` bytes of seed 1, half-closes, reads to EOF.
+fn kernel_client(addr: SocketAddr, len: usize) -> (usize, [u8; 32]) {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(20)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream::send(&mut s, 1, len).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let got = stream::receive(&mut s).unwrap();
+    let _ = s.flush();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    got
+}
+
+/// Two kernel VXLAN endpoints joined by a relay in this process.
+fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads) {
+    assert!(netns::is_root(), "system tests need root");
+    let spec = VxlanSpec {
+        offloads,
+        ..VxlanSpec::new(underlay_v6, VNI, port)
+    };
+    let mut a = KernelVtep::new("tka", &spec).unwrap();
+    let mut b = KernelVtep::new("tkb", &spec.mirrored()).unwrap();
+    let tap_a = a.take_tap().unwrap();
+    eprintln!(
+        "kernel offloads toward us: {:?} (header {:?})",
+        tap_a.offloads_enabled(),
+        tap_a.header_len()
+    );
+    let mut relay = Relay::new(tap_a, b.take_tap().unwrap());
+    let dir = TempDir::new("tkp");
+    let pcap = dir.0.join("underlay.pcap");
+    let recorder = Arc::new(PcapRecorder::create(&pcap).unwrap());
+    relay.a.set_recorder(Some(recorder.clone()));
+    let mut pump_until = |what: &str, limit: Duration, done: &dyn Fn() -> bool| {
+        let end = Instant::now() + limit;
+        while !done() {
+            assert!(Instant::now() < end, "timed out: {what}");
+            relay.pump(Duration::from_millis(5)).unwrap();
+        }
+    };
+
+    // Ping both ways, IPv4 and IPv6 inside the tunnel.
+    let (a_in, b_in) = (spec.kernel_overlay, spec.ours_overlay);
+    for (from, to) in [
+        (&a, IpAddr::from(b_in.0)),
+        (&a, IpAddr::from(b_in.1)),
+        (&b, IpAddr::from(a_in.0)),
+        (&b, IpAddr::from(a_in.1)),
+    ] {
+        let p = from
+            .ns
+            .spawn(move || ping::ping(to, 3, 56, Duration::from_secs(3)))
+            .unwrap();
+        pump_until("ping", Duration::from_secs(20), &|| p.is_finished());
+        let answered = p.join().unwrap().unwrap().unwrap();
+        assert_eq!(answered, 3, "pings to {to} answered");
+    }
+
+    // TCP each way, byte-exact.
+    let len = bulk_len() / 16;
+    let server_addr = SocketAddr::new(b_in.0.into(), 5001);
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server =
+        b.ns.spawn(move || kernel_server(server_addr, len, ready_tx))
+            .unwrap();
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let start = Instant::now();
+    let client = a.ns.spawn(move || kernel_client(server_addr, len)).unwrap();
+    pump_until("transfer", Duration::from_secs(300), &|| {
+        server.is_finished() && client.is_finished()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let (up, down) = (
+        server.join().unwrap().unwrap(),
+        client.join().unwrap().unwrap(),
+    );
+    assert_eq!(up, (len, stream::Pattern::digest(1, len)), "a to b");
+    assert_eq!(down, (len, stream::Pattern::digest(2, len)), "b to a");
+    eprintln!(
+        "kernel VXLAN pair, underlay v{}, port {port}, offloads {}: 2 x {} MiB in {secs:.2} s; relay {} + {} frames, {} refused {:?}",
+        if underlay_v6 { 6 } else { 4 },
+        offloads.any_gso(),
+        len >> 20,
+        relay.a_to_b,
+        relay.b_to_a,
+        relay.refused,
+        relay.first_refusal
+    );
+    assert_eq!(relay.refused, 0, "{:?}", relay.first_refusal);
+    // With offloads on, the kernels hand over super-frames (UDP tunnel GSO
+    // where this kernel has it, else nothing bigger than the MTU).
+    let rx_gso = relay.a.counters().total(Counter::RxGsoPackets)
+        + relay.b.counters().total(Counter::RxGsoPackets);
+    let tunnel_gso = relay.a.offloads_enabled().udp_tunnel;
+    assert_eq!(
+        rx_gso > 0,
+        tunnel_gso,
+        "{rx_gso} super-frames from the kernels"
+    );
+
+    relay.a.set_recorder(None);
+    let recorder = Arc::into_inner(recorder).unwrap();
+    recorder.finish().unwrap();
+    // Without offloads toward us, the kernel sends finished frames: every one
+    // must pass the tunnel check.
+    if !offloads.any_gso() {
+        let outer = if spec.udp_csum {
+            OuterCsum::Good
+        } else {
+            OuterCsum::Zero
+        };
+        let e = Expect::new(TunnelKind::Vxlan { vni: VNI, port }, outer, 1500);
+        let sum = tunnel_pcap::check(&pcap, &e).unwrap();
+        eprintln!("{}", sum.report());
+        assert!(sum.violations.is_empty(), "{}", sum.report());
+        assert!(sum.inner_tcp_bytes >= 2 * len as u64);
+    }
+}
+
+#[test]
+fn kernel_vxlan_pair_ipv4_underlay_offloads_on() {
+    kernel_vxlan_pair(false, IANA_PORT, TapOffloads::ALL);
+}
+
+#[test]
+fn kernel_vxlan_pair_ipv4_underlay_offloads_off() {
+    kernel_vxlan_pair(false, LINUX_PORT, TapOffloads::NONE);
+}
+
+#[test]
+fn kernel_vxlan_pair_ipv6_underlay_offloads_on() {
+    kernel_vxlan_pair(true, LINUX_PORT, TapOffloads::ALL);
+}
+
+#[test]
+fn kernel_vxlan_pair_ipv6_underlay_offloads_off() {
+    kernel_vxlan_pair(true, IANA_PORT, TapOffloads::NONE);
+}
