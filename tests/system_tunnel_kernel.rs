@@ -90,10 +90,13 @@ fn kernel_client(addr: SocketAddr, len: usize) -> (usize, [u8; 32]) {
 }
 
 /// Two kernel VXLAN endpoints joined by a relay in this process.
-fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads) {
+/// `udp_csum`: the kernels' outer UDP checksums (Linux's default is none over
+/// IPv4, computed over IPv6).
+fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads, udp_csum: bool) {
     assert!(netns::is_root(), "system tests need root");
     let spec = VxlanSpec {
         offloads,
+        udp_csum,
         ..VxlanSpec::new(underlay_v6, VNI, port)
     };
     let mut a = KernelVtep::new("tka", &spec).unwrap();
@@ -155,7 +158,7 @@ fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads) {
     assert_eq!(up, (len, stream::Pattern::digest(1, len)), "a to b");
     assert_eq!(down, (len, stream::Pattern::digest(2, len)), "b to a");
     eprintln!(
-        "kernel VXLAN pair, underlay v{}, port {port}, offloads {}: 2 x {} MiB in {secs:.2} s; relay {} + {} frames, {} refused {:?}",
+        "kernel VXLAN pair, underlay v{}, port {port}, outer UDP checksum {udp_csum}, offloads {}: 2 x {} MiB in {secs:.2} s; relay {} + {} frames, {} refused {:?}",
         if underlay_v6 { 6 } else { 4 },
         offloads.any_gso(),
         len >> 20,
@@ -197,20 +200,30 @@ fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads) {
 
 #[test]
 fn kernel_vxlan_pair_ipv4_underlay_offloads_on() {
-    kernel_vxlan_pair(false, IANA_PORT, TapOffloads::ALL);
+    kernel_vxlan_pair(false, IANA_PORT, TapOffloads::ALL, false);
 }
 
 #[test]
 fn kernel_vxlan_pair_ipv4_underlay_offloads_off() {
-    kernel_vxlan_pair(false, LINUX_PORT, TapOffloads::NONE);
+    kernel_vxlan_pair(false, LINUX_PORT, TapOffloads::NONE, false);
+}
+
+#[test]
+fn kernel_vxlan_pair_ipv4_underlay_outer_checksum_offloads_off() {
+    kernel_vxlan_pair(false, IANA_PORT, TapOffloads::NONE, true);
 }
 
 #[test]
 fn kernel_vxlan_pair_ipv6_underlay_offloads_on() {
-    kernel_vxlan_pair(true, LINUX_PORT, TapOffloads::ALL);
+    kernel_vxlan_pair(true, LINUX_PORT, TapOffloads::ALL, true);
 }
 
 #[test]
 fn kernel_vxlan_pair_ipv6_underlay_offloads_off() {
-    kernel_vxlan_pair(true, IANA_PORT, TapOffloads::NONE);
+    kernel_vxlan_pair(true, IANA_PORT, TapOffloads::NONE, true);
+}
+
+#[test]
+fn kernel_vxlan_pair_ipv6_underlay_zero_checksum_offloads_off() {
+    kernel_vxlan_pair(true, LINUX_PORT, TapOffloads::NONE, false);
 }

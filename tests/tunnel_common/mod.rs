@@ -1,0 +1,142 @@
+//! What the tunnel system tests share: a linerate engine over any NIC (an
+//! overlay), pumped on the test thread, and the engine's side of byte-exact
+//! transfers.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use linerate::nic::Nic;
+// The only place these tests name the runtime's driver (it is moving to its own
+// crate): `Host::new`.
+use linerate::toe::rt::Driver;
+use linerate::toe::{Engine, Error, Instant, ListenerHandle, SocketHandle};
+use linerate_testkit::stream::{Digester, Pattern};
+use std::io;
+use std::time::Duration;
+
+/// A linerate engine over `N`, driven by the runtime's driver from the test
+/// thread ([`Host::pump`]).
+pub struct Host<N: Nic> {
+    driver: Driver<N>,
+    epoch: std::time::Instant,
+}
+
+impl<N: Nic> Host<N> {
+    /// The engine over queue 0 of `nic`.
+    pub fn new(engine: Engine, nic: N) -> Host<N> {
+        Host {
+            driver: Driver::new(engine, nic, 0).unwrap(),
+            epoch: std::time::Instant::now(),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        self.driver.engine()
+    }
+
+    /// The engine, mutable.
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        self.driver.engine_mut()
+    }
+
+    /// The NIC.
+    pub fn nic(&self) -> &N {
+        self.driver.nic()
+    }
+
+    /// The NIC, mutable.
+    pub fn nic_mut(&mut self) -> &mut N {
+        self.driver.nic_mut()
+    }
+
+    /// The engine's clock: time since the host was made.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// One round of the driver; if it moved no frame, waits up to `wait` (or
+    /// the engine's next timer, if sooner) for frames.
+    pub fn pump(&mut self, wait: Duration) -> io::Result<()> {
+        let before = self.driver.stats();
+        let now = self.now();
+        let next = self.driver.poll(now).map_err(io::Error::other)?;
+        let after = self.driver.stats();
+        if after.rx_frames != before.rx_frames || after.tx_frames != before.tx_frames {
+            return Ok(());
+        }
+        self.driver
+            .wait(self.now(), next, wait)
+            .map_err(io::Error::other)?;
+        Ok(())
+    }
+
+    /// Pumps until `done`; panics naming `what` after `limit`.
+    pub fn pump_until(&mut self, limit: Duration, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
+        let end = std::time::Instant::now() + limit;
+        while !done(self) {
+            assert!(std::time::Instant::now() < end, "timed out: {what}");
+            self.pump(Duration::from_millis(2)).unwrap();
+        }
+    }
+
+    /// Pumps until a connection is accepted on `l`.
+    pub fn accept(&mut self, l: ListenerHandle) -> SocketHandle {
+        let mut s = None;
+        self.pump_until(Duration::from_secs(20), "accept", |h| {
+            s = h.engine_mut().tcp_accept(l).ok();
+            s.is_some()
+        });
+        s.unwrap()
+    }
+
+    /// Sends `len` bytes of the pattern `seed` on `s` and shuts it down for
+    /// writing, pumping meanwhile (and `also` each round: a kernel peer's
+    /// thread finishing, say).
+    pub fn send(&mut self, s: SocketHandle, seed: u64, len: usize) {
+        let mut p = Pattern::new(seed, len);
+        let mut buf = vec![0u8; 256 << 10];
+        let (mut off, mut end) = (0, 0);
+        let mut shut = false;
+        self.pump_until(Duration::from_secs(600), "send", |h| {
+            while !shut {
+                if off == end {
+                    end = p.fill(&mut buf);
+                    off = 0;
+                    if end == 0 {
+                        h.engine_mut().tcp_shutdown(s).unwrap();
+                        shut = true;
+                        break;
+                    }
+                }
+                match h.engine_mut().tcp_send(s, &buf[off..end]) {
+                    Ok(n) => off += n,
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => panic!("send after {} bytes: {e}", len - p.left()),
+                }
+            }
+            shut
+        });
+    }
+
+    /// Reads `s` to EOF; returns the byte count and SHA-256.
+    pub fn receive(&mut self, s: SocketHandle) -> (usize, [u8; 32]) {
+        let mut d = Digester::default();
+        let mut buf = vec![0u8; 256 << 10];
+        let mut eof = false;
+        self.pump_until(Duration::from_secs(600), "receive", |h| {
+            loop {
+                match h.engine_mut().tcp_recv(s, &mut buf) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => d.update(&buf[..n]),
+                    Err(Error::WouldBlock) => break,
+                    Err(e) => panic!("recv after {} bytes: {e}", d.len),
+                }
+            }
+            eof
+        });
+        let len = d.len;
+        (len, d.finish())
+    }
+}
