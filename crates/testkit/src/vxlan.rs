@@ -18,6 +18,7 @@
 //! process: the harness's own check, and a capture of what Linux sends.
 
 use crate::netns::{self, Netns};
+use linerate_nic::Offloads;
 use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -68,6 +69,11 @@ pub struct VxlanSpec {
     /// partial checksums, [`TapOffloads::NONE`] makes it segment and checksum
     /// everything itself.
     pub offloads: TapOffloads,
+    /// The transmit offloads the TAP presents to linerate (the kernel then
+    /// completes checksums and segments): [`Offloads::ALL`] by default;
+    /// [`Offloads::NONE`] leaves it all to a software shim above the TAP, so a
+    /// capture on the TAP shows finished frames.
+    pub tap_tx: Offloads,
     /// The kernel's outer UDP checksum: `udpcsum` over IPv4, and over IPv6 both
     /// sending and requiring one (`noudp6zerocsumtx noudp6zerocsumrx`); `false`:
     /// zero checksums (`noudpcsum`, `udp6zerocsumtx udp6zerocsumrx`).
@@ -100,6 +106,7 @@ impl VxlanSpec {
             vni,
             port,
             offloads: TapOffloads::ALL,
+            tap_tx: Offloads::ALL,
             udp_csum: underlay_v6,
             mtu: 1500,
             kernel_underlay,
@@ -158,6 +165,7 @@ impl KernelVtep {
         let tap = Tap::open(&TapConfig {
             offloads: spec.offloads,
             mtu: spec.mtu,
+            tx: spec.tap_tx,
             ..TapConfig::new(netns::unique(prefix))
         })
         .map_err(io::Error::other)?;
