@@ -33,6 +33,8 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+mod tunnel_common;
+
 const VNI: u32 = 4242;
 
 /// Bytes per direction of a linerate transfer: 256 MiB, or `LINERATE_BULK_MIB`.

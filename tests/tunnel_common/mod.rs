@@ -70,7 +70,12 @@ impl<N: Nic> Host<N> {
     }
 
     /// Pumps until `done`; panics naming `what` after `limit`.
-    pub fn pump_until(&mut self, limit: Duration, what: &str, mut done: impl FnMut(&mut Self) -> bool) {
+    pub fn pump_until(
+        &mut self,
+        limit: Duration,
+        what: &str,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) {
         let end = std::time::Instant::now() + limit;
         while !done(self) {
             assert!(std::time::Instant::now() < end, "timed out: {what}");
@@ -139,4 +144,92 @@ impl<N: Nic> Host<N> {
         let len = d.len;
         (len, d.finish())
     }
+}
+
+/// ICMPv4 echo from linerate's side of a tunnel, straight on the overlay NIC
+/// before an engine runs on it (the engine answers echo requests but has no API
+/// to send one): `count` requests from `ours` (MAC, IPv4) to `theirs`, answering
+/// ARP requests for our address meanwhile, each waiting up to `timeout` for its
+/// reply. Returns how many replies carried the request's identifier, sequence
+/// number and payload.
+pub fn overlay_ping<N: Nic>(
+    nic: &mut N,
+    ours: ([u8; 6], std::net::Ipv4Addr),
+    theirs: ([u8; 6], std::net::Ipv4Addr),
+    count: u16,
+    timeout: Duration,
+) -> u16 {
+    use etherparse::{IcmpEchoHeader, Icmpv4Type, NetSlice, SlicedPacket, TransportSlice};
+    use linerate::nic::{Batch, Frame};
+    use linerate::offload::OffloadMeta;
+    use linerate::wire::arp;
+    use linerate::wire::build::{FrameBuilder, Ip, L4};
+
+    let send = |nic: &mut N, frame: Vec<u8>| {
+        let mut batch = Batch::new();
+        batch.push(Frame::new(
+            nic.pool().alloc_from(&frame),
+            OffloadMeta::plain(),
+        ));
+        nic.transmit(0, &mut batch).unwrap();
+    };
+    let id = 0x4c52;
+    let mut answered = 0;
+    let mut batch = Batch::new();
+    for seq in 0..count {
+        let payload: Vec<u8> = (0..56u8).map(|i| i ^ seq as u8).collect();
+        let request = FrameBuilder::new(
+            Ip::v4(ours.1.octets(), theirs.1.octets()),
+            L4::Icmpv4(Icmpv4Type::EchoRequest(IcmpEchoHeader { id, seq })),
+        )
+        .macs(ours.0, theirs.0)
+        .build(&payload);
+        send(nic, request);
+        let end = std::time::Instant::now() + timeout;
+        'wait: while std::time::Instant::now() < end {
+            batch.clear();
+            if nic.receive(0, &mut batch, 64).unwrap() == 0 {
+                let _ = nic.readiness(0).unwrap().wait(Duration::from_millis(5));
+                continue;
+            }
+            let mut replies = Vec::new();
+            for f in batch.iter() {
+                let b = f.bytes();
+                if b.get(12..14) == Some(&[0x08, 0x06]) {
+                    let Ok(req) = arp::Packet::new_checked(&b[14..]) else {
+                        continue;
+                    };
+                    if req.oper() == arp::operation::REQUEST && req.tpa() == ours.1.octets() {
+                        let reply = req.reply_to(ours.0).to_arp_packet();
+                        replies.push(FrameBuilder::arp(reply, ours.0, req.sha()).build(&[]));
+                    }
+                    continue;
+                }
+                let Ok(p) = SlicedPacket::from_ethernet(b) else {
+                    continue;
+                };
+                let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Icmpv4(icmp))) =
+                    (&p.net, &p.transport)
+                else {
+                    continue;
+                };
+                if let Icmpv4Type::EchoReply(echo) = icmp.icmp_type()
+                    && echo.id == id
+                    && echo.seq == seq
+                    && icmp.payload() == payload
+                    && ip.header().source_addr() == theirs.1
+                {
+                    answered += 1;
+                    for r in replies.drain(..) {
+                        send(nic, r);
+                    }
+                    break 'wait;
+                }
+            }
+            for r in replies {
+                send(nic, r);
+            }
+        }
+    }
+    answered
 }
