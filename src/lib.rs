@@ -10,4 +10,5 @@ pub use linerate_nic as nic;
 pub use linerate_offload as offload;
 pub use linerate_rss as rss;
 pub use linerate_toe as toe;
+pub use linerate_tunnel as tunnel;
 pub use linerate_wire as wire;

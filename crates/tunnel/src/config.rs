@@ -1,0 +1,199 @@
+//! What a tunnel is: the encapsulation, the underlay addresses and the outer
+//! header policy ([`VtepConfig`]), and the per-VNI part ([`VniConfig`]).
+
+use std::net::IpAddr;
+use std::ops::RangeInclusive;
+
+/// One GENEVE option TLV sent on every frame (RFC 8926 section 3.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneveOpt {
+    /// Option class.
+    pub class: u16,
+    /// Option type (bit 7 is the critical bit).
+    pub kind: u8,
+    /// Option data: a multiple of 4 bytes, at most 124.
+    pub data: Vec<u8>,
+}
+
+/// The encapsulation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encap {
+    /// VXLAN (RFC 7348): UDP, 8-byte header with the I flag and a 24-bit VNI.
+    Vxlan,
+    /// GENEVE (RFC 8926): UDP, 8-byte header plus the given options, protocol
+    /// 0x6558 (Ethernet).
+    Geneve {
+        /// Options written on every frame sent.
+        options: Vec<GeneveOpt>,
+        /// Critical options (class, type) this endpoint understands on receive;
+        /// a frame with another critical option is refused
+        /// (`rx_dropped_geneve_critical`).
+        known_critical: Vec<(u16, u8)>,
+    },
+    /// NVGRE (RFC 7637): GRE with the K bit, key = VSID (24 bits) and FlowID
+    /// (8 bits), protocol 0x6558, no checksum, no sequence number.
+    Nvgre,
+}
+
+impl Encap {
+    /// The default UDP destination port: 4789 for VXLAN, 6081 for GENEVE, 0
+    /// for NVGRE (not UDP).
+    pub fn default_port(&self) -> u16 {
+        match self {
+            Encap::Vxlan => linerate_wire::vxlan::PORT,
+            Encap::Geneve { .. } => linerate_wire::geneve::PORT,
+            Encap::Nvgre => 0,
+        }
+    }
+}
+
+/// How the outer IP header's DSCP is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dscp {
+    /// Copied from the inner IP header (Linux `tos inherit`).
+    #[default]
+    Inherit,
+    /// This value (0..=63).
+    Fixed(u8),
+}
+
+/// The outer UDP checksum on transmit (VXLAN and GENEVE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UdpCsum {
+    /// Zero on IPv4 (RFC 7348's recommendation, Linux's default). On IPv6 the
+    /// checksum is still computed unless [`VtepConfig::ipv6_zero_csum`] is
+    /// set (RFC 6935/6936).
+    #[default]
+    Zero,
+    /// Computed on every frame (per segment for super-frames:
+    /// `GsoTunnel::Udp { outer_csum: true }`).
+    Compute,
+}
+
+/// How the Ethernet address of the underlay's next hop is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextHop {
+    /// Resolved with ARP (IPv4) or neighbour discovery (IPv6) for this address
+    /// (the remote VTEP when on-link, or a gateway).
+    Resolve(IpAddr),
+    /// A fixed Ethernet address, no resolution.
+    Static([u8; 6]),
+}
+
+/// The tunnel endpoint (VTEP) on one underlay: shared by every VNI on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VtepConfig {
+    /// The encapsulation.
+    pub encap: Encap,
+    /// This VTEP's underlay Ethernet address (outer source MAC).
+    pub local_mac: [u8; 6],
+    /// This VTEP's underlay IP address (IPv4 or IPv6); frames to another
+    /// destination address are not ours (`rx_dropped_not_ours`).
+    pub local_ip: IpAddr,
+    /// UDP destination port (VXLAN, GENEVE); frames to another port are not
+    /// ours. Defaults to [`Encap::default_port`].
+    pub port: u16,
+    /// Outer UDP source ports, chosen from the inner flow hash (RFC 7348
+    /// section 5: 49152-65535 by default).
+    pub src_ports: RangeInclusive<u16>,
+    /// Outer TTL / hop limit (64 by default).
+    pub ttl: u8,
+    /// Outer DSCP.
+    pub dscp: Dscp,
+    /// Outer UDP checksum on transmit.
+    pub udp_csum: UdpCsum,
+    /// IPv6 underlay: send zero UDP checksums (with [`UdpCsum::Zero`]) and
+    /// accept them on receive (RFC 6935/6936 opt-in). Off by default: IPv6
+    /// frames are sent with a checksum, and zero-checksum ones are refused
+    /// (`rx_dropped_zero_csum6`).
+    pub ipv6_zero_csum: bool,
+    /// GRO/TSO kept for the inner flows: super-segments cross encapsulated
+    /// whole (tunnel GSO). Off: the overlay presents no segmentation offload,
+    /// so the stack sends MSS-sized segments that are encapsulated one by one.
+    pub offloads: bool,
+}
+
+impl VtepConfig {
+    /// A VTEP with `encap` at `local_mac`/`local_ip`, the kind's default port,
+    /// source ports 49152-65535, TTL 64, DSCP inherited, zero outer UDP
+    /// checksum on IPv4 (computed on IPv6), offloads on.
+    pub fn new(encap: Encap, local_mac: [u8; 6], local_ip: IpAddr) -> VtepConfig {
+        VtepConfig {
+            port: encap.default_port(),
+            encap,
+            local_mac,
+            local_ip,
+            src_ports: 49152..=65535,
+            ttl: 64,
+            dscp: Dscp::Inherit,
+            udp_csum: UdpCsum::Zero,
+            ipv6_zero_csum: false,
+            offloads: true,
+        }
+    }
+}
+
+/// One virtual network on a VTEP: an overlay [`crate::TunnelNic`] of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VniConfig {
+    /// The VNI (VXLAN, GENEVE) or VSID (NVGRE): 24 bits.
+    pub vni: u32,
+    /// The remote VTEP's underlay address (same family as the local one).
+    pub remote_ip: IpAddr,
+    /// How the outer destination MAC is found.
+    pub next_hop: NextHop,
+    /// Underlay source addresses frames of this VNI may come from; empty: the
+    /// remote VTEP's only. Others are refused (`rx_dropped_source`).
+    pub allowed_sources: Vec<IpAddr>,
+}
+
+impl VniConfig {
+    /// VNI `vni` to `remote_ip`, resolved on-link, from `remote_ip` only.
+    pub fn new(vni: u32, remote_ip: IpAddr) -> VniConfig {
+        VniConfig {
+            vni,
+            remote_ip,
+            next_hop: NextHop::Resolve(remote_ip),
+            allowed_sources: Vec::new(),
+        }
+    }
+}
+
+/// A configuration refused by [`crate::Tunnel::new`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A VNI over 24 bits, or the same VNI twice.
+    Vni(u32),
+    /// Local and remote (or next-hop, or allowed source) addresses of
+    /// different families.
+    Family,
+    /// A GENEVE option with data not a multiple of 4 or over 124 bytes, or
+    /// options over 252 bytes in all.
+    GeneveOption,
+    /// An empty source-port range, or port 0 for a UDP tunnel.
+    Ports,
+    /// A fixed DSCP over 63, or TTL 0.
+    OuterField,
+    /// The underlay MTU leaves no room for an inner frame (at least 68 bytes of
+    /// inner IP).
+    Mtu,
+    /// No VNI given.
+    NoVni,
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ConfigError::Vni(v) => write!(f, "VNI {v} is over 24 bits or given twice"),
+            ConfigError::Family => f.write_str("underlay addresses of different families"),
+            ConfigError::GeneveOption => f.write_str("bad GENEVE option length"),
+            ConfigError::Ports => f.write_str("empty source-port range or port 0"),
+            ConfigError::OuterField => f.write_str("DSCP over 63 or TTL 0"),
+            ConfigError::Mtu => f.write_str("underlay MTU too small for the encapsulation"),
+            ConfigError::NoVni => f.write_str("no VNI given"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
