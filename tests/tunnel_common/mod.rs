@@ -94,55 +94,122 @@ impl<N: Nic> Host<N> {
     }
 
     /// Sends `len` bytes of the pattern `seed` on `s` and shuts it down for
-    /// writing, pumping meanwhile (and `also` each round: a kernel peer's
-    /// thread finishing, say).
+    /// writing, pumping meanwhile.
     pub fn send(&mut self, s: SocketHandle, seed: u64, len: usize) {
-        let mut p = Pattern::new(seed, len);
-        let mut buf = vec![0u8; 256 << 10];
-        let (mut off, mut end) = (0, 0);
-        let mut shut = false;
-        self.pump_until(Duration::from_secs(600), "send", |h| {
-            while !shut {
-                if off == end {
-                    end = p.fill(&mut buf);
-                    off = 0;
-                    if end == 0 {
-                        h.engine_mut().tcp_shutdown(s).unwrap();
-                        shut = true;
-                        break;
-                    }
-                }
-                match h.engine_mut().tcp_send(s, &buf[off..end]) {
-                    Ok(n) => off += n,
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("send after {} bytes: {e}", len - p.left()),
-                }
-            }
-            shut
-        });
+        let mut tx = Sender::new(s, seed, len);
+        self.pump_until(Duration::from_secs(600), "send", |h| tx.step(h.engine_mut()));
     }
 
     /// Reads `s` to EOF; returns the byte count and SHA-256.
     pub fn receive(&mut self, s: SocketHandle) -> (usize, [u8; 32]) {
-        let mut d = Digester::default();
-        let mut buf = vec![0u8; 256 << 10];
-        let mut eof = false;
-        self.pump_until(Duration::from_secs(600), "receive", |h| {
-            loop {
-                match h.engine_mut().tcp_recv(s, &mut buf) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => d.update(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
-                    Err(e) => panic!("recv after {} bytes: {e}", d.len),
+        let mut rx = Receiver::new(s);
+        self.pump_until(Duration::from_secs(600), "receive", |h| rx.step(h.engine_mut()));
+        rx.finish()
+    }
+}
+
+/// The engine's side of sending a pattern: as much as the socket takes per
+/// step, then a shutdown for writing.
+pub struct Sender {
+    s: SocketHandle,
+    p: Pattern,
+    len: usize,
+    buf: Vec<u8>,
+    off: usize,
+    end: usize,
+    shut: bool,
+}
+
+impl Sender {
+    /// `len` bytes of the pattern `seed` on `s`.
+    pub fn new(s: SocketHandle, seed: u64, len: usize) -> Sender {
+        Sender {
+            s,
+            p: Pattern::new(seed, len),
+            len,
+            buf: vec![0u8; 256 << 10],
+            off: 0,
+            end: 0,
+            shut: false,
+        }
+    }
+
+    /// Sends what the socket takes now; true once everything was taken and the
+    /// socket shut down for writing.
+    pub fn step(&mut self, engine: &mut Engine) -> bool {
+        while !self.shut {
+            if self.off == self.end {
+                self.end = self.p.fill(&mut self.buf);
+                self.off = 0;
+                if self.end == 0 {
+                    engine.tcp_shutdown(self.s).unwrap();
+                    self.shut = true;
+                    break;
                 }
             }
-            eof
-        });
-        let len = d.len;
-        (len, d.finish())
+            match engine.tcp_send(self.s, &self.buf[self.off..self.end]) {
+                Ok(n) => self.off += n,
+                Err(Error::WouldBlock) => break,
+                Err(e) => panic!("send after {} bytes: {e}", self.len - self.p.left()),
+            }
+        }
+        self.shut
+    }
+}
+
+/// The engine's side of reading a socket to EOF, hashing what it reads.
+pub struct Receiver {
+    s: SocketHandle,
+    d: Digester,
+    buf: Vec<u8>,
+    eof: bool,
+}
+
+impl Receiver {
+    /// Reads `s`.
+    pub fn new(s: SocketHandle) -> Receiver {
+        Receiver {
+            s,
+            d: Digester::default(),
+            buf: vec![0u8; 256 << 10],
+            eof: false,
+        }
+    }
+
+    /// Reads what is there; true at EOF.
+    pub fn step(&mut self, engine: &mut Engine) -> bool {
+        while !self.eof {
+            match engine.tcp_recv(self.s, &mut self.buf) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.d.update(&self.buf[..n]),
+                Err(Error::WouldBlock) => break,
+                Err(e) => panic!("recv after {} bytes: {e}", self.d.len),
+            }
+        }
+        self.eof
+    }
+
+    /// The byte count and SHA-256 of what was read.
+    pub fn finish(self) -> (usize, [u8; 32]) {
+        let len = self.d.len;
+        (len, self.d.finish())
+    }
+}
+
+/// Pumps two hosts in turn, without waiting, until `done` (or `limit`:
+/// panics naming `what`).
+pub fn pump_pair<A: Nic, B: Nic>(
+    a: &mut Host<A>,
+    b: &mut Host<B>,
+    limit: Duration,
+    what: &str,
+    mut done: impl FnMut(&mut Host<A>, &mut Host<B>) -> bool,
+) {
+    let end = std::time::Instant::now() + limit;
+    while !done(a, b) {
+        assert!(std::time::Instant::now() < end, "timed out: {what}");
+        a.pump(Duration::ZERO).unwrap();
+        b.pump(Duration::ZERO).unwrap();
     }
 }
 
