@@ -11,6 +11,18 @@
 //!   with them off, the underlay capture passes the tshark tunnel check (what
 //!   Linux sends is what the checker accepts).
 //!
+//! * `linerate_vxlan_*`: the linerate engine over a linerate VXLAN tunnel over
+//!   the TAP (through the software shim) talks TCP to a kernel socket behind
+//!   `vx0`: `LINERATE_BULK_MIB` (256) MiB each way on one connection, SHA-256,
+//!   IPv4 and IPv6 underlay, on ports 4789 and 8472; offloads on (the TAP's
+//!   toward linerate, the tunnel's and the engine's: super-segments cross
+//!   encapsulated whole) and off (TUNSETOFFLOAD 0, the TAP presenting no
+//!   transmit offload, tunnel and engine offloads off: MSS-sized segments, every
+//!   checksum in software). Pings through the tunnel both ways: the kernel
+//!   pings the engine (IPv4 and IPv6 inside); linerate pings the kernel with
+//!   echo requests sent on the overlay NIC itself before the engine runs (the
+//!   engine answers echo requests but has no API to send one).
+//!
 //! Sizes: `LINERATE_BULK_MIB` (default 256) each way for linerate transfers; the
 //! harness checks move a quarter of it.
 //!
@@ -21,7 +33,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate::nic::tap::TapOffloads;
-use linerate::nic::{Counter, Nic, PcapRecorder};
+use linerate::nic::{Counter, Nic, Offloads, PcapRecorder, Shim, ShimConfig};
+use linerate::toe::Config;
+use linerate::tunnel::{Encap, Tunnel, VniConfig, VtepConfig};
 use linerate_testkit::relay::Relay;
 use linerate_testkit::tunnel_pcap::{self, Expect, OuterCsum, TunnelKind};
 use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, LINUX_PORT, VxlanSpec};
@@ -34,6 +48,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod tunnel_common;
+
+use tunnel_common::{Host, overlay_ping};
 
 const VNI: u32 = 4242;
 
@@ -228,4 +244,173 @@ fn kernel_vxlan_pair_ipv6_underlay_offloads_off() {
 #[test]
 fn kernel_vxlan_pair_ipv6_underlay_zero_checksum_offloads_off() {
     kernel_vxlan_pair(true, LINUX_PORT, TapOffloads::NONE, false);
+}
+
+/// linerate's underlay MAC (the VTEP's, on the TAP).
+const OUR_UNDERLAY_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0x75, 0, 0x02];
+/// The engine's MAC inside the tunnel.
+const OUR_OVERLAY_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0x0e, 0, 0x02];
+
+/// The engine on a linerate VXLAN tunnel over the TAP of a kernel VXLAN
+/// endpoint: pings both ways, then TCP each way on one connection (the kernel
+/// connects over an IPv6 underlay, linerate over an IPv4 one).
+fn linerate_vxlan(underlay_v6: bool, port: u16, offloads: bool) {
+    assert!(netns::is_root(), "system tests need root");
+    let spec = VxlanSpec {
+        offloads: if offloads {
+            TapOffloads::ALL
+        } else {
+            TapOffloads::NONE
+        },
+        tap_tx: if offloads {
+            Offloads::ALL
+        } else {
+            Offloads::NONE
+        },
+        ..VxlanSpec::new(underlay_v6, VNI, port)
+    };
+    let mut k = KernelVtep::new("tlk", &spec).unwrap();
+    let tap = k.take_tap().unwrap();
+    let tap_offloads = tap.offloads_enabled();
+    let shim = Shim::new(tap, ShimConfig::all()).unwrap();
+    // Linux's outer checksums by default: none over IPv4, computed over IPv6,
+    // as the tunnel's defaults.
+    let vtep = VtepConfig {
+        port,
+        offloads,
+        ..VtepConfig::new(Encap::Vxlan, OUR_UNDERLAY_MAC, spec.ours_underlay)
+    };
+    let mut nic = Tunnel::new(shim, vtep, VniConfig::new(VNI, spec.kernel_underlay)).unwrap();
+    let (k4, k6) = spec.kernel_overlay;
+    let (o4, o6) = spec.ours_overlay;
+    let what = format!(
+        "underlay v{}, port {port}, offloads {offloads}",
+        if underlay_v6 { 6 } else { 4 }
+    );
+
+    // linerate pings the kernel, on the overlay NIC before the engine runs.
+    let kernel_mac = k.kernel_overlay_mac().unwrap();
+    let answered = overlay_ping(
+        &mut nic,
+        (OUR_OVERLAY_MAC, o4),
+        (kernel_mac, k4),
+        3,
+        Duration::from_secs(3),
+    );
+    assert_eq!(
+        answered,
+        3,
+        "{what}: linerate's pings answered\n{}",
+        k.vxlan_stats()
+    );
+
+    let mut cfg = Config::new(OUR_OVERLAY_MAC)
+        .with_ipv4(o4, 24)
+        .with_ipv6(o6, 64);
+    cfg.offloads = offloads;
+    cfg.tcp.send_buffer = 4 << 20;
+    cfg.tcp.recv_buffer = 4 << 20;
+    let mut h = Host::new(cfg, 0x5eed, nic);
+
+    // The kernel pings the engine, IPv4 and IPv6 inside.
+    for to in [IpAddr::from(o4), IpAddr::from(o6)] {
+        let p =
+            k.ns.spawn(move || ping::ping(to, 3, 56, Duration::from_secs(3)))
+                .unwrap();
+        h.pump_until(Duration::from_secs(20), "kernel ping", |_| p.is_finished());
+        assert_eq!(
+            p.join().unwrap().unwrap().unwrap(),
+            3,
+            "{what}: pings to {to}"
+        );
+    }
+
+    // TCP each way on one connection.
+    let len = bulk_len();
+    let start = Instant::now();
+    let (up, down, half);
+    if underlay_v6 {
+        // The kernel connects: it sends first, then reads what the engine sends.
+        let l = h.engine_mut().tcp_listen(5001).unwrap();
+        let addr = SocketAddr::new(o4.into(), 5001);
+        let client = k.ns.spawn(move || kernel_client(addr, len)).unwrap();
+        let s = h.accept(l);
+        up = h.receive(s);
+        half = start.elapsed();
+        h.send(s, 2, len);
+        h.pump_until(Duration::from_secs(600), "kernel reads", |_| {
+            client.is_finished()
+        });
+        down = client.join().unwrap().unwrap();
+        h.engine_mut().tcp_close(s).unwrap();
+    } else {
+        // linerate connects: it sends first, then reads what the kernel sends.
+        let addr = SocketAddr::new(k4.into(), 5001);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let server =
+            k.ns.spawn(move || kernel_server(addr, len, ready_tx))
+                .unwrap();
+        ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let now = h.now();
+        let c = h.engine_mut().tcp_connect(now, addr).unwrap();
+        h.send(c, 1, len);
+        // The kernel has everything once it starts sending: count from there.
+        down = h.receive(c);
+        half = start.elapsed();
+        h.pump_until(Duration::from_secs(20), "kernel done", |_| {
+            server.is_finished()
+        });
+        up = server.join().unwrap().unwrap();
+        h.engine_mut().tcp_close(c).unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    assert_eq!(
+        up,
+        (len, stream::Pattern::digest(1, len)),
+        "{what}: toward the engine's peer"
+    );
+    assert_eq!(down, (len, stream::Pattern::digest(2, len)), "{what}: back");
+    let c = h.engine().counters();
+    eprintln!(
+        "linerate VXLAN vs kernel, {what}: 2 x {} MiB in {secs:.2} s (first half {:.2} s), {:.2} Gbit/s; TAP offloads {tap_offloads:?}; tcp in {} out {} retrans {} adopted {}; tunnel {:?}",
+        len >> 20,
+        half.as_secs_f64(),
+        2.0 * len as f64 * 8.0 / secs / 1e9,
+        c.tcp_in_segs,
+        c.tcp_out_segs,
+        c.tcp_retrans_segs,
+        c.tcp_rx_adopted,
+        h.nic()
+            .tunnel_counters()
+            .iter()
+            .chain(h.nic().vtep_counters().iter())
+            .filter(|(_, v)| *v > 0)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(c.tcp_in_csum_errors, 0, "{what}");
+    assert_eq!(
+        h.nic().counters().total(Counter::RxDroppedCsum),
+        0,
+        "{what}"
+    );
+}
+
+#[test]
+fn linerate_vxlan_ipv4_underlay_offloads_on() {
+    linerate_vxlan(false, IANA_PORT, true);
+}
+
+#[test]
+fn linerate_vxlan_ipv4_underlay_offloads_off() {
+    linerate_vxlan(false, LINUX_PORT, false);
+}
+
+#[test]
+fn linerate_vxlan_ipv6_underlay_offloads_on() {
+    linerate_vxlan(true, LINUX_PORT, true);
+}
+
+#[test]
+fn linerate_vxlan_ipv6_underlay_offloads_off() {
+    linerate_vxlan(true, IANA_PORT, false);
 }

@@ -27,12 +27,12 @@ mod common;
 mod tunnel_common;
 
 use common::{Spec, Tunnel, VNI, build};
-use linerate::offload::gso::{CsumMode, SegmentBuf, Segmenter};
-use linerate_testkit::tunnel_pcap::{self, Expect, GeneveOpt, OuterCsum, TunnelKind};
 use linerate::nic::{Counter, MemNic, Nic, NicCaps, PcapRecorder, Shim, ShimConfig};
-use linerate::toe::{Config, Engine};
+use linerate::offload::gso::{CsumMode, SegmentBuf, Segmenter};
+use linerate::toe::Config;
 use linerate::tunnel::{Encap, Tunnel as Overlay, TunnelNic, UdpCsum, VniConfig, VtepConfig};
 use linerate_testkit::stream::Pattern;
+use linerate_testkit::tunnel_pcap::{self, Expect, GeneveOpt, OuterCsum, TunnelKind};
 use linerate_testkit::{pcap, tshark};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -252,7 +252,11 @@ impl Case {
         } else {
             self.udp_csum == UdpCsum::Zero
         };
-        if zero { OuterCsum::Zero } else { OuterCsum::Good }
+        if zero {
+            OuterCsum::Zero
+        } else {
+            OuterCsum::Good
+        }
     }
 
     fn kind(&self) -> TunnelKind {
@@ -332,7 +336,7 @@ fn tunnel_host(case: &Case, port: MemNic, me: u8, peer: u8) -> Host<TunnelNic> {
         cfg.with_ipv4(o4, 24)
     };
     cfg.offloads = true;
-    Host::new(Engine::new(cfg, u64::from(me)), nic)
+    Host::new(cfg, u64::from(me), nic)
 }
 
 fn engine_over_tunnel(case: Case) {
@@ -387,8 +391,16 @@ fn engine_over_tunnel(case: Case) {
     );
     // GSO on: the super-segments crossed the tunnel whole and the underlay's
     // shim segmented them.
-    let gso = |h: &Host<TunnelNic>| h.nic().with_underlay(|u| u.counters().total(Counter::GsoPackets));
-    assert!(gso(&a) > 0 && gso(&b) > 0, "{name}: shim GSO {} / {}", gso(&a), gso(&b));
+    let gso = |h: &Host<TunnelNic>| {
+        h.nic()
+            .with_underlay(|u| u.counters().total(Counter::GsoPackets))
+    };
+    assert!(
+        gso(&a) > 0 && gso(&b) > 0,
+        "{name}: shim GSO {} / {}",
+        gso(&a),
+        gso(&b)
+    );
 
     a.nic_mut().set_recorder(None);
     let recorder = Arc::into_inner(recorder).unwrap();
@@ -396,8 +408,16 @@ fn engine_over_tunnel(case: Case) {
     let sum = tunnel_pcap::check(&path, &Expect::new(case.kind(), case.outer(), 1500)).unwrap();
     eprintln!("{name}: {secs:.2} s; {}", sum.report());
     assert!(sum.violations.is_empty(), "{name}: {}", sum.report());
-    assert!(sum.inner_tcp_bytes >= 2 * ENGINE_LEN as u64, "{name}: {}", sum.report());
-    assert!(sum.control >= 2, "{name}: underlay next hop resolved: {}", sum.report());
+    assert!(
+        sum.inner_tcp_bytes >= 2 * ENGINE_LEN as u64,
+        "{name}: {}",
+        sum.report()
+    );
+    assert!(
+        sum.control >= 2,
+        "{name}: underlay next hop resolved: {}",
+        sum.report()
+    );
 }
 
 #[test]

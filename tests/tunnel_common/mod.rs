@@ -7,7 +7,7 @@ use linerate::nic::Nic;
 // The only place these tests name the runtime's driver (it is moving to its own
 // crate): `Host::new`.
 use linerate::toe::rt::Driver;
-use linerate::toe::{Engine, Error, Instant, ListenerHandle, SocketHandle};
+use linerate::toe::{Config, Engine, Error, Instant, ListenerHandle, SocketHandle};
 use linerate_testkit::stream::{Digester, Pattern};
 use std::io;
 use std::time::Duration;
@@ -20,8 +20,11 @@ pub struct Host<N: Nic> {
 }
 
 impl<N: Nic> Host<N> {
-    /// The engine over queue 0 of `nic`.
-    pub fn new(engine: Engine, nic: N) -> Host<N> {
+    /// An engine made of `cfg` (its IP MTU set to the NIC's, as the runtime
+    /// does) and `seed` over queue 0 of `nic`.
+    pub fn new(mut cfg: Config, seed: u64, nic: N) -> Host<N> {
+        cfg.mtu = nic.caps().mtu;
+        let engine = Engine::new(cfg, seed);
         Host {
             driver: Driver::new(engine, nic, 0).unwrap(),
             epoch: std::time::Instant::now(),
@@ -97,13 +100,17 @@ impl<N: Nic> Host<N> {
     /// writing, pumping meanwhile.
     pub fn send(&mut self, s: SocketHandle, seed: u64, len: usize) {
         let mut tx = Sender::new(s, seed, len);
-        self.pump_until(Duration::from_secs(600), "send", |h| tx.step(h.engine_mut()));
+        self.pump_until(Duration::from_secs(600), "send", |h| {
+            tx.step(h.engine_mut())
+        });
     }
 
     /// Reads `s` to EOF; returns the byte count and SHA-256.
     pub fn receive(&mut self, s: SocketHandle) -> (usize, [u8; 32]) {
         let mut rx = Receiver::new(s);
-        self.pump_until(Duration::from_secs(600), "receive", |h| rx.step(h.engine_mut()));
+        self.pump_until(Duration::from_secs(600), "receive", |h| {
+            rx.step(h.engine_mut())
+        });
         rx.finish()
     }
 }

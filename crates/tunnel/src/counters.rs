@@ -94,7 +94,10 @@ impl TunnelCounters {
     /// All zero.
     pub fn new() -> TunnelCounters {
         TunnelCounters {
-            values: TunnelCounter::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            values: TunnelCounter::ALL
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }
     }
 
