@@ -66,10 +66,13 @@
 
 pub mod config;
 pub mod counters;
+mod decap;
 mod ecn;
+mod encap;
+mod neigh;
 mod tunnel;
 
 pub use config::{ConfigError, Dscp, Encap, GeneveOpt, NextHop, UdpCsum, VniConfig, VtepConfig};
 pub use counters::{TunnelCounter, TunnelCounters};
 pub use ecn::{EcnDecap, decap_ecn};
-pub use tunnel::{Tunnel, TunnelNic};
+pub use tunnel::{INBOX_LEN, Tunnel, TunnelNic};

@@ -1,19 +1,48 @@
 //! The overlay NIC: [`Tunnel`] builds [`TunnelNic`]s over an underlay.
 
-use crate::config::{ConfigError, VniConfig, VtepConfig};
-use crate::counters::TunnelCounters;
-use linerate_nic::{Batch, Counters, Nic, NicCaps, NicError, Pool, Readiness, Recorder};
-use std::sync::{Arc, Mutex};
+use crate::config::{ConfigError, Encap, VniConfig, VtepConfig};
+use crate::counters::{TunnelCounter, TunnelCounters};
+use crate::decap::{self, Control, Decap, Refused, RxConfig};
+use crate::encap::{Template, overhead};
+use crate::neigh::{self, Neigh, Poll};
+use crate::{EcnDecap, decap_ecn};
+use linerate_nic::{
+    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, Pool, Readiness, Recorder,
+};
+use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Frames one VNI's per-queue inbox holds (received on another VNI's call);
+/// more are dropped (`rx_dropped_ring_full`).
+pub const INBOX_LEN: usize = 4096;
 
 /// Builds overlay NICs over an underlay.
 #[derive(Debug)]
 pub struct Tunnel;
 
+/// One VNI's shared state.
+struct VniState {
+    cfg: VniConfig,
+    template: Template,
+    neigh: Neigh,
+    inbox: Vec<VecDeque<Frame>>,
+    counters: Counters,
+    tcounters: TunnelCounters,
+}
+
 /// The state every VNI of one underlay shares.
-pub(crate) struct Vtep {
-    pub(crate) underlay: Box<dyn Nic>,
-    pub(crate) config: VtepConfig,
-    pub(crate) counters: TunnelCounters,
+struct Vtep {
+    underlay: Box<dyn Nic>,
+    config: VtepConfig,
+    rx: RxConfig,
+    counters: TunnelCounters,
+    vnis: Vec<VniState>,
+    scratch: Batch,
+    control: Batch,
+    pool: Pool,
 }
 
 /// One VNI's overlay NIC: inner Ethernet frames in and out, carried over the
@@ -28,10 +57,12 @@ pub struct TunnelNic {
     index: usize,
     vni: VniConfig,
     caps: NicCaps,
+    hlen: usize,
     counters: Counters,
     tcounters: TunnelCounters,
     vcounters: TunnelCounters,
     pool: Pool,
+    pending: Vec<Batch>,
 }
 
 impl core::fmt::Debug for TunnelNic {
@@ -41,6 +72,40 @@ impl core::fmt::Debug for TunnelNic {
             .field("caps", &self.caps)
             .finish_non_exhaustive()
     }
+}
+
+/// The overlay's caps over an underlay with `u`.
+fn overlay_caps(u: &NicCaps, hlen: usize, offloads: bool, encap: &Encap, csum: bool) -> Option<NicCaps> {
+    let mtu = u16::try_from(usize::from(u.mtu).checked_sub(hlen)?).ok()?;
+    if mtu < 68 {
+        return None;
+    }
+    let o = u.offloads;
+    let tunnel = match encap {
+        Encap::Nvgre => o.tunnel_gre,
+        _ if csum => o.tunnel_udp_csum,
+        _ => o.tunnel_udp,
+    };
+    let offloads = if offloads {
+        Offloads {
+            tx_csum: o.tx_csum,
+            rx_csum: o.rx_csum,
+            tso4: o.tso4 && tunnel,
+            tso6: o.tso6 && tunnel,
+            tso_ecn: o.tso_ecn && tunnel,
+            uso: o.uso && tunnel,
+            lro: o.lro,
+            ..Offloads::NONE
+        }
+    } else {
+        Offloads::NONE
+    };
+    Some(NicCaps {
+        mtu,
+        max_gso_size: u.max_gso_size.saturating_sub(u32::try_from(hlen).ok()?),
+        offloads,
+        ..*u
+    })
 }
 
 impl Tunnel {
@@ -62,8 +127,75 @@ impl Tunnel {
         vtep: VtepConfig,
         vnis: Vec<VniConfig>,
     ) -> Result<Vec<TunnelNic>, ConfigError> {
-        let _ = (underlay, vtep, vnis);
-        Err(ConfigError::NoVni)
+        if vnis.is_empty() {
+            return Err(ConfigError::NoVni);
+        }
+        let queues = underlay.queues();
+        let hlen = overhead(&vtep);
+        let mut states = Vec::with_capacity(vnis.len());
+        for (i, v) in vnis.iter().enumerate() {
+            if vnis.iter().take(i).any(|w| w.vni == v.vni) {
+                return Err(ConfigError::Vni(v.vni));
+            }
+            let fam = vtep.local_ip.is_ipv6();
+            let hop_fam = match v.next_hop {
+                crate::NextHop::Resolve(ip) => ip.is_ipv6() == fam,
+                crate::NextHop::Static(_) => true,
+            };
+            if v.remote_ip.is_ipv6() != fam || !hop_fam || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam) {
+                return Err(ConfigError::Family);
+            }
+            let neigh = Neigh::new(v.next_hop);
+            let template = Template::new(&vtep, v, neigh.mac.unwrap_or([0; 6]))?;
+            states.push(VniState {
+                cfg: v.clone(),
+                template,
+                neigh,
+                inbox: (0..queues).map(|_| VecDeque::new()).collect(),
+                counters: Counters::new(queues),
+                tcounters: TunnelCounters::new(),
+            });
+        }
+        let csum = states.first().is_some_and(|s| s.template.csum);
+        let caps = overlay_caps(underlay.caps(), hlen, vtep.offloads, &vtep.encap, csum)
+            .ok_or(ConfigError::Mtu)?;
+        let pool = underlay.pool().clone();
+        let vcounters = TunnelCounters::new();
+        let rx = RxConfig {
+            local_ip: vtep.local_ip,
+            port: vtep.port,
+            encap: vtep.encap.clone(),
+            zero_csum6: vtep.ipv6_zero_csum,
+        };
+        let nics: Vec<(Counters, TunnelCounters)> =
+            states.iter().map(|s| (s.counters.clone(), s.tcounters.clone())).collect();
+        let shared = Arc::new(Mutex::new(Vtep {
+            underlay: Box::new(underlay),
+            config: vtep,
+            rx,
+            counters: vcounters.clone(),
+            vnis: states,
+            scratch: Batch::new(),
+            control: Batch::new(),
+            pool: pool.clone(),
+        }));
+        Ok(nics
+            .into_iter()
+            .zip(vnis)
+            .enumerate()
+            .map(|(index, ((counters, tcounters), vni))| TunnelNic {
+                vtep: Arc::clone(&shared),
+                index,
+                vni,
+                caps,
+                hlen,
+                counters,
+                tcounters,
+                vcounters: vcounters.clone(),
+                pool: pool.clone(),
+                pending: (0..queues).map(|_| Batch::new()).collect(),
+            })
+            .collect())
     }
 }
 
@@ -85,17 +217,143 @@ impl TunnelNic {
 
     /// Runs `f` on the underlay (locks it: not for the data path).
     pub fn with_underlay<R>(&self, f: impl FnOnce(&mut dyn Nic) -> R) -> R {
-        let mut v = match self.vtep.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        f(v.underlay.as_mut())
+        f(self.lock().underlay.as_mut())
     }
 
     /// The encapsulation overhead in bytes: outer Ethernet, IP, UDP and tunnel
     /// header (GENEVE options included) or GRE.
     pub fn overhead(&self) -> usize {
-        0
+        self.hlen
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vtep> {
+        match self.vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+impl Vtep {
+    /// Sends control frames (ARP/ND answers, probes) on `queue`; best effort.
+    fn send_control(&mut self, queue: usize) {
+        if !self.control.is_empty() {
+            let _ = self.underlay.transmit(queue, &mut self.control);
+            self.control.clear();
+        }
+    }
+
+    /// Runs every VNI's resolution timer; `wanted` marks `index` as having a
+    /// frame waiting.
+    fn poll_neigh(&mut self, now: Instant) {
+        let (mac, ip) = (self.config.local_mac, self.config.local_ip);
+        for v in &mut self.vnis {
+            let wanted = !v.neigh.queue.is_empty();
+            match v.neigh.poll(now, wanted) {
+                Poll::Nothing => {}
+                Poll::Probe => {
+                    if let Some(target) = v.neigh.ip
+                        && let Some(f) = neigh::probe(&self.pool, mac, ip, target)
+                    {
+                        self.control.push(f);
+                        v.tcounters.add(TunnelCounter::NeighProbes, 1);
+                    }
+                }
+                Poll::GiveUp => {
+                    let n = v.neigh.queue.len() as u64;
+                    v.neigh.queue.clear();
+                    v.tcounters.add(TunnelCounter::TxUnresolved, n);
+                }
+            }
+        }
+    }
+
+    /// Learns a neighbour; frames waiting for it get its MAC.
+    fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant) {
+        for v in &mut self.vnis {
+            if v.neigh.learn(ip, mac, now) {
+                v.template.set_dst_mac(mac);
+                for f in &mut v.neigh.queue {
+                    if let Some(d) = f.bytes_mut().get_mut(0..6) {
+                        d.copy_from_slice(&mac);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decapsulates one underlay frame; returns the VNI index and the inner
+    /// frame, or `None` when it was refused, handled or counted.
+    fn decap(&mut self, mut f: Frame, queue: usize, now: Instant) -> Option<(usize, Frame)> {
+        let d: Decap = match decap::classify(f.bytes(), &f.meta, &self.rx) {
+            Ok(d) => d,
+            Err(Refused::Counted(c)) => {
+                self.counters.add(c, 1);
+                return None;
+            }
+            Err(Refused::Control(c)) => {
+                let nd = match c {
+                    Control::Arp => None,
+                    Control::Nd { off, end } => Some((off, end)),
+                };
+                let (answer, learn) =
+                    neigh::handle(f.bytes(), nd, &self.pool, self.config.local_mac, self.config.local_ip);
+                if let Some(a) = answer {
+                    self.control.push(a);
+                    self.counters.add(TunnelCounter::NeighAnswered, 1);
+                }
+                if let Some((ip, mac)) = learn {
+                    self.learn(ip, mac, now);
+                }
+                let _ = queue;
+                return None;
+            }
+        };
+        let Some(index) = self.vnis.iter().position(|v| v.cfg.vni == d.vni) else {
+            self.counters.add(TunnelCounter::RxUnknownVni, 1);
+            return None;
+        };
+        let v = self.vnis.get(index)?;
+        if !(d.src == v.cfg.remote_ip || v.cfg.allowed_sources.contains(&d.src)) {
+            v.tcounters.add(TunnelCounter::RxSource, 1);
+            return None;
+        }
+        // RFC 6040 section 4.2.
+        let b = f.bytes_mut();
+        let et = u16::from_be_bytes([*b.get(d.hlen + 12)?, *b.get(d.hlen + 13)?]);
+        let l3 = d.hlen + 14;
+        if let Some(inner) = decap::inner_ecn(b, et, l3) {
+            match decap_ecn(inner, d.ecn) {
+                EcnDecap::Drop => {
+                    v.tcounters.add(TunnelCounter::RxEcnDrop, 1);
+                    return None;
+                }
+                EcnDecap::Forward(e) if e != inner => decap::set_inner_ecn(b, et, l3, e),
+                EcnDecap::Forward(_) => {}
+            }
+        }
+        if f.buf.truncate(d.end).is_err() || f.buf.strip_front(d.hlen).is_err() {
+            self.counters.add(TunnelCounter::RxTruncated, 1);
+            return None;
+        }
+        let csum = match f.meta.csum {
+            Checksum::Verified { levels } if d.outer_csum => match levels.saturating_sub(1) {
+                0 => Checksum::None,
+                l => Checksum::Verified { levels: l },
+            },
+            Checksum::Partial { start, offset } => match start.checked_sub(d.hlen as u16) {
+                Some(start) => Checksum::Partial { start, offset },
+                None => Checksum::None,
+            },
+            c => c,
+        };
+        let gso = f.meta.gso.map(|mut g| {
+            g.tunnel = GsoTunnel::None;
+            g
+        });
+        f.meta = OffloadMeta { csum, gso, rss: f.meta.rss, ..OffloadMeta::plain() };
+        v.tcounters.add(TunnelCounter::RxDecap, 1);
+        Some((index, f))
     }
 }
 
@@ -105,17 +363,153 @@ impl Nic for TunnelNic {
     }
 
     fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
-        let _ = (queue, batch, max, self.index);
-        Ok(0)
+        let queues = self.pending.len();
+        if queue >= queues {
+            return Err(NicError::NoQueue { queue, queues });
+        }
+        let index = self.index;
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let v = &mut *g;
+        let mut got = 0;
+        let (mut bytes, mut packets) = (0u64, 0u64);
+        if let Some(inbox) = v.vnis.get_mut(index).and_then(|s| s.inbox.get_mut(queue)) {
+            while got < max {
+                let Some(f) = inbox.pop_front() else { break };
+                bytes += f.len() as u64;
+                packets += 1;
+                batch.push(f);
+                got += 1;
+            }
+        }
+        let now = Instant::now();
+        if got < max {
+            let mut scratch = core::mem::take(&mut v.scratch);
+            let r = v.underlay.receive(queue, &mut scratch, max - got);
+            for f in scratch.drain(..) {
+                let Some((i, f)) = v.decap(f, queue, now) else { continue };
+                if i == index {
+                    bytes += f.len() as u64;
+                    packets += 1;
+                    batch.push(f);
+                    got += 1;
+                } else if let Some(s) = v.vnis.get_mut(i) {
+                    match s.inbox.get_mut(queue) {
+                        Some(q) if q.len() < INBOX_LEN => q.push_back(f),
+                        _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
+                    }
+                }
+            }
+            v.scratch = scratch;
+            v.poll_neigh(now);
+            v.send_control(queue);
+            r?;
+        }
+        self.counters.add(queue, Counter::RxPackets, packets);
+        self.counters.add(queue, Counter::RxBytes, bytes);
+        Ok(got)
     }
 
     fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
-        let _ = (queue, batch);
-        Ok(0)
+        let queues = self.pending.len();
+        if queue >= queues {
+            return Err(NicError::NoQueue { queue, queues });
+        }
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let v = &mut *g;
+        let Some(pending) = self.pending.get_mut(queue) else {
+            return Ok(0);
+        };
+        let now = Instant::now();
+        // Frames that waited for the next hop go first.
+        if let Some(s) = v.vnis.get_mut(self.index)
+            && s.neigh.mac.is_some()
+            && !s.neigh.queue.is_empty()
+        {
+            pending.extend(s.neigh.queue.drain(..));
+        }
+        if !pending.is_empty() {
+            v.underlay.transmit(queue, pending)?;
+            if !pending.is_empty() {
+                return Ok(0);
+            }
+        }
+        let Some(s) = v.vnis.get_mut(self.index) else {
+            return Ok(0);
+        };
+        let limit = self.caps.max_frame_len(0);
+        let mut err = None;
+        let mut stop = batch.len();
+        let (mut bytes, mut unresolved) = (0u64, 0u64);
+        for (i, f) in batch.iter_mut().enumerate() {
+            let len = f.len();
+            if f.meta.gso.is_none() && len > limit {
+                self.counters.add(queue, Counter::TxDroppedOversize, 1);
+                s.tcounters.add(TunnelCounter::TxOversize, 1);
+                err = Some(NicError::Oversize { len, limit });
+                stop = i;
+                break;
+            }
+            let meta = match f.buf.prepend(self.hlen) {
+                Ok(_) => {
+                    let m = f.meta;
+                    s.template.write(f.bytes_mut(), &m)
+                }
+                Err(e) => {
+                    err = Some(NicError::Buffer(e));
+                    None
+                }
+            };
+            let Some(meta) = meta else {
+                self.counters.add(queue, Counter::TxDroppedInvalid, 1);
+                s.tcounters.add(TunnelCounter::TxInvalid, 1);
+                err.get_or_insert(NicError::InvalidMeta { what: "inner frame does not fit the tunnel" });
+                stop = i;
+                break;
+            };
+            f.meta = meta;
+            bytes += len as u64;
+        }
+        let taken = if err.is_some() { stop + 1 } else { stop };
+        let resolved = s.neigh.mac.is_some();
+        for (i, f) in batch.drain(..taken).enumerate() {
+            if i >= stop {
+                continue;
+            }
+            if resolved {
+                pending.push(f);
+            } else if s.neigh.queue.len() < neigh::QUEUE {
+                s.neigh.queue.push_back(f);
+            } else {
+                unresolved += 1;
+            }
+        }
+        s.tcounters.add(TunnelCounter::TxUnresolved, unresolved);
+        s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+        self.counters.add(queue, Counter::TxPackets, stop as u64);
+        self.counters.add(queue, Counter::TxBytes, bytes);
+        if !resolved {
+            v.poll_neigh(now);
+            v.send_control(queue);
+        }
+        if !pending.is_empty() {
+            v.underlay.transmit(queue, pending)?;
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(taken),
+        }
     }
 
     fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
-        self.with_underlay(|u| u.readiness(queue))
+        self.lock().underlay.readiness(queue)
     }
 
     fn counters(&self) -> &Counters {
@@ -127,6 +521,6 @@ impl Nic for TunnelNic {
     }
 
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
-        self.with_underlay(|u| u.set_recorder(recorder));
+        self.lock().underlay.set_recorder(recorder);
     }
 }

@@ -1,0 +1,256 @@
+//! Transmit: the outer headers, built once per VNI as a template, copied into
+//! a frame's headroom and patched.
+
+use crate::config::{ConfigError, Dscp, Encap, UdpCsum, VniConfig, VtepConfig};
+use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
+use linerate_wire::{checksum, geneve, gre, vxlan};
+use std::net::IpAddr;
+
+/// The longest outer header: Ethernet, IPv6, UDP, GENEVE with every option.
+pub(crate) const MAX_HEADER: usize = 14 + 40 + 8 + geneve::MAX_HEADER_LEN;
+
+/// One VNI's outer header template and how to patch it.
+#[derive(Debug, Clone)]
+pub(crate) struct Template {
+    bytes: [u8; MAX_HEADER],
+    /// Header length (outer Ethernet to the inner Ethernet header).
+    pub len: usize,
+    v6: bool,
+    /// Offset of UDP or GRE.
+    l4: usize,
+    udp: bool,
+    /// Compute the outer UDP checksum.
+    pub csum: bool,
+    sport_min: u32,
+    sport_span: u32,
+    dscp: Dscp,
+    /// Sum of the outer source and destination addresses and the protocol.
+    pseudo: u32,
+    ident: u16,
+}
+
+/// The overhead of `vtep`'s encapsulation (outer Ethernet included).
+pub(crate) fn overhead(vtep: &VtepConfig) -> usize {
+    let ip = if vtep.local_ip.is_ipv6() { 40 } else { 20 };
+    14 + ip
+        + match &vtep.encap {
+            Encap::Vxlan => 8 + vxlan::HEADER_LEN,
+            Encap::Geneve { options, .. } => {
+                8 + geneve::HEADER_LEN
+                    + options
+                        .iter()
+                        .map(|o| geneve::OPTION_HEADER_LEN + o.data.len())
+                        .sum::<usize>()
+            }
+            Encap::Nvgre => gre::NVGRE_LEN,
+        }
+}
+
+impl Template {
+    /// The template for `vni` on `vtep` with destination MAC `dst_mac`.
+    pub fn new(vtep: &VtepConfig, vni: &VniConfig, dst_mac: [u8; 6]) -> Result<Template, ConfigError> {
+        if vni.vni > 0x00ff_ffff {
+            return Err(ConfigError::Vni(vni.vni));
+        }
+        if vtep.src_ports.is_empty() || (vtep.port == 0 && !matches!(vtep.encap, Encap::Nvgre)) {
+            return Err(ConfigError::Ports);
+        }
+        if matches!(vtep.dscp, Dscp::Fixed(d) if d > 63) || vtep.ttl == 0 {
+            return Err(ConfigError::OuterField);
+        }
+        let len = overhead(vtep);
+        let mut b = [0u8; MAX_HEADER];
+        b[0..6].copy_from_slice(&dst_mac);
+        b[6..12].copy_from_slice(&vtep.local_mac);
+        let udp = !matches!(vtep.encap, Encap::Nvgre);
+        let proto = if udp { 17 } else { 47 };
+        let (v6, l4, pseudo) = match (vtep.local_ip, vni.remote_ip) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+                b[14] = 0x45;
+                b[20] = 0x40; // DF
+                b[22] = vtep.ttl;
+                b[23] = proto;
+                b[26..30].copy_from_slice(&s.octets());
+                b[30..34].copy_from_slice(&d.octets());
+                (false, 34, checksum::pseudo_ipv4(s.octets(), d.octets(), proto, 0))
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                b[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+                b[14] = 0x60;
+                b[20] = proto;
+                b[21] = vtep.ttl;
+                b[22..38].copy_from_slice(&s.octets());
+                b[38..54].copy_from_slice(&d.octets());
+                (true, 54, checksum::pseudo_ipv6(&s.octets(), &d.octets(), proto, 0))
+            }
+            _ => return Err(ConfigError::Family),
+        };
+        let t = if udp { l4 + 8 } else { l4 };
+        if udp {
+            b[l4 + 2..l4 + 4].copy_from_slice(&vtep.port.to_be_bytes());
+        }
+        let vni24 = vni.vni << 8;
+        match &vtep.encap {
+            Encap::Vxlan => {
+                b[t] = vxlan::FLAG_I;
+                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+            }
+            Encap::Geneve { options, .. } => {
+                let opts: Vec<geneve::GeneveOption<'_>> = options
+                    .iter()
+                    .map(|o| geneve::GeneveOption { class: o.class, kind: o.kind, data: &o.data })
+                    .collect();
+                let n = geneve::emit_options(&opts, &mut b[t + 8..])
+                    .map_err(|_| ConfigError::GeneveOption)?;
+                b[t] = (n / 4) as u8; // version 0
+                b[t + 1] = if options.iter().any(|o| o.kind & geneve::TYPE_CRITICAL != 0) {
+                    geneve::FLAG_CRITICAL
+                } else {
+                    0
+                };
+                b[t + 2..t + 4].copy_from_slice(&geneve::PROTO_TEB.to_be_bytes());
+                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+            }
+            Encap::Nvgre => {
+                b[t..t + 2].copy_from_slice(&gre::FLAG_K.to_be_bytes());
+                b[t + 2..t + 4].copy_from_slice(&gre::PROTO_TEB.to_be_bytes());
+                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+            }
+        }
+        let csum = udp && (vtep.udp_csum == UdpCsum::Compute || (v6 && !vtep.ipv6_zero_csum));
+        let (lo, hi) = (*vtep.src_ports.start(), *vtep.src_ports.end());
+        Ok(Template {
+            bytes: b,
+            len,
+            v6,
+            l4,
+            udp,
+            csum,
+            sport_min: u32::from(lo),
+            sport_span: u32::from(hi) - u32::from(lo) + 1,
+            dscp: vtep.dscp,
+            pseudo,
+            ident: 0,
+        })
+    }
+
+    /// Sets the outer destination MAC (the next hop was resolved).
+    pub fn set_dst_mac(&mut self, mac: [u8; 6]) {
+        self.bytes[0..6].copy_from_slice(&mac);
+    }
+
+    /// The GSO tunnel kind of frames sent with this template.
+    pub fn gso_tunnel(&self) -> GsoTunnel {
+        if self.udp {
+            GsoTunnel::Udp { outer_csum: self.csum }
+        } else {
+            GsoTunnel::Gre { csum: false }
+        }
+    }
+
+    /// Encapsulates `frame` (an inner Ethernet frame, `hlen` bytes of headroom
+    /// already prepended in front of it: `frame[..self.len]` is written) with
+    /// `meta`; returns the new meta, or `None` if a length does not fit.
+    pub fn write(&mut self, frame: &mut [u8], meta: &OffloadMeta) -> Option<OffloadMeta> {
+        let hl = self.len;
+        let total = frame.len();
+        let (hdr, inner) = frame.split_at_mut_checked(hl)?;
+        let (tc, hash) = inner_facts(inner);
+        hdr.copy_from_slice(self.bytes.get(..hl)?);
+        let ecn = tc & 3;
+        let dscp = match self.dscp {
+            Dscp::Inherit => tc >> 2,
+            Dscp::Fixed(d) => d,
+        };
+        let tos = (dscp << 2) | ecn;
+        let l4 = self.l4;
+        if self.v6 {
+            let plen = u16::try_from(total - 54).ok()?;
+            *hdr.get_mut(14)? = 0x60 | (tos >> 4);
+            *hdr.get_mut(15)? = tos << 4;
+            hdr.get_mut(18..20)?.copy_from_slice(&plen.to_be_bytes());
+        } else {
+            let tl = u16::try_from(total - 14).ok()?;
+            *hdr.get_mut(15)? = tos;
+            hdr.get_mut(16..18)?.copy_from_slice(&tl.to_be_bytes());
+            self.ident = self.ident.wrapping_add(1);
+            hdr.get_mut(18..20)?.copy_from_slice(&self.ident.to_be_bytes());
+            let c = checksum::checksum(hdr.get(14..34)?);
+            hdr.get_mut(24..26)?.copy_from_slice(&c.to_be_bytes());
+        }
+        let mut csum = meta.csum;
+        if let Checksum::Partial { start, offset } = csum {
+            csum = Checksum::Partial { start: start.checked_add(u16::try_from(hl).ok()?)?, offset };
+        }
+        if self.udp {
+            // Linux's udp_flow_src_port: the hash scaled into the range.
+            let sport = self.sport_min + ((u64::from(hash) * u64::from(self.sport_span)) >> 32) as u32;
+            let ulen = u16::try_from(total - l4).ok()?;
+            hdr.get_mut(l4..l4 + 2)?.copy_from_slice(&(sport as u16).to_be_bytes());
+            hdr.get_mut(l4 + 4..l4 + 6)?.copy_from_slice(&ulen.to_be_bytes());
+            if self.csum {
+                let len = u32::from(ulen);
+                let pseudo = checksum::combine(self.pseudo, len);
+                let sum = match meta.csum {
+                    // Local checksum offload (Linux lco_csum): once the inner
+                    // checksum is complete, the inner L4 bytes sum to the
+                    // complement of the pseudo-header sum seeded in its field.
+                    Checksum::Partial { start, offset } => {
+                        let start = usize::from(start) + hl;
+                        let at = start + usize::from(offset);
+                        let seed = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+                        checksum::partial(frame.get(l4..start)?, u32::from(!seed))
+                    }
+                    _ => checksum::partial(frame.get(l4..)?, 0),
+                };
+                let mut c = checksum::finish(checksum::combine(pseudo, sum));
+                if c == 0 {
+                    c = 0xffff;
+                }
+                frame.get_mut(l4 + 6..l4 + 8)?.copy_from_slice(&c.to_be_bytes());
+            }
+        } else {
+            // NVGRE FlowID (RFC 7637 section 3.2): from the flow hash.
+            *hdr.get_mut(l4 + 7)? = (hash & 0xff) as u8;
+        }
+        let gso = meta.gso.map(|mut g| {
+            g.tunnel = self.gso_tunnel();
+            g
+        });
+        Some(OffloadMeta { csum, gso, rss: meta.rss, ..OffloadMeta::plain() })
+    }
+}
+
+/// The inner traffic class (DSCP and ECN) and flow hash of an inner Ethernet
+/// frame: addresses, protocol and ports of IPv4/IPv6 TCP/UDP; addresses only
+/// otherwise; 0 for non-IP.
+pub(crate) fn inner_facts(inner: &[u8]) -> (u8, u32) {
+    let et = u16::from_be_bytes([*inner.get(12).unwrap_or(&0), *inner.get(13).unwrap_or(&0)]);
+    let ip = inner.get(14..).unwrap_or_default();
+    let (tc, addrs, proto, l4) = match et {
+        0x0800 if ip.len() >= 20 => {
+            let ihl = usize::from(ip[0] & 0xf) * 4;
+            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
+            (ip[1], &ip[12..20], if frag { 0 } else { ip[9] }, ihl)
+        }
+        0x86dd if ip.len() >= 40 => ((ip[0] << 4) | (ip[1] >> 4), &ip[8..40], ip[6], 40),
+        _ => return (0, 0),
+    };
+    let mut h: u32 = 0x9e37_79b9;
+    for c in addrs.chunks_exact(4) {
+        h = mix(h, u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    if proto == 6 || proto == 17 {
+        if let Some(p) = ip.get(l4..l4 + 4) {
+            h = mix(h, u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
+        }
+    }
+    h = mix(h, u32::from(proto));
+    (tc, h ^ (h >> 16))
+}
+
+#[inline]
+fn mix(h: u32, v: u32) -> u32 {
+    (h ^ v).wrapping_mul(0x85eb_ca6b).rotate_left(13)
+}
