@@ -339,6 +339,29 @@ fn tunnel_host(case: &Case, port: MemNic, me: u8, peer: u8) -> Host<TunnelNic> {
     Host::new(cfg, u64::from(me), nic)
 }
 
+/// Every non-zero counter of both sides: engine, overlay, tunnel, underlay.
+fn diagnose(a: &Host<TunnelNic>, b: &Host<TunnelNic>) -> String {
+    [("a", a), ("b", b)]
+        .iter()
+        .map(|(n, h)| {
+            let tunnel: Vec<_> = h
+                .nic()
+                .tunnel_counters()
+                .iter()
+                .chain(h.nic().vtep_counters().iter())
+                .filter(|(_, v)| *v > 0)
+                .collect();
+            format!(
+                "{n}: engine {:?}\n{n}: overlay {}\n{n}: tunnel {tunnel:?}\n{n}: underlay {}",
+                h.engine().counters(),
+                h.nic().counters().snapshot().ethtool(),
+                h.nic().with_underlay(|u| u.counters().snapshot().ethtool())
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn engine_over_tunnel(case: Case) {
     assert!(
         tshark::available(),
@@ -363,21 +386,23 @@ fn engine_over_tunnel(case: Case) {
         .tcp_connect(now, SocketAddr::new(server, 5001))
         .unwrap();
     let mut accepted = None;
-    pump_pair(&mut a, &mut b, Duration::from_secs(20), "accept", |_, b| {
+    let ok = pump_pair(&mut a, &mut b, Duration::from_secs(20), |_, b| {
         accepted = b.engine_mut().tcp_accept(l).ok();
         accepted.is_some()
     });
+    assert!(ok, "{name}: accept timed out\n{}", diagnose(&a, &b));
     let s = accepted.unwrap();
     // Both ways at once.
     let (mut a_tx, mut b_tx) = (Sender::new(c, 1, ENGINE_LEN), Sender::new(s, 2, ENGINE_LEN));
     let (mut a_rx, mut b_rx) = (Receiver::new(c), Receiver::new(s));
-    pump_pair(&mut a, &mut b, Duration::from_secs(120), &name, |a, b| {
+    let ok = pump_pair(&mut a, &mut b, Duration::from_secs(120), |a, b| {
         let ea = a.engine_mut();
         let done_a = a_tx.step(ea) & a_rx.step(ea);
         let eb = b.engine_mut();
         let done_b = b_tx.step(eb) & b_rx.step(eb);
         done_a && done_b
     });
+    assert!(ok, "{name}: transfer timed out\n{}", diagnose(&a, &b));
     let secs = start.elapsed().as_secs_f64();
     assert_eq!(
         b_rx.finish(),
