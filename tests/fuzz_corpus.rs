@@ -5,6 +5,7 @@
 //! rest.
 
 use linerate::toe::harness as toe_harness;
+use linerate::tunnel::harness as tunnel_harness;
 use linerate::wire::harness::TARGETS;
 use linerate::wire::layout;
 use std::path::PathBuf;
@@ -17,7 +18,11 @@ fn corpus_dir(target: &str) -> PathBuf {
 
 #[test]
 fn replay_corpus() {
-    for (name, run) in TARGETS.iter().chain(toe_harness::TARGETS) {
+    for (name, run) in TARGETS
+        .iter()
+        .chain(toe_harness::TARGETS)
+        .chain(tunnel_harness::TARGETS)
+    {
         let dir = corpus_dir(name);
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {

@@ -91,7 +91,10 @@ pub struct VtepConfig {
     /// destination address are not ours (`rx_dropped_not_ours`).
     pub local_ip: IpAddr,
     /// UDP destination port (VXLAN, GENEVE); frames to another port are not
-    /// ours. Defaults to [`Encap::default_port`].
+    /// ours. Defaults to [`Encap::default_port`]. The underlay's shim finds
+    /// tunnels by port (VXLAN 4789 and 8472, GENEVE 6081 by default): another
+    /// port must be added to its `ShimConfig::gro_config.layout` for its GSO
+    /// and GRO to see the inner flows.
     pub port: u16,
     /// Outer UDP source ports, chosen from the inner flow hash (RFC 7348
     /// section 5: 49152-65535 by default).

@@ -65,6 +65,9 @@ counters! {
     RxSource => "rx_dropped_source",
     /// RFC 6040: CE on the outer header of a not-ECT inner packet.
     RxEcnDrop => "rx_dropped_ecn",
+    /// ARP and neighbour discovery messages received (answered, learned from
+    /// or ignored), never delivered to an overlay.
+    NeighSeen => "neigh_seen",
     /// ARP requests and neighbour solicitations answered for the underlay address.
     NeighAnswered => "neigh_answered",
     /// ARP/ND probes sent for the next hop.

@@ -15,6 +15,7 @@ pub(crate) struct RxConfig {
     pub port: u16,
     pub encap: Encap,
     pub zero_csum6: bool,
+    pub local_mac: [u8; 6],
 }
 
 /// A valid tunnel frame for this VTEP.
@@ -67,7 +68,10 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
     let (src, proto, l4, end, ecn, pseudo) = match (ethertype, cfg.local_ip) {
         (0x0806, _) => return Err(Refused::Control(Control::Arp)),
         (0x0800, IpAddr::V4(local)) => {
-            let h = b.get(L3..L3 + 20).ok_or(TRUNC)?;
+            let h: &[u8; 20] = b
+                .get(L3..)
+                .and_then(|x| x.first_chunk::<20>())
+                .ok_or(TRUNC)?;
             let ihl = usize::from(h[0] & 0xf) * 4;
             if h[0] >> 4 != 4 || ihl < 20 {
                 return Err(NOT_OURS);
@@ -78,7 +82,12 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
                 return Err(TRUNC);
             }
             let hdr = b.get(L3..L3 + ihl).ok_or(TRUNC)?;
-            if !checksum::verify(hdr, 0) {
+            let good = if ihl == 20 {
+                crate::encap::ipv4_header_sum(h) == 0xffff
+            } else {
+                checksum::verify(hdr, 0)
+            };
+            if !good {
                 return Err(Counted(TunnelCounter::RxBadOuterCsum));
             }
             let dst = [h[16], h[17], h[18], h[19]];
@@ -97,7 +106,10 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
             (src, proto, L3 + ihl, end, h[1] & 3, pseudo)
         }
         (0x86dd, IpAddr::V6(local)) => {
-            let h = b.get(L3..L3 + 40).ok_or(TRUNC)?;
+            let h: &[u8; 40] = b
+                .get(L3..)
+                .and_then(|x| x.first_chunk::<40>())
+                .ok_or(TRUNC)?;
             if h[0] >> 4 != 6 {
                 return Err(NOT_OURS);
             }
@@ -105,10 +117,7 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
             if end > b.len() {
                 return Err(TRUNC);
             }
-            let mut s = [0; 16];
-            let mut d = [0; 16];
-            s.copy_from_slice(&h[8..24]);
-            d.copy_from_slice(&h[24..40]);
+            let (s, d) = addrs16(h);
             let proto = h[6];
             if proto == 58 {
                 // ICMPv6: neighbour discovery is the VTEP's.
@@ -122,12 +131,24 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
                 return Err(NOT_OURS);
             }
             let pseudo = checksum::pseudo_ipv6(&s, &d, proto, 0);
-            let ecn = ((h[1] >> 4) & 3) as u8;
+            let ecn = (h[1] >> 4) & 3;
             (IpAddr::from(s), proto, L3 + 40, end, ecn, pseudo)
         }
         _ => return Err(NOT_OURS),
     };
-    let verified = matches!(meta.csum, Checksum::Verified { levels } if levels >= 1);
+    // Tunnel frames come unicast to this VTEP (Linux drops PACKET_OTHERHOST).
+    if b.get(0..6) != Some(&cfg.local_mac[..]) {
+        return Err(NOT_OURS);
+    }
+    // A partial checksum on receive (a memory port or TAP handing over a frame
+    // built locally, virtio's NEEDS_CSUM) is trusted, as Linux trusts
+    // CHECKSUM_PARTIAL: the inner checksum is not complete yet, so the outer
+    // one cannot be checked.
+    let verified = match meta.csum {
+        Checksum::Verified { levels } => levels >= 1,
+        Checksum::Partial { .. } => true,
+        Checksum::None => false,
+    };
     match &cfg.encap {
         Encap::Vxlan | Encap::Geneve { .. } => {
             if proto != 17 {
@@ -197,7 +218,14 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
             };
             let hlen = t + tlen;
             inner_eth(b, hlen, end)?;
-            Ok(Decap { vni, hlen, end, src, ecn, outer_csum })
+            Ok(Decap {
+                vni,
+                hlen,
+                end,
+                src,
+                ecn,
+                outer_csum,
+            })
         }
         Encap::Nvgre => {
             if proto != 47 {
@@ -221,9 +249,27 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
             let vni = p.vsid().ok_or(TRUNC)?;
             let hlen = l4 + gre::NVGRE_LEN;
             inner_eth(b, hlen, end)?;
-            Ok(Decap { vni, hlen, end, src, ecn, outer_csum: false })
+            Ok(Decap {
+                vni,
+                hlen,
+                end,
+                src,
+                ecn,
+                outer_csum: false,
+            })
         }
     }
+}
+
+/// The source and destination addresses of an IPv6 header.
+fn addrs16(h: &[u8; 40]) -> ([u8; 16], [u8; 16]) {
+    let mut s = [0; 16];
+    let mut d = [0; 16];
+    for (i, (x, y)) in s.iter_mut().zip(d.iter_mut()).enumerate() {
+        *x = h.get(8 + i).copied().unwrap_or(0);
+        *y = h.get(24 + i).copied().unwrap_or(0);
+    }
+    (s, d)
 }
 
 /// The inner frame holds at least an Ethernet header.

@@ -27,3 +27,32 @@ pub const fn decap_ecn(inner: u8, outer: u8) -> EcnDecap {
         (i, _) => EcnDecap::Forward(i),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOT_ECT: u8 = 0;
+    const ECT1: u8 = 1;
+    const ECT0: u8 = 2;
+    const CE: u8 = 3;
+
+    /// RFC 6040 section 4.2, figure 4, row by row (arriving inner header),
+    /// columns Not-ECT, ECT(0), ECT(1), CE (arriving outer header).
+    #[test]
+    fn rfc6040_figure_4() {
+        use EcnDecap::{Drop, Forward as F};
+        let outer = [NOT_ECT, ECT0, ECT1, CE];
+        let table = [
+            (NOT_ECT, [F(NOT_ECT), F(NOT_ECT), F(NOT_ECT), Drop]),
+            (ECT0, [F(ECT0), F(ECT0), F(ECT1), F(CE)]),
+            (ECT1, [F(ECT1), F(ECT1), F(ECT1), F(CE)]),
+            (CE, [F(CE), F(CE), F(CE), F(CE)]),
+        ];
+        for (inner, row) in table {
+            for (o, want) in outer.iter().zip(row) {
+                assert_eq!(decap_ecn(inner, *o), want, "inner {inner} outer {o}");
+            }
+        }
+    }
+}

@@ -48,7 +48,11 @@ pub(crate) fn overhead(vtep: &VtepConfig) -> usize {
 
 impl Template {
     /// The template for `vni` on `vtep` with destination MAC `dst_mac`.
-    pub fn new(vtep: &VtepConfig, vni: &VniConfig, dst_mac: [u8; 6]) -> Result<Template, ConfigError> {
+    pub fn new(
+        vtep: &VtepConfig,
+        vni: &VniConfig,
+        dst_mac: [u8; 6],
+    ) -> Result<Template, ConfigError> {
         if vni.vni > 0x00ff_ffff {
             return Err(ConfigError::Vni(vni.vni));
         }
@@ -73,7 +77,11 @@ impl Template {
                 b[23] = proto;
                 b[26..30].copy_from_slice(&s.octets());
                 b[30..34].copy_from_slice(&d.octets());
-                (false, 34, checksum::pseudo_ipv4(s.octets(), d.octets(), proto, 0))
+                (
+                    false,
+                    34,
+                    checksum::pseudo_ipv4(s.octets(), d.octets(), proto, 0),
+                )
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 b[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
@@ -82,40 +90,54 @@ impl Template {
                 b[21] = vtep.ttl;
                 b[22..38].copy_from_slice(&s.octets());
                 b[38..54].copy_from_slice(&d.octets());
-                (true, 54, checksum::pseudo_ipv6(&s.octets(), &d.octets(), proto, 0))
+                (
+                    true,
+                    54,
+                    checksum::pseudo_ipv6(&s.octets(), &d.octets(), proto, 0),
+                )
             }
             _ => return Err(ConfigError::Family),
         };
         let t = if udp { l4 + 8 } else { l4 };
+        let vni24 = (vni.vni << 8).to_be_bytes();
+        // Config-time writes at offsets that depend on the family: checked.
+        let mut put = |at: usize, bytes: &[u8]| {
+            if let Some(d) = b.get_mut(at..at + bytes.len()) {
+                d.copy_from_slice(bytes);
+            }
+        };
         if udp {
-            b[l4 + 2..l4 + 4].copy_from_slice(&vtep.port.to_be_bytes());
+            put(l4 + 2, &vtep.port.to_be_bytes());
         }
-        let vni24 = vni.vni << 8;
         match &vtep.encap {
             Encap::Vxlan => {
-                b[t] = vxlan::FLAG_I;
-                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+                put(t, &[vxlan::FLAG_I]);
+                put(t + 4, &vni24);
             }
             Encap::Geneve { options, .. } => {
                 let opts: Vec<geneve::GeneveOption<'_>> = options
                     .iter()
-                    .map(|o| geneve::GeneveOption { class: o.class, kind: o.kind, data: &o.data })
+                    .map(|o| geneve::GeneveOption {
+                        class: o.class,
+                        kind: o.kind,
+                        data: &o.data,
+                    })
                     .collect();
-                let n = geneve::emit_options(&opts, &mut b[t + 8..])
-                    .map_err(|_| ConfigError::GeneveOption)?;
-                b[t] = (n / 4) as u8; // version 0
-                b[t + 1] = if options.iter().any(|o| o.kind & geneve::TYPE_CRITICAL != 0) {
-                    geneve::FLAG_CRITICAL
-                } else {
-                    0
-                };
-                b[t + 2..t + 4].copy_from_slice(&geneve::PROTO_TEB.to_be_bytes());
-                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+                let mut buf = [0u8; geneve::MAX_OPTIONS_LEN];
+                let n =
+                    geneve::emit_options(&opts, &mut buf).map_err(|_| ConfigError::GeneveOption)?;
+                let critical = options.iter().any(|o| o.kind & geneve::TYPE_CRITICAL != 0);
+                let flags = if critical { geneve::FLAG_CRITICAL } else { 0 };
+                // Version 0, option length in 4-byte words.
+                put(t, &[(n / 4) as u8, flags]);
+                put(t + 2, &geneve::PROTO_TEB.to_be_bytes());
+                put(t + 4, &vni24);
+                put(t + 8, buf.get(..n).unwrap_or_default());
             }
             Encap::Nvgre => {
-                b[t..t + 2].copy_from_slice(&gre::FLAG_K.to_be_bytes());
-                b[t + 2..t + 4].copy_from_slice(&gre::PROTO_TEB.to_be_bytes());
-                b[t + 4..t + 8].copy_from_slice(&vni24.to_be_bytes());
+                put(t, &gre::FLAG_K.to_be_bytes());
+                put(t + 2, &gre::PROTO_TEB.to_be_bytes());
+                put(t + 4, &vni24);
             }
         }
         let csum = udp && (vtep.udp_csum == UdpCsum::Compute || (v6 && !vtep.ipv6_zero_csum));
@@ -143,7 +165,9 @@ impl Template {
     /// The GSO tunnel kind of frames sent with this template.
     pub fn gso_tunnel(&self) -> GsoTunnel {
         if self.udp {
-            GsoTunnel::Udp { outer_csum: self.csum }
+            GsoTunnel::Udp {
+                outer_csum: self.csum,
+            }
         } else {
             GsoTunnel::Gre { csum: false }
         }
@@ -175,20 +199,27 @@ impl Template {
             *hdr.get_mut(15)? = tos;
             hdr.get_mut(16..18)?.copy_from_slice(&tl.to_be_bytes());
             self.ident = self.ident.wrapping_add(1);
-            hdr.get_mut(18..20)?.copy_from_slice(&self.ident.to_be_bytes());
-            let c = checksum::checksum(hdr.get(14..34)?);
+            hdr.get_mut(18..20)?
+                .copy_from_slice(&self.ident.to_be_bytes());
+            let c = !ipv4_header_sum(hdr.get(14..)?.first_chunk::<20>()?);
             hdr.get_mut(24..26)?.copy_from_slice(&c.to_be_bytes());
         }
         let mut csum = meta.csum;
         if let Checksum::Partial { start, offset } = csum {
-            csum = Checksum::Partial { start: start.checked_add(u16::try_from(hl).ok()?)?, offset };
+            csum = Checksum::Partial {
+                start: start.checked_add(u16::try_from(hl).ok()?)?,
+                offset,
+            };
         }
         if self.udp {
             // Linux's udp_flow_src_port: the hash scaled into the range.
-            let sport = self.sport_min + ((u64::from(hash) * u64::from(self.sport_span)) >> 32) as u32;
+            let sport =
+                self.sport_min + ((u64::from(hash) * u64::from(self.sport_span)) >> 32) as u32;
             let ulen = u16::try_from(total - l4).ok()?;
-            hdr.get_mut(l4..l4 + 2)?.copy_from_slice(&(sport as u16).to_be_bytes());
-            hdr.get_mut(l4 + 4..l4 + 6)?.copy_from_slice(&ulen.to_be_bytes());
+            hdr.get_mut(l4..l4 + 2)?
+                .copy_from_slice(&(sport as u16).to_be_bytes());
+            hdr.get_mut(l4 + 4..l4 + 6)?
+                .copy_from_slice(&ulen.to_be_bytes());
             if self.csum {
                 let len = u32::from(ulen);
                 let pseudo = checksum::combine(self.pseudo, len);
@@ -208,7 +239,9 @@ impl Template {
                 if c == 0 {
                     c = 0xffff;
                 }
-                frame.get_mut(l4 + 6..l4 + 8)?.copy_from_slice(&c.to_be_bytes());
+                frame
+                    .get_mut(l4 + 6..l4 + 8)?
+                    .copy_from_slice(&c.to_be_bytes());
             }
         } else {
             // NVGRE FlowID (RFC 7637 section 3.2): from the flow hash.
@@ -218,7 +251,12 @@ impl Template {
             g.tunnel = self.gso_tunnel();
             g
         });
-        Some(OffloadMeta { csum, gso, rss: meta.rss, ..OffloadMeta::plain() })
+        Some(OffloadMeta {
+            csum,
+            gso,
+            rss: meta.rss,
+            ..OffloadMeta::plain()
+        })
     }
 }
 
@@ -226,25 +264,30 @@ impl Template {
 /// frame: addresses, protocol and ports of IPv4/IPv6 TCP/UDP; addresses only
 /// otherwise; 0 for non-IP.
 pub(crate) fn inner_facts(inner: &[u8]) -> (u8, u32) {
-    let et = u16::from_be_bytes([*inner.get(12).unwrap_or(&0), *inner.get(13).unwrap_or(&0)]);
-    let ip = inner.get(14..).unwrap_or_default();
+    let byte = |i: usize| inner.get(i).copied().unwrap_or(0);
+    let word = |i: usize| u32::from_be_bytes([byte(i), byte(i + 1), byte(i + 2), byte(i + 3)]);
+    let et = u16::from_be_bytes([byte(12), byte(13)]);
+    const L3: usize = 14;
     let (tc, addrs, proto, l4) = match et {
-        0x0800 if ip.len() >= 20 => {
-            let ihl = usize::from(ip[0] & 0xf) * 4;
-            let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
-            (ip[1], &ip[12..20], if frag { 0 } else { ip[9] }, ihl)
+        0x0800 if inner.len() >= L3 + 20 => {
+            let ihl = usize::from(byte(L3) & 0xf) * 4;
+            let frag = u16::from_be_bytes([byte(L3 + 6), byte(L3 + 7)]) & 0x1fff != 0;
+            let proto = if frag { 0 } else { byte(L3 + 9) };
+            (byte(L3 + 1), (L3 + 12, 2), proto, L3 + ihl)
         }
-        0x86dd if ip.len() >= 40 => ((ip[0] << 4) | (ip[1] >> 4), &ip[8..40], ip[6], 40),
+        0x86dd if inner.len() >= L3 + 40 => {
+            let tc = (byte(L3) << 4) | (byte(L3 + 1) >> 4);
+            (tc, (L3 + 8, 8), byte(L3 + 6), L3 + 40)
+        }
         _ => return (0, 0),
     };
     let mut h: u32 = 0x9e37_79b9;
-    for c in addrs.chunks_exact(4) {
-        h = mix(h, u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    let (at, words) = addrs;
+    for k in 0..words {
+        h = mix(h, word(at + 4 * k));
     }
-    if proto == 6 || proto == 17 {
-        if let Some(p) = ip.get(l4..l4 + 4) {
-            h = mix(h, u32::from_be_bytes([p[0], p[1], p[2], p[3]]));
-        }
+    if (proto == 6 || proto == 17) && inner.len() >= l4 + 4 {
+        h = mix(h, word(l4));
     }
     h = mix(h, u32::from(proto));
     (tc, h ^ (h >> 16))
@@ -253,4 +296,44 @@ pub(crate) fn inner_facts(inner: &[u8]) -> (u8, u32) {
 #[inline]
 fn mix(h: u32, v: u32) -> u32 {
     (h ^ v).wrapping_mul(0x85eb_ca6b).rotate_left(13)
+}
+
+/// The folded ones'-complement sum of a 20-byte IPv4 header (inlined: the
+/// generic checksum's dispatch costs more than these ten additions).
+#[inline(always)]
+pub(crate) fn ipv4_header_sum(h: &[u8; 20]) -> u16 {
+    let [
+        a0,
+        a1,
+        b0,
+        b1,
+        c0,
+        c1,
+        d0,
+        d1,
+        e0,
+        e1,
+        f0,
+        f1,
+        g0,
+        g1,
+        h0,
+        h1,
+        i0,
+        i1,
+        j0,
+        j1,
+    ] = *h;
+    let w = |x: u8, y: u8| u32::from(u16::from_be_bytes([x, y]));
+    let s = w(a0, a1)
+        + w(b0, b1)
+        + w(c0, c1)
+        + w(d0, d1)
+        + w(e0, e1)
+        + w(f0, f1)
+        + w(g0, g1)
+        + w(h0, h1)
+        + w(i0, i1)
+        + w(j0, j1);
+    checksum::fold(s)
 }

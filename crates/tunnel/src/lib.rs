@@ -51,6 +51,31 @@
 //! solicitations for the underlay address are answered, replies resolve the
 //! next hop. ECN is decapsulated per RFC 6040 section 4.2.
 //!
+//! # The underlay's next hop
+//!
+//! [`NextHop::Resolve`] resolves the outer destination MAC with ARP (IPv4) or
+//! neighbour discovery (IPv6) with the engine's default bounds: a probe per
+//! second, three probes, at most 64 encapsulated frames waiting (more are
+//! counted `tx_dropped_unresolved`), refreshed after 60 seconds. The VTEP
+//! answers ARP requests and neighbour solicitations for its own underlay
+//! address. [`NextHop::Static`] skips all that. This is a one-entry
+//! resolver of its own: the engine's neighbour table (in `linerate-toe`) is
+//! not shared with it yet.
+//!
+//! # Counters
+//!
+//! Each overlay counts inner frames in its [`linerate_nic::Counters`]; the
+//! tunnel's own refusals and events are [`TunnelCounter`]s (`rx_decap`,
+//! `tx_encap`, `rx_dropped_unknown_vni`, `rx_dropped_outer_csum`,
+//! `rx_dropped_zero_csum6`, `rx_dropped_vxlan_flags`,
+//! `rx_dropped_geneve_version`, `rx_dropped_geneve_oam`,
+//! `rx_dropped_geneve_critical`, `rx_dropped_tunnel_header`,
+//! `rx_dropped_tunnel_truncated`, `rx_dropped_source`, `rx_dropped_ecn`,
+//! `rx_dropped_not_ours`, `neigh_seen`, `neigh_answered`, `neigh_probes`,
+//! `tx_dropped_unresolved`, `tx_dropped_tunnel_oversize`,
+//! `tx_dropped_tunnel_invalid`): per VNI at [`TunnelNic::tunnel_counters`],
+//! per VTEP (before a VNI is known) at [`TunnelNic::vtep_counters`].
+//!
 //! # Several VNIs on one underlay
 //!
 //! [`Tunnel::many`] wraps one underlay into one overlay [`TunnelNic`] per VNI.
@@ -59,8 +84,11 @@
 //! Receiving on queue `q` of any VNI drains the underlay's queue `q`, keeps
 //! this VNI's frames and leaves the others' in their own per-queue inboxes, so
 //! a frame of one VNI is never delivered to another. A VNI's readiness is the
-//! underlay queue's; a poll loop driving several VNIs should receive from each
-//! of them when it wakes.
+//! underlay queue's; when one VNI's receive leaves frames in another's inbox
+//! it notifies the underlay's [`linerate_nic::Notify`] (memory backend), but a
+//! file descriptor (TAP, AF_XDP) cannot be made readable from here: a poll
+//! loop driving several VNIs over such a backend should receive from each of
+//! them when it wakes.
 #![forbid(unsafe_code)]
 #![warn(clippy::indexing_slicing)]
 
@@ -69,6 +97,7 @@ pub mod counters;
 mod decap;
 mod ecn;
 mod encap;
+pub mod harness;
 mod neigh;
 mod tunnel;
 

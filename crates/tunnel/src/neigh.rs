@@ -52,7 +52,14 @@ impl Neigh {
             NextHop::Resolve(ip) => (Some(ip), None),
             NextHop::Static(m) => (None, Some(m)),
         };
-        Neigh { ip, mac, next_probe: None, probes: 0, expires: None, queue: VecDeque::new() }
+        Neigh {
+            ip,
+            mac,
+            next_probe: None,
+            probes: 0,
+            expires: None,
+            queue: VecDeque::new(),
+        }
     }
 
     /// Learns `mac` for `ip` if it is this next hop; true if it was.
@@ -104,14 +111,20 @@ impl Neigh {
 
 /// An ARP request or IPv6 neighbour solicitation for `target` from
 /// `local_mac`/`local`.
-pub(crate) fn probe(pool: &Pool, local_mac: [u8; 6], local: IpAddr, target: IpAddr) -> Option<Frame> {
+pub(crate) fn probe(
+    pool: &Pool,
+    local_mac: [u8; 6],
+    local: IpAddr,
+    target: IpAddr,
+) -> Option<Frame> {
     match (local, target) {
         (IpAddr::V4(l), IpAddr::V4(t)) => {
             let mut b = [0u8; 42];
             b[0..6].copy_from_slice(&[0xff; 6]);
             b[6..12].copy_from_slice(&local_mac);
             b[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-            linerate_wire::arp::emit_request(&mut b[14..], local_mac, l.octets(), t.octets()).ok()?;
+            linerate_wire::arp::emit_request(&mut b[14..], local_mac, l.octets(), t.octets())
+                .ok()?;
             Some(Frame::plain(pool.alloc_from(&b)))
         }
         (IpAddr::V6(l), IpAddr::V6(t)) => {
@@ -154,7 +167,10 @@ pub(crate) fn nd(
     b[78] = opt;
     b[79] = 1;
     b[80..86].copy_from_slice(&src_mac);
-    let c = checksum::finish(checksum::partial(&b[54..], checksum::pseudo_ipv6(src, dst, 58, 32)));
+    let c = checksum::finish(checksum::partial(
+        &b[54..],
+        checksum::pseudo_ipv6(src, dst, 58, 32),
+    ));
     b[56..58].copy_from_slice(&c.to_be_bytes());
     Frame::plain(pool.alloc_from(&b))
 }
@@ -183,8 +199,14 @@ pub(crate) fn handle(
                 r[0..6].copy_from_slice(&p.sha());
                 r[6..12].copy_from_slice(&local_mac);
                 r[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
-                if linerate_wire::arp::emit_reply(&mut r[14..], local_mac, l.octets(), p.sha(), p.spa())
-                    .is_ok()
+                if linerate_wire::arp::emit_reply(
+                    &mut r[14..],
+                    local_mac,
+                    l.octets(),
+                    p.sha(),
+                    p.spa(),
+                )
+                .is_ok()
                 {
                     return (Some(Frame::plain(pool.alloc_from(&r))), learn);
                 }
@@ -192,8 +214,12 @@ pub(crate) fn handle(
             (None, learn)
         }
         (Some((off, end)), IpAddr::V6(l)) => {
-            let Some(m) = b.get(off..end) else { return (None, None) };
-            let (Some(src), Some(dst)) = (b.get(22..38), b.get(38..54)) else { return (None, None) };
+            let Some(m) = b.get(off..end) else {
+                return (None, None);
+            };
+            let (Some(src), Some(dst)) = (b.get(22..38), b.get(38..54)) else {
+                return (None, None);
+            };
             let mut s = [0u8; 16];
             s.copy_from_slice(src);
             let mut d = [0u8; 16];
@@ -209,19 +235,17 @@ pub(crate) fn handle(
             // The link-layer option (source for NS, target for NA).
             let mut ll = None;
             let mut opts = m.get(24..).unwrap_or_default();
-            while opts.len() >= 8 {
-                let n = usize::from(opts[1]) * 8;
+            while let Some(&[kind, len, a, b2, c, d2, e, f]) = opts.first_chunk::<8>() {
+                let n = usize::from(len) * 8;
                 if n == 0 || n > opts.len() {
                     break;
                 }
-                if (opts[0] == 1 || opts[0] == 2) && n >= 8 {
-                    let mut mac = [0u8; 6];
-                    mac.copy_from_slice(&opts[2..8]);
-                    ll = Some(mac);
+                if kind == 1 || kind == 2 {
+                    ll = Some([a, b2, c, d2, e, f]);
                 }
                 opts = opts.get(n..).unwrap_or_default();
             }
-            if m[0] == 135 {
+            if m.first() == Some(&135) {
                 let learn = ll.map(|mac| (IpAddr::from(s), mac));
                 if target == l.octets() && s != [0; 16] {
                     let Some(mac) = ll else { return (None, None) };

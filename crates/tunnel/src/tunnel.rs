@@ -7,7 +7,8 @@ use crate::encap::{Template, overhead};
 use crate::neigh::{self, Neigh, Poll};
 use crate::{EcnDecap, decap_ecn};
 use linerate_nic::{
-    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, Pool, Readiness, Recorder,
+    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, PacketBuf, Pool, Readiness,
+    Recorder,
 };
 use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
 use std::collections::VecDeque;
@@ -40,7 +41,6 @@ struct Vtep {
     rx: RxConfig,
     counters: TunnelCounters,
     vnis: Vec<VniState>,
-    scratch: Batch,
     control: Batch,
     pool: Pool,
 }
@@ -75,7 +75,13 @@ impl core::fmt::Debug for TunnelNic {
 }
 
 /// The overlay's caps over an underlay with `u`.
-fn overlay_caps(u: &NicCaps, hlen: usize, offloads: bool, encap: &Encap, csum: bool) -> Option<NicCaps> {
+fn overlay_caps(
+    u: &NicCaps,
+    hlen: usize,
+    offloads: bool,
+    encap: &Encap,
+    csum: bool,
+) -> Option<NicCaps> {
     let mtu = u16::try_from(usize::from(u.mtu).checked_sub(hlen)?).ok()?;
     if mtu < 68 {
         return None;
@@ -111,6 +117,7 @@ fn overlay_caps(u: &NicCaps, hlen: usize, offloads: bool, encap: &Encap, csum: b
 impl Tunnel {
     /// One overlay NIC for `vni` over `underlay` (typically a
     /// [`linerate_nic::Shim`] over a backend).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new<N: Nic + 'static>(
         underlay: N,
         vtep: VtepConfig,
@@ -142,7 +149,10 @@ impl Tunnel {
                 crate::NextHop::Resolve(ip) => ip.is_ipv6() == fam,
                 crate::NextHop::Static(_) => true,
             };
-            if v.remote_ip.is_ipv6() != fam || !hop_fam || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam) {
+            if v.remote_ip.is_ipv6() != fam
+                || !hop_fam
+                || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam)
+            {
                 return Err(ConfigError::Family);
             }
             let neigh = Neigh::new(v.next_hop);
@@ -166,16 +176,18 @@ impl Tunnel {
             port: vtep.port,
             encap: vtep.encap.clone(),
             zero_csum6: vtep.ipv6_zero_csum,
+            local_mac: vtep.local_mac,
         };
-        let nics: Vec<(Counters, TunnelCounters)> =
-            states.iter().map(|s| (s.counters.clone(), s.tcounters.clone())).collect();
+        let nics: Vec<(Counters, TunnelCounters)> = states
+            .iter()
+            .map(|s| (s.counters.clone(), s.tcounters.clone()))
+            .collect();
         let shared = Arc::new(Mutex::new(Vtep {
             underlay: Box::new(underlay),
             config: vtep,
             rx,
             counters: vcounters.clone(),
             vnis: states,
-            scratch: Batch::new(),
             control: Batch::new(),
             pool: pool.clone(),
         }));
@@ -282,9 +294,9 @@ impl Vtep {
         }
     }
 
-    /// Decapsulates one underlay frame; returns the VNI index and the inner
-    /// frame, or `None` when it was refused, handled or counted.
-    fn decap(&mut self, mut f: Frame, queue: usize, now: Instant) -> Option<(usize, Frame)> {
+    /// Decapsulates one underlay frame in place; returns the VNI index it is
+    /// for, or `None` when it was refused, handled or counted (drop it).
+    fn decap(&mut self, f: &mut Frame, now: Instant) -> Option<usize> {
         let d: Decap = match decap::classify(f.bytes(), &f.meta, &self.rx) {
             Ok(d) => d,
             Err(Refused::Counted(c)) => {
@@ -292,12 +304,18 @@ impl Vtep {
                 return None;
             }
             Err(Refused::Control(c)) => {
+                self.counters.add(TunnelCounter::NeighSeen, 1);
                 let nd = match c {
                     Control::Arp => None,
                     Control::Nd { off, end } => Some((off, end)),
                 };
-                let (answer, learn) =
-                    neigh::handle(f.bytes(), nd, &self.pool, self.config.local_mac, self.config.local_ip);
+                let (answer, learn) = neigh::handle(
+                    f.bytes(),
+                    nd,
+                    &self.pool,
+                    self.config.local_mac,
+                    self.config.local_ip,
+                );
                 if let Some(a) = answer {
                     self.control.push(a);
                     self.counters.add(TunnelCounter::NeighAnswered, 1);
@@ -305,7 +323,6 @@ impl Vtep {
                 if let Some((ip, mac)) = learn {
                     self.learn(ip, mac, now);
                 }
-                let _ = queue;
                 return None;
             }
         };
@@ -351,9 +368,14 @@ impl Vtep {
             g.tunnel = GsoTunnel::None;
             g
         });
-        f.meta = OffloadMeta { csum, gso, rss: f.meta.rss, ..OffloadMeta::plain() };
+        f.meta = OffloadMeta {
+            csum,
+            gso,
+            rss: f.meta.rss,
+            ..OffloadMeta::plain()
+        };
         v.tcounters.add(TunnelCounter::RxDecap, 1);
-        Some((index, f))
+        Some(index)
     }
 }
 
@@ -386,28 +408,67 @@ impl Nic for TunnelNic {
             }
         }
         let now = Instant::now();
-        if got < max {
-            let mut scratch = core::mem::take(&mut v.scratch);
-            let r = v.underlay.receive(queue, &mut scratch, max - got);
-            for f in scratch.drain(..) {
-                let Some((i, f)) = v.decap(f, queue, now) else { continue };
-                if i == index {
-                    bytes += f.len() as u64;
-                    packets += 1;
-                    batch.push(f);
-                    got += 1;
-                } else if let Some(s) = v.vnis.get_mut(i) {
-                    match s.inbox.get_mut(queue) {
-                        Some(q) if q.len() < INBOX_LEN => q.push_back(f),
-                        _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
+        // Pull from the underlay until this VNI has something or the underlay
+        // is empty: 0 means nothing waits for this VNI, even when the
+        // underlay's first frames were for others. Frames are received into
+        // the caller's batch and decapsulated where they lie; this VNI's are
+        // compacted to the front (no move when all are kept), the others'
+        // moved to their inbox, refused ones dropped.
+        let mut result = Ok(());
+        let mut routed = false;
+        while got < max {
+            let start = batch.len();
+            let r = v.underlay.receive(queue, batch, max - got);
+            let pulled = batch.len() - start;
+            let mut w = start;
+            for r in start..batch.len() {
+                let Some(f) = batch.get_mut(r) else { break };
+                match v.decap(f, now) {
+                    Some(i) if i == index => {
+                        bytes += f.len() as u64;
+                        packets += 1;
+                        got += 1;
+                        if w != r {
+                            batch.swap(w, r);
+                        }
+                        w += 1;
                     }
+                    Some(i) => {
+                        let f =
+                            core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
+                        if let Some(s) = v.vnis.get_mut(i) {
+                            match s.inbox.get_mut(queue) {
+                                Some(q) if q.len() < INBOX_LEN => {
+                                    q.push_back(f);
+                                    routed = true;
+                                }
+                                _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
+                            }
+                        }
+                    }
+                    None => {}
                 }
             }
-            v.scratch = scratch;
-            v.poll_neigh(now);
-            v.send_control(queue);
-            r?;
+            batch.truncate(w);
+            if let Err(e) = r {
+                result = Err(e);
+                break;
+            }
+            if pulled == 0 || got > 0 {
+                break;
+            }
         }
+        v.poll_neigh(now);
+        v.send_control(queue);
+        if routed {
+            // Wake whoever waits on this queue for another VNI (the underlay's
+            // readiness is theirs too): possible with a notify; a file
+            // descriptor cannot be made readable from here (crate docs).
+            if let Ok(Readiness::Notify(n)) = v.underlay.readiness(queue) {
+                n.notify();
+            }
+        }
+        result?;
         self.counters.add(queue, Counter::RxPackets, packets);
         self.counters.add(queue, Counter::RxBytes, bytes);
         Ok(got)
@@ -470,7 +531,9 @@ impl Nic for TunnelNic {
             let Some(meta) = meta else {
                 self.counters.add(queue, Counter::TxDroppedInvalid, 1);
                 s.tcounters.add(TunnelCounter::TxInvalid, 1);
-                err.get_or_insert(NicError::InvalidMeta { what: "inner frame does not fit the tunnel" });
+                err.get_or_insert(NicError::InvalidMeta {
+                    what: "inner frame does not fit the tunnel",
+                });
                 stop = i;
                 break;
             };
@@ -479,6 +542,18 @@ impl Nic for TunnelNic {
         }
         let taken = if err.is_some() { stop + 1 } else { stop };
         let resolved = s.neigh.mac.is_some();
+        if err.is_none() && resolved && pending.is_empty() {
+            // The common case: the whole batch, encapsulated where it lies,
+            // goes to the underlay as it is; what the underlay cannot take now
+            // waits in `pending` (already encapsulated, it must not go back).
+            s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+            self.counters.add(queue, Counter::TxPackets, stop as u64);
+            self.counters.add(queue, Counter::TxBytes, bytes);
+            let r = v.underlay.transmit(queue, batch);
+            pending.extend(batch.drain(..));
+            r?;
+            return Ok(taken);
+        }
         for (i, f) in batch.drain(..taken).enumerate() {
             if i >= stop {
                 continue;
