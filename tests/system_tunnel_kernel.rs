@@ -270,7 +270,11 @@ fn linerate_vxlan(underlay_v6: bool, port: u16, offloads: bool) {
         ..VxlanSpec::new(underlay_v6, VNI, port)
     };
     let mut k = KernelVtep::new("tlk", &spec).unwrap();
-    let tap = k.take_tap().unwrap();
+    let mut tap = k.take_tap().unwrap();
+    // LINERATE_TUNNEL_PCAP=FILE records the underlay (for a look with tshark).
+    if let Ok(path) = std::env::var("LINERATE_TUNNEL_PCAP") {
+        tap.set_recorder(Some(Arc::new(PcapRecorder::create(path).unwrap())));
+    }
     let tap_offloads = tap.offloads_enabled();
     let shim = Shim::new(tap, ShimConfig::all()).unwrap();
     // Linux's outer checksums by default: none over IPv4, computed over IPv6,
@@ -295,6 +299,7 @@ fn linerate_vxlan(underlay_v6: bool, port: u16, offloads: bool) {
         (OUR_OVERLAY_MAC, o4),
         (kernel_mac, k4),
         3,
+        Duration::from_millis(200),
         Duration::from_secs(3),
     );
     assert_eq!(

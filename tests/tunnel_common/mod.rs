@@ -100,7 +100,7 @@ impl<N: Nic> Host<N> {
     /// writing, pumping meanwhile.
     pub fn send(&mut self, s: SocketHandle, seed: u64, len: usize) {
         let mut tx = Sender::new(s, seed, len);
-        self.pump_until(Duration::from_secs(600), "send", |h| {
+        self.pump_until(Duration::from_secs(120), "send", |h| {
             tx.step(h.engine_mut())
         });
     }
@@ -108,7 +108,7 @@ impl<N: Nic> Host<N> {
     /// Reads `s` to EOF; returns the byte count and SHA-256.
     pub fn receive(&mut self, s: SocketHandle) -> (usize, [u8; 32]) {
         let mut rx = Receiver::new(s);
-        self.pump_until(Duration::from_secs(600), "receive", |h| {
+        self.pump_until(Duration::from_secs(120), "receive", |h| {
             rx.step(h.engine_mut())
         });
         rx.finish()
@@ -225,15 +225,16 @@ pub fn pump_pair<A: Nic, B: Nic>(
 
 /// ICMPv4 echo from linerate's side of a tunnel, straight on the overlay NIC
 /// before an engine runs on it (the engine answers echo requests but has no API
-/// to send one): `count` requests from `ours` (MAC, IPv4) to `theirs`, answering
-/// ARP requests for our address meanwhile, each waiting up to `timeout` for its
-/// reply. Returns how many replies carried the request's identifier, sequence
-/// number and payload.
+/// to send one): `count` requests from `ours` (MAC, IPv4) to `theirs`, one per
+/// `interval`, answering ARP requests for our address meanwhile, then up to
+/// `timeout` for the last replies. Returns how many requests were answered (a
+/// reply must carry the request's identifier, sequence number and payload).
 pub fn overlay_ping<N: Nic>(
     nic: &mut N,
     ours: ([u8; 6], std::net::Ipv4Addr),
     theirs: ([u8; 6], std::net::Ipv4Addr),
     count: u16,
+    interval: Duration,
     timeout: Duration,
 ) -> u16 {
     use etherparse::{IcmpEchoHeader, Icmpv4Type, NetSlice, SlicedPacket, TransportSlice};
@@ -244,69 +245,65 @@ pub fn overlay_ping<N: Nic>(
 
     let send = |nic: &mut N, frame: Vec<u8>| {
         let mut batch = Batch::new();
-        batch.push(Frame::new(
-            nic.pool().alloc_from(&frame),
-            OffloadMeta::plain(),
-        ));
+        batch.push(Frame::new(nic.pool().alloc_from(&frame), OffloadMeta::plain()));
         nic.transmit(0, &mut batch).unwrap();
     };
     let id = 0x4c52;
-    let mut answered = 0;
+    let payload = |seq: u16| -> Vec<u8> { (0..56u8).map(|i| i ^ seq as u8).collect() };
+    let mut answered = vec![false; usize::from(count)];
     let mut batch = Batch::new();
-    for seq in 0..count {
-        let payload: Vec<u8> = (0..56u8).map(|i| i ^ seq as u8).collect();
-        let request = FrameBuilder::new(
-            Ip::v4(ours.1.octets(), theirs.1.octets()),
-            L4::Icmpv4(Icmpv4Type::EchoRequest(IcmpEchoHeader { id, seq })),
-        )
-        .macs(ours.0, theirs.0)
-        .build(&payload);
-        send(nic, request);
-        let end = std::time::Instant::now() + timeout;
-        'wait: while std::time::Instant::now() < end {
-            batch.clear();
-            if nic.receive(0, &mut batch, 64).unwrap() == 0 {
-                let _ = nic.readiness(0).unwrap().wait(Duration::from_millis(5));
+    let start = std::time::Instant::now();
+    let end = start + interval * u32::from(count) + timeout;
+    let mut sent = 0u16;
+    while std::time::Instant::now() < end && answered.iter().any(|a| !a) {
+        if sent < count && start.elapsed() >= interval * u32::from(sent) {
+            let request = FrameBuilder::new(
+                Ip::v4(ours.1.octets(), theirs.1.octets()),
+                L4::Icmpv4(Icmpv4Type::EchoRequest(IcmpEchoHeader { id, seq: sent })),
+            )
+            .macs(ours.0, theirs.0)
+            .build(&payload(sent));
+            send(nic, request);
+            sent += 1;
+        }
+        batch.clear();
+        if nic.receive(0, &mut batch, 64).unwrap() == 0 {
+            let _ = nic.readiness(0).unwrap().wait(Duration::from_millis(5));
+            continue;
+        }
+        let mut replies = Vec::new();
+        for f in batch.iter() {
+            let b = f.bytes();
+            if b.get(12..14) == Some(&[0x08, 0x06]) {
+                if let Ok(req) = arp::Packet::new_checked(&b[14..])
+                    && req.oper() == arp::operation::REQUEST
+                    && req.tpa() == ours.1.octets()
+                {
+                    let reply = req.reply_to(ours.0).to_arp_packet();
+                    replies.push(FrameBuilder::arp(reply, ours.0, req.sha()).build(&[]));
+                }
                 continue;
             }
-            let mut replies = Vec::new();
-            for f in batch.iter() {
-                let b = f.bytes();
-                if b.get(12..14) == Some(&[0x08, 0x06]) {
-                    let Ok(req) = arp::Packet::new_checked(&b[14..]) else {
-                        continue;
-                    };
-                    if req.oper() == arp::operation::REQUEST && req.tpa() == ours.1.octets() {
-                        let reply = req.reply_to(ours.0).to_arp_packet();
-                        replies.push(FrameBuilder::arp(reply, ours.0, req.sha()).build(&[]));
-                    }
-                    continue;
-                }
-                let Ok(p) = SlicedPacket::from_ethernet(b) else {
-                    continue;
-                };
-                let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Icmpv4(icmp))) =
-                    (&p.net, &p.transport)
-                else {
-                    continue;
-                };
-                if let Icmpv4Type::EchoReply(echo) = icmp.icmp_type()
-                    && echo.id == id
-                    && echo.seq == seq
-                    && icmp.payload() == payload
-                    && ip.header().source_addr() == theirs.1
-                {
-                    answered += 1;
-                    for r in replies.drain(..) {
-                        send(nic, r);
-                    }
-                    break 'wait;
-                }
-            }
-            for r in replies {
-                send(nic, r);
+            let Ok(p) = SlicedPacket::from_ethernet(b) else {
+                continue;
+            };
+            let (Some(NetSlice::Ipv4(ip)), Some(TransportSlice::Icmpv4(icmp))) =
+                (&p.net, &p.transport)
+            else {
+                continue;
+            };
+            if let Icmpv4Type::EchoReply(echo) = icmp.icmp_type()
+                && echo.id == id
+                && echo.seq < sent
+                && icmp.payload() == payload(echo.seq)
+                && ip.header().source_addr() == theirs.1
+            {
+                answered[usize::from(echo.seq)] = true;
             }
         }
+        for r in replies {
+            send(nic, r);
+        }
     }
-    answered
+    answered.iter().filter(|a| **a).count() as u16
 }
