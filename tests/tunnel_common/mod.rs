@@ -245,7 +245,10 @@ pub fn overlay_ping<N: Nic>(
 
     let send = |nic: &mut N, frame: Vec<u8>| {
         let mut batch = Batch::new();
-        batch.push(Frame::new(nic.pool().alloc_from(&frame), OffloadMeta::plain()));
+        batch.push(Frame::new(
+            nic.pool().alloc_from(&frame),
+            OffloadMeta::plain(),
+        ));
         nic.transmit(0, &mut batch).unwrap();
     };
     let id = 0x4c52;
