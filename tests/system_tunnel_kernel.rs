@@ -293,7 +293,7 @@ fn linerate_vxlan(underlay_v6: bool, port: u16, offloads: bool) {
         ..VtepConfig::new(Encap::Vxlan, OUR_UNDERLAY_MAC, spec.ours_underlay)
     };
     let mut nic = Tunnel::new(shim, vtep, VniConfig::new(VNI, spec.kernel_underlay)).unwrap();
-    let (k4, k6) = spec.kernel_overlay;
+    let k4 = spec.kernel_overlay.0;
     let (o4, o6) = spec.ours_overlay;
     let what = format!(
         "underlay v{}, port {port}, offloads {offloads}",
