@@ -108,3 +108,53 @@ impl Digester {
         self.h.finalize().into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pattern_does_not_depend_on_the_chunking() {
+        let len = 100_003;
+        let mut big = Vec::new();
+        let mut p = Pattern::new(7, len);
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            let n = p.fill(&mut buf);
+            if n == 0 {
+                break;
+            }
+            big.extend_from_slice(&buf[..n]);
+        }
+        let mut small = Vec::new();
+        let mut p = Pattern::new(7, len);
+        let mut buf = [0u8; 13];
+        loop {
+            let n = p.fill(&mut buf);
+            if n == 0 {
+                break;
+            }
+            small.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(big.len(), len);
+        assert_eq!(big, small);
+        assert_eq!(
+            <[u8; 32]>::from(Sha256::digest(&big)),
+            Pattern::digest(7, len)
+        );
+        assert_ne!(Pattern::digest(7, len), Pattern::digest(8, len));
+    }
+
+    #[test]
+    fn send_and_receive_agree_with_the_digest() {
+        let mut wire = Vec::new();
+        send(&mut wire, 3, 300_000).unwrap();
+        let (n, d) = receive(&mut &wire[..]).unwrap();
+        assert_eq!((n, d), (300_000, Pattern::digest(3, 300_000)));
+        let mut dg = Digester::default();
+        dg.update(&wire[..5]);
+        dg.update(&wire[5..]);
+        assert_eq!(dg.len, 300_000);
+        assert_eq!(dg.finish(), d);
+    }
+}

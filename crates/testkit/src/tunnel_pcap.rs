@@ -380,3 +380,26 @@ fn check_options(row: &HashMap<&str, String>, want: &[GeneveOpt], v: &mut Vec<St
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_bytes_as_tshark_prints_them() {
+        assert_eq!(parse_num("0x00abcdef"), Some(0xab_cdef));
+        assert_eq!(parse_num("4789"), Some(4789));
+        assert_eq!(parse_num(""), None);
+        assert_eq!(parse_bytes("a5a5"), Some(vec![0xa5, 0xa5]));
+        assert_eq!(parse_bytes("01:02:03"), Some(vec![1, 2, 3]));
+        assert_eq!(parse_bytes("012"), None);
+    }
+
+    #[test]
+    fn vxlan_on_another_port_is_named_to_tshark() {
+        let k = |port| TunnelKind::Vxlan { vni: 1, port };
+        assert_eq!(decode_as(&k(8472)), ["-d", "udp.port==8472,vxlan"]);
+        assert!(decode_as(&k(4789)).is_empty());
+        assert!(decode_as(&TunnelKind::Nvgre { vsid: 1 }).is_empty());
+    }
+}

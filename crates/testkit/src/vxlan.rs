@@ -280,3 +280,20 @@ impl KernelVtep {
             .unwrap_or_else(|e| e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_mtu_and_mirror() {
+        let v4 = VxlanSpec::new(false, 7, LINUX_PORT);
+        let v6 = VxlanSpec::new(true, 7, IANA_PORT);
+        assert_eq!((v4.overlay_mtu(), v6.overlay_mtu()), (1450, 1430));
+        assert!(!v4.udp_csum && v6.udp_csum, "Linux's defaults");
+        let m = v6.mirrored();
+        assert_eq!(m.kernel_underlay, IpAddr::from(OUR_UNDERLAY_V6));
+        assert_eq!(m.ours_overlay.0, KERNEL_OVERLAY_V4);
+        assert_eq!(m.mirrored(), v6);
+    }
+}
