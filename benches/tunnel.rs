@@ -15,9 +15,13 @@ use std::hint::black_box;
 use std::net::IpAddr;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use linerate::nic::{Batch, Frame, MemNic, Nic, NicCaps};
+use linerate::nic::{
+    Batch, Counters, Frame, MemNic, Nic, NicCaps, NicError, Notify, Pool, PoolConfig, Readiness,
+    Recorder,
+};
 use linerate::tunnel::{Encap, GeneveOpt, NextHop, Tunnel, VniConfig, VtepConfig};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
+use std::sync::{Arc, Mutex};
 
 const BATCH: usize = 64;
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0x10, 1];
@@ -102,5 +106,100 @@ fn encap_decap(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, encap_decap);
+/// Two ends of a minimal loop: what one transmits, the other receives.
+struct Loop {
+    tx: Arc<Mutex<Vec<Frame>>>,
+    rx: Arc<Mutex<Vec<Frame>>>,
+    caps: NicCaps,
+    counters: Counters,
+    pool: Pool,
+    notify: Arc<Notify>,
+}
+
+fn loop_pair() -> (Loop, Loop) {
+    let (x, y) = (
+        Arc::new(Mutex::new(Vec::with_capacity(BATCH))),
+        Arc::new(Mutex::new(Vec::with_capacity(BATCH))),
+    );
+    let end = |tx: &Arc<Mutex<Vec<Frame>>>, rx: &Arc<Mutex<Vec<Frame>>>| Loop {
+        tx: Arc::clone(tx),
+        rx: Arc::clone(rx),
+        caps: NicCaps::plain(),
+        counters: Counters::new(1),
+        pool: Pool::new(PoolConfig::mtu()),
+        notify: Arc::new(Notify::new()),
+    };
+    (end(&x, &y), end(&y, &x))
+}
+
+impl Nic for Loop {
+    fn caps(&self) -> &NicCaps {
+        &self.caps
+    }
+    fn receive(&mut self, _: usize, batch: &mut Batch, _max: usize) -> Result<usize, NicError> {
+        let mut q = self.rx.lock().unwrap();
+        let n = q.len();
+        if batch.is_empty() {
+            std::mem::swap(&mut **batch, &mut *q);
+        } else {
+            batch.append(&mut q);
+        }
+        Ok(n)
+    }
+    fn transmit(&mut self, _: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        let mut q = self.tx.lock().unwrap();
+        let n = batch.len();
+        if q.is_empty() {
+            std::mem::swap(&mut **batch, &mut *q);
+        } else {
+            q.append(batch);
+        }
+        Ok(n)
+    }
+    fn readiness(&self, _: usize) -> Result<Readiness, NicError> {
+        Ok(Readiness::Notify(Arc::clone(&self.notify)))
+    }
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+    fn set_recorder(&mut self, _: Option<Arc<dyn Recorder>>) {}
+}
+
+fn encap_decap_loop(c: &mut Criterion) {
+    let mut g = c.benchmark_group("loop");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let frame = inner_frame();
+    let (la, lb): (IpAddr, IpAddr) = ("192.0.2.10".parse().unwrap(), "192.0.2.11".parse().unwrap());
+    {
+        let (mut a, mut b) = loop_pair();
+        let mut batch: Batch = (0..BATCH)
+            .map(|_| Frame::plain(a.pool().alloc_from(&frame)))
+            .collect();
+        g.bench_function(BenchmarkId::new("plain", 64), |bench| {
+            bench.iter(|| round(&mut a, &mut b, black_box(&mut batch)))
+        });
+    }
+    for (name, encap) in kinds() {
+        let (a, b) = loop_pair();
+        let vni = |remote, mac| VniConfig {
+            next_hop: NextHop::Static(mac),
+            ..VniConfig::new(42, remote)
+        };
+        let mut ta =
+            Tunnel::new(a, VtepConfig::new(encap.clone(), MAC_A, la), vni(lb, MAC_B)).unwrap();
+        let mut tb = Tunnel::new(b, VtepConfig::new(encap, MAC_B, lb), vni(la, MAC_A)).unwrap();
+        let mut batch: Batch = (0..BATCH)
+            .map(|_| Frame::plain(ta.pool().alloc_from(&frame)))
+            .collect();
+        g.bench_function(BenchmarkId::new(format!("{name}_ipv4"), 64), |bench| {
+            bench.iter(|| round(&mut ta, &mut tb, black_box(&mut batch)))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, encap_decap, encap_decap_loop);
 criterion_main!(benches);
