@@ -134,7 +134,9 @@ fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads, udp_cs
     );
     let mut relay = Relay::new(tap_a, b.take_tap().unwrap());
     let dir = TempDir::new("tkp");
-    let pcap = dir.0.join("underlay.pcap");
+    let pcap = std::env::var("LINERATE_TUNNEL_PCAP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| dir.0.join("underlay.pcap"));
     let recorder = Arc::new(PcapRecorder::create(&pcap).unwrap());
     relay.a.set_recorder(Some(recorder.clone()));
     let mut pump_until = |what: &str, limit: Duration, done: &dyn Fn() -> bool| {
@@ -215,7 +217,10 @@ fn kernel_vxlan_pair(underlay_v6: bool, port: u16, offloads: TapOffloads, udp_cs
         } else {
             OuterCsum::Zero
         };
-        let e = Expect::new(TunnelKind::Vxlan { vni: VNI, port }, outer, 1500);
+        let e = Expect {
+            data_ports: vec![5001],
+            ..Expect::new(TunnelKind::Vxlan { vni: VNI, port }, outer, 1500)
+        };
         let sum = tunnel_pcap::check(&pcap, &e).unwrap();
         eprintln!("{}", sum.report());
         assert!(sum.violations.is_empty(), "{}", sum.report());
@@ -473,7 +478,10 @@ fn linerate_vxlan_with(underlay_v6: bool, port: u16, offloads: bool, soft: bool,
         } else {
             OuterCsum::Zero
         };
-        let e = Expect::new(TunnelKind::Vxlan { vni: VNI, port }, outer, 1500);
+        let e = Expect {
+            data_ports: vec![5001],
+            ..Expect::new(TunnelKind::Vxlan { vni: VNI, port }, outer, 1500)
+        };
         let sum = tunnel_pcap::check(pcap, &e).unwrap();
         eprintln!("{what}: {}", sum.report());
         assert!(sum.violations.is_empty(), "{what}: {}", sum.report());

@@ -74,15 +74,20 @@ pub struct Expect {
     /// The underlay MTU: no frame may be longer than this plus the 14-byte
     /// Ethernet header.
     pub mtu: usize,
+    /// TCP ports whose payload tshark shows as plain data: without this,
+    /// heuristic dissectors (Thrift, say) read random bulk data as their
+    /// protocol and call it malformed.
+    pub data_ports: Vec<u16>,
 }
 
 impl Expect {
-    /// Expects `kind` with `outer_csum` at underlay MTU `mtu`.
+    /// Expects `kind` with `outer_csum` at underlay MTU `mtu`, no data ports.
     pub fn new(kind: TunnelKind, outer_csum: OuterCsum, mtu: usize) -> Expect {
         Expect {
             kind,
             outer_csum,
             mtu,
+            data_ports: Vec::new(),
         }
     }
 }
@@ -187,7 +192,11 @@ pub fn decode_as(kind: &TunnelKind) -> Vec<String> {
 
 /// Reads `pcap` with tshark and checks every frame against `expect`.
 pub fn check(pcap: &Path, expect: &Expect) -> io::Result<Summary> {
-    let extra = decode_as(&expect.kind);
+    let mut extra = decode_as(&expect.kind);
+    for p in &expect.data_ports {
+        extra.push("-d".into());
+        extra.push(format!("tcp.port=={p},data"));
+    }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     let rows = tshark::fields(pcap, FIELDS, &extra)?;
     let mut sum = Summary::default();
