@@ -12,6 +12,12 @@
 //!   time ([`cpu`]): the cells of the offload report and the `tcp` benchmark.
 //! * [`tap`]: a linerate engine facing the Linux kernel over a TAP in a namespace
 //!   (root only): the kernel interop tests and the kernel benchmark.
+//! * [`vxlan`]: the kernel's own VXLAN device in a namespace, over a TAP whose
+//!   other end is linerate's underlay (root only).
+//! * [`relay`]: this process as the wire between two NICs (two TAPs: two kernels).
+//! * [`stream`]: seeded bulk data and its SHA-256, for transfers with kernel sockets.
+//! * [`ping`]: ICMP echo from the kernel's stack over a raw socket (root only).
+//! * [`tunnel_pcap`]: a tunnel underlay capture checked frame by frame by tshark.
 #![deny(unsafe_code)]
 
 pub mod bulk;
@@ -20,7 +26,15 @@ pub mod catalog;
 pub mod cpu;
 pub mod netns;
 pub mod pcap;
+#[cfg(target_os = "linux")]
+pub mod ping;
+#[cfg(target_os = "linux")]
+pub mod relay;
 pub mod smol;
+pub mod stream;
 #[cfg(target_os = "linux")]
 pub mod tap;
 pub mod tshark;
+pub mod tunnel_pcap;
+#[cfg(target_os = "linux")]
+pub mod vxlan;
