@@ -32,7 +32,7 @@ pub mod ping;
 pub mod relay;
 pub mod smol;
 pub mod stream;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", feature = "rt"))]
 pub mod tap;
 pub mod tshark;
 pub mod tunnel_pcap;
