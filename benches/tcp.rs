@@ -1,6 +1,6 @@
 //! TCP end to end: bulk goodput, connection churn and memory per connection.
 //!
-//! * `bulk/<stack>/<write>`: the offload report's matrix (`examples/offload_report.rs`)
+//! * `bulk/<stack>/<write>`: the offload report's matrix (`examples/offload_report/`)
 //!   at its six write sizes (64 B to 256 KiB), small transfers per iteration:
 //!   linerate with offloads on over plain ports (the software-offload shim doing
 //!   GSO, GRO and checksums) and over offload-capable ports, off (MSS segments,
@@ -9,6 +9,10 @@
 //!   the transfer's wall time (connection set-up included; building the stacks
 //!   and their buffers not); each iteration opens a connection, moves the bytes and
 //!   checks every one.
+//! * `tunnel_bulk/<tunnel>-<mode>/<write>`: the report's tunnel experiment, one
+//!   way, 1 KiB and 64 KiB writes: VXLAN, GENEVE (two options), NVGRE and no
+//!   tunnel ("plain"), with the offloads in hardware, in software or off
+//!   (`linerate_testkit::bulk::transfer_tunnel`).
 //! * `connections/open_use_close`: one connection between two engines on the
 //!   simulated link, per iteration: connect, accept, a 64-byte request and a
 //!   64-byte response, close from both ends, until both sides have let go (the
@@ -47,7 +51,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use linerate::offload::OffloadMeta;
 use linerate::toe::sim::{LinkConfig, Sim};
 use linerate::toe::{Engine, Error, Instant, ListenerHandle, SocketHandle, TcpState};
-use linerate_testkit::bulk::{self, Stack};
+use linerate_testkit::bulk::{self, Offload, Stack, Tunnelled};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -141,6 +145,36 @@ fn bulk_matrix(c: &mut Criterion) {
                         .sum()
                 });
             });
+        }
+    }
+    g.finish();
+}
+
+/// TCP bulk through VXLAN, GENEVE and NVGRE beside no tunnel, offloads in
+/// hardware, in software and off, at 1 KiB and 64 KiB writes (the report's
+/// tunnel experiment, one way).
+fn tunnel_bulk(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tunnel_bulk");
+    g.sample_size(10);
+    for write in [1024, 64 * 1024] {
+        let total: u64 = 8 << 20;
+        g.throughput(Throughput::Bytes(total));
+        for kind in Tunnelled::ALL {
+            for mode in Offload::ALL {
+                let id = BenchmarkId::new(format!("{}-{}", kind.name(), mode.name()), write);
+                g.bench_with_input(id, &write, |b, &w| {
+                    b.iter_custom(|iters| {
+                        (0..iters)
+                            .map(
+                                |_| match bulk::transfer_tunnel(kind, mode, w, total, false) {
+                                    Ok(m) => black_box(m).wall,
+                                    Err(e) => panic!("{} {}: {e}", kind.name(), mode.name()),
+                                },
+                            )
+                            .sum()
+                    });
+                });
+            }
         }
     }
     g.finish();
@@ -467,6 +501,7 @@ fn memory_per_connection() {
 fn all(c: &mut Criterion) {
     memory_per_connection();
     bulk_matrix(c);
+    tunnel_bulk(c);
     connections(c);
     connection_batches(c);
 }
