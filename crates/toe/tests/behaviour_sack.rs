@@ -224,3 +224,47 @@ fn recovery_after_rto_keeps_a_timer_while_data_is_outstanding() {
         "the window never closed"
     );
 }
+
+/// RFC 2018 section 4: every duplicate ACK carries the SACK blocks as they were
+/// when the frame that called for it arrived, the block holding that frame first,
+/// also when several out-of-order frames arrive in one receive batch (the engine
+/// once built them all after the batch, from the final state).
+#[test]
+fn batched_out_of_order_frames_each_get_the_blocks_of_their_moment() {
+    let (mut r, _c, port, me) = established(|_| {});
+    let peer = 7001u32;
+    let seg = |k: u32| peer + k * MSS;
+    let frame = |k: u32| {
+        tcp_frame(
+            80,
+            port,
+            seg(k),
+            Some(me),
+            Flags::empty(),
+            3750,
+            &[],
+            &[k as u8; MSS as usize],
+        )
+    };
+    r.input(&frame(0));
+    r.frames();
+    // One batch: 2, 4, 6 (holes at 1, 3, 5), then 3 joining 2 and 4.
+    for k in [2, 4, 6, 3] {
+        r.input(&frame(k));
+    }
+    let acks = r.frames();
+    let blocks: Vec<_> = acks.iter().map(|f| sack_blocks(f)).collect();
+    let b = |a: u32, e: u32| (seg(a), seg(e));
+    assert_eq!(
+        blocks,
+        vec![
+            vec![b(2, 3)],
+            vec![b(4, 5), b(2, 3)],
+            vec![b(6, 7), b(4, 5), b(2, 3)],
+            vec![b(2, 5), b(6, 7)],
+        ]
+    );
+    for f in &acks {
+        assert_eq!(parse_tcp(f, r.now).unwrap().ack, seg(1));
+    }
+}

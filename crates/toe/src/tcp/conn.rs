@@ -37,6 +37,8 @@ pub(crate) struct Conn {
     /// out-of-order bytes past them.
     pub rx: RecvBuf,
     pub asm: Assembler,
+    /// SACK blocks of the duplicate ACKs owed (`tcp::sack_owed`).
+    pub sack_owed: super::sack_owed::OwedSacks,
     pub params: ConnParams,
     /// Random offset added to our timestamp clock (RFC 7323 section 5.4).
     pub ts_offset: u32,
@@ -82,6 +84,7 @@ impl Conn {
             rx: RecvBuf::new(rcv_cap),
             tune: super::autotune::RcvTune::new(&params.tcp, rcv_cap, params.mtu_mss),
             asm: Assembler::new(),
+            sack_owed: Default::default(),
             no_delay: params.tcp.no_delay,
             params,
             ts_offset,

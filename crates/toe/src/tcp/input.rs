@@ -10,6 +10,7 @@
 //! partial ACK without SACK retransmits the next segment (RFC 6582 section 3.2).
 
 use super::conn::Conn;
+use super::sack_owed::owe_dup_ack;
 use super::segment::Segment;
 use super::sendbuf::SendBuf;
 use super::seq::Seq;
@@ -237,7 +238,9 @@ impl Conn {
                 // window: a duplicate ACK of its own, as for out-of-order data
                 // (Linux rate-limits only the dataless ones).
                 match self.state.rcv_mut() {
-                    Some(r) if !seg.payload.is_empty() => r.owe_dup_ack(),
+                    Some(r) if !seg.payload.is_empty() => {
+                        owe_dup_ack(r, &self.asm, &mut self.sack_owed)
+                    }
                     _ => self.want_ack(),
                 }
                 let two_msl = self.params.tcp.msl.saturating_mul(2);
@@ -404,7 +407,7 @@ impl Conn {
         let data = seg.payload.get(skip..).unwrap_or_default();
         if data.is_empty() {
             // A duplicate: acknowledge at once so the sender learns it arrived.
-            rcv.owe_dup_ack();
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed);
             return;
         }
         let per_seg = seg.payload.len() / seg.segs.max(1) as usize;
@@ -414,7 +417,7 @@ impl Conn {
         if offset > 0 && !self.ofo_allowed {
             // The engine's out-of-order budget is spent: acknowledge, keep nothing.
             c.tcp_ofo_dropped += 1;
-            rcv.owe_dup_ack();
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed);
             return;
         }
         let adopt = if offset == 0 && self.asm.is_empty() {
@@ -443,7 +446,7 @@ impl Conn {
             if written > 0 && !self.asm.insert(start, start.plus(written)) {
                 c.tcp_ofo_dropped += 1;
             }
-            rcv.owe_dup_ack();
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed);
             return;
         }
         if !adopted {
@@ -454,6 +457,7 @@ impl Conn {
         // now carry the new RCV.NXT: to the sender, duplicates of data never
         // lost. The ACK this segment calls for covers them.
         rcv.dup_owed = 0;
+        self.sack_owed.clear();
         if !self.asm.is_empty() {
             while let Some(end) = self.asm.pop_front(rcv.nxt) {
                 let more = end.since(rcv.nxt);

@@ -27,6 +27,7 @@ pub mod recvbuf;
 pub mod ring;
 pub mod rtt;
 pub mod sack;
+mod sack_owed;
 pub(crate) mod segment;
 pub mod sendbuf;
 pub mod seq;

@@ -156,6 +156,11 @@ impl Conn {
         let ts = rcv.ts_ok.then_some((ts_now, rcv.ts_recent));
         let ack = rcv.nxt;
         let sack_ok = rcv.sack_ok;
+        let owed = if rcv.dup_owed > 0 {
+            self.sack_owed.pop()
+        } else {
+            None
+        };
         rcv.acked();
         let mut o = bare(snd_nxt, ack, Flags::ACK, wnd);
         o.ts = ts;
@@ -174,7 +179,9 @@ impl Conn {
                 }
             }
             None => {
-                if sack_ok && !self.asm.is_empty() {
+                if let Some(blocks) = owed.filter(|_| sack_ok) {
+                    o.sack = blocks;
+                } else if sack_ok && !self.asm.is_empty() {
                     o.sack = self.asm.sack_blocks(max_sack_blocks(ts.is_some()));
                 }
             }
