@@ -87,6 +87,7 @@ fn paths(key: &RssKey) -> Vec<(&'static str, Toeplitz)> {
         ("portable", Path::Portable),
         ("clmul", Path::Clmul),
         ("vpclmul", Path::Vpclmul),
+        ("gfni", Path::Gfni),
     ]
     .into_iter()
     .filter_map(|(n, p)| Toeplitz::with_path(key, p).ok().map(|t| (n, t)))

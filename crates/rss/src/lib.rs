@@ -35,8 +35,8 @@
 //! This crate does what a NIC's RSS block does, and the rest of that contract:
 //!
 //! * [`Toeplitz`]: Microsoft's RSS hash with the key prepared once: per-byte-position
-//!   tables (portable, as DPDK's `rte_thash`) and PCLMULQDQ / VPCLMULQDQ carry-less
-//!   paths chosen at run time, identical results; 40- and 52-byte keys ([`RssKey`]), Microsoft's
+//!   tables (portable, as DPDK's `rte_thash`), PCLMULQDQ / VPCLMULQDQ carry-less
+//!   paths and a GFNI (`GF2P8AFFINEQB`) path chosen at run time, identical results; 40- and 52-byte keys ([`RssKey`]), Microsoft's
 //!   default key and the symmetric `0x6d5a` key built in.
 //! * [`HashConfig`]: the input per hash type (IPv4, TCP/IPv4, UDP/IPv4, IPv6,
 //!   TCP/IPv6, UDP/IPv6), fragments hashed on addresses only, a per-type enable
@@ -63,10 +63,10 @@
 //! Symmetric Receive-side Scaling" (2012); Jeong et al., "mTCP" (NSDI 2014).
 //!
 //! SIMD: the carry-less paths need PCLMULQDQ, SSSE3 and SSE4.1 ([`Path::Clmul`]),
-//! plus AVX2 and VPCLMULQDQ ([`Path::Vpclmul`]); x86-64, detected at run time, with
-//! the portable tables everywhere else. DPDK's GFNI path (`GF2P8AFFINEQB`) is
-//! deliberately left out: the machine this crate is built and tested on has no GFNI
-//! (nor AVX-512), and untested code is not shipped.
+//! plus AVX2 and VPCLMULQDQ ([`Path::Vpclmul`]); the GFNI path ([`Path::Gfni`], DPDK's
+//! `rte_thash_gfni` method) needs GFNI, AVX-512F, AVX-512BW and AVX-512VBMI (Intel
+//! Ice Lake and later servers, AMD Zen 4 and later). All x86-64, detected at run
+//! time, with the portable tables everywhere else.
 //!
 //! # Performance
 //!
@@ -74,21 +74,24 @@
 //! these side by side: every case runs in short turns, round robin, and each figure
 //! is the median of its turns, so load on a shared machine falls on all cases
 //! alike; `cargo bench --bench rss` runs the same cases under criterion. On the
-//! development machine (2 cores of an AMD EPYC, Zen 3 class, 2.45 GHz, shared with
-//! other builds, load average 8 to 11 during this run), ns per hash, one
+//! development machine (2 cores of an AMD EPYC reporting AVX-512 and GFNI, shared
+//! with other builds, load average 9 to 10 during this run), ns per hash, one
 //! [`Toeplitz::hash`] call each / in [`Toeplitz::hash_batch`]:
 //!
-//! | type     | bitwise | portable    | clmul      | vpclmul    |
-//! |----------|--------:|------------:|-----------:|-----------:|
-//! | IPv4     |    64   | 2.9 / 2.8   | 3.7 / 2.1  | 4.1 / 2.5  |
-//! | TCP/IPv4 |    81   | 4.1 / 3.9   | 4.7 / 2.8  | 4.4 / 2.5  |
-//! | UDP/IPv4 |    81   | 4.1 / 3.9   | 4.7 / 2.8  | 4.4 / 2.5  |
-//! | IPv6     |   176   | 9.4 / 9.7   | 7.5 / 6.0  | 6.6 / 4.6  |
-//! | TCP/IPv6 |   194   | 10.7 / 10.3 | 8.7 / 6.9  | 7.0 / 6.0  |
-//! | UDP/IPv6 |   194   | 10.7 / 10.3 | 8.7 / 6.9  | 7.0 / 6.0  |
+//! | type     | bitwise | portable  | clmul     | vpclmul   | gfni      |
+//! |----------|--------:|----------:|----------:|----------:|----------:|
+//! | IPv4     |    55   | 2.6 / 2.5 | 3.0 / 1.8 | 3.0 / 1.9 | 2.0 / 1.0 |
+//! | TCP/IPv4 |    72   | 3.7 / 3.4 | 3.6 / 2.5 | 3.6 / 1.9 | 2.0 / 0.9 |
+//! | UDP/IPv4 |    72   | 3.7 / 3.4 | 3.6 / 2.5 | 3.6 / 1.9 | 2.0 / 1.0 |
+//! | IPv6     |   154   | 8.4 / 8.4 | 6.3 / 5.2 | 4.4 / 3.2 | 3.8 / 2.0 |
+//! | TCP/IPv6 |   170   | 9.4 / 9.3 | 7.4 / 6.0 | 5.0 / 4.2 | 3.8 / 1.9 |
+//! | UDP/IPv6 |   170   | 9.4 / 9.3 | 7.4 / 6.0 | 5.0 / 4.2 | 3.8 / 1.9 |
 //!
-//! [`Path::detect`] prefers `vpclmul`, then `clmul`, then `portable`: batched, as
-//! dispatch hashes, `vpclmul` is fastest for every type.
+//! [`Path::detect`] prefers `gfni`, then `vpclmul`, then `clmul`, then `portable`:
+//! `gfni` is the fastest for every type, single and batched; batched, as dispatch
+//! hashes, it takes half the time of `vpclmul` (two inputs share each pass). Where
+//! the CPU lacks GFNI or those AVX-512 parts, `vpclmul` is the fastest batched on
+//! every type but IPv4 addresses alone, where `clmul` is as fast.
 //!
 //! Finding the hash input, ns per frame, read from the bytes /
 //! `layout::parse` + [`HashConfig::input`]: TCP/IPv4 14 / 26, UDP/IPv6 18 / 37,

@@ -16,7 +16,7 @@ fn agree(n: usize, seed: u64, keys: &[RssKey]) {
     let mut r = Rng(seed);
     for &key in keys {
         let portable = Toeplitz::with_path(&key, Path::Portable).unwrap();
-        let simd: Vec<Toeplitz> = [Path::Clmul, Path::Vpclmul]
+        let simd: Vec<Toeplitz> = [Path::Clmul, Path::Vpclmul, Path::Gfni]
             .into_iter()
             .filter_map(|p| Toeplitz::with_path(&key, p).ok())
             .collect();
