@@ -705,6 +705,9 @@ impl Overlay for TunnelNic {
         scratch.clear();
         sources.clear();
         let r = self.recv(self.overlay_queue, &mut scratch, max, Some(&mut sources));
+        // Frames that waited for a next hop resolved meanwhile leave now, not
+        // with the next frame sent.
+        let _ = self.send(self.overlay_queue, 0, &mut Batch::new());
         let n = scratch.len().min(sources.len());
         batch.extend(sources.drain(..).zip(scratch.drain(..)));
         self.scratch = scratch;

@@ -92,7 +92,7 @@ fn transmit_to_each_remote_and_sources_reported() {
             }
         }
         assert_eq!(got2.len(), 1);
-        assert_eq!(got2.get(0).unwrap().bytes(), &inner(2)[..]);
+        assert_eq!(got2.first().unwrap().bytes(), &inner(2)[..]);
         // 1 and 2 send to 0: 0 reports each source; 3 is refused.
         for k in [1, 2, 3] {
             let mut b: Batch = [Frame::plain(nics[k].pool().alloc_from(&inner(k as u8)))]
@@ -124,7 +124,7 @@ fn transmit_to_each_remote_and_sources_reported() {
 fn outer_header_patched_per_remote_and_gateway_used_off_prefix() {
     let (a, mut raw) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
     let far = IpAddr::from([198, 51, 100, 7]);
-    let gw_mac = [2, 0, 0, 0, 0x30, 1];
+
     let vni = VniConfig {
         remotes: vec![ip(2), far],
         gateway: Some(Gateway {
@@ -148,7 +148,7 @@ fn outer_header_patched_per_remote_and_gateway_used_off_prefix() {
         t.transmit_to(0, dst, &mut b).unwrap();
         let mut r = Batch::new();
         raw.receive(0, &mut r, 8).unwrap();
-        let f = r.get(0).unwrap();
+        let f = r.first().unwrap();
         let (eth, rest) = etherparse::Ethernet2Header::from_slice(f.bytes()).unwrap();
         assert_eq!(eth.destination, MACS[1]);
         let (h, _) = etherparse::Ipv4Header::from_slice(rest).unwrap();
@@ -169,7 +169,7 @@ fn outer_header_patched_per_remote_and_gateway_used_off_prefix() {
         t.transmit_to(0, dst, &mut b).unwrap();
         let mut r = Batch::new();
         raw.receive(0, &mut r, 8).unwrap();
-        let f = r.get(0).unwrap();
+        let f = r.first().unwrap();
         let arp = etherparse::ArpPacketSlice::from_slice(&f.bytes()[14..]).unwrap();
         assert_eq!(
             arp.target_protocol_addr(),
@@ -179,5 +179,4 @@ fn outer_header_patched_per_remote_and_gateway_used_off_prefix() {
             }[..]
         );
     }
-    let _ = gw_mac;
 }
