@@ -236,6 +236,21 @@ impl Vtep {
         self.domains.iter_mut().map(|d| d.poll(now)).sum()
     }
 
+    /// What to wait on for frames: queue 0 of every local port and of the
+    /// underlay (once per VNI; the same descriptor or notify).
+    pub fn readiness(&self) -> Vec<linerate_nic::Readiness> {
+        let mut out = Vec::new();
+        for d in &self.domains {
+            let mut n = 0u16;
+            while let Some(p) = d.port(n) {
+                out.extend(p.readiness(0).ok());
+                n += 1;
+            }
+            out.extend(Nic::readiness(d.overlay(), 0).ok());
+        }
+        out
+    }
+
     /// The bridge domains, in the config's VNI order.
     pub fn domains(&self) -> &[BridgeDomain<TunnelNic>] {
         &self.domains
