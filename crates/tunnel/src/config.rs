@@ -148,6 +148,51 @@ pub struct VniConfig {
     /// Underlay source addresses frames of this VNI may come from; empty: the
     /// remote VTEP's only. Others are refused (`rx_dropped_source`).
     pub allowed_sources: Vec<IpAddr>,
+    /// Further remote VTEPs of this VNI (a bridge's flood list and learned
+    /// VTEPs): [`crate::TunnelNic::transmit_to`] sends toward any of them or
+    /// `remote_ip`, and frames from them are accepted like `remote_ip`'s. At
+    /// most [`MAX_REMOTES`] in all.
+    pub remotes: Vec<IpAddr>,
+    /// How the remotes of `remotes` are reached when `next_hop` resolves
+    /// (with [`NextHop::Static`] every remote gets that MAC): on-link
+    /// (resolved themselves) unless a gateway is given and the remote is
+    /// outside the underlay prefix, then through the gateway.
+    pub gateway: Option<Gateway>,
+}
+
+/// Remote VTEPs a VNI reaches at most (`remote_ip` and
+/// [`VniConfig::remotes`] together).
+pub const MAX_REMOTES: usize = 4096;
+
+/// The underlay's gateway, for remote VTEPs outside its prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gateway {
+    /// The gateway's address (resolved with ARP or ND).
+    pub ip: IpAddr,
+    /// The underlay prefix length around the VTEP's local address.
+    pub prefix: u8,
+}
+
+impl Gateway {
+    /// Whether `remote` is outside `local`'s prefix (then reached via the
+    /// gateway).
+    pub fn routes(&self, local: IpAddr, remote: IpAddr) -> bool {
+        match (local, remote) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                let m = u32::MAX
+                    .checked_shl(32u32.saturating_sub(u32::from(self.prefix)))
+                    .unwrap_or(0);
+                (u32::from(a) & m) != (u32::from(b) & m)
+            }
+            (IpAddr::V6(a), IpAddr::V6(b)) => {
+                let m = u128::MAX
+                    .checked_shl(128u32.saturating_sub(u32::from(self.prefix)))
+                    .unwrap_or(0);
+                (u128::from(a) & m) != (u128::from(b) & m)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl VniConfig {
@@ -158,6 +203,8 @@ impl VniConfig {
             remote_ip,
             next_hop: NextHop::Resolve(remote_ip),
             allowed_sources: Vec::new(),
+            remotes: Vec::new(),
+            gateway: None,
         }
     }
 }
@@ -183,6 +230,8 @@ pub enum ConfigError {
     Mtu,
     /// No VNI given.
     NoVni,
+    /// More than [`MAX_REMOTES`] remote VTEPs on one VNI.
+    Remotes,
 }
 
 impl core::fmt::Display for ConfigError {
@@ -195,6 +244,7 @@ impl core::fmt::Display for ConfigError {
             ConfigError::OuterField => f.write_str("DSCP over 63 or TTL 0"),
             ConfigError::Mtu => f.write_str("underlay MTU too small for the encapsulation"),
             ConfigError::NoVni => f.write_str("no VNI given"),
+            ConfigError::Remotes => write!(f, "more than {MAX_REMOTES} remote VTEPs on a VNI"),
         }
     }
 }

@@ -74,6 +74,9 @@ counters! {
     NeighProbes => "neigh_probes",
     /// Frames dropped because the next hop was not resolved yet.
     TxUnresolved => "tx_dropped_unresolved",
+    /// Frames for a remote VTEP the VNI was not configured with
+    /// (`TunnelNic::transmit_to`).
+    TxUnknownRemote => "tx_dropped_unknown_remote",
     /// Inner frames too long for the overlay MTU and not marked for segmentation.
     TxOversize => "tx_dropped_tunnel_oversize",
     /// Inner frames whose headers could not be parsed (no room to encapsulate,

@@ -47,10 +47,12 @@ pub(crate) fn overhead(vtep: &VtepConfig) -> usize {
 }
 
 impl Template {
-    /// The template for `vni` on `vtep` with destination MAC `dst_mac`.
+    /// The template for `vni` on `vtep` toward `remote` with destination MAC
+    /// `dst_mac`.
     pub fn new(
         vtep: &VtepConfig,
         vni: &VniConfig,
+        remote: IpAddr,
         dst_mac: [u8; 6],
     ) -> Result<Template, ConfigError> {
         if vni.vni > 0x00ff_ffff {
@@ -68,7 +70,7 @@ impl Template {
         b[6..12].copy_from_slice(&vtep.local_mac);
         let udp = !matches!(vtep.encap, Encap::Nvgre);
         let proto = if udp { 17 } else { 47 };
-        let (v6, l4, pseudo) = match (vtep.local_ip, vni.remote_ip) {
+        let (v6, l4, pseudo) = match (vtep.local_ip, remote) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
                 b[14] = 0x45;

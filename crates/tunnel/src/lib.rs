@@ -103,7 +103,10 @@ mod neigh;
 mod tunnel;
 pub mod vtep;
 
-pub use config::{ConfigError, Dscp, Encap, GeneveOpt, NextHop, UdpCsum, VniConfig, VtepConfig};
+pub use config::{
+    ConfigError, Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, UdpCsum, VniConfig,
+    VtepConfig,
+};
 pub use counters::{TunnelCounter, TunnelCounters};
 pub use ecn::{EcnDecap, decap_ecn};
 pub use tunnel::{INBOX_LEN, Tunnel, TunnelNic};

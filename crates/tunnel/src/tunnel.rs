@@ -1,6 +1,7 @@
 //! The overlay NIC: [`Tunnel`] builds [`TunnelNic`]s over an underlay.
 
-use crate::config::{ConfigError, Encap, VniConfig, VtepConfig};
+use crate::bridge::Overlay;
+use crate::config::{ConfigError, Encap, MAX_REMOTES, NextHop, VniConfig, VtepConfig};
 use crate::counters::{TunnelCounter, TunnelCounters};
 use crate::decap::{self, Control, Decap, Refused, RxConfig};
 use crate::encap::{Template, overhead};
@@ -24,12 +25,22 @@ pub const INBOX_LEN: usize = 4096;
 #[derive(Debug)]
 pub struct Tunnel;
 
+/// One remote VTEP of a VNI: its outer header template (destination address
+/// and MAC in place) and its next hop.
+struct Peer {
+    ip: IpAddr,
+    template: Template,
+    neigh: Neigh,
+}
+
 /// One VNI's shared state.
 struct VniState {
     cfg: VniConfig,
-    template: Template,
-    neigh: Neigh,
-    inbox: Vec<VecDeque<Frame>>,
+    /// `cfg.remote_ip` first, then `cfg.remotes`.
+    peers: Vec<Peer>,
+    /// Frames for this VNI received on another VNI's call, with their outer
+    /// source address.
+    inbox: Vec<VecDeque<(IpAddr, Frame)>>,
     counters: Counters,
     tcounters: TunnelCounters,
 }
@@ -63,6 +74,10 @@ pub struct TunnelNic {
     vcounters: TunnelCounters,
     pool: Pool,
     pending: Vec<Batch>,
+    /// [`Overlay`] side: the underlay queue it uses, its receive scratch.
+    overlay_queue: usize,
+    scratch: Batch,
+    sources: Vec<IpAddr>,
 }
 
 impl core::fmt::Debug for TunnelNic {
@@ -152,21 +167,49 @@ impl Tunnel {
             if v.remote_ip.is_ipv6() != fam
                 || !hop_fam
                 || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam)
+                || v.remotes.iter().any(|a| a.is_ipv6() != fam)
+                || v.gateway.is_some_and(|g| g.ip.is_ipv6() != fam)
             {
                 return Err(ConfigError::Family);
             }
-            let neigh = Neigh::new(v.next_hop);
-            let template = Template::new(&vtep, v, neigh.mac.unwrap_or([0; 6]))?;
+            let mut ips = vec![v.remote_ip];
+            for r in &v.remotes {
+                if !ips.contains(r) {
+                    if ips.len() >= MAX_REMOTES {
+                        return Err(ConfigError::Remotes);
+                    }
+                    ips.push(*r);
+                }
+            }
+            let mut peers = Vec::with_capacity(ips.len());
+            for (k, ip) in ips.into_iter().enumerate() {
+                let hop = match (k, v.next_hop, v.gateway) {
+                    (0, h, _) | (_, h @ NextHop::Static(_), _) => h,
+                    (_, NextHop::Resolve(_), Some(g)) if g.routes(vtep.local_ip, ip) => {
+                        NextHop::Resolve(g.ip)
+                    }
+                    (_, NextHop::Resolve(_), _) => NextHop::Resolve(ip),
+                };
+                let neigh = Neigh::new(hop);
+                let template = Template::new(&vtep, v, ip, neigh.mac.unwrap_or([0; 6]))?;
+                peers.push(Peer {
+                    ip,
+                    template,
+                    neigh,
+                });
+            }
             states.push(VniState {
                 cfg: v.clone(),
-                template,
-                neigh,
+                peers,
                 inbox: (0..queues).map(|_| VecDeque::new()).collect(),
                 counters: Counters::new(queues),
                 tcounters: TunnelCounters::new(),
             });
         }
-        let csum = states.first().is_some_and(|s| s.template.csum);
+        let csum = states
+            .first()
+            .and_then(|s| s.peers.first())
+            .is_some_and(|p| p.template.csum);
         let caps = overlay_caps(underlay.caps(), hlen, vtep.offloads, &vtep.encap, csum)
             .ok_or(ConfigError::Mtu)?;
         let pool = underlay.pool().clone();
@@ -206,6 +249,9 @@ impl Tunnel {
                 vcounters: vcounters.clone(),
                 pool: pool.clone(),
                 pending: (0..queues).map(|_| Batch::new()).collect(),
+                overlay_queue: 0,
+                scratch: Batch::new(),
+                sources: Vec::new(),
             })
             .collect())
     }
@@ -260,21 +306,23 @@ impl Vtep {
     fn poll_neigh(&mut self, now: Instant) {
         let (mac, ip) = (self.config.local_mac, self.config.local_ip);
         for v in &mut self.vnis {
-            let wanted = !v.neigh.queue.is_empty();
-            match v.neigh.poll(now, wanted) {
-                Poll::Nothing => {}
-                Poll::Probe => {
-                    if let Some(target) = v.neigh.ip
-                        && let Some(f) = neigh::probe(&self.pool, mac, ip, target)
-                    {
-                        self.control.push(f);
-                        v.tcounters.add(TunnelCounter::NeighProbes, 1);
+            for p in &mut v.peers {
+                let wanted = !p.neigh.queue.is_empty();
+                match p.neigh.poll(now, wanted) {
+                    Poll::Nothing => {}
+                    Poll::Probe => {
+                        if let Some(target) = p.neigh.ip
+                            && let Some(f) = neigh::probe(&self.pool, mac, ip, target)
+                        {
+                            self.control.push(f);
+                            v.tcounters.add(TunnelCounter::NeighProbes, 1);
+                        }
                     }
-                }
-                Poll::GiveUp => {
-                    let n = v.neigh.queue.len() as u64;
-                    v.neigh.queue.clear();
-                    v.tcounters.add(TunnelCounter::TxUnresolved, n);
+                    Poll::GiveUp => {
+                        let n = p.neigh.queue.len() as u64;
+                        p.neigh.queue.clear();
+                        v.tcounters.add(TunnelCounter::TxUnresolved, n);
+                    }
                 }
             }
         }
@@ -282,10 +330,10 @@ impl Vtep {
 
     /// Learns a neighbour; frames waiting for it get its MAC.
     fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant) {
-        for v in &mut self.vnis {
-            if v.neigh.learn(ip, mac, now) {
-                v.template.set_dst_mac(mac);
-                for f in &mut v.neigh.queue {
+        for p in self.vnis.iter_mut().flat_map(|v| v.peers.iter_mut()) {
+            if p.neigh.learn(ip, mac, now) {
+                p.template.set_dst_mac(mac);
+                for f in &mut p.neigh.queue {
                     if let Some(d) = f.bytes_mut().get_mut(0..6) {
                         d.copy_from_slice(&mac);
                     }
@@ -295,8 +343,9 @@ impl Vtep {
     }
 
     /// Decapsulates one underlay frame in place; returns the VNI index it is
-    /// for, or `None` when it was refused, handled or counted (drop it).
-    fn decap(&mut self, f: &mut Frame, now: Instant) -> Option<usize> {
+    /// for and the outer source address, or `None` when it was refused,
+    /// handled or counted (drop it).
+    fn decap(&mut self, f: &mut Frame, now: Instant) -> Option<(usize, IpAddr)> {
         let d: Decap = match decap::classify(f.bytes(), &f.meta, &self.rx) {
             Ok(d) => d,
             Err(Refused::Counted(c)) => {
@@ -331,7 +380,7 @@ impl Vtep {
             return None;
         };
         let v = self.vnis.get(index)?;
-        if !(d.src == v.cfg.remote_ip || v.cfg.allowed_sources.contains(&d.src)) {
+        if !(v.peers.iter().any(|p| p.ip == d.src) || v.cfg.allowed_sources.contains(&d.src)) {
             v.tcounters.add(TunnelCounter::RxSource, 1);
             return None;
         }
@@ -375,16 +424,20 @@ impl Vtep {
             ..OffloadMeta::plain()
         };
         v.tcounters.add(TunnelCounter::RxDecap, 1);
-        Some(index)
+        Some((index, d.src))
     }
 }
 
-impl Nic for TunnelNic {
-    fn caps(&self) -> &NicCaps {
-        &self.caps
-    }
-
-    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+impl TunnelNic {
+    /// [`Nic::receive`], also appending each frame's outer source address to
+    /// `sources` when given.
+    fn recv(
+        &mut self,
+        queue: usize,
+        batch: &mut Batch,
+        max: usize,
+        mut sources: Option<&mut Vec<IpAddr>>,
+    ) -> Result<usize, NicError> {
         let queues = self.pending.len();
         if queue >= queues {
             return Err(NicError::NoQueue { queue, queues });
@@ -400,7 +453,12 @@ impl Nic for TunnelNic {
         let (mut bytes, mut packets) = (0u64, 0u64);
         if let Some(inbox) = v.vnis.get_mut(index).and_then(|s| s.inbox.get_mut(queue)) {
             while got < max {
-                let Some(f) = inbox.pop_front() else { break };
+                let Some((src, f)) = inbox.pop_front() else {
+                    break;
+                };
+                if let Some(s) = sources.as_deref_mut() {
+                    s.push(src);
+                }
                 bytes += f.len() as u64;
                 packets += 1;
                 batch.push(f);
@@ -424,7 +482,10 @@ impl Nic for TunnelNic {
             for r in start..batch.len() {
                 let Some(f) = batch.get_mut(r) else { break };
                 match v.decap(f, now) {
-                    Some(i) if i == index => {
+                    Some((i, src)) if i == index => {
+                        if let Some(s) = sources.as_deref_mut() {
+                            s.push(src);
+                        }
                         bytes += f.len() as u64;
                         packets += 1;
                         got += 1;
@@ -433,13 +494,13 @@ impl Nic for TunnelNic {
                         }
                         w += 1;
                     }
-                    Some(i) => {
+                    Some((i, src)) => {
                         let f =
                             core::mem::replace(f, Frame::plain(PacketBuf::from_vec(Vec::new())));
                         if let Some(s) = v.vnis.get_mut(i) {
                             match s.inbox.get_mut(queue) {
                                 Some(q) if q.len() < INBOX_LEN => {
-                                    q.push_back(f);
+                                    q.push_back((src, f));
                                     routed = true;
                                 }
                                 _ => s.counters.add(queue, Counter::RxDroppedRingFull, 1),
@@ -474,7 +535,8 @@ impl Nic for TunnelNic {
         Ok(got)
     }
 
-    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+    /// [`Nic::transmit`] toward the remote at `peer` of this VNI's peers.
+    fn send(&mut self, queue: usize, peer: usize, batch: &mut Batch) -> Result<usize, NicError> {
         let queues = self.pending.len();
         if queue >= queues {
             return Err(NicError::NoQueue { queue, queues });
@@ -489,12 +551,13 @@ impl Nic for TunnelNic {
             return Ok(0);
         };
         let now = Instant::now();
-        // Frames that waited for the next hop go first.
-        if let Some(s) = v.vnis.get_mut(self.index)
-            && s.neigh.mac.is_some()
-            && !s.neigh.queue.is_empty()
-        {
-            pending.extend(s.neigh.queue.drain(..));
+        // Frames that waited for a next hop go first.
+        if let Some(s) = v.vnis.get_mut(self.index) {
+            for p in &mut s.peers {
+                if p.neigh.mac.is_some() && !p.neigh.queue.is_empty() {
+                    pending.extend(p.neigh.queue.drain(..));
+                }
+            }
         }
         if !pending.is_empty() {
             v.underlay.transmit(queue, pending)?;
@@ -502,7 +565,13 @@ impl Nic for TunnelNic {
                 return Ok(0);
             }
         }
-        let Some(s) = v.vnis.get_mut(self.index) else {
+        let Some(VniState {
+            peers, tcounters, ..
+        }) = v.vnis.get_mut(self.index)
+        else {
+            return Ok(0);
+        };
+        let Some(p) = peers.get_mut(peer) else {
             return Ok(0);
         };
         let limit = self.caps.max_frame_len(0);
@@ -513,7 +582,7 @@ impl Nic for TunnelNic {
             let len = f.len();
             if f.meta.gso.is_none() && len > limit {
                 self.counters.add(queue, Counter::TxDroppedOversize, 1);
-                s.tcounters.add(TunnelCounter::TxOversize, 1);
+                tcounters.add(TunnelCounter::TxOversize, 1);
                 err = Some(NicError::Oversize { len, limit });
                 stop = i;
                 break;
@@ -521,7 +590,7 @@ impl Nic for TunnelNic {
             let meta = match f.buf.prepend(self.hlen) {
                 Ok(_) => {
                     let m = f.meta;
-                    s.template.write(f.bytes_mut(), &m)
+                    p.template.write(f.bytes_mut(), &m)
                 }
                 Err(e) => {
                     err = Some(NicError::Buffer(e));
@@ -530,7 +599,7 @@ impl Nic for TunnelNic {
             };
             let Some(meta) = meta else {
                 self.counters.add(queue, Counter::TxDroppedInvalid, 1);
-                s.tcounters.add(TunnelCounter::TxInvalid, 1);
+                tcounters.add(TunnelCounter::TxInvalid, 1);
                 err.get_or_insert(NicError::InvalidMeta {
                     what: "inner frame does not fit the tunnel",
                 });
@@ -541,12 +610,12 @@ impl Nic for TunnelNic {
             bytes += len as u64;
         }
         let taken = if err.is_some() { stop + 1 } else { stop };
-        let resolved = s.neigh.mac.is_some();
+        let resolved = p.neigh.mac.is_some();
         if err.is_none() && resolved && pending.is_empty() {
             // The common case: the whole batch, encapsulated where it lies,
             // goes to the underlay as it is; what the underlay cannot take now
             // waits in `pending` (already encapsulated, it must not go back).
-            s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+            tcounters.add(TunnelCounter::TxEncap, stop as u64);
             self.counters.add(queue, Counter::TxPackets, stop as u64);
             self.counters.add(queue, Counter::TxBytes, bytes);
             let r = v.underlay.transmit(queue, batch);
@@ -560,14 +629,14 @@ impl Nic for TunnelNic {
             }
             if resolved {
                 pending.push(f);
-            } else if s.neigh.queue.len() < neigh::QUEUE {
-                s.neigh.queue.push_back(f);
+            } else if p.neigh.queue.len() < neigh::QUEUE {
+                p.neigh.queue.push_back(f);
             } else {
                 unresolved += 1;
             }
         }
-        s.tcounters.add(TunnelCounter::TxUnresolved, unresolved);
-        s.tcounters.add(TunnelCounter::TxEncap, stop as u64);
+        tcounters.add(TunnelCounter::TxUnresolved, unresolved);
+        tcounters.add(TunnelCounter::TxEncap, stop as u64);
         self.counters.add(queue, Counter::TxPackets, stop as u64);
         self.counters.add(queue, Counter::TxBytes, bytes);
         if !resolved {
@@ -581,6 +650,87 @@ impl Nic for TunnelNic {
             Some(e) => Err(e),
             None => Ok(taken),
         }
+    }
+
+    /// Encapsulates frames from the front of `batch` toward `remote` (the
+    /// VNI's `remote_ip` or one of its `remotes`) and sends them on the
+    /// underlay's `queue`, like [`Nic::transmit`]. Toward any other address
+    /// the batch is dropped and counted (`tx_dropped_unknown_remote`).
+    pub fn transmit_to(
+        &mut self,
+        queue: usize,
+        remote: IpAddr,
+        batch: &mut Batch,
+    ) -> Result<usize, NicError> {
+        let peer = {
+            let g = self.lock();
+            g.vnis
+                .get(self.index)
+                .and_then(|s| s.peers.iter().position(|p| p.ip == remote))
+        };
+        match peer {
+            Some(p) => self.send(queue, p, batch),
+            None => {
+                let n = batch.len();
+                self.tcounters.add(TunnelCounter::TxUnknownRemote, n as u64);
+                batch.clear();
+                Ok(n)
+            }
+        }
+    }
+
+    /// [`Nic::receive`] that also appends each frame's outer source address
+    /// (the remote VTEP that sent it) to `sources`, in the order of the
+    /// frames appended to `batch`.
+    pub fn receive_from(
+        &mut self,
+        queue: usize,
+        batch: &mut Batch,
+        sources: &mut Vec<IpAddr>,
+        max: usize,
+    ) -> Result<usize, NicError> {
+        self.recv(queue, batch, max, Some(sources))
+    }
+
+    /// The underlay queue the [`Overlay`] side uses (0 by default).
+    pub fn set_overlay_queue(&mut self, queue: usize) {
+        self.overlay_queue = queue;
+    }
+}
+
+impl Overlay for TunnelNic {
+    fn receive(&mut self, batch: &mut Vec<(IpAddr, Frame)>, max: usize) -> Result<usize, NicError> {
+        let mut scratch = core::mem::take(&mut self.scratch);
+        let mut sources = core::mem::take(&mut self.sources);
+        scratch.clear();
+        sources.clear();
+        let r = self.recv(self.overlay_queue, &mut scratch, max, Some(&mut sources));
+        // Frames that waited for a next hop resolved meanwhile leave now, not
+        // with the next frame sent.
+        let _ = self.send(self.overlay_queue, 0, &mut Batch::new());
+        let n = scratch.len().min(sources.len());
+        batch.extend(sources.drain(..).zip(scratch.drain(..)));
+        self.scratch = scratch;
+        self.sources = sources;
+        r.map(|_| n)
+    }
+
+    fn transmit(&mut self, remote: IpAddr, batch: &mut Batch) -> Result<usize, NicError> {
+        self.transmit_to(self.overlay_queue, remote, batch)
+    }
+}
+
+impl Nic for TunnelNic {
+    fn caps(&self) -> &NicCaps {
+        &self.caps
+    }
+
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        self.recv(queue, batch, max, None)
+    }
+
+    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        self.send(queue, 0, batch)
     }
 
     fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {

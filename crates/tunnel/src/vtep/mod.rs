@@ -1,3 +1,10 @@
-//! The pieces of a VTEP appliance that are not the data path: its configuration.
+//! A VTEP appliance's pieces: its configuration ([`config`]), the
+//! [`Vtep`] that builds and runs the bridge domains of a config over an
+//! underlay and local ports ([`endpoint`]), and the sharing of one underlay
+//! by several encapsulations ([`split`]).
 
 pub mod config;
+pub mod endpoint;
+pub mod split;
+
+pub use endpoint::{Vtep, VtepError, underlay_mac};

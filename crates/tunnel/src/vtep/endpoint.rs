@@ -1,0 +1,299 @@
+//! [`Vtep`]: the bridge domains and tunnel NICs of an [`EndpointConfig`], over
+//! an underlay and local ports the caller gives (memory ports in tests, TAPs in
+//! the binary).
+//!
+//! Per encapsulation kind (kind and UDP port, GENEVE options) one
+//! [`Tunnel::many`] carries that kind's VNIs; when several kinds share the
+//! underlay, each group gets a [`super::split::SplitPort`] of it (see there).
+//! Per VNI one [`BridgeDomain`] over its [`TunnelNic`] with its own [`Fdb`]
+//! (the config's per-VNI bound applies; its total bound applies per domain).
+//! A VNI's tunnel reaches the remote VTEPs of its flood list and of its static
+//! entries, and accepts frames from those only (`rx_dropped_source`
+//! otherwise): learning happens over configured VTEPs.
+
+use super::config::{EncapSpec, EndpointConfig, VniSpec};
+use super::split::{SplitKey, split};
+use crate::bridge::{BridgeDomain, Dest, DomainConfig, Fdb, FdbRecord, SuppressConfig};
+use crate::{
+    ConfigError, Encap, Gateway, NextHop, Tunnel, TunnelCounter, TunnelNic, VniConfig, VtepConfig,
+};
+use linerate_nic::Nic;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// Why a [`Vtep`] could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum VtepError {
+    /// VNI `vni` has neither a flood list nor a static remote entry: no remote
+    /// VTEP to reach.
+    NoRemote(u32),
+    /// VNI `vni` was given `got` local ports; its config names `want`.
+    Ports {
+        /// The VNI.
+        vni: u32,
+        /// Ports its config names.
+        want: usize,
+        /// Ports given.
+        got: usize,
+    },
+    /// The tunnel refused its config.
+    Tunnel(ConfigError),
+    /// A static FDB or neighbour entry or flood-list entry was refused.
+    Table(String),
+}
+
+impl core::fmt::Display for VtepError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            VtepError::NoRemote(v) => write!(
+                f,
+                "vni {v}: no remote VTEP: give it a flood list or a static entry"
+            ),
+            VtepError::Ports { vni, want, got } => {
+                write!(f, "vni {vni}: {got} local ports given, {want} configured")
+            }
+            VtepError::Tunnel(e) => write!(f, "tunnel: {e}"),
+            VtepError::Table(e) => write!(f, "fdb: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for VtepError {}
+
+impl From<ConfigError> for VtepError {
+    fn from(e: ConfigError) -> VtepError {
+        VtepError::Tunnel(e)
+    }
+}
+
+/// A VTEP: one bridge domain per VNI over tunnel NICs sharing one underlay.
+pub struct Vtep {
+    domains: Vec<BridgeDomain<TunnelNic>>,
+    names: Vec<Vec<String>>,
+}
+
+impl core::fmt::Debug for Vtep {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Vtep")
+            .field("ports", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The encapsulation of a spec, its port, and the key its frames carry.
+fn encap_of(e: &EncapSpec) -> (Encap, Option<u16>, SplitKey) {
+    match e {
+        EncapSpec::Vxlan { port } => (Encap::Vxlan, Some(*port), SplitKey::Udp(*port)),
+        EncapSpec::Geneve { port, options } => (
+            Encap::Geneve {
+                options: options.clone(),
+                known_critical: options
+                    .iter()
+                    .filter(|o| o.kind & 0x80 != 0)
+                    .map(|o| (o.class, o.kind))
+                    .collect(),
+            },
+            Some(*port),
+            SplitKey::Udp(*port),
+        ),
+        EncapSpec::Nvgre => (Encap::Nvgre, None, SplitKey::Gre),
+    }
+}
+
+/// The underlay MAC: configured, or a locally administered one from the address.
+pub fn underlay_mac(cfg: &EndpointConfig) -> [u8; 6] {
+    if let Some(m) = cfg.underlay.mac {
+        return m;
+    }
+    let o = match cfg.underlay.address {
+        IpAddr::V4(a) => a.octets(),
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            [o[12], o[13], o[14], o[15]]
+        }
+    };
+    [0x02, 0x4c, o[0], o[1], o[2], o[3]]
+}
+
+/// The tunnel side of VNI `s`: every remote VTEP it names.
+fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError> {
+    let mut remotes: Vec<IpAddr> = s.flood.clone();
+    for (_, ip) in &s.statics {
+        if !remotes.contains(ip) {
+            remotes.push(*ip);
+        }
+    }
+    let Some(&first) = remotes.first() else {
+        return Err(VtepError::NoRemote(s.id));
+    };
+    let u = &cfg.underlay;
+    let gateway = u.gateway.map(|ip| Gateway {
+        ip,
+        prefix: u.prefix,
+    });
+    let hop = match gateway {
+        Some(g) if g.routes(u.address, first) => g.ip,
+        _ => first,
+    };
+    Ok(VniConfig {
+        next_hop: NextHop::Resolve(hop),
+        remotes: remotes.get(1..).unwrap_or_default().to_vec(),
+        gateway,
+        ..VniConfig::new(s.id, first)
+    })
+}
+
+impl Vtep {
+    /// The VTEP of `cfg` over `underlay`, with `ports[i]` the local ports of
+    /// `cfg.vnis[i]` in the order its `ports` names them.
+    pub fn new(
+        cfg: &EndpointConfig,
+        underlay: Box<dyn Nic>,
+        mut ports: Vec<Vec<Box<dyn Nic>>>,
+    ) -> Result<Vtep, VtepError> {
+        let mac = underlay_mac(cfg);
+        // Group the VNIs by encapsulation (same kind, port and options).
+        let mut groups: Vec<(EncapSpec, Vec<usize>)> = Vec::new();
+        for (i, s) in cfg.vnis.iter().enumerate() {
+            match groups.iter_mut().find(|(e, _)| *e == s.encap) {
+                Some((_, v)) => v.push(i),
+                None => groups.push((s.encap.clone(), vec![i])),
+            }
+            let want = s.ports.len();
+            let got = ports.get(i).map_or(0, Vec::len);
+            if want != got {
+                return Err(VtepError::Ports {
+                    vni: s.id,
+                    want,
+                    got,
+                });
+            }
+        }
+        let underlays: Vec<Box<dyn Nic>> = if groups.len() == 1 {
+            vec![underlay]
+        } else {
+            let keys = groups.iter().map(|(e, _)| encap_of(e).2).collect();
+            split(underlay, keys)
+                .into_iter()
+                .map(|p| Box::new(p) as Box<dyn Nic>)
+                .collect()
+        };
+        let mut tunnels: Vec<Option<TunnelNic>> = cfg.vnis.iter().map(|_| None).collect();
+        for ((e, members), under) in groups.iter().zip(underlays) {
+            let (encap, port, _) = encap_of(e);
+            let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
+            if let Some(p) = port {
+                v.port = p;
+            }
+            let mut vnis = Vec::with_capacity(members.len());
+            for &i in members {
+                if let Some(s) = cfg.vnis.get(i) {
+                    vnis.push(vni_config(cfg, s)?);
+                }
+            }
+            for (t, &i) in Tunnel::many(under, v, vnis)?.into_iter().zip(members) {
+                if let Some(slot) = tunnels.get_mut(i) {
+                    *slot = Some(t);
+                }
+            }
+        }
+        let mut domains = Vec::with_capacity(cfg.vnis.len());
+        let mut names = Vec::with_capacity(cfg.vnis.len());
+        for (i, (s, t)) in cfg.vnis.iter().zip(tunnels).enumerate() {
+            let Some(t) = t else { continue };
+            let mut dc = DomainConfig::new(s.id);
+            if s.suppress_arp {
+                dc.suppress = Some(SuppressConfig::default());
+            }
+            let mut d = BridgeDomain::new(dc, t, Fdb::new(cfg.fdb));
+            for p in ports.get_mut(i).map(core::mem::take).unwrap_or_default() {
+                d.add_port(p);
+            }
+            let table = |e: &dyn core::fmt::Debug| VtepError::Table(format!("vni {}: {e:?}", s.id));
+            for ip in &s.flood {
+                d.fdb_mut().add_flood(s.id, *ip).map_err(|e| table(&e))?;
+            }
+            for (m, ip) in &s.statics {
+                d.fdb_mut()
+                    .add_static(s.id, *m, Dest::Remote(*ip))
+                    .map_err(|e| table(&e))?;
+            }
+            if let Some(sup) = d.suppress_mut() {
+                for (ip, m) in &s.neighbors {
+                    sup.add_static(s.id, *ip, *m).map_err(|e| table(&e))?;
+                }
+            }
+            domains.push(d);
+            names.push(s.ports.clone());
+        }
+        Ok(Vtep { domains, names })
+    }
+
+    /// Moves one round of frames in every domain at time `now` (any clock
+    /// that only goes forward; ageing runs on it); returns the frames moved.
+    pub fn poll(&mut self, now: Duration) -> usize {
+        self.domains.iter_mut().map(|d| d.poll(now)).sum()
+    }
+
+    /// What to wait on for frames: queue 0 of every local port and of the
+    /// underlay (once per VNI; the same descriptor or notify).
+    pub fn readiness(&self) -> Vec<linerate_nic::Readiness> {
+        let mut out = Vec::new();
+        for d in &self.domains {
+            let mut n = 0u16;
+            while let Some(p) = d.port(n) {
+                out.extend(p.readiness(0).ok());
+                n += 1;
+            }
+            out.extend(Nic::readiness(d.overlay(), 0).ok());
+        }
+        out
+    }
+
+    /// The bridge domains, in the config's VNI order.
+    pub fn domains(&self) -> &[BridgeDomain<TunnelNic>] {
+        &self.domains
+    }
+
+    /// The bridge domains, mutable (static entries at run time).
+    pub fn domains_mut(&mut self) -> &mut [BridgeDomain<TunnelNic>] {
+        &mut self.domains
+    }
+
+    /// Every FDB entry of every VNI, like `bridge fdb show`.
+    pub fn dump(&self, now: Duration) -> Vec<FdbRecord> {
+        self.domains.iter().flat_map(|d| d.dump(now)).collect()
+    }
+
+    /// Every counter, named `vni<N>.<port>.<counter>` (ports by their config
+    /// name, the tunnel as `vxlan`), `vni<N>.fdb.<counter>` and
+    /// `vni<N>.tunnel.<counter>`, like `ethtool -S`; zeros included.
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for (d, names) in self.domains.iter().zip(&self.names) {
+            let vni = d.overlay().vni().vni;
+            for (n, name) in names.iter().enumerate() {
+                let Some(c) = u16::try_from(n).ok().and_then(|n| d.port_counters(n)) else {
+                    continue;
+                };
+                for (k, v) in c.named() {
+                    out.push((format!("vni{vni}.{name}.{k}"), v));
+                }
+            }
+            for (k, v) in d.overlay_counters().named() {
+                out.push((format!("vni{vni}.vxlan.{k}"), v));
+            }
+            if let Some(c) = d.fdb().counters(vni) {
+                for (k, v) in c.named() {
+                    out.push((format!("vni{vni}.fdb.{k}"), v));
+                }
+            }
+            let t = d.overlay().tunnel_counters();
+            for c in TunnelCounter::ALL {
+                out.push((format!("vni{vni}.tunnel.{}", c.name()), t.get(*c)));
+            }
+        }
+        out
+    }
+}
