@@ -17,6 +17,9 @@
 //! * [`relay`]: this process as the wire between two NICs (two TAPs: two kernels).
 //! * [`stream`]: seeded bulk data and its SHA-256, for transfers with kernel sockets.
 //! * [`ping`]: ICMP echo from the kernel's stack over a raw socket (root only).
+//! * [`impair`]: an impaired path (loss, delay, reordering, duplication,
+//!   corruption, as netem) between the kernel and linerate over a TAP, the
+//!   kernel-to-kernel reference through the same impairment, issue 16's matrix.
 //! * [`tunnel_pcap`]: a tunnel underlay capture checked frame by frame by tshark.
 #![deny(unsafe_code)]
 
@@ -24,6 +27,7 @@ pub mod bulk;
 pub mod capture;
 pub mod catalog;
 pub mod cpu;
+pub mod impair;
 pub mod netns;
 pub mod pcap;
 #[cfg(target_os = "linux")]

@@ -1,0 +1,207 @@
+//! linerate's engine against a kernel socket over an impaired TAP.
+//!
+//! The engine runs on the caller's thread, driven by linerate-rt's [`Driver`]
+//! over an [`Impaired`] TAP (the only place this module names the driver).
+
+use super::kernel::{self, Received, Sent};
+use super::nic::{Impaired, ImpairedConfig};
+use super::setup::{
+    Direction, KERNEL_IP, PEER_IP, PEER_MAC, RunConfig, RunResult, check_deadline, joined,
+    tap_in,
+};
+use crate::netns::Netns;
+use crate::stream::{Digester, Pattern};
+use linerate_nic::tap::Tap;
+use linerate_rt::Driver;
+use linerate_toe::{Config, Engine, Error, Instant, SocketHandle, TcpState};
+use std::io;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::Duration;
+
+/// The engine on the impaired TAP.
+struct Host {
+    driver: Driver<Impaired<Tap>>,
+    epoch: std::time::Instant,
+}
+
+impl Host {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// One round of the driver; if it moved nothing, waits for the TAP, the
+    /// engine's next timer or the next held frame, 2 ms at most.
+    fn pump(&mut self) -> io::Result<()> {
+        let before = self.driver.stats();
+        let now = self.now();
+        let next = self.driver.poll(now).map_err(io::Error::other)?;
+        let after = self.driver.stats();
+        if after.rx_frames != before.rx_frames || after.tx_frames != before.tx_frames {
+            return Ok(());
+        }
+        let now = self.now();
+        let held = self.driver.nic().time_to_next().map(|d| now + d);
+        let deadline = match (next, held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.driver
+            .wait(now, deadline, Duration::from_millis(2))
+            .map_err(io::Error::other)?;
+        Ok(())
+    }
+
+    fn engine(&mut self) -> &mut Engine {
+        self.driver.engine_mut()
+    }
+}
+
+/// Moves `cfg.len` bytes between linerate's engine and a kernel socket in a
+/// namespace, over a TAP whose frames cross `cfg.impairment` both ways, and
+/// checks them by SHA-256. Root only.
+pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
+    let ns = Netns::new("lrk")?;
+    cfg.kernel.apply(&ns)?;
+    let tap = tap_in(&ns, cfg.offloads, KERNEL_IP)?;
+    let nic = Impaired::new(
+        tap,
+        ImpairedConfig {
+            inbound: cfg.impairment,
+            outbound: cfg.impairment,
+            seed: cfg.seed,
+            coalesce: cfg.offloads,
+        },
+    );
+    let mut ecfg = Config::new(PEER_MAC).with_ipv4(PEER_IP, 24);
+    ecfg.offloads = cfg.offloads;
+    ecfg.tcp.send_buffer = 4 << 20;
+    ecfg.tcp.recv_buffer = 4 << 20;
+    let engine = Engine::new(ecfg, cfg.seed);
+    let mut h = Host {
+        driver: Driver::new(engine, nic, 0).map_err(io::Error::other)?,
+        epoch: std::time::Instant::now(),
+    };
+    let end = std::time::Instant::now() + cfg.limit;
+    let (secs, sender_retrans, info) = match cfg.direction {
+        Direction::KernelToLinerate => {
+            let (sent, got_at) = to_linerate(&mut h, &ns, cfg, end)?;
+            let secs = got_at.saturating_duration_since(sent.start).as_secs_f64();
+            (secs, u64::from(sent.info.total_retrans), sent.info)
+        }
+        Direction::LinerateToKernel => {
+            let (start, rec) = from_linerate(&mut h, &ns, cfg, end)?;
+            let secs = rec.end.saturating_duration_since(start).as_secs_f64();
+            let retrans = h.engine().counters().tcp_retrans_segs;
+            (secs, retrans, rec.info)
+        }
+    };
+    let nic = h.driver.nic();
+    Ok(RunResult {
+        secs,
+        sender_retrans,
+        kernel: info,
+        from_kernel: nic.inbound(),
+        to_kernel: nic.outbound(),
+        stats: nic.stats(),
+    })
+}
+
+/// The kernel sends to the engine; returns the sender's report and when the
+/// engine saw the end of file.
+fn to_linerate(
+    h: &mut Host,
+    ns: &Netns,
+    cfg: &RunConfig,
+    end: std::time::Instant,
+) -> io::Result<(Sent, std::time::Instant)> {
+    let port = 5001;
+    let l = h.engine().tcp_listen(port).map_err(io::Error::other)?;
+    let sender = kernel::sender(ns, SocketAddrV4::new(PEER_IP, port), cfg.seed, cfg.len, cfg.limit)?;
+    let s: SocketHandle = loop {
+        check_deadline(end, "accept")?;
+        if let Ok(s) = h.engine().tcp_accept(l) {
+            break s;
+        }
+        if sender.is_finished() {
+            // The kernel gave up: its error says why.
+            joined(sender)?;
+            return Err(io::Error::other("the kernel's sender ended before connecting"));
+        }
+        h.pump()?;
+    };
+    let mut d = Digester::default();
+    let mut buf = vec![0u8; 256 << 10];
+    let got_at = 'recv: loop {
+        loop {
+            match h.engine().tcp_recv(s, &mut buf) {
+                Ok(0) => break 'recv std::time::Instant::now(),
+                Ok(n) => d.update(buf.get(..n).unwrap_or_default()),
+                Err(Error::WouldBlock) => break,
+                Err(e) => return Err(io::Error::other(format!("recv after {} bytes: {e}", d.len))),
+            }
+        }
+        check_deadline(end, "receive")?;
+        h.pump()?;
+    };
+    let len = d.len;
+    kernel::check(len, &d.finish(), cfg.seed, cfg.len)?;
+    h.engine().tcp_close(s).map_err(io::Error::other)?;
+    while !sender.is_finished() {
+        check_deadline(end, "the kernel sees the close")?;
+        h.pump()?;
+    }
+    Ok((joined(sender)?, got_at))
+}
+
+/// The engine sends to the kernel; returns when the connection was
+/// established and the receiver's report.
+fn from_linerate(
+    h: &mut Host,
+    ns: &Netns,
+    cfg: &RunConfig,
+    end: std::time::Instant,
+) -> io::Result<(std::time::Instant, Received)> {
+    let port = 5002;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver = kernel::receiver(ns, SocketAddrV4::new(KERNEL_IP, port), ready_tx, cfg.limit)?;
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| io::Error::other("the kernel's receiver did not listen"))?;
+    let now = h.now();
+    let c = h
+        .engine()
+        .tcp_connect(now, SocketAddr::from((KERNEL_IP, port)))
+        .map_err(io::Error::other)?;
+    while h.engine().tcp_state(c).map_err(io::Error::other)? != TcpState::Established {
+        check_deadline(end, "connect")?;
+        h.pump()?;
+    }
+    let start = std::time::Instant::now();
+    let mut p = Pattern::new(cfg.seed, cfg.len);
+    let mut buf = vec![0u8; 256 << 10];
+    let (mut off, mut filled) = (0, 0);
+    let mut shut = false;
+    while !receiver.is_finished() {
+        while !shut {
+            if off == filled {
+                filled = p.fill(&mut buf);
+                off = 0;
+                if filled == 0 {
+                    h.engine().tcp_shutdown(c).map_err(io::Error::other)?;
+                    shut = true;
+                    break;
+                }
+            }
+            match h.engine().tcp_send(c, buf.get(off..filled).unwrap_or_default()) {
+                Ok(n) => off += n,
+                Err(Error::WouldBlock) => break,
+                Err(e) => return Err(io::Error::other(format!("send: {e}"))),
+            }
+        }
+        check_deadline(end, "send")?;
+        h.pump()?;
+    }
+    let rec = joined(receiver)?;
+    kernel::check(rec.len, &rec.digest, cfg.seed, cfg.len)?;
+    Ok((start, rec))
+}
