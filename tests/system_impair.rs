@@ -69,7 +69,10 @@ fn reordering() -> Impairment {
 /// What every impaired run must show: the frames each way really met the
 /// impairment, nothing was refused, the data was checked (by the run itself).
 fn check_impaired(r: &RunResult, i: &Impairment, what: &str) {
-    for (dir, c) in [("from the kernel", r.from_kernel), ("to the kernel", r.to_kernel)] {
+    for (dir, c) in [
+        ("from the kernel", r.from_kernel),
+        ("to the kernel", r.to_kernel),
+    ] {
         assert!(c.frames > 100, "{what}, {dir}: {c:?}");
         if i.loss > 0.0 {
             assert!(c.lost > 0, "{what}, {dir}: no frame lost: {c:?}");
@@ -78,7 +81,10 @@ fn check_impaired(r: &RunResult, i: &Impairment, what: &str) {
             assert!(c.duplicated > 0, "{what}, {dir}: {c:?}");
         }
         if i.reorder > 0.0 {
-            assert!(c.reordered > 0 && c.out_of_order > 0, "{what}, {dir}: {c:?}");
+            assert!(
+                c.reordered > 0 && c.out_of_order > 0,
+                "{what}, {dir}: {c:?}"
+            );
         }
         assert_eq!(c.overflow, 0, "{what}, {dir}: {c:?}");
     }
@@ -157,7 +163,13 @@ fn kernel_options_off_in_the_namespace_reach_the_connection() {
             "{:?}",
             r.kernel
         );
-        let r = run(&cfg(Direction::KernelToLinerate, true, Impairment::CLEAN, MIB)).unwrap();
+        let r = run(&cfg(
+            Direction::KernelToLinerate,
+            true,
+            Impairment::CLEAN,
+            MIB,
+        ))
+        .unwrap();
         assert!(
             r.kernel.sack() && r.kernel.timestamps() && r.kernel.window_scaling(),
             "{:?}",

@@ -85,7 +85,7 @@ pub use counters::{Counter, Counters, Snapshot, Tally};
 pub use frame::{Batch, DEFAULT_BATCH, Frame};
 pub use memory::MemNic;
 pub use nic::{Nic, NicError};
-pub use notify::{Notify, Readiness};
+pub use notify::{Notify, Readiness, wait_any};
 pub use pcap::{PcapRecorder, Recorder};
 pub use shim::{Shim, ShimConfig};
 #[cfg(target_os = "linux")]

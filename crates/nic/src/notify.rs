@@ -124,6 +124,77 @@ impl Readiness {
     }
 }
 
+/// Blocks until one of `set` may have frames or `timeout` passes; `Ok(true)` if
+/// one became ready (a notify's permit is consumed). For loops that serve
+/// several NICs from one thread, such as a bridge or a tunnel endpoint.
+///
+/// Descriptors alone are waited on with one `poll(2)`; notifies alone by
+/// parking the thread with a waker on each. A mix is waited on in slices of at
+/// most a millisecond (a parked thread cannot also sleep in `poll(2)`).
+pub fn wait_any(set: &[Readiness], timeout: Duration) -> std::io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    let fds: Vec<std::os::fd::RawFd> = set
+        .iter()
+        .filter_map(|r| match r {
+            Readiness::Fd(fd) => Some(*fd),
+            Readiness::Notify(_) => None,
+        })
+        .collect();
+    #[cfg(not(target_os = "linux"))]
+    let fds: Vec<i32> = Vec::new();
+    let notifies: Vec<&Arc<Notify>> = set
+        .iter()
+        .filter_map(|r| match r {
+            Readiness::Notify(n) => Some(n),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+        .collect();
+    if notifies.is_empty() {
+        #[cfg(target_os = "linux")]
+        return crate::sys::poll_any_readable(&fds, timeout);
+        #[cfg(not(target_os = "linux"))]
+        {
+            std::thread::sleep(timeout);
+            return Ok(false);
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if fds.is_empty() {
+            if notifies.iter().any(|n| n.poll_notified(&mut cx).is_ready()) {
+                return Ok(true);
+            }
+        } else if notifies.iter().any(|n| n.try_take()) {
+            return Ok(true);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(false);
+        }
+        let left = deadline - now;
+        if fds.is_empty() {
+            std::thread::park_timeout(left);
+        } else {
+            #[cfg(target_os = "linux")]
+            if crate::sys::poll_any_readable(&fds, left.min(Duration::from_millis(1)))? {
+                return Ok(true);
+            }
+        }
+    }
+}
+
+/// A waker that unparks a thread.
+struct Unpark(std::thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +238,49 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         n.notify();
         assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn wait_any_wakes_on_any_notify_and_times_out_without() {
+        let a = Arc::new(Notify::new());
+        let b = Arc::new(Notify::new());
+        let set = [
+            Readiness::Notify(Arc::clone(&a)),
+            Readiness::Notify(Arc::clone(&b)),
+        ];
+        assert!(!wait_any(&set, Duration::from_millis(5)).unwrap());
+        let b2 = Arc::clone(&b);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            b2.notify();
+        });
+        let start = Instant::now();
+        assert!(wait_any(&set, Duration::from_secs(10)).unwrap());
+        assert!(start.elapsed() < Duration::from_secs(5));
+        t.join().unwrap();
+        // The permit was consumed.
+        assert!(!b.try_take());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn wait_any_wakes_on_any_descriptor_also_mixed_with_a_notify() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::net::UnixStream;
+        let (_a0, a1) = UnixStream::pair().unwrap();
+        let (mut b0, b1) = UnixStream::pair().unwrap();
+        let fds = [Readiness::Fd(a1.as_raw_fd()), Readiness::Fd(b1.as_raw_fd())];
+        assert!(!wait_any(&fds, Duration::from_millis(5)).unwrap());
+        b0.write_all(b"x").unwrap();
+        assert!(wait_any(&fds, Duration::from_secs(10)).unwrap());
+        let n = Arc::new(Notify::new());
+        let mixed = [
+            Readiness::Fd(a1.as_raw_fd()),
+            Readiness::Notify(Arc::clone(&n)),
+        ];
+        assert!(!wait_any(&mixed, Duration::from_millis(5)).unwrap());
+        n.notify();
+        assert!(wait_any(&mixed, Duration::from_secs(10)).unwrap());
     }
 }

@@ -33,6 +33,30 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Waits up to `timeout` for any of `fds` to poll readable; `Ok(true)` if one does.
+pub(crate) fn poll_any_readable(fds: &[RawFd], timeout: Duration) -> io::Result<bool> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    let n = libc::nfds_t::try_from(pfds.len()).unwrap_or(libc::nfds_t::MAX);
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: `pfds` is a valid array of at least `n` pollfd structs.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n, ms) };
+        match check(rc) {
+            Ok(n) => return Ok(n > 0 && pfds.iter().any(|p| p.revents & libc::POLLIN != 0)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Opens `path` read-write, non-blocking, close-on-exec.
 pub(crate) fn open_rw_nonblock(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
     #[allow(unsafe_code)]

@@ -58,6 +58,7 @@ pub mod runtime;
 mod shared;
 mod socket;
 mod udp;
+pub mod worker;
 
 pub use driver::{Driver, DriverStats, Service};
 pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
@@ -65,6 +66,7 @@ pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig};
 pub use shared::SharedNic;
 pub use socket::io_error;
 pub use udp::UdpSocket;
+pub use worker::{QueueNic, Worker, Workers};
 
 use linerate_nic::NicError;
 use linerate_rss::ConfigError;

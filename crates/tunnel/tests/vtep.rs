@@ -188,6 +188,55 @@ fn flood_learn_unicast_age_and_move() {
     assert_eq!(get("vni200.tunnel.rx_dropped_source"), Some(0));
 }
 
+/// A replica of VTEP 0 (as the tunnel endpoint runs one per queue, each over
+/// its own queue of the same devices): it learns what VTEP 0 learns and sees
+/// move, through `take_learned` / `apply_learned`, and nothing without them.
+#[test]
+fn replicas_share_what_they_learn_and_a_move() {
+    let mut n = net();
+    n.vteps[0].share_learning(true);
+    let (under, _u) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let ports: Vec<Vec<Box<dyn Nic>>> = VNIS
+        .iter()
+        .map(|_| {
+            let (p, _h) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+            vec![Box::new(p) as Box<dyn Nic>]
+        })
+        .collect();
+    let mut replica = Vtep::new(&parse(&config(0)).unwrap(), Box::new(under), ports).unwrap();
+    let (a, b) = (mac(0xa), mac(0xb));
+    n.send(0, 0, &frame(b, a, 0, 0, 1));
+    n.run();
+    assert_eq!(learned(&n.dump(0), 100, a), Some(Dest::Local(0)));
+    assert_eq!(learned(&replica.dump(n.now), 100, a), None);
+    let mut events = Vec::new();
+    n.vteps[0].take_learned(&mut events);
+    replica.apply_learned(n.now, &events);
+    assert_eq!(learned(&replica.dump(n.now), 100, a), Some(Dest::Local(0)));
+    assert_eq!(
+        learned(&replica.dump(n.now), 200, a),
+        None,
+        "VNI 200 learned nothing"
+    );
+    // a moves behind VTEP 1: VTEP 0 sees it move, the replica follows.
+    n.send(1, 0, &frame([0xff; 6], a, 1, 0, 2));
+    n.run();
+    assert_eq!(learned(&n.dump(0), 100, a), Some(Dest::Remote(ip(1))));
+    let mut events = Vec::new();
+    n.vteps[0].take_learned(&mut events);
+    replica.apply_learned(n.now, &events);
+    assert_eq!(
+        learned(&replica.dump(n.now), 100, a),
+        Some(Dest::Remote(ip(1)))
+    );
+    // Seen again in the same place: nothing new to share.
+    n.send(1, 0, &frame([0xff; 6], a, 1, 0, 3));
+    n.run();
+    let mut events = Vec::new();
+    n.vteps[0].take_learned(&mut events);
+    assert!(events.iter().all(Vec::is_empty), "{events:?}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
     #[test]

@@ -105,7 +105,11 @@ pub(crate) fn check(len: usize, digest: &[u8; 32], seed: u64, want: usize) -> io
     if len != want || *digest != stream::Pattern::digest(seed, want) {
         return Err(io::Error::other(format!(
             "received {len} bytes of {want}, SHA-256 {}",
-            if len == want { "differs" } else { "not checked" }
+            if len == want {
+                "differs"
+            } else {
+                "not checked"
+            }
         )));
     }
     Ok(())

@@ -161,8 +161,10 @@ impl Cell {
                 len,
                 limit,
             };
-            cell.linerate.push(run(true, &cfg).map_err(|e| e.to_string()));
-            cell.kernel.push(run(false, &cfg).map_err(|e| e.to_string()));
+            cell.linerate
+                .push(run(true, &cfg).map_err(|e| e.to_string()));
+            cell.kernel
+                .push(run(false, &cfg).map_err(|e| e.to_string()));
         }
         cell
     }

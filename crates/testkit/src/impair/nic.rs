@@ -6,9 +6,9 @@ use linerate_nic::buf::Pool;
 use linerate_nic::notify::Readiness;
 use linerate_nic::pcap::Recorder;
 use linerate_nic::{Batch, Counters, Frame, Nic, NicCaps, NicError};
+use linerate_offload::OffloadMeta;
 use linerate_offload::gro::{Gro, GroConfig};
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
-use linerate_offload::OffloadMeta;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -48,7 +48,9 @@ pub fn kernel_to_kernel(cfg: &RunConfig) -> io::Result<RunResult> {
         let wait = relay
             .a
             .time_to_next()
-            .map_or(Duration::from_millis(2), |d| d.min(Duration::from_millis(2)));
+            .map_or(Duration::from_millis(2), |d| {
+                d.min(Duration::from_millis(2))
+            });
         relay.pump(wait)?;
     }
     let sent = joined(sender)?;

@@ -6,8 +6,7 @@
 use super::kernel::{self, Received, Sent};
 use super::nic::{Impaired, ImpairedConfig};
 use super::setup::{
-    Direction, KERNEL_IP, PEER_IP, PEER_MAC, RunConfig, RunResult, check_deadline, joined,
-    tap_in,
+    Direction, KERNEL_IP, PEER_IP, PEER_MAC, RunConfig, RunResult, check_deadline, joined, tap_in,
 };
 use crate::netns::Netns;
 use crate::stream::{Digester, Pattern};
@@ -116,7 +115,13 @@ fn to_linerate(
 ) -> io::Result<(Sent, std::time::Instant)> {
     let port = 5001;
     let l = h.engine().tcp_listen(port).map_err(io::Error::other)?;
-    let sender = kernel::sender(ns, SocketAddrV4::new(PEER_IP, port), cfg.seed, cfg.len, cfg.limit)?;
+    let sender = kernel::sender(
+        ns,
+        SocketAddrV4::new(PEER_IP, port),
+        cfg.seed,
+        cfg.len,
+        cfg.limit,
+    )?;
     let s: SocketHandle = loop {
         check_deadline(end, "accept")?;
         if let Ok(s) = h.engine().tcp_accept(l) {
@@ -125,7 +130,9 @@ fn to_linerate(
         if sender.is_finished() {
             // The kernel gave up: its error says why.
             joined(sender)?;
-            return Err(io::Error::other("the kernel's sender ended before connecting"));
+            return Err(io::Error::other(
+                "the kernel's sender ended before connecting",
+            ));
         }
         h.pump()?;
     };
@@ -192,7 +199,10 @@ fn from_linerate(
                     break;
                 }
             }
-            match h.engine().tcp_send(c, buf.get(off..filled).unwrap_or_default()) {
+            match h
+                .engine()
+                .tcp_send(c, buf.get(off..filled).unwrap_or_default())
+            {
                 Ok(n) => off += n,
                 Err(Error::WouldBlock) => break,
                 Err(e) => return Err(io::Error::other(format!("send: {e}"))),

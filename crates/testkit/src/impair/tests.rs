@@ -157,7 +157,11 @@ fn frames_leave_in_time_order_never_early() {
         assert!(*d >= 4 * MS, "{d}");
     }
     // Jitter of ±1 ms with a frame every 10 µs reorders (netem's tfifo).
-    assert!(line.counters().out_of_order > 1_000, "{:?}", line.counters());
+    assert!(
+        line.counters().out_of_order > 1_000,
+        "{:?}",
+        line.counters()
+    );
 }
 
 #[test]

@@ -22,7 +22,7 @@
 //! flooding copies, once per extra destination. Counters are per port and per
 //! domain, named like `ethtool -S` ([`PortCounters::named`]).
 
-use super::fdb::{Dest, DropReason, Fdb, FdbRecord, Forward, Mac};
+use super::fdb::{Dest, DropReason, Fdb, FdbRecord, Forward, Learned, Mac};
 use super::suppress::{Answer, Suppress, SuppressConfig};
 use linerate_nic::{Batch, Frame, Nic, NicError};
 use std::net::IpAddr;
@@ -134,7 +134,14 @@ pub struct BridgeDomain<O: Overlay> {
     rx: Batch,
     answer: Vec<u8>,
     next_age: Duration,
+    /// New and moved MACs since [`BridgeDomain::take_learned`], when shared.
+    learned: Option<Vec<(Mac, Dest)>>,
 }
+
+/// Learning events kept for [`BridgeDomain::take_learned`] at most (past it
+/// the oldest are still in this domain's FDB, and the others learn them from
+/// traffic).
+const LEARNED_MAX: usize = 4096;
 
 impl<O: Overlay> BridgeDomain<O> {
     /// A domain for `cfg.vni` over `overlay`, with `fdb` (its VNI is added to it).
@@ -152,6 +159,34 @@ impl<O: Overlay> BridgeDomain<O> {
             rx: Batch::with_capacity(cfg.batch),
             answer: vec![0; 128],
             next_age: Duration::ZERO,
+            learned: None,
+        }
+    }
+
+    /// Keeps the MACs this domain learns anew or sees move, for
+    /// [`BridgeDomain::take_learned`]: replicas of one domain (one per queue,
+    /// each on its own thread, as the tunnel endpoint runs) tell each other
+    /// what they learn, so a MAC that moves is not left stale in a replica that
+    /// did not see it move. Refreshes are not shared: each replica ages its own
+    /// entries, and one that ages a MAC out floods its frames until it learns it
+    /// again.
+    pub fn share_learning(&mut self, on: bool) {
+        self.learned = on.then(Vec::new);
+    }
+
+    /// Moves the learning events since the last call into `out` (nothing unless
+    /// [`BridgeDomain::share_learning`] is on).
+    pub fn take_learned(&mut self, out: &mut Vec<(Mac, Dest)>) {
+        if let Some(l) = self.learned.as_mut() {
+            out.append(l);
+        }
+    }
+
+    /// Learns what another replica learned (entries as [`Fdb::learn`] takes
+    /// them; static entries are kept).
+    pub fn apply_learned(&mut self, now: Duration, events: &[(Mac, Dest)]) {
+        for &(mac, dest) in events {
+            self.fdb.learn(now, self.cfg.vni, mac, dest);
         }
     }
 
@@ -273,7 +308,12 @@ impl<O: Overlay> BridgeDomain<O> {
             self.counters(from).rx_dropped_malformed += 1;
             return;
         };
-        self.fdb.learn(now, vni, src, from);
+        let l = self.fdb.learn(now, vni, src, from);
+        if let (Learned::New | Learned::Moved { .. }, Some(out)) = (l, self.learned.as_mut())
+            && out.len() < LEARNED_MAX
+        {
+            out.push((src, from));
+        }
         if let Some(s) = self.suppress.as_mut() {
             s.snoop(now, vni, bytes);
             if let Dest::Local(port) = from

@@ -13,7 +13,7 @@
 
 use super::config::{EncapSpec, EndpointConfig, VniSpec};
 use super::split::{SplitKey, split};
-use crate::bridge::{BridgeDomain, Dest, DomainConfig, Fdb, FdbRecord, SuppressConfig};
+use crate::bridge::{BridgeDomain, Dest, DomainConfig, Fdb, FdbRecord, Mac, SuppressConfig};
 use crate::{
     ConfigError, Encap, Gateway, NextHop, Tunnel, TunnelCounter, TunnelNic, VniConfig, VtepConfig,
 };
@@ -249,6 +249,30 @@ impl Vtep {
             out.extend(Nic::readiness(d.overlay(), 0).ok());
         }
         out
+    }
+
+    /// Shares learning between replicas of this VTEP (one per queue): see
+    /// [`BridgeDomain::share_learning`].
+    pub fn share_learning(&mut self, on: bool) {
+        for d in &mut self.domains {
+            d.share_learning(on);
+        }
+    }
+
+    /// The MACs learned anew or moved since the last call, per domain (in the
+    /// config's VNI order), appended to `out[i]` (grown to the domain count).
+    pub fn take_learned(&mut self, out: &mut Vec<Vec<(Mac, Dest)>>) {
+        out.resize_with(self.domains.len().max(out.len()), Vec::new);
+        for (d, o) in self.domains.iter_mut().zip(out.iter_mut()) {
+            d.take_learned(o);
+        }
+    }
+
+    /// Learns what another replica learned (`events[i]` for domain `i`).
+    pub fn apply_learned(&mut self, now: Duration, events: &[Vec<(Mac, Dest)>]) {
+        for (d, e) in self.domains.iter_mut().zip(events) {
+            d.apply_learned(now, e);
+        }
     }
 
     /// The bridge domains, in the config's VNI order.
