@@ -54,6 +54,8 @@ struct Vtep {
     vnis: Vec<VniState>,
     control: Batch,
     pool: Pool,
+    /// Next hops resolved since [`TunnelNic::take_neighbors`], when shared.
+    resolved: Option<Vec<(IpAddr, [u8; 6])>>,
 }
 
 /// One VNI's overlay NIC: inner Ethernet frames in and out, carried over the
@@ -232,6 +234,7 @@ impl Tunnel {
             counters: vcounters.clone(),
             vnis: states,
             control: Batch::new(),
+            resolved: None,
             pool: pool.clone(),
         }));
         Ok(nics
@@ -271,6 +274,32 @@ impl TunnelNic {
     /// What the VTEP refused before a VNI was known (shared by every VNI).
     pub fn vtep_counters(&self) -> &TunnelCounters {
         &self.vcounters
+    }
+
+    /// Keeps the next hops this VTEP resolves (ARP / neighbour discovery
+    /// answers and refreshes), for [`TunnelNic::take_neighbors`]: replicas of
+    /// one VTEP over different queues of one underlay (one per thread) share
+    /// them, since an answer arrives on whichever queue the underlay picks.
+    /// Shared by every VNI of the VTEP.
+    pub fn share_neighbors(&self, on: bool) {
+        self.lock().resolved = on.then(Vec::new);
+    }
+
+    /// Moves the next hops resolved since the last call into `out`.
+    pub fn take_neighbors(&self, out: &mut Vec<(IpAddr, [u8; 6])>) {
+        if let Some(r) = self.lock().resolved.as_mut() {
+            out.append(r);
+        }
+    }
+
+    /// Learns that `ip` is at `mac`, as if its ARP or neighbour advertisement
+    /// had arrived here (another replica's [`TunnelNic::take_neighbors`]);
+    /// only next hops this VTEP resolves are taken.
+    pub fn learn_neighbor(&self, ip: IpAddr, mac: [u8; 6]) {
+        let mut v = self.lock();
+        let shared = v.resolved.take();
+        v.learn(ip, mac, Instant::now());
+        v.resolved = shared;
     }
 
     /// Runs `f` on the underlay (locks it: not for the data path).
@@ -330,8 +359,10 @@ impl Vtep {
 
     /// Learns a neighbour; frames waiting for it get its MAC.
     fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant) {
+        let mut used = false;
         for p in self.vnis.iter_mut().flat_map(|v| v.peers.iter_mut()) {
             if p.neigh.learn(ip, mac, now) {
+                used = true;
                 p.template.set_dst_mac(mac);
                 for f in &mut p.neigh.queue {
                     if let Some(d) = f.bytes_mut().get_mut(0..6) {
@@ -339,6 +370,12 @@ impl Vtep {
                     }
                 }
             }
+        }
+        if let Some(out) = self.resolved.as_mut()
+            && used
+            && out.len() < 1024
+        {
+            out.push((ip, mac));
         }
     }
 

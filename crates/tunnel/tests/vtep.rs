@@ -5,8 +5,8 @@
 use linerate_nic::memory::{self, SwitchConfig};
 use linerate_nic::{Batch, Frame, MemNic, Nic, NicCaps};
 use linerate_tunnel::bridge::{Dest, FdbRecord};
-use linerate_tunnel::vtep::Vtep;
 use linerate_tunnel::vtep::config::parse;
+use linerate_tunnel::vtep::{Learning, Vtep};
 use proptest::prelude::*;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -195,11 +195,13 @@ fn flood_learn_unicast_age_and_move() {
 fn replicas_share_what_they_learn_and_a_move() {
     let mut n = net();
     n.vteps[0].share_learning(true);
-    let (under, _u) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let (under, mut under_peer) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let mut hosts = Vec::new();
     let ports: Vec<Vec<Box<dyn Nic>>> = VNIS
         .iter()
         .map(|_| {
-            let (p, _h) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+            let (h, p) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+            hosts.push(h);
             vec![Box::new(p) as Box<dyn Nic>]
         })
         .collect();
@@ -209,8 +211,13 @@ fn replicas_share_what_they_learn_and_a_move() {
     n.run();
     assert_eq!(learned(&n.dump(0), 100, a), Some(Dest::Local(0)));
     assert_eq!(learned(&replica.dump(n.now), 100, a), None);
-    let mut events = Vec::new();
+    let mut events = Learning::default();
     n.vteps[0].take_learned(&mut events);
+    // VTEP 0 resolved VTEPs 1 and 2 on the underlay to flood.
+    let mut hops: Vec<IpAddr> = events.neighbors.iter().map(|&(ip, _)| ip).collect();
+    hops.sort();
+    hops.dedup();
+    assert_eq!(hops, vec![ip(1), ip(2)]);
     replica.apply_learned(n.now, &events);
     assert_eq!(learned(&replica.dump(n.now), 100, a), Some(Dest::Local(0)));
     assert_eq!(
@@ -222,19 +229,41 @@ fn replicas_share_what_they_learn_and_a_move() {
     n.send(1, 0, &frame([0xff; 6], a, 1, 0, 2));
     n.run();
     assert_eq!(learned(&n.dump(0), 100, a), Some(Dest::Remote(ip(1))));
-    let mut events = Vec::new();
+    let mut events = Learning::default();
     n.vteps[0].take_learned(&mut events);
     replica.apply_learned(n.now, &events);
     assert_eq!(
         learned(&replica.dump(n.now), 100, a),
         Some(Dest::Remote(ip(1)))
     );
+    // The replica resolved nothing itself, yet sends to VTEP 1's MAC at once:
+    // its first underlay frame is the encapsulated one, not an ARP request.
+    let f = frame(a, mac(0xc), 0, 0, 9);
+    let mut b: Batch = [Frame::plain(hosts[0].pool().alloc_from(&f))]
+        .into_iter()
+        .collect();
+    hosts[0].transmit(0, &mut b).unwrap();
+    replica.poll(n.now);
+    let mut got = Batch::new();
+    under_peer.receive(0, &mut got, 16).unwrap();
+    let first = got
+        .iter()
+        .next()
+        .expect("the replica sent nothing")
+        .bytes()
+        .to_vec();
+    let p = etherparse::SlicedPacket::from_ethernet(&first).unwrap();
+    assert!(
+        matches!(p.net, Some(etherparse::NetSlice::Ipv4(_))),
+        "an IPv4 (VXLAN) frame, not ARP: {first:02x?}"
+    );
+    assert_eq!(got.len(), 1, "unicast to VTEP 1 only");
     // Seen again in the same place: nothing new to share.
     n.send(1, 0, &frame([0xff; 6], a, 1, 0, 3));
     n.run();
-    let mut events = Vec::new();
+    let mut events = Learning::default();
     n.vteps[0].take_learned(&mut events);
-    assert!(events.iter().all(Vec::is_empty), "{events:?}");
+    assert!(events.fdb.iter().all(Vec::is_empty), "{events:?}");
 }
 
 proptest! {

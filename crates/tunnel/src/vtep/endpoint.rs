@@ -144,6 +144,28 @@ fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError>
     })
 }
 
+/// What a replica learned, for the others ([`Vtep::take_learned`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Learning {
+    /// Per bridge domain (the config's VNI order): MACs learned anew or moved.
+    pub fdb: Vec<Vec<(Mac, Dest)>>,
+    /// Underlay next hops resolved: address and MAC.
+    pub neighbors: Vec<(IpAddr, Mac)>,
+}
+
+impl Learning {
+    /// Nothing learned.
+    pub fn is_empty(&self) -> bool {
+        self.neighbors.is_empty() && self.fdb.iter().all(Vec::is_empty)
+    }
+
+    /// Empties it, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.neighbors.clear();
+        self.fdb.iter_mut().for_each(Vec::clear);
+    }
+}
+
 impl Vtep {
     /// The VTEP of `cfg` over `underlay`, with `ports[i]` the local ports of
     /// `cfg.vnis[i]` in the order its `ports` names them.
@@ -251,27 +273,37 @@ impl Vtep {
         out
     }
 
-    /// Shares learning between replicas of this VTEP (one per queue): see
-    /// [`BridgeDomain::share_learning`].
+    /// Shares learning between replicas of this VTEP (one per queue, each on
+    /// its own thread over its own queue of the same devices): the MACs each
+    /// learns anew or sees move (see [`BridgeDomain::share_learning`]) and the
+    /// underlay next hops it resolves (an ARP or neighbour answer arrives on
+    /// whichever queue the underlay picks).
     pub fn share_learning(&mut self, on: bool) {
         for d in &mut self.domains {
             d.share_learning(on);
+            d.overlay().share_neighbors(on);
         }
     }
 
-    /// The MACs learned anew or moved since the last call, per domain (in the
-    /// config's VNI order), appended to `out[i]` (grown to the domain count).
-    pub fn take_learned(&mut self, out: &mut Vec<Vec<(Mac, Dest)>>) {
-        out.resize_with(self.domains.len().max(out.len()), Vec::new);
-        for (d, o) in self.domains.iter_mut().zip(out.iter_mut()) {
+    /// What was learned since the last call, appended to `out`.
+    pub fn take_learned(&mut self, out: &mut Learning) {
+        out.fdb
+            .resize_with(self.domains.len().max(out.fdb.len()), Vec::new);
+        for (d, o) in self.domains.iter_mut().zip(out.fdb.iter_mut()) {
             d.take_learned(o);
+            d.overlay().take_neighbors(&mut out.neighbors);
         }
     }
 
-    /// Learns what another replica learned (`events[i]` for domain `i`).
-    pub fn apply_learned(&mut self, now: Duration, events: &[Vec<(Mac, Dest)>]) {
-        for (d, e) in self.domains.iter_mut().zip(events) {
+    /// Learns what another replica learned.
+    pub fn apply_learned(&mut self, now: Duration, learning: &Learning) {
+        for (d, e) in self.domains.iter_mut().zip(&learning.fdb) {
             d.apply_learned(now, e);
+        }
+        for &(ip, mac) in &learning.neighbors {
+            for d in &self.domains {
+                d.overlay().learn_neighbor(ip, mac);
+            }
         }
     }
 
