@@ -11,30 +11,128 @@
 //! and the FDB; Ctrl-C or `SIGTERM` stops it, and the TAP devices go away when
 //! their descriptors close.
 //!
-//! One thread runs a poll loop over every VNI's bridge domain, waiting on the
-//! ports' descriptors when idle (linerate-rt's driver serves one NIC queue per
-//! `Service`; a bridge moves frames between many NICs).
+//! It runs on linerate-rt's [`Workers`]: one thread per queue
+//! (`underlay.queues` in the config), each owning a replica of the VTEP over
+//! its own queue of every device (the underlay and each local port are
+//! multi-queue TAPs; the kernel spreads flows over the queues by their hash, so
+//! a local port's flows spread by their inner headers, the underlay's by the
+//! outer ones, whose UDP source port is the inner flow's hash). Replicas tell
+//! each other the MACs they learn or see move and the next hops they resolve
+//! ([`Vtep::take_learned`]), through bounded channels, never on the data
+//! path's frames.
 
 use clap::{Arg, Command, value_parser};
 use linerate::nic::{Nic, NicError, Readiness, Shim, ShimConfig, Tap, TapConfig};
-use linerate::tunnel::vtep::Vtep;
+use linerate::rt::{SharedNic, Worker, Workers};
+use linerate::toe::Instant;
+use linerate::tunnel::bridge::FdbRecord;
 use linerate::tunnel::vtep::config::{EndpointConfig, UnderlayDevice, parse};
-use std::os::fd::RawFd;
+use linerate::tunnel::vtep::{Learning, Vtep};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-use tracing::{error, info};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tracing::{error, info, warn};
 
-/// A TAP device for `what`, with vnet_hdr offloads, under a shim; errors
-/// worded for the user.
-fn open_tap(name: &str, mtu: u16, what: &str) -> Result<Box<dyn Nic>, String> {
+type Device = SharedNic<Shim<Tap>>;
+
+/// How often a replica publishes its counters and FDB for the printer.
+const PUBLISH: Duration = Duration::from_millis(500);
+
+/// A replica's published snapshot, read by the printer.
+type Published = Arc<Mutex<Snapshot>>;
+
+/// What a replica last published.
+#[derive(Default)]
+struct Snapshot {
+    counters: Vec<(String, u64)>,
+    fdb: Vec<FdbRecord>,
+}
+
+/// One thread's VTEP over queue `q` of every device.
+struct Replica {
+    vtep: Vtep,
+    peers: Vec<SyncSender<Arc<Learning>>>,
+    inbox: Receiver<Arc<Learning>>,
+    learning: Learning,
+    /// Learning messages a full peer mailbox refused (the peer then learns
+    /// from traffic).
+    unshared: u64,
+    snapshot: Published,
+    next_publish: Instant,
+}
+
+fn since_start(now: Instant) -> Duration {
+    Duration::from_nanos(now.as_nanos())
+}
+
+impl Replica {
+    fn publish(&mut self, now: Duration) {
+        let mut counters = self.vtep.counters();
+        counters.push(("vtep.learning_unshared".into(), self.unshared));
+        let fdb = self.vtep.dump(now);
+        let mut s = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        *s = Snapshot { counters, fdb };
+    }
+}
+
+impl Worker for Replica {
+    fn poll(&mut self, now: Instant) -> usize {
+        let t = since_start(now);
+        while let Ok(l) = self.inbox.try_recv() {
+            self.vtep.apply_learned(t, &l);
+        }
+        let moved = self.vtep.poll(t);
+        if !self.peers.is_empty() {
+            self.vtep.take_learned(&mut self.learning);
+            if !self.learning.is_empty() {
+                let l = Arc::new(core::mem::take(&mut self.learning));
+                for p in &self.peers {
+                    if let Err(TrySendError::Full(_)) = p.try_send(Arc::clone(&l)) {
+                        self.unshared += 1;
+                    }
+                }
+            }
+        }
+        if now >= self.next_publish {
+            self.publish(t);
+            self.next_publish = Instant::from_nanos(
+                now.as_nanos()
+                    .saturating_add(u64::try_from(PUBLISH.as_nanos()).unwrap_or(u64::MAX)),
+            );
+        }
+        moved
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_publish)
+    }
+
+    fn readiness(&self) -> Vec<Readiness> {
+        self.vtep.readiness()
+    }
+}
+
+/// A TAP device for `what` with `queues` queues and vnet_hdr offloads, under
+/// a shim, shared by the replicas; errors worded for the user.
+fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, String> {
     let mut cfg = TapConfig::new(name);
     cfg.mtu = mtu;
+    cfg.queues = queues;
     let tap = Tap::open(&cfg).map_err(|e| tap_error(name, what, &e))?;
-    info!(device = name, role = what, offloads = ?tap.offloads_enabled(), "TAP created");
+    info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), "TAP created");
     let shim = Shim::new(tap, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
-    Ok(Box::new(shim))
+    Ok(SharedNic::new(shim))
+}
+
+/// Queue `q` of `dev` as a NIC of its own.
+fn view(dev: &Device, q: usize, name: &str) -> Result<Box<dyn Nic>, String> {
+    let v = dev
+        .queue(q)
+        .map_err(|e| format!("{name}: queue {q}: {e}"))?;
+    Ok(Box::new(v))
 }
 
 fn tap_error(name: &str, what: &str, e: &NicError) -> String {
@@ -63,9 +161,12 @@ fn tap_error(name: &str, what: &str, e: &NicError) -> String {
     }
 }
 
-fn build(cfg: &EndpointConfig) -> Result<Vtep, String> {
+/// The replicas of the VTEP of `cfg`, one per queue, with their mailboxes
+/// and snapshots.
+fn build(cfg: &EndpointConfig) -> Result<(Vec<Replica>, Vec<Published>), String> {
+    let queues = cfg.underlay.queues.max(1);
     let underlay = match &cfg.underlay.device {
-        UnderlayDevice::Tap(name) => open_tap(name, cfg.underlay.mtu, "underlay")?,
+        UnderlayDevice::Tap(name) => open_tap(name, cfg.underlay.mtu, queues, "underlay")?,
         UnderlayDevice::Xdp(name) => {
             return Err(format!(
                 "underlay.xdp = {name:?}: this example runs over a TAP underlay only: \
@@ -73,44 +174,86 @@ fn build(cfg: &EndpointConfig) -> Result<Vtep, String> {
             ));
         }
     };
-    let mut ports = Vec::with_capacity(cfg.vnis.len());
+    let mut ports: Vec<Vec<(String, Device)>> = Vec::with_capacity(cfg.vnis.len());
     for v in &cfg.vnis {
         let mut p = Vec::with_capacity(v.ports.len());
         for name in &v.ports {
-            p.push(open_tap(name, 1500, "port")?);
+            p.push((name.clone(), open_tap(name, 1500, queues, "port")?));
         }
         ports.push(p);
     }
-    Vtep::new(cfg, underlay, ports).map_err(|e| e.to_string())
+    let n = usize::from(queues);
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| sync_channel(256)).unzip();
+    let mut replicas = Vec::with_capacity(n);
+    let mut snapshots = Vec::with_capacity(n);
+    for (q, inbox) in rxs.into_iter().enumerate() {
+        let mut local = Vec::with_capacity(ports.len());
+        for vni in &ports {
+            let mut p = Vec::with_capacity(vni.len());
+            for (name, dev) in vni {
+                p.push(view(dev, q, name)?);
+            }
+            local.push(p);
+        }
+        let under = view(&underlay, q, "underlay")?;
+        let mut vtep = Vtep::new(cfg, under, local).map_err(|e| e.to_string())?;
+        vtep.share_learning(n > 1);
+        let peers = txs
+            .iter()
+            .enumerate()
+            .filter(|&(o, _)| o != q)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
+        snapshots.push(Arc::clone(&snapshot));
+        replicas.push(Replica {
+            vtep,
+            peers,
+            inbox,
+            learning: Learning::default(),
+            unshared: 0,
+            snapshot,
+            next_publish: Instant::ZERO,
+        });
+    }
+    Ok((replicas, snapshots))
 }
 
-fn print_counters(vtep: &Vtep, now: Duration) {
-    for (name, v) in vtep.counters() {
+/// Prints the counters summed over the replicas (the FDB's from the first:
+/// the replicas' tables are copies) and the first replica's FDB.
+fn print_counters(snapshots: &[Snapshot]) {
+    let mut sum: BTreeMap<&str, u64> = BTreeMap::new();
+    for (i, s) in snapshots.iter().enumerate() {
+        for (name, v) in &s.counters {
+            if i == 0 || !name.contains(".fdb.") {
+                *sum.entry(name.as_str()).or_default() += v;
+            }
+        }
+    }
+    for (name, v) in sum {
         if v != 0 {
             println!("{name}: {v}");
         }
     }
-    for r in vtep.dump(now) {
-        println!("{r}");
+    if let Some(s) = snapshots.first() {
+        for r in &s.fdb {
+            println!("{r}");
+        }
     }
 }
 
-/// Waits until a descriptor is readable or `timeout` passes.
-fn wait(fds: &[RawFd], timeout: Duration) {
-    let mut p: Vec<libc::pollfd> = fds
+fn print_published(snapshots: &[Published]) {
+    let taken: Vec<Snapshot> = snapshots
         .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
+        .map(|s| {
+            let s = s.lock().unwrap_or_else(PoisonError::into_inner);
+            Snapshot {
+                counters: s.counters.clone(),
+                fdb: s.fdb.clone(),
+            }
         })
         .collect();
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: `p` is a valid array of `p.len()` pollfd structs for the call's
-    // duration; the descriptors stay open (owned by the VTEP's TAPs).
-    unsafe {
-        libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms);
-    }
+    print_counters(&taken);
 }
 
 fn run() -> Result<(), String> {
@@ -148,42 +291,47 @@ fn run() -> Result<(), String> {
     let cfg = parse(&text).map_err(|e| format!("{path}: {e}"))?;
     let stats = Duration::from_secs(m.get_one::<u64>("stats").copied().unwrap_or(0));
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let (replicas, snapshots) = build(&cfg)?;
+    let queues = replicas.len();
+    let workers = Workers::spawn(replicas, "vtep").map_err(|e| e.to_string())?;
+    let stop = workers.stop_flag();
     let dump = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&dump))
         .map_err(|e| e.to_string())?;
-
-    let mut vtep = build(&cfg)?;
-    info!(vnis = cfg.vnis.len(), "VTEP running");
-    let fds: Vec<RawFd> = vtep
-        .readiness()
-        .into_iter()
-        .filter_map(|r| match r {
-            Readiness::Fd(fd) => Some(fd),
-            Readiness::Notify(_) => None,
-        })
-        .collect();
-    let start = Instant::now();
+    info!(vnis = cfg.vnis.len(), queues, "VTEP running");
+    let start = std::time::Instant::now();
     let mut next_stats = stats;
     while !stop.load(Ordering::Relaxed) {
-        let now = start.elapsed();
-        if vtep.poll(now) == 0 {
-            wait(&fds, Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(100));
+        if !workers.running() && !stop.load(Ordering::Relaxed) {
+            warn!("a queue's thread ended");
+            break;
         }
         if dump.swap(false, Ordering::Relaxed) {
-            print_counters(&vtep, now);
+            print_published(&snapshots);
         }
-        if !stats.is_zero() && now >= next_stats {
-            print_counters(&vtep, now);
-            next_stats = now + stats;
+        if !stats.is_zero() && start.elapsed() >= next_stats {
+            print_published(&snapshots);
+            next_stats += stats;
         }
     }
     info!("stopping");
-    print_counters(&vtep, start.elapsed());
-    drop(vtep);
+    let replicas = workers.join().map_err(|e| e.to_string())?;
+    let last: Vec<Snapshot> = replicas
+        .into_iter()
+        .map(|mut r| {
+            r.publish(start.elapsed());
+            let s = r.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+            Snapshot {
+                counters: s.counters.clone(),
+                fdb: s.fdb.clone(),
+            }
+        })
+        .collect();
+    print_counters(&last);
     Ok(())
 }
 

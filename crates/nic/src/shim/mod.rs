@@ -213,6 +213,10 @@ pub struct Shim<N: Nic> {
     caps: NicCaps,
     /// What the shim does in software.
     soft: Offloads,
+    /// What the shim can segment in software: every segmentation it was
+    /// configured for, also where the backend has part of it (TSO but not
+    /// TSO inside a UDP tunnel: such a frame is segmented here).
+    can_segment: Offloads,
     counters: Counters,
     pool: Pool,
     small_pool: Pool,
@@ -269,7 +273,8 @@ impl<N: Nic> Shim<N> {
     /// queue count than presented.
     pub fn new(backend: N, cfg: ShimConfig) -> Result<Shim<N>, NicError> {
         let bcaps = *backend.caps();
-        let soft = cfg.wanted().minus(bcaps.offloads);
+        let can_segment = cfg.wanted();
+        let soft = can_segment.minus(bcaps.offloads);
         let presented = if cfg.queues == 0 {
             bcaps.queues.max(1)
         } else {
@@ -330,6 +335,7 @@ impl<N: Nic> Shim<N> {
             backend,
             caps,
             soft,
+            can_segment,
             counters: Counters::new(usize::from(presented)),
             pool: Pool::new(cfg.pool),
             small_pool: Pool::new(cfg.small_pool),
@@ -407,7 +413,7 @@ impl<N: Nic> Shim<N> {
         };
         if let Some(gso) = frame.meta.gso
             && !b.segments(&gso)
-            && self.soft.segments(&gso)
+            && self.can_segment.segments(&gso)
         {
             // Check the request against the presented caps first (sizes, kind).
             check_tx(&self.caps, &frame)?;

@@ -255,6 +255,50 @@ fn backend_offloads_are_used_not_redone() {
     assert_eq!(f.counters().total(Counter::GsoSegments), 0);
 }
 
+/// A backend with TSO but not TSO inside tunnels (a TAP whose kernel lacks
+/// `TUN_F_UDP_TUNNEL_GSO`): the shim presents tunnel TSO and segments tunnel
+/// super-frames itself, while plain ones go to the backend whole. The shim
+/// used to refuse the tunnel ones (`Unsupported(Gso)`): neither side "had" it,
+/// since TSO was the backend's and the tunnel flag the shim's.
+#[test]
+fn tunnel_super_frames_are_segmented_here_when_the_backend_has_only_plain_tso() {
+    let caps = NicCaps {
+        offloads: Offloads {
+            tx_csum: true,
+            tso4: true,
+            tso6: true,
+            ..Offloads::NONE
+        },
+        ..NicCaps::plain()
+    };
+    let (a, _b) = MemNic::pair(caps, NicCaps::plain());
+    let mut a = Shim::new(a, ShimConfig::all()).unwrap();
+    assert!(a.caps().offloads.tunnel_udp && a.caps().offloads.tunnel_gre);
+    let rec = Arc::new(MemoryRecorder::new());
+    a.set_recorder(Some(rec.clone()));
+    for (tun, v6) in [
+        (Tun::Vxlan, false),
+        (Tun::Geneve, true),
+        (Tun::Nvgre, false),
+    ] {
+        let data = payload(20_000, 4);
+        let (frame, meta) = super_frame(tun, v6, &data, 1300);
+        let mut batch = Batch::new();
+        batch.push(Frame::new(a.pool().alloc_from(&frame), meta));
+        assert_eq!(a.transmit(0, &mut batch).unwrap(), 1, "{tun:?}");
+        let wire = rec.take();
+        assert_eq!(wire.len(), 20_000usize.div_ceil(1300), "{tun:?}");
+        let got: Vec<u8> = wire.iter().flat_map(|r| inner_payload(&r.frame)).collect();
+        assert_eq!(got, data, "{tun:?}");
+    }
+    // A plain super-frame still goes to the backend whole.
+    let (frame, meta) = super_frame(Tun::None, false, &payload(20_000, 5), 1460);
+    let mut batch = Batch::new();
+    batch.push(Frame::new(a.pool().alloc_from(&frame), meta));
+    a.transmit(0, &mut batch).unwrap();
+    assert_eq!(rec.take().len(), 1);
+}
+
 #[test]
 fn super_frames_are_resegmented_for_a_stack_without_lro() {
     // A TSO sender wire-delivers super-frames; the receiver's shim offers no LRO.
