@@ -22,6 +22,7 @@
 //! path's frames.
 
 use clap::{Arg, Command, value_parser};
+use linerate::nic::tap::TapOffloads;
 use linerate::nic::{Nic, NicError, Readiness, Shim, ShimConfig, Tap, TapConfig};
 use linerate::rt::{SharedNic, Worker, Workers};
 use linerate::toe::Instant;
@@ -121,6 +122,9 @@ fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, Str
     let mut cfg = TapConfig::new(name);
     cfg.mtu = mtu;
     cfg.queues = queues;
+    // Every offload the kernel has: on the underlay, UDP tunnel super-frames
+    // both ways where it has TUN_F_UDP_TUNNEL_GSO (Linux 6.17+).
+    cfg.offloads = TapOffloads::ALL;
     let tap = Tap::open(&cfg).map_err(|e| tap_error(name, what, &e))?;
     info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), "TAP created");
     let shim = Shim::new(tap, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
