@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tracing::{error, info, warn};
 
-type Device = SharedNic<Shim<Tap>>;
+type Device = SharedNic<Shim<Box<dyn Nic>>>;
 
 /// How often a replica publishes its counters and FDB for the printer.
 const PUBLISH: Duration = Duration::from_millis(500);
@@ -127,8 +127,49 @@ fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, Str
     cfg.offloads = TapOffloads::ALL;
     let tap = Tap::open(&cfg).map_err(|e| tap_error(name, what, &e))?;
     info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), "TAP created");
+    let tap: Box<dyn Nic> = Box::new(tap);
     let shim = Shim::new(tap, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
     Ok(SharedNic::new(shim))
+}
+
+/// Queues `0..queues` of interface `name` through AF_XDP (the `af-xdp`
+/// feature), under a shim: the interface has no offloads toward user space.
+#[cfg(feature = "af-xdp")]
+fn open_xdp(name: &str, queues: u16) -> Result<Device, String> {
+    use linerate::nic::xdp::XdpAttach;
+    use linerate::nic::{Xdp, XdpConfig};
+    let cfg = XdpConfig {
+        queues,
+        attach: XdpAttach::Auto,
+        // libxdp keeps its programs in bpffs: mount it if it is not.
+        mount_bpffs: true,
+        ..XdpConfig::new(name)
+    };
+    let xdp = Xdp::open(&cfg).map_err(|e| match &e {
+        NicError::Io(io) if io.raw_os_error() == Some(libc::ENODEV) => format!(
+            "underlay.xdp = {name:?}: no such interface: name an existing one (ip link)"
+        ),
+        NicError::Io(io) if matches!(io.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+            format!("underlay.xdp = {name:?}: not permitted: run as root or with CAP_NET_ADMIN and CAP_BPF")
+        }
+        NicError::Io(io) if io.raw_os_error() == Some(libc::EINVAL) => format!(
+            "underlay.xdp = {name:?}: the interface refused {queues} AF_XDP queue(s): \
+             lower underlay.queues to what `ethtool -l {name}` shows"
+        ),
+        _ => format!("underlay.xdp = {name:?}: {e}"),
+    })?;
+    info!(device = name, role = "underlay", queues, "AF_XDP sockets bound");
+    let xdp: Box<dyn Nic> = Box::new(xdp);
+    let shim = Shim::new(xdp, ShimConfig::all()).map_err(|e| format!("underlay {name}: {e}"))?;
+    Ok(SharedNic::new(shim))
+}
+
+#[cfg(not(feature = "af-xdp"))]
+fn open_xdp(name: &str, _queues: u16) -> Result<Device, String> {
+    Err(format!(
+        "underlay.xdp = {name:?}: this build has no AF_XDP: build with \
+         `--features af-xdp`, or use `tap = \"...\"` in [underlay]"
+    ))
 }
 
 /// Queue `q` of `dev` as a NIC of its own.
@@ -171,12 +212,7 @@ fn build(cfg: &EndpointConfig) -> Result<(Vec<Replica>, Vec<Published>), String>
     let queues = cfg.underlay.queues.max(1);
     let underlay = match &cfg.underlay.device {
         UnderlayDevice::Tap(name) => open_tap(name, cfg.underlay.mtu, queues, "underlay")?,
-        UnderlayDevice::Xdp(name) => {
-            return Err(format!(
-                "underlay.xdp = {name:?}: this example runs over a TAP underlay only: \
-                 use `tap = \"...\"` in [underlay]"
-            ));
-        }
+        UnderlayDevice::Xdp(name) => open_xdp(name, queues)?,
     };
     let mut ports: Vec<Vec<(String, Device)>> = Vec::with_capacity(cfg.vnis.len());
     for v in &cfg.vnis {

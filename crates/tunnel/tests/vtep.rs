@@ -300,7 +300,12 @@ proptest! {
                 }
             }
         }
-        // The first frame meets an empty FDB: flooded to both other VTEPs.
-        prop_assert!(total >= 2, "only {} frames delivered", total);
+        // The first frame meets an empty FDB: flooded to both other VTEPs,
+        // unless it is addressed to its own source (learned on its ingress
+        // port at once, so dropped there as Linux's bridge does).
+        let (_, _, s0, d0) = sends[0];
+        if d0 == 6 || d0 != s0 {
+            prop_assert!(total >= 2, "only {} frames delivered", total);
+        }
     }
 }

@@ -71,6 +71,8 @@ impl From<ConfigError> for VtepError {
 pub struct Vtep {
     domains: Vec<BridgeDomain<TunnelNic>>,
     names: Vec<Vec<String>>,
+    /// Per domain: the encapsulation's name, for the counters.
+    kinds: Vec<&'static str>,
 }
 
 impl core::fmt::Debug for Vtep {
@@ -222,6 +224,7 @@ impl Vtep {
         }
         let mut domains = Vec::with_capacity(cfg.vnis.len());
         let mut names = Vec::with_capacity(cfg.vnis.len());
+        let mut kinds = Vec::with_capacity(cfg.vnis.len());
         for (i, (s, t)) in cfg.vnis.iter().zip(tunnels).enumerate() {
             let Some(t) = t else { continue };
             let mut dc = DomainConfig::new(s.id);
@@ -248,8 +251,17 @@ impl Vtep {
             }
             domains.push(d);
             names.push(s.ports.clone());
+            kinds.push(match s.encap {
+                EncapSpec::Vxlan { .. } => "vxlan",
+                EncapSpec::Geneve { .. } => "geneve",
+                EncapSpec::Nvgre => "nvgre",
+            });
         }
-        Ok(Vtep { domains, names })
+        Ok(Vtep {
+            domains,
+            names,
+            kinds,
+        })
     }
 
     /// Moves one round of frames in every domain at time `now` (any clock
@@ -323,11 +335,11 @@ impl Vtep {
     }
 
     /// Every counter, named `vni<N>.<port>.<counter>` (ports by their config
-    /// name, the tunnel as `vxlan`), `vni<N>.fdb.<counter>` and
+    /// name, the tunnel by its encapsulation: `vxlan`, `geneve` or `nvgre`), `vni<N>.fdb.<counter>` and
     /// `vni<N>.tunnel.<counter>`, like `ethtool -S`; zeros included.
     pub fn counters(&self) -> Vec<(String, u64)> {
         let mut out = Vec::new();
-        for (d, names) in self.domains.iter().zip(&self.names) {
+        for ((d, names), kind) in self.domains.iter().zip(&self.names).zip(&self.kinds) {
             let vni = d.overlay().vni().vni;
             for (n, name) in names.iter().enumerate() {
                 let Some(c) = u16::try_from(n).ok().and_then(|n| d.port_counters(n)) else {
@@ -338,7 +350,7 @@ impl Vtep {
                 }
             }
             for (k, v) in d.overlay_counters().named() {
-                out.push((format!("vni{vni}.vxlan.{k}"), v));
+                out.push((format!("vni{vni}.{kind}.{k}"), v));
             }
             if let Some(c) = d.fdb().counters(vni) {
                 for (k, v) in c.named() {
@@ -348,6 +360,13 @@ impl Vtep {
             let t = d.overlay().tunnel_counters();
             for c in TunnelCounter::ALL {
                 out.push((format!("vni{vni}.tunnel.{}", c.name()), t.get(*c)));
+            }
+        }
+        // The underlay NIC's own counters, once (every VNI shares it).
+        if let Some(d) = self.domains.first() {
+            let snap = d.overlay().with_underlay(|u| u.counters().snapshot());
+            for (k, v) in snap.totals() {
+                out.push((format!("underlay.{k}"), v));
             }
         }
         out
