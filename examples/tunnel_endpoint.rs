@@ -7,7 +7,8 @@
 //!
 //! Flags: `--config FILE` (required), `--log LEVEL` (a `tracing` filter;
 //! `RUST_LOG` when absent, else `info`), `--stats SECS` (print the counters
-//! every SECS seconds; 0, the default, never). `SIGUSR1` prints the counters
+//! every SECS seconds; 0, the default, never), `--pcap FILE` (record the
+//! underlay's frames both ways). `SIGUSR1` prints the counters
 //! and the FDB; Ctrl-C or `SIGTERM` stops it, and the TAP devices go away when
 //! their descriptors close.
 //!
@@ -23,12 +24,12 @@
 
 use clap::{Arg, Command, value_parser};
 use linerate::nic::tap::TapOffloads;
-use linerate::nic::{Nic, NicError, Readiness, Shim, ShimConfig, Tap, TapConfig};
+use linerate::nic::{Nic, NicError, PcapRecorder, Readiness, Shim, ShimConfig, Tap, TapConfig};
 use linerate::rt::{SharedNic, Worker, Workers};
 use linerate::toe::Instant;
 use linerate::tunnel::bridge::FdbRecord;
 use linerate::tunnel::vtep::config::{EndpointConfig, UnderlayDevice, parse};
-use linerate::tunnel::vtep::{Learning, Vtep};
+use linerate::tunnel::vtep::{Learning, Vtep, overlay_mtu};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -158,7 +159,12 @@ fn open_xdp(name: &str, queues: u16) -> Result<Device, String> {
         ),
         _ => format!("underlay.xdp = {name:?}: {e}"),
     })?;
-    info!(device = name, role = "underlay", queues, "AF_XDP sockets bound");
+    info!(
+        device = name,
+        role = "underlay",
+        queues,
+        "AF_XDP sockets bound"
+    );
     let xdp: Box<dyn Nic> = Box::new(xdp);
     let shim = Shim::new(xdp, ShimConfig::all()).map_err(|e| format!("underlay {name}: {e}"))?;
     Ok(SharedNic::new(shim))
@@ -206,19 +212,48 @@ fn tap_error(name: &str, what: &str, e: &NicError) -> String {
     }
 }
 
+/// The MAC address of interface `name`, from sysfs.
+fn interface_mac(name: &str) -> Option<[u8; 6]> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+    let mut mac = [0u8; 6];
+    let mut parts = text.trim().split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    Some(mac)
+}
+
 /// The replicas of the VTEP of `cfg`, one per queue, with their mailboxes
 /// and snapshots.
-fn build(cfg: &EndpointConfig) -> Result<(Vec<Replica>, Vec<Published>), String> {
+fn build(
+    cfg: &EndpointConfig,
+    pcap: Option<&str>,
+) -> Result<(Vec<Replica>, Vec<Published>), String> {
     let queues = cfg.underlay.queues.max(1);
+    let mut cfg = cfg.clone();
     let underlay = match &cfg.underlay.device {
         UnderlayDevice::Tap(name) => open_tap(name, cfg.underlay.mtu, queues, "underlay")?,
-        UnderlayDevice::Xdp(name) => open_xdp(name, queues)?,
+        UnderlayDevice::Xdp(name) => {
+            // Over a real interface, the VTEP speaks with the interface's MAC
+            // (a made-up one would not pass its unicast filter).
+            if cfg.underlay.mac.is_none() {
+                cfg.underlay.mac = interface_mac(name);
+            }
+            open_xdp(name, queues)?
+        }
     };
+    let cfg = &cfg;
+    if let Some(path) = pcap {
+        let rec = PcapRecorder::create(path).map_err(|e| format!("--pcap {path}: {e}"))?;
+        underlay.with(|u| u.set_recorder(Some(Arc::new(rec))));
+        info!(file = path, "recording the underlay");
+    }
     let mut ports: Vec<Vec<(String, Device)>> = Vec::with_capacity(cfg.vnis.len());
     for v in &cfg.vnis {
         let mut p = Vec::with_capacity(v.ports.len());
+        let mtu = overlay_mtu(cfg, v);
         for name in &v.ports {
-            p.push((name.clone(), open_tap(name, 1500, queues, "port")?));
+            p.push((name.clone(), open_tap(name, mtu, queues, "port")?));
         }
         ports.push(p);
     }
@@ -317,6 +352,11 @@ fn run() -> Result<(), String> {
                 .default_value("0")
                 .help("print the counters every SECS seconds (0: only on SIGUSR1)"),
         )
+        .arg(
+            Arg::new("pcap")
+                .long("pcap")
+                .help("record the underlay's frames, both ways, as the VTEP sees them, to FILE"),
+        )
         .get_matches();
     let filter = match m.get_one::<String>("log") {
         Some(l) => tracing_subscriber::EnvFilter::new(l),
@@ -331,7 +371,8 @@ fn run() -> Result<(), String> {
     let cfg = parse(&text).map_err(|e| format!("{path}: {e}"))?;
     let stats = Duration::from_secs(m.get_one::<u64>("stats").copied().unwrap_or(0));
 
-    let (replicas, snapshots) = build(&cfg)?;
+    let pcap = m.get_one::<String>("pcap").map(String::as_str);
+    let (replicas, snapshots) = build(&cfg, pcap)?;
     let queues = replicas.len();
     let workers = Workers::spawn(replicas, "vtep").map_err(|e| e.to_string())?;
     let stop = workers.stop_flag();

@@ -6,7 +6,7 @@ use linerate_nic::memory::{self, SwitchConfig};
 use linerate_nic::{Batch, Frame, MemNic, Nic, NicCaps};
 use linerate_tunnel::bridge::{Dest, FdbRecord};
 use linerate_tunnel::vtep::config::parse;
-use linerate_tunnel::vtep::{Learning, Vtep};
+use linerate_tunnel::vtep::{Learning, Vtep, overlay_mtu};
 use proptest::prelude::*;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -308,4 +308,17 @@ proptest! {
             prop_assert!(total >= 2, "only {} frames delivered", total);
         }
     }
+}
+
+/// The overlay MTU the endpoint gives its local ports is what the tunnel
+/// reports in its caps: the underlay's (1500) less 50 bytes of VXLAN over IPv4,
+/// and less GENEVE's 50 here too (no options configured).
+#[test]
+fn local_ports_get_the_overlay_mtu_the_tunnel_reports() {
+    let cfg = parse(&config(0)).unwrap();
+    let n = net();
+    for (i, d) in n.vteps[0].domains().iter().enumerate() {
+        assert_eq!(overlay_mtu(&cfg, &cfg.vnis[i]), d.overlay().caps().mtu);
+    }
+    assert_eq!(overlay_mtu(&cfg, &cfg.vnis[0]), 1450);
 }

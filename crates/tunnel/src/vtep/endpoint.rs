@@ -118,6 +118,17 @@ pub fn underlay_mac(cfg: &EndpointConfig) -> [u8; 6] {
     [0x02, 0x4c, o[0], o[1], o[2], o[3]]
 }
 
+/// The MTU of VNI `s`'s overlay: the underlay's less the encapsulation (outer
+/// Ethernet, IP, UDP and VXLAN or GENEVE with its options, or GRE). Local
+/// ports of that VNI want this MTU, so a host behind them never sends a frame
+/// the tunnel has to drop as too long.
+pub fn overlay_mtu(cfg: &EndpointConfig, s: &VniSpec) -> u16 {
+    let (encap, _, _) = encap_of(&s.encap);
+    let v = VtepConfig::new(encap, underlay_mac(cfg), cfg.underlay.address);
+    let o = u16::try_from(crate::encap::overhead(&v)).unwrap_or(u16::MAX);
+    cfg.underlay.mtu.saturating_sub(o)
+}
+
 /// The tunnel side of VNI `s`: every remote VTEP it names.
 fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError> {
     let mut remotes: Vec<IpAddr> = s.flood.clone();
@@ -362,8 +373,14 @@ impl Vtep {
                 out.push((format!("vni{vni}.tunnel.{}", c.name()), t.get(*c)));
             }
         }
-        // The underlay NIC's own counters, once (every VNI shares it).
+        // What the VTEP refused before a VNI was known, and the underlay NIC's
+        // own counters: once (every VNI shares them; over several
+        // encapsulations, the first one's).
         if let Some(d) = self.domains.first() {
+            let t = d.overlay().vtep_counters();
+            for c in TunnelCounter::ALL {
+                out.push((format!("vtep.{}", c.name()), t.get(*c)));
+            }
             let snap = d.overlay().with_underlay(|u| u.counters().snapshot());
             for (k, v) in snap.totals() {
                 out.push((format!("underlay.{k}"), v));

@@ -7,4 +7,4 @@ pub mod config;
 pub mod endpoint;
 pub mod split;
 
-pub use endpoint::{Learning, Vtep, VtepError, underlay_mac};
+pub use endpoint::{Learning, Vtep, VtepError, overlay_mtu, underlay_mac};
