@@ -35,6 +35,9 @@
 //! on a busy two-core machine (about 1 and 4 s per transfer with TSO on and
 //! off).
 //!
+//! Several networks on one VTEP, and several VTEPs in one network with Linux:
+//! `system_vtep_mesh.rs`.
+//!
 //! Needs root: `cargo test --features linerate/system-tests --test system_vtep_kernel -- --test-threads=1`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
@@ -47,23 +50,12 @@ use linerate::nic::{Counter, Nic, Offloads, Shim, ShimConfig};
 use linerate::tunnel::bridge::Dest;
 use linerate::tunnel::vtep::config::parse;
 use linerate_testkit::netns::{self, Netns};
-use linerate_testkit::ping;
 use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, LINUX_PORT, VxlanSpec};
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
-use vtep_common::{LocalPort, Running, bulk_len, fmt_mac, mac_of, transfer};
+use std::time::Instant;
+use vtep_common::{LocalPort, Running, bulk_len, fmt_mac, ping_from, transfer};
 
 const VNI: u32 = 4242;
-
-/// Pings `to` from `ns` (3 requests of 56 bytes); panics naming `what` unless
-/// all are answered.
-fn ping_from(ns: &Netns, to: IpAddr, what: &str) {
-    let answered = ns
-        .run(move || ping::ping(to, 3, 56, Duration::from_secs(3)))
-        .unwrap()
-        .unwrap();
-    assert_eq!(answered, 3, "{what}: pings to {to} answered");
-}
 
 /// The MAC `ip neigh` in `ns` holds for `ip` on `dev`, if any.
 fn neighbour(ns: &Netns, dev: &str, ip: IpAddr) -> Option<String> {
@@ -272,151 +264,4 @@ fn vtep_vxlan_ipv6_underlay_iana_port_tso_on() {
 #[test]
 fn vtep_vxlan_ipv6_underlay_linux_port_tso_off() {
     vtep_vs_kernel(true, LINUX_PORT, false, bulk_len());
-}
-
-/// The second VNI of the two-network case, on the IANA port.
-const VNI2: u32 = 4343;
-
-/// One VTEP, two VNIs on one underlay, one on Linux's port 8472 (`vx0`) and
-/// one on 4789 (a second kernel device, `vx1`, in the same namespace B), each
-/// with its own local port and namespace (A and C): the VTEP splits the
-/// underlay by UDP port. Pings through both, then TCP through both at once
-/// (a quarter of `LINERATE_BULK_MIB` each way on each), SHA-256; neither
-/// network's FDB holds the other's MACs.
-#[test]
-fn vtep_two_vnis_on_linux_and_iana_ports_at_once() {
-    assert!(netns::is_root(), "system tests need root");
-    let t0 = Instant::now();
-    let spec = VxlanSpec::new(false, VNI, LINUX_PORT);
-    let mut b = KernelVtep::new("vkb", &spec).unwrap();
-    // vx1: VNI2 on 4789 over the same TAP, 192.168.43.1 inside.
-    let (vx1, c4, k4) = ("vx1", "192.168.43.2", "192.168.43.1");
-    let (remote, local) = (
-        spec.ours_underlay.to_string(),
-        spec.kernel_underlay.to_string(),
-    );
-    b.ns.ip(&[
-        "link",
-        "add",
-        vx1,
-        "type",
-        "vxlan",
-        "id",
-        &VNI2.to_string(),
-        "remote",
-        &remote,
-        "local",
-        &local,
-        "dstport",
-        "4789",
-        "dev",
-        &b.tap_name,
-        "noudpcsum",
-    ])
-    .unwrap();
-    let mtu = spec.overlay_mtu().to_string();
-    b.ns.ip(&["link", "set", vx1, "mtu", &mtu]).unwrap();
-    b.ns.ip(&["addr", "add", &format!("{k4}/24"), "dev", vx1])
-        .unwrap();
-    b.ns.ip(&["link", "set", vx1, "up"]).unwrap();
-
-    let (a4, a6) = spec.ours_overlay;
-    let (b4, _) = spec.kernel_overlay;
-    let mut a = LocalPort::new("vka", true, spec.overlay_mtu(), a4, a6).unwrap();
-    let c6 = "fd00:43::2".parse().unwrap();
-    let mut c = LocalPort::new("vkc", true, spec.overlay_mtu(), c4.parse().unwrap(), c6).unwrap();
-    let ul = Shim::new(b.take_tap().unwrap(), ShimConfig::all()).unwrap();
-    let port_a = Shim::new(a.take_tap(), ShimConfig::all()).unwrap();
-    let port_c = Shim::new(c.take_tap(), ShimConfig::all()).unwrap();
-    let toml = format!(
-        r#"
-        [underlay]
-        tap = "unused"
-        address = "{ours}/24"
-
-        [[vni]]
-        id = {VNI}
-        encap = "vxlan"
-        port = 8472
-        flood = ["{kernel}"]
-        ports = ["{pa}"]
-
-        [[vni]]
-        id = {VNI2}
-        encap = "vxlan"
-        flood = ["{kernel}"]
-        ports = ["{pc}"]
-        "#,
-        ours = spec.ours_underlay,
-        kernel = spec.kernel_underlay,
-        pa = a.name,
-        pc = c.name,
-    );
-    let cfg = parse(&toml).unwrap();
-    let vtep = Running::start(
-        &cfg,
-        Box::new(ul),
-        vec![vec![Box::new(port_a)], vec![Box::new(port_c)]],
-    );
-    let what = "two VNIs";
-    ping_from(&a.ns, b4.into(), what);
-    ping_from(&c.ns, k4.parse().unwrap(), what);
-    ping_from(&b.ns, a4.into(), what);
-    ping_from(&b.ns, c4.parse().unwrap(), what);
-
-    let len = bulk_len() / 4;
-    let (ns_a, ns_c) = (&a.ns, &c.ns);
-    let ns_b = &b.ns;
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        let one = s.spawn(|| {
-            transfer(
-                ns_a,
-                ns_b,
-                SocketAddr::new(b4.into(), 5001),
-                len,
-                "vni 4242",
-            )
-        });
-        let two = s.spawn(|| {
-            transfer(
-                ns_c,
-                ns_b,
-                SocketAddr::new(k4.parse().unwrap(), 5002),
-                len,
-                "vni 4343",
-            )
-        });
-        one.join().unwrap();
-        two.join().unwrap();
-    });
-    let secs = start.elapsed().as_secs_f64();
-
-    let (mac_a, mac_c) = (a.mac(), c.mac());
-    let (mac_vx0, mac_vx1) = (b.kernel_overlay_mac().unwrap(), mac_of(&b.ns, vx1).unwrap());
-    let dump = vtep.dump();
-    let listing = dump.iter().map(|r| format!("\n  {r}")).collect::<String>();
-    let at = |vni: u32, mac: [u8; 6]| {
-        dump.iter()
-            .find(|r| r.vni == vni && r.mac == mac)
-            .map(|r| r.dest)
-    };
-    let kernel = Dest::Remote(spec.kernel_underlay);
-    assert_eq!(at(VNI, mac_a), Some(Dest::Local(0)), "{listing}");
-    assert_eq!(at(VNI, mac_vx0), Some(kernel), "{listing}");
-    assert_eq!(at(VNI2, mac_c), Some(Dest::Local(0)), "{listing}");
-    assert_eq!(at(VNI2, mac_vx1), Some(kernel), "{listing}");
-    for (vni, mac) in [(VNI, mac_c), (VNI, mac_vx1), (VNI2, mac_a), (VNI2, mac_vx0)] {
-        assert_eq!(
-            at(vni, mac),
-            None,
-            "vni {vni} learned another network's MAC:{listing}"
-        );
-    }
-    eprintln!(
-        "two VNIs: 2 x 2 x {} MiB at once in {secs:.2} s, {:.2} s in all; FDB:{listing}\n{}",
-        len >> 20,
-        t0.elapsed().as_secs_f64(),
-        vtep.nonzero()
-    );
 }

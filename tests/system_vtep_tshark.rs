@@ -44,13 +44,13 @@ mod vtep_common;
 use linerate::nic::{Counter, MemNic, Nic, NicCaps, PcapRecorder, Shim, ShimConfig};
 use linerate::tunnel::bridge::Dest;
 use linerate::tunnel::vtep::config::parse;
-use linerate_testkit::netns::{self, Netns};
+use linerate_testkit::netns;
+use linerate_testkit::tshark;
 use linerate_testkit::tunnel_pcap::{self, Expect, GeneveOpt, OuterCsum, TunnelKind};
-use linerate_testkit::{ping, tshark};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use vtep_common::{LocalPort, Running, TempDir, transfer};
+use std::time::Instant;
+use vtep_common::{LocalPort, Running, TempDir, ping_from, transfer};
 
 const VNI: u32 = 0x00_7e57;
 /// MiB each way through every case.
@@ -143,14 +143,6 @@ fn config(kind: Kind, v6: bool, suppress: bool, me: u8, peer: u8, port: &str) ->
         }
     }
     s
-}
-
-fn ping_from(ns: &Netns, to: IpAddr, what: &str) {
-    let answered = ns
-        .run(move || ping::ping(to, 3, 56, Duration::from_secs(3)))
-        .unwrap()
-        .unwrap();
-    assert_eq!(answered, 3, "{what}: pings to {to} answered");
 }
 
 fn two_vteps(kind: Kind, v6: bool, tso: bool, suppress: bool) {

@@ -325,3 +325,13 @@ pub fn transfer(client: &Netns, server: &Netns, addr: SocketAddr, len: usize, wh
     assert_eq!(down, (len, stream::Pattern::digest(2, len)), "{what}: down");
     secs
 }
+
+/// Pings `to` from `ns` (3 requests of 56 bytes); panics naming `what` unless
+/// all are answered.
+pub fn ping_from(ns: &Netns, to: std::net::IpAddr, what: &str) {
+    let answered = ns
+        .run(move || linerate_testkit::ping::ping(to, 3, 56, Duration::from_secs(3)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(answered, 3, "{what}: pings to {to} answered");
+}
