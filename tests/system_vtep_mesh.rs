@@ -1,6 +1,6 @@
-//! Several VTEPs and several networks against Linux (issue 13: the VTEP's
-//! bridging with more than one remote and more than one VNI, against the
-//! kernel's VXLAN devices; the single-network cases are in
+//! The VTEP's bridging against Linux beyond one network and one pair (issue
+//! 13: several remotes, several VNIs, static entries, ageing, against the
+//! kernel's VXLAN devices; the single-network transfers are in
 //! `system_vtep_kernel.rs`).
 //!
 //! * `vtep_two_vnis_on_linux_and_iana_ports_at_once`: one linerate `Vtep`
@@ -14,10 +14,15 @@
 //!   underlay TAPs ports of a kernel bridge: head-end replication to several
 //!   remotes, learning behind the right one, TCP linerate to linerate and
 //!   linerate to Linux at once.
+//! * `vtep_static_entries_and_neighbours_without_flood_list`: the kernel's
+//!   VTEP known only by a static FDB entry, ARP and ND answered by the VTEP
+//!   from static neighbour entries (Linux accepts the answers).
+//! * `vtep_learned_entries_age_out_and_are_relearned`: `ageing_secs = 1`.
 //!
-//! Both run each `Vtep` in-process on a poll thread (`tests/vtep_common`),
-//! built from a TOML config; a quarter of `LINERATE_BULK_MIB` (default 256)
-//! MiB each way on each connection; about 2 s each here.
+//! Each runs its `Vtep`s in-process on a poll thread (`tests/vtep_common`),
+//! built from a TOML config. The first two move a quarter of
+//! `LINERATE_BULK_MIB` (default 256) MiB each way on each connection; about
+//! 2 s each here, the others well under.
 //!
 //! Needs root: `cargo test --features linerate/system-tests --test system_vtep_mesh -- --test-threads=1`.
 #![cfg(feature = "system-tests")]
@@ -355,4 +360,152 @@ fn vtep_mesh_of_two_linerate_vteps_and_linux() {
     // The VTEPs go before the namespace holding their TAPs' kernel sides.
     drop(vteps);
     drop(hosts);
+}
+
+/// No flood list: the kernel's VTEP is known only through a static FDB entry
+/// for `vx0`'s MAC, and ARP/ND suppression with static neighbour entries
+/// for `vx0`'s addresses answers A's requests in the VTEP (nothing could
+/// carry them to the kernel). Linux must accept those answers (its ping
+/// from A goes out to the right MAC) and reach A through the static entry;
+/// the FDB lists the entry as permanent.
+#[test]
+fn vtep_static_entries_and_neighbours_without_flood_list() {
+    assert!(netns::is_root(), "system tests need root");
+    let spec = VxlanSpec::new(false, VNI, LINUX_PORT);
+    let mut b = KernelVtep::new("vkb", &spec).unwrap();
+    let (a4, a6) = spec.ours_overlay;
+    let (b4, b6) = spec.kernel_overlay;
+    let mut a = LocalPort::new("vka", true, spec.overlay_mtu(), a4, a6).unwrap();
+    let mac_b = b.kernel_overlay_mac().unwrap();
+    let ul = Shim::new(b.take_tap().unwrap(), ShimConfig::all()).unwrap();
+    let port = Shim::new(a.take_tap(), ShimConfig::all()).unwrap();
+    let toml = format!(
+        r#"
+        [underlay]
+        tap = "unused"
+        address = "{ours}/24"
+
+        [[vni]]
+        id = {VNI}
+        encap = "vxlan"
+        port = {LINUX_PORT}
+        ports = ["{pa}"]
+        suppress_arp = true
+
+        [[vni.static]]
+        mac = "{mac}"
+        remote = "{kernel}"
+
+        [[vni.neighbor]]
+        ip = "{b4}"
+        mac = "{mac}"
+
+        [[vni.neighbor]]
+        ip = "{b6}"
+        mac = "{mac}"
+        "#,
+        ours = spec.ours_underlay,
+        kernel = spec.kernel_underlay,
+        pa = a.name,
+        mac = fmt_mac(mac_b),
+    );
+    let cfg = parse(&toml).unwrap();
+    let vtep = Running::start(&cfg, Box::new(ul), vec![vec![Box::new(port)]]);
+    let what = "static entries";
+    for to in [IpAddr::from(b4), IpAddr::from(b6)] {
+        ping_from(&a.ns, to, what);
+    }
+    for to in [IpAddr::from(a4), IpAddr::from(a6)] {
+        ping_from(&b.ns, to, what);
+    }
+    let suppressed = vtep.counter(&format!("vni{VNI}.{}.arp_nd_suppressed", a.name));
+    assert!(
+        suppressed >= 2,
+        "{what}: {suppressed} requests answered\n{}",
+        vtep.nonzero()
+    );
+    let dump = vtep.dump();
+    let listing = dump.iter().map(|r| format!("\n  {r}")).collect::<String>();
+    let entry = dump.iter().find(|r| r.mac == mac_b);
+    assert!(
+        entry.is_some_and(|r| r.is_static && r.dest == Dest::Remote(spec.kernel_underlay)),
+        "{what}:{listing}"
+    );
+    assert_eq!(
+        dump.iter().find(|r| r.mac == a.mac()).map(|r| r.dest),
+        Some(Dest::Local(0)),
+        "{what}:{listing}"
+    );
+    assert!(
+        dump.iter().all(|r| r.mac != [0; 6]),
+        "{what}: no flood entry:{listing}"
+    );
+    // And TCP through it.
+    transfer(
+        &a.ns,
+        &b.ns,
+        SocketAddr::new(b4.into(), 5001),
+        16 << 20,
+        what,
+    );
+}
+
+/// Ageing in real time against Linux: with `[fdb] ageing_secs = 1`, the
+/// entries learned by a ping age out while the network is quiet (the FDB
+/// counts them); the next ping floods, is answered, and relearns.
+#[test]
+fn vtep_learned_entries_age_out_and_are_relearned() {
+    assert!(netns::is_root(), "system tests need root");
+    let spec = VxlanSpec::new(false, VNI, LINUX_PORT);
+    let mut b = KernelVtep::new("vkb", &spec).unwrap();
+    let (a4, a6) = spec.ours_overlay;
+    let (b4, _) = spec.kernel_overlay;
+    let mut a = LocalPort::new("vka", true, spec.overlay_mtu(), a4, a6).unwrap();
+    let ul = Shim::new(b.take_tap().unwrap(), ShimConfig::all()).unwrap();
+    let port = Shim::new(a.take_tap(), ShimConfig::all()).unwrap();
+    let toml = format!(
+        r#"
+        [underlay]
+        tap = "unused"
+        address = "{ours}/24"
+
+        [fdb]
+        ageing_secs = 1
+
+        [[vni]]
+        id = {VNI}
+        encap = "vxlan"
+        port = {LINUX_PORT}
+        flood = ["{kernel}"]
+        ports = ["{pa}"]
+        "#,
+        ours = spec.ours_underlay,
+        kernel = spec.kernel_underlay,
+        pa = a.name,
+    );
+    let cfg = parse(&toml).unwrap();
+    let vtep = Running::start(&cfg, Box::new(ul), vec![vec![Box::new(port)]]);
+    let what = "ageing";
+    let c = |n: &str| vtep.counter(&format!("vni{VNI}.fdb.{n}"));
+    ping_from(&a.ns, b4.into(), what);
+    let learned = c("fdb_learned");
+    assert!(learned >= 2, "{what}: {}", vtep.nonzero());
+    // Quiet for longer than the ageing time and the sweep interval.
+    let end = Instant::now() + std::time::Duration::from_secs(5);
+    while c("fdb_aged") < 2 && Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(c("fdb_aged") >= 2, "{what}: {}", vtep.nonzero());
+    ping_from(&a.ns, b4.into(), what);
+    assert!(
+        c("fdb_learned") > learned,
+        "{what}: relearned: {}",
+        vtep.nonzero()
+    );
+    let dump = vtep.dump();
+    assert!(
+        dump.iter()
+            .any(|r| r.mac == a.mac() && r.dest == Dest::Local(0)),
+        "{what}: {dump:?}"
+    );
 }

@@ -211,8 +211,13 @@ impl Running {
         self.epoch.elapsed()
     }
 
-    /// Runs `f` on the VTEP between two rounds of its loop.
+    /// Runs `f` on the VTEP between two rounds of its loop; panics if the
+    /// loop is gone (it panicked: its message is on stderr).
     pub fn with<R>(&self, f: impl FnOnce(&mut Vtep) -> R) -> R {
+        assert!(
+            !self.thread.as_ref().is_some_and(JoinHandle::is_finished),
+            "the VTEP's poll loop stopped"
+        );
         f(&mut lock(&self.vtep))
     }
 
