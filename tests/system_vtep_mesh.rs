@@ -491,7 +491,7 @@ fn vtep_learned_entries_age_out_and_are_relearned() {
     let learned = c("fdb_learned");
     assert!(learned >= 2, "{what}: {}", vtep.nonzero());
     // Quiet for longer than the ageing time and the sweep interval.
-    let end = Instant::now() + std::time::Duration::from_secs(5);
+    let end = Instant::now() + std::time::Duration::from_secs(10);
     while c("fdb_aged") < 2 && Instant::now() < end {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
