@@ -47,6 +47,7 @@
 //! The driver loop lives in `linerate_testkit::bulk`, shared with `benches/tcp.rs`.
 
 mod chart;
+mod scaling;
 mod tunnel;
 
 use chart::{Out, Row, Series};
@@ -90,6 +91,7 @@ struct Options {
     out: PathBuf,
     /// Skip the tunnel experiment.
     no_tunnel: bool,
+    no_scaling: bool,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -99,6 +101,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
         write: None,
         out: PathBuf::from("target/offload-report"),
         no_tunnel: false,
+        no_scaling: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -121,9 +124,10 @@ fn options() -> Result<Options, Box<dyn Error>> {
                 o.out = PathBuf::from(args.next().ok_or("--out takes a directory")?);
             }
             "--no-tunnel" => o.no_tunnel = true,
+            "--no-scaling" => o.no_scaling = true,
             other => {
                 return Err(format!(
-                    "unknown option {other:?} (--quick, --only STACK, --write BYTES, --out DIR, --no-tunnel)"
+                    "unknown option {other:?} (--quick, --only STACK, --write BYTES, --out DIR, --no-tunnel, --no-scaling)"
                 )
                 .into());
             }
@@ -296,6 +300,19 @@ fn main() -> Result<(), Box<dyn Error>> {
     tcp_charts(&mut out, &table)?;
     if !opts.no_tunnel {
         tunnel::section(&mut out, quick, opts.write)?;
+    }
+    if !opts.no_scaling {
+        let per_flow = if quick { 32 << 20 } else { 256 << 20 };
+        for m in scaling::run(4, per_flow, rounds)? {
+            out.row(Row {
+                experiment: "scaling".into(),
+                direction: "uni",
+                stack: format!("rt-{}q", m.queues),
+                write: 256 << 10,
+                gbit_per_s: m.gbit_per_s(),
+                cpu_s_per_gb: m.cpu_s_per_gb(),
+            });
+        }
     }
     let dir = out.finish()?;
     println!();
