@@ -58,8 +58,9 @@ pub fn measure(queues: u16, flows: usize, per_flow: usize) -> Result<Scaled, Box
         clock: Clock::system(),
         ..PairConfig::new(caps, caps)
     });
-    let client = Runtime::start(a, RuntimeConfig::new(Sim::host_config(1)))?;
-    let server = Runtime::start(b, RuntimeConfig::new(Sim::host_config(2)))?;
+    // Each queue thread owns its queue of the port (no lock between them).
+    let client = Runtime::start_queues(a.split(), RuntimeConfig::new(Sim::host_config(1)))?;
+    let server = Runtime::start_queues(b.split(), RuntimeConfig::new(Sim::host_config(2)))?;
     let (ch, sh) = (client.handle().clone(), server.handle().clone());
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

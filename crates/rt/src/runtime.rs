@@ -365,8 +365,35 @@ impl Runtime {
     /// the NIC's; [`RtError::Ports`] for a bad ephemeral range; [`RtError::Nic`]
     /// if a queue has no readiness; [`RtError::Spawn`] if a thread cannot start.
     pub fn start<N: Nic + 'static>(nic: N, cfg: RuntimeConfig) -> Result<Runtime, RtError> {
+        let shared = SharedNic::new(nic);
+        let views = (0..shared.queues().max(1))
+            .map(|q| shared.queue(q))
+            .collect::<Result<Vec<_>, _>>()?;
+        Runtime::start_queues(views, cfg)
+    }
+
+    /// Starts one thread per NIC of `queues`, each NIC one queue of the same
+    /// interface, owned by its thread: nothing is locked between the queue
+    /// threads (a backend that splits, such as
+    /// `linerate_nic::MemNic::split`). [`Runtime::start`] shares one NIC
+    /// between its threads instead, behind a lock taken once per batch.
+    ///
+    /// Errors: as [`Runtime::start`]; [`RtError::NoQueue`] if `queues` is
+    /// empty.
+    pub fn start_queues<N: Nic + 'static>(
+        queues: Vec<N>,
+        cfg: RuntimeConfig,
+    ) -> Result<Runtime, RtError> {
         cfg.engine.validate()?;
-        let queues = nic.queues().max(1);
+        let Some(first) = queues.first() else {
+            return Err(RtError::NoQueue {
+                queue: 0,
+                queues: 0,
+            });
+        };
+        let caps = *first.caps();
+        let nics = queues;
+        let queues = nics.len();
         if let Some(s) = &cfg.steering
             && usize::from(s.queues()) != queues
         {
@@ -376,14 +403,13 @@ impl Runtime {
             });
         }
         let mut engine_cfg = cfg.engine.clone();
-        if !offloads_fit(&engine_cfg, nic.caps()) {
+        if !offloads_fit(&engine_cfg, &caps) {
             engine_cfg.offloads = false;
         }
-        let nic = SharedNic::new(nic);
         let mut shared = Vec::with_capacity(queues);
         let mut loops = Vec::with_capacity(queues);
-        for q in 0..queues {
-            let readiness = nic.readiness(q)?;
+        for (q, nic) in nics.into_iter().enumerate() {
+            let readiness = nic.readiness(0)?;
             let wake = match &readiness {
                 Readiness::Notify(n) => Wake::Notify(Arc::clone(n)),
                 #[allow(unreachable_patterns)]
@@ -403,7 +429,7 @@ impl Runtime {
                 queue_cfg.announcements = 0;
             }
             let engine = Engine::new(queue_cfg, seed);
-            let driver = Driver::new(engine, nic.clone(), q)?;
+            let driver = Driver::new(engine, nic, 0)?;
             let ports = match &cfg.steering {
                 Some(s) => {
                     let (first, last) = cfg.ephemeral;

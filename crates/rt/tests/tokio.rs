@@ -348,3 +348,68 @@ fn one_queue_announces_for_the_interface() {
         assert_eq!(announced(q), (0, 0), "queue {q}");
     }
 }
+
+/// `Runtime::start_queues` over a two-queue memory pair split into one NIC per
+/// queue (each queue thread owns its own, no lock between them): streams over
+/// both queues carry exact bytes both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_queues_each_owned_by_its_thread_carry_exact_bytes() {
+    use linerate_nic::memory::{self, PairConfig};
+    use linerate_nic::{MemNic, NicCaps};
+    use linerate_rt::{Runtime, RuntimeConfig};
+    use linerate_toe::sim::Sim;
+    const N: u64 = 8;
+    let caps = NicCaps {
+        queues: 2,
+        ..NicCaps::full()
+    };
+    let (a, b) = memory::pair(PairConfig {
+        clock: memory::Clock::system(),
+        ..PairConfig::new(caps, caps)
+    });
+    let (a, b): (Vec<MemNic>, Vec<MemNic>) = (a.split(), b.split());
+    assert_eq!((a.len(), b.len()), (2, 2));
+    let crt = Runtime::start_queues(a, RuntimeConfig::new(Sim::host_config(1))).unwrap();
+    let srt = Runtime::start_queues(b, RuntimeConfig::new(Sim::host_config(2))).unwrap();
+    assert_eq!(crt.handle().queues(), 2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = TcpListener::bind(&sh, 5001).await.unwrap();
+    let run = async move {
+        let server = tokio::spawn(async move {
+            let mut tasks = Vec::new();
+            for _ in 0..N {
+                let (s, _) = listener.accept().await.unwrap();
+                tasks.push(tokio::spawn(serve(s)));
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        let mut clients = Vec::new();
+        for id in 0..N {
+            let ch = ch.clone();
+            clients.push(tokio::spawn(async move {
+                let s = TcpStream::connect(&ch, server_addr(5001, false))
+                    .await
+                    .unwrap();
+                client(s, id, 150_000, 90_000).await;
+            }));
+        }
+        for c in clients {
+            c.await.unwrap();
+        }
+        server.await.unwrap();
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("transfers finish");
+    let (ch, sh) = (crt.handle(), srt.handle());
+    settle(ch).await;
+    settle(sh).await;
+    let opened: Vec<u64> = (0..2).map(|q| ch.stats(q).unwrap().active_opens).collect();
+    assert!(
+        opened.iter().all(|&n| n > 0),
+        "both queues used: {opened:?}"
+    );
+    assert_eq!(opened.iter().sum::<u64>(), N);
+}

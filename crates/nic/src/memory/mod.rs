@@ -192,11 +192,20 @@ pub(crate) fn wire_seed(seed: u64, index: u64) -> u64 {
     splitmix64(&mut s)
 }
 
-/// The receiving half of a port, shared with whatever sends to it.
+/// The receiving half of a port, shared with whatever sends to it: a wire per
+/// receive queue, so the threads that serve different queues (and the senders
+/// toward them) never take the same lock.
 pub(crate) struct Inbound {
-    pub(crate) wire: Arc<Mutex<Wire>>,
+    pub(crate) wires: Vec<Arc<Mutex<Wire>>>,
     pub(crate) counters: Counters,
     pub(crate) notifies: Vec<Arc<Notify>>,
+}
+
+impl Inbound {
+    /// The wire toward receive queue `queue % queues`.
+    pub(crate) fn wire(wires: &[Arc<Mutex<Wire>>], queue: usize) -> Option<&Arc<Mutex<Wire>>> {
+        wires.get(queue % wires.len().max(1))
+    }
 }
 
 /// Builds the receiving side of a port with `cfg`, behind a wire with `faults`.
@@ -204,16 +213,27 @@ pub(crate) fn inbound(cfg: &PortConfig, faults: &Faults, seed: u64) -> Inbound {
     let queues = usize::from(cfg.caps.queues.max(1));
     let counters = Counters::new(queues);
     let notifies: Vec<_> = (0..queues).map(|_| Arc::new(Notify::new())).collect();
-    let wire = Wire::new(
-        faults,
-        seed,
-        cfg.caps,
-        cfg.ring_len,
-        counters.clone(),
-        notifies.clone(),
-    );
+    // Queue 0's wire keeps the port's seed (a one-queue port behaves as it
+    // always has); each other queue's faults are seeded on their own.
+    let wires = (0..queues)
+        .map(|q| {
+            let seed = if q == 0 {
+                seed
+            } else {
+                wire_seed(seed, q as u64)
+            };
+            Arc::new(Mutex::new(Wire::new(
+                faults,
+                seed,
+                cfg.caps,
+                cfg.ring_len,
+                counters.clone(),
+                notifies.clone(),
+            )))
+        })
+        .collect();
     Inbound {
-        wire: Arc::new(Mutex::new(wire)),
+        wires,
         counters,
         notifies,
     }
@@ -221,13 +241,16 @@ pub(crate) fn inbound(cfg: &PortConfig, faults: &Faults, seed: u64) -> Inbound {
 
 /// Where a port's transmitted frames go.
 enum Outbound {
-    Wire(Arc<Mutex<Wire>>),
+    Wire(Vec<Arc<Mutex<Wire>>>),
     Switch(switch::Uplink),
 }
 
 /// One port of a memory network.
 pub struct MemNic {
     caps: NicCaps,
+    /// The port's queue this NIC's queue 0 is ([`MemNic::split`]); 0 for a
+    /// whole port.
+    base: usize,
     pool: Pool,
     clock: Clock,
     inbound: Inbound,
@@ -248,8 +271,8 @@ impl core::fmt::Debug for MemNic {
 pub fn pair(cfg: PairConfig) -> (MemNic, MemNic) {
     let in_a = inbound(&cfg.a, &cfg.b_to_a, wire_seed(cfg.seed, 1));
     let in_b = inbound(&cfg.b, &cfg.a_to_b, wire_seed(cfg.seed, 0));
-    let to_b = Arc::clone(&in_b.wire);
-    let to_a = Arc::clone(&in_a.wire);
+    let to_b = in_b.wires.clone();
+    let to_a = in_a.wires.clone();
     let a = MemNic::new(&cfg.a, cfg.clock.clone(), in_a, Outbound::Wire(to_b));
     let b = MemNic::new(&cfg.b, cfg.clock, in_b, Outbound::Wire(to_a));
     (a, b)
@@ -262,6 +285,7 @@ impl MemNic {
                 queues: cfg.caps.queues.max(1),
                 ..cfg.caps
             },
+            base: 0,
             pool: Pool::new(cfg.pool),
             clock,
             inbound,
@@ -275,6 +299,45 @@ impl MemNic {
         pair(PairConfig::new(a, b))
     }
 
+    /// Splits a port of several queues into one NIC per queue, each with a
+    /// single queue (its queue 0 is the port's queue `i`), so that each can be
+    /// owned by the thread that serves it: they share no lock (each queue has
+    /// its own wire), only the port's pool and counters (atomic, one cache
+    /// line set per queue). Counters keep the port's queue numbering.
+    pub fn split(self) -> Vec<MemNic> {
+        let queues = usize::from(self.caps.queues.max(1));
+        if queues == 1 {
+            return vec![self];
+        }
+        let MemNic {
+            caps,
+            base,
+            pool,
+            clock,
+            inbound,
+            outbound,
+            recorder,
+        } = self;
+        (0..queues)
+            .map(|q| MemNic {
+                caps: NicCaps { queues: 1, ..caps },
+                base: base + q,
+                pool: pool.clone(),
+                clock: clock.clone(),
+                inbound: Inbound {
+                    wires: inbound.wires.clone(),
+                    counters: inbound.counters.clone(),
+                    notifies: inbound.notifies.clone(),
+                },
+                outbound: match &outbound {
+                    Outbound::Wire(w) => Outbound::Wire(w.clone()),
+                    Outbound::Switch(up) => Outbound::Switch(up.clone()),
+                },
+                recorder: recorder.clone(),
+            })
+            .collect()
+    }
+
     /// The clock the port runs on.
     pub fn clock(&self) -> &Clock {
         &self.clock
@@ -283,14 +346,16 @@ impl MemNic {
     /// When the next frame for `queue` arrives (clock time), if one is in flight
     /// or waiting: a driver with delays or rate limits sleeps until then.
     pub fn next_arrival(&self, queue: usize) -> Option<Duration> {
-        lock(&self.inbound.wire)
-            .next_arrival(queue)
+        let queue = self.base + queue;
+        Inbound::wire(&self.inbound.wires, queue)
+            .and_then(|w| lock(w).next_arrival(queue))
             .map(Duration::from_nanos)
     }
 
     /// Frames in flight toward `queue` or waiting on it.
     pub fn pending(&self, queue: usize) -> usize {
-        lock(&self.inbound.wire).pending(queue)
+        let queue = self.base + queue;
+        Inbound::wire(&self.inbound.wires, queue).map_or(0, |w| lock(w).pending(queue))
     }
 
     fn record(&self, dir: Direction, queue: usize, frames: &[Frame]) {
@@ -316,9 +381,11 @@ impl Nic for MemNic {
 
     fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
         check_queue(queue, self.queues())?;
+        let queue = self.base + queue;
         let before = batch.len();
         let now = self.clock.now_ns();
-        let n = lock(&self.inbound.wire).pop(queue, now, batch, max);
+        let n = Inbound::wire(&self.inbound.wires, queue)
+            .map_or(0, |w| lock(w).pop(queue, now, batch, max));
         if n > 0 {
             let got = batch.get(before..).unwrap_or_default();
             let mut tally = Tally::default();
@@ -331,6 +398,7 @@ impl Nic for MemNic {
 
     fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
         check_queue(queue, self.queues())?;
+        let queue = self.base + queue;
         let mut refused = None;
         let mut ok = 0;
         for f in batch.iter() {
@@ -346,7 +414,10 @@ impl Nic for MemNic {
         self.record(Direction::Tx, queue, sent);
         let now = self.clock.now_ns();
         match &mut self.outbound {
-            Outbound::Wire(w) => lock(w).push(queue, batch.drain(..ok), now),
+            Outbound::Wire(w) => match Inbound::wire(w, queue) {
+                Some(w) => lock(w).push(queue, batch.drain(..ok), now),
+                None => drop(batch.drain(..ok)),
+            },
             Outbound::Switch(up) => up.forward(queue, batch.drain(..ok), now),
         }
         let result = match refused {
@@ -367,7 +438,7 @@ impl Nic for MemNic {
         check_queue(queue, self.queues())?;
         self.inbound
             .notifies
-            .get(queue)
+            .get(self.base + queue)
             .map(|n| Readiness::Notify(Arc::clone(n)))
             .ok_or(NicError::NoQueue {
                 queue,

@@ -10,7 +10,7 @@
 //! switch passes one fault stage, the receiver's.
 
 use super::wire::Wire;
-use super::{Clock, Faults, MemNic, Outbound, PortConfig, inbound, wire_seed};
+use super::{Clock, Faults, Inbound, MemNic, Outbound, PortConfig, inbound, wire_seed};
 use crate::buf::lock;
 use crate::caps::NicCaps;
 use crate::frame::Frame;
@@ -74,7 +74,7 @@ pub struct SwitchStats {
 struct Core {
     table: HashMap<[u8; 6], usize>,
     table_len: usize,
-    egress: Vec<Arc<Mutex<Wire>>>,
+    egress: Vec<Vec<Arc<Mutex<Wire>>>>,
     /// Frames per output port of the current forwarding call.
     out: Vec<Vec<Frame>>,
     stats: SwitchStats,
@@ -116,6 +116,7 @@ impl Switch {
 }
 
 /// A port's connection into the switch.
+#[derive(Clone)]
 pub(crate) struct Uplink {
     core: Arc<Mutex<Core>>,
     port: usize,
@@ -170,10 +171,13 @@ impl Uplink {
                 }
             }
         }
-        for (wire, out) in core.egress.iter().zip(core.out.iter_mut()) {
-            if !out.is_empty() {
+        for (wires, out) in core.egress.iter().zip(core.out.iter_mut()) {
+            if !out.is_empty()
+                && let Some(wire) = Inbound::wire(wires, queue)
+            {
                 lock(wire).push(queue, out.drain(..), now);
             }
+            out.clear();
         }
     }
 }
@@ -189,7 +193,7 @@ pub fn switch(cfg: SwitchConfig) -> (Switch, Vec<MemNic>) {
     let core = Arc::new(Mutex::new(Core {
         table: HashMap::new(),
         table_len: cfg.table_len,
-        egress: inbound.iter().map(|i| Arc::clone(&i.wire)).collect(),
+        egress: inbound.iter().map(|i| i.wires.clone()).collect(),
         out: (0..cfg.ports.len()).map(|_| Vec::new()).collect(),
         stats: SwitchStats::default(),
     }));
