@@ -14,8 +14,9 @@
 //!
 //! It runs on linerate-rt's [`Workers`]: one thread per queue
 //! (`underlay.queues` in the config), each owning a replica of the VTEP over
-//! its own queue of every device (the underlay and each local port are
-//! multi-queue TAPs; the kernel spreads flows over the queues by their hash, so
+//! its own queue of every device, nothing locked between them (the underlay
+//! and each local port are multi-queue TAPs split into one `Tap` per queue,
+//! each under its own shim; the kernel spreads flows over the queues by their hash, so
 //! a local port's flows spread by their inner headers, the underlay's by the
 //! outer ones, whose UDP source port is the inner flow's hash). Replicas tell
 //! each other the MACs they learn or see move and the next hops they resolve
@@ -24,8 +25,10 @@
 
 use clap::{Arg, Command, value_parser};
 use linerate::nic::tap::TapOffloads;
-use linerate::nic::{Nic, NicError, PcapRecorder, Readiness, Shim, ShimConfig, Tap, TapConfig};
-use linerate::rt::{SharedNic, Worker, Workers};
+use linerate::nic::{
+    Nic, NicError, PcapRecorder, Readiness, Recorder, Shim, ShimConfig, Tap, TapConfig,
+};
+use linerate::rt::{Worker, Workers};
 use linerate::toe::Instant;
 use linerate::tunnel::bridge::FdbRecord;
 use linerate::tunnel::vtep::config::{EndpointConfig, UnderlayDevice, parse};
@@ -38,7 +41,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tracing::{error, info, warn};
 
-type Device = SharedNic<Shim<Box<dyn Nic>>>;
+/// A device as one NIC per queue, each owned by the thread that serves it.
+type Device = Vec<Box<dyn Nic>>;
 
 /// How often a replica publishes its counters and FDB for the printer.
 const PUBLISH: Duration = Duration::from_millis(500);
@@ -128,9 +132,16 @@ fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, Str
     cfg.offloads = TapOffloads::ALL;
     let tap = Tap::open(&cfg).map_err(|e| tap_error(name, what, &e))?;
     info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), "TAP created");
-    let tap: Box<dyn Nic> = Box::new(tap);
-    let shim = Shim::new(tap, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
-    Ok(SharedNic::new(shim))
+    // One Tap per queue (each its own descriptor), each under its own shim:
+    // nothing is shared between the queues' threads.
+    tap.split()
+        .into_iter()
+        .map(|t| {
+            let t: Box<dyn Nic> = Box::new(t);
+            let shim = Shim::new(t, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
+            Ok(Box::new(shim) as Box<dyn Nic>)
+        })
+        .collect()
 }
 
 /// Queues `0..queues` of interface `name` through AF_XDP (the `af-xdp`
@@ -165,9 +176,19 @@ fn open_xdp(name: &str, queues: u16) -> Result<Device, String> {
         queues,
         "AF_XDP sockets bound"
     );
+    // The AF_XDP sockets share one NIC value: its queues are views of it,
+    // behind a lock taken once per batch.
     let xdp: Box<dyn Nic> = Box::new(xdp);
     let shim = Shim::new(xdp, ShimConfig::all()).map_err(|e| format!("underlay {name}: {e}"))?;
-    Ok(SharedNic::new(shim))
+    let shared = linerate::rt::SharedNic::new(shim);
+    (0..usize::from(queues))
+        .map(|q| {
+            let v = shared
+                .queue(q)
+                .map_err(|e| format!("underlay {name}: queue {q}: {e}"))?;
+            Ok(Box::new(v) as Box<dyn Nic>)
+        })
+        .collect()
 }
 
 #[cfg(not(feature = "af-xdp"))]
@@ -178,13 +199,6 @@ fn open_xdp(name: &str, _queues: u16) -> Result<Device, String> {
     ))
 }
 
-/// Queue `q` of `dev` as a NIC of its own.
-fn view(dev: &Device, q: usize, name: &str) -> Result<Box<dyn Nic>, String> {
-    let v = dev
-        .queue(q)
-        .map_err(|e| format!("{name}: queue {q}: {e}"))?;
-    Ok(Box::new(v))
-}
 
 fn tap_error(name: &str, what: &str, e: &NicError) -> String {
     let os = match e {
@@ -243,17 +257,22 @@ fn build(
         }
     };
     let cfg = &cfg;
+    let mut underlay = underlay;
     if let Some(path) = pcap {
-        let rec = PcapRecorder::create(path).map_err(|e| format!("--pcap {path}: {e}"))?;
-        underlay.with(|u| u.set_recorder(Some(Arc::new(rec))));
+        let rec: Arc<dyn Recorder> =
+            Arc::new(PcapRecorder::create(path).map_err(|e| format!("--pcap {path}: {e}"))?);
+        for q in &mut underlay {
+            q.set_recorder(Some(Arc::clone(&rec)));
+        }
         info!(file = path, "recording the underlay");
     }
-    let mut ports: Vec<Vec<(String, Device)>> = Vec::with_capacity(cfg.vnis.len());
+    // ports[vni][port] is a device: one NIC per queue.
+    let mut ports: Vec<Vec<Device>> = Vec::with_capacity(cfg.vnis.len());
     for v in &cfg.vnis {
         let mut p = Vec::with_capacity(v.ports.len());
         let mtu = overlay_mtu(cfg, v);
         for name in &v.ports {
-            p.push((name.clone(), open_tap(name, mtu, queues, "port")?));
+            p.push(open_tap(name, mtu, queues, "port")?);
         }
         ports.push(p);
     }
@@ -261,16 +280,23 @@ fn build(
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| sync_channel(256)).unzip();
     let mut replicas = Vec::with_capacity(n);
     let mut snapshots = Vec::with_capacity(n);
+    // Deal the queues out: replica q takes queue q of every device.
+    let mut underlay = underlay.into_iter();
+    let mut ports: Vec<Vec<std::vec::IntoIter<Box<dyn Nic>>>> = ports
+        .into_iter()
+        .map(|v| v.into_iter().map(Vec::into_iter).collect())
+        .collect();
     for (q, inbox) in rxs.into_iter().enumerate() {
+        let missing = || format!("queue {q}: a device has fewer queues than underlay.queues");
         let mut local = Vec::with_capacity(ports.len());
-        for vni in &ports {
+        for vni in &mut ports {
             let mut p = Vec::with_capacity(vni.len());
-            for (name, dev) in vni {
-                p.push(view(dev, q, name)?);
+            for dev in vni.iter_mut() {
+                p.push(dev.next().ok_or_else(missing)?);
             }
             local.push(p);
         }
-        let under = view(&underlay, q, "underlay")?;
+        let under = underlay.next().ok_or_else(missing)?;
         let mut vtep = Vtep::new(cfg, under, local).map_err(|e| e.to_string())?;
         vtep.share_learning(n > 1);
         let peers = txs

@@ -197,6 +197,8 @@ impl TapConfig {
 pub struct Tap {
     name: String,
     fds: Vec<OwnedFd>,
+    /// The interface's queue this Tap's queue 0 is ([`Tap::split`]).
+    base: usize,
     caps: NicCaps,
     available: TapOffloads,
     enabled: TapOffloads,
@@ -364,6 +366,7 @@ impl Tap {
         let mut tap = Tap {
             name,
             fds,
+            base: 0,
             caps: NicCaps {
                 mtu: cfg.mtu,
                 queues,
@@ -436,6 +439,48 @@ impl Tap {
     /// The offloads on now.
     pub fn offloads_enabled(&self) -> TapOffloads {
         self.enabled
+    }
+
+    /// Splits a TAP of several queues into one `Tap` per queue (its queue 0 is
+    /// the interface's queue `i`), so that each can be owned by the thread that
+    /// serves it, with nothing locked between them; they share the pool and the
+    /// counters (kept in the interface's queue numbering). The interface goes
+    /// away when the last of them is dropped.
+    pub fn split(self) -> Vec<Tap> {
+        if self.fds.len() <= 1 {
+            return vec![self];
+        }
+        let Tap {
+            name,
+            fds,
+            base,
+            caps,
+            available,
+            enabled,
+            uso_in,
+            hdr,
+            tx,
+            pool,
+            counters,
+            recorder,
+        } = self;
+        fds.into_iter()
+            .enumerate()
+            .map(|(q, fd)| Tap {
+                name: name.clone(),
+                fds: vec![fd],
+                base: base + q,
+                caps: NicCaps { queues: 1, ..caps },
+                available,
+                enabled,
+                uso_in,
+                hdr,
+                tx,
+                pool: pool.clone(),
+                counters: counters.clone(),
+                recorder: recorder.clone(),
+            })
+            .collect()
     }
 
     fn fd(&self, queue: usize) -> Result<&OwnedFd, NicError> {
@@ -562,8 +607,8 @@ impl Nic for Tap {
         }
         let got = batch.get(before..).unwrap_or_default();
         count(&mut tally, got, false);
-        tally.flush(&self.counters, queue);
-        self.record(Direction::Rx, queue, got);
+        tally.flush(&self.counters, self.base + queue);
+        self.record(Direction::Rx, self.base + queue, got);
         result.map(|()| batch.len() - before)
     }
 
@@ -585,7 +630,7 @@ impl Nic for Tap {
         let mut tally = Tally::default();
         let done = batch.get(..sent).unwrap_or_default();
         count(&mut tally, done, true);
-        self.record(Direction::Tx, queue, done);
+        self.record(Direction::Tx, self.base + queue, done);
         batch.drain(..sent);
         let result = match failure {
             Some((e, c)) => {
@@ -597,7 +642,7 @@ impl Nic for Tap {
             }
             None => Ok(sent),
         };
-        tally.flush(&self.counters, queue);
+        tally.flush(&self.counters, self.base + queue);
         result
     }
 
