@@ -138,7 +138,8 @@ fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, Str
         .into_iter()
         .map(|t| {
             let t: Box<dyn Nic> = Box::new(t);
-            let shim = Shim::new(t, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
+            let shim =
+                Shim::new(t, ShimConfig::all()).map_err(|e| format!("{what} {name}: {e}"))?;
             Ok(Box::new(shim) as Box<dyn Nic>)
         })
         .collect()
@@ -198,7 +199,6 @@ fn open_xdp(name: &str, _queues: u16) -> Result<Device, String> {
          `--features af-xdp`, or use `tap = \"...\"` in [underlay]"
     ))
 }
-
 
 fn tap_error(name: &str, what: &str, e: &NicError) -> String {
     let os = match e {

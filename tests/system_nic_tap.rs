@@ -27,7 +27,9 @@
 
 use linerate::nic::pcap::MemoryRecorder;
 use linerate::nic::tap::{Tap, TapConfig, TapOffloads};
-use linerate::nic::{Batch, Counter, Frame, Nic, Offloads, PcapRecorder, Shim, ShimConfig};
+use linerate::nic::{
+    Batch, Counter, Frame, Nic, Offloads, PcapRecorder, Readiness, Shim, ShimConfig,
+};
 use linerate::offload::virtio::HdrLen;
 use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
@@ -237,6 +239,60 @@ fn tap_probes_offloads_and_disappears_when_dropped() {
         "interface left behind"
     );
     assert!(Tap::open(&TapConfig::new("a-name-longer-than-15")).is_err());
+}
+
+/// `Tap::split`: one `Tap` per queue descriptor, each sending on its own
+/// queue (the kernel counts both frames on the one interface, the counters keep
+/// the interface's queue numbering), and the interface lives until the last
+/// of them is dropped.
+#[test]
+fn a_split_tap_is_one_nic_per_queue_and_the_interface_outlives_all_but_the_last() {
+    assert!(netns::is_root(), "system tests need root");
+    let name = netns::unique("lrs");
+    let tap = Tap::open(&TapConfig {
+        queues: 2,
+        ..TapConfig::new(name.clone())
+    })
+    .unwrap();
+    let counters = tap.counters().clone();
+    netns::ip(&["link", "set", &name, "up"]).unwrap();
+    let stat = |what: &str| -> u64 {
+        std::fs::read_to_string(format!("/sys/class/net/{name}/statistics/{what}"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let before = stat("rx_packets");
+    let mut split = tap.split();
+    assert_eq!(split.len(), 2);
+    assert!(split.iter().all(|t| t.queues() == 1));
+    let fds: Vec<_> = split.iter().map(|t| t.readiness(0).unwrap()).collect();
+    assert!(matches!((&fds[0], &fds[1]), (Readiness::Fd(a), Readiness::Fd(b)) if a != b));
+    for t in &mut split {
+        let mut f = vec![0xffu8; 6];
+        f.extend_from_slice(&[2, 0x4c, 0x52, 0, 0, 9, 0x88, 0xb5]);
+        f.resize(60, 0);
+        let mut batch: Batch = [Frame::plain(t.pool().alloc_from(&f))]
+            .into_iter()
+            .collect();
+        assert_eq!(t.transmit(0, &mut batch).unwrap(), 1);
+        assert!(t.transmit(1, &mut batch).is_err(), "one queue each");
+    }
+    assert_eq!(stat("rx_packets") - before, 2, "the kernel got both");
+    assert_eq!(counters.get(0, Counter::TxPackets), 1);
+    assert_eq!(counters.get(1, Counter::TxPackets), 1);
+    let last = split.pop().unwrap();
+    drop(split);
+    assert!(
+        netns::ip(&["link", "show", &name]).is_ok(),
+        "gone with one queue left"
+    );
+    drop(last);
+    assert!(
+        netns::ip(&["link", "show", &name]).is_err(),
+        "interface left behind"
+    );
 }
 
 #[test]
