@@ -33,8 +33,8 @@ use linerate::tunnel::vtep::Vtep;
 use linerate::tunnel::vtep::config::parse;
 use linerate_testkit::cpu::{CpuTime, process_cpu_time};
 use linerate_testkit::netns::{self, Netns, VethPair};
+use linerate_testkit::stream;
 use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, VxlanSpec};
-use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
@@ -46,25 +46,13 @@ const PORT: u16 = 5004;
 
 /// Writes `LEN` bytes to `s` and half-closes it.
 fn kernel_send(s: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
-    let mut left = LEN;
-    while left > 0 {
-        let n = left.min(data.len());
-        s.write_all(&data[..n])?;
-        left -= n;
-    }
+    stream::write_len(s, data, LEN)?;
     s.shutdown(Shutdown::Write)
 }
 
 /// Reads `s` to EOF; returns the byte count.
 fn kernel_drain(s: &mut TcpStream) -> std::io::Result<usize> {
-    let mut buf = vec![0u8; WRITE];
-    let mut got = 0;
-    loop {
-        match s.read(&mut buf)? {
-            0 => return Ok(got),
-            n => got += n,
-        }
-    }
+    stream::drain(s)
 }
 
 /// Turns a device's offloads off as the `plain` cases do.

@@ -88,6 +88,35 @@ pub fn receive(r: &mut impl Read) -> io::Result<(usize, [u8; 32])> {
     }
 }
 
+/// Writes `len` bytes to `w`, `data` over and over (the last write cut short):
+/// bulk without the cost of a pattern, for measuring transfers.
+pub fn write_len(w: &mut impl Write, data: &[u8], len: usize) -> io::Result<()> {
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(data.len());
+        if n == 0 {
+            return Err(io::Error::other("nothing to write with"));
+        }
+        w.write_all(data.get(..n).unwrap_or_default())?;
+        left -= n;
+    }
+    Ok(())
+}
+
+/// Reads `r` to the end without looking at the bytes; returns the count.
+pub fn drain(r: &mut impl Read) -> io::Result<usize> {
+    let mut buf = vec![0u8; 256 << 10];
+    let mut got = 0;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// A running SHA-256 with a byte count (for data read in pieces).
 #[derive(Debug, Clone, Default)]
 pub struct Digester {
