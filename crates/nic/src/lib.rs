@@ -67,6 +67,7 @@ mod check;
 pub mod counters;
 pub mod frame;
 pub mod memory;
+pub mod neigh;
 pub mod nic;
 pub mod notify;
 pub mod pcap;

@@ -114,6 +114,11 @@ pub struct VtepConfig {
     /// whole (tunnel GSO). Off: the overlay presents no segmentation offload,
     /// so the stack sends MSS-sized segments that are encapsulated one by one.
     pub offloads: bool,
+    /// The underlay next hops' resolution (ARP / neighbour discovery): the
+    /// engine's neighbour table ([`linerate_nic::neigh`]) with its bounds, the
+    /// engine's defaults (a probe a second, three probes, 64 frames waiting per
+    /// next hop, 60 s before an address is resolved again, 1,024 addresses).
+    pub neighbors: linerate_nic::neigh::Limits,
 }
 
 impl VtepConfig {
@@ -132,6 +137,7 @@ impl VtepConfig {
             udp_csum: UdpCsum::Zero,
             ipv6_zero_csum: false,
             offloads: true,
+            neighbors: linerate_nic::neigh::Limits::default(),
         }
     }
 }

@@ -1,113 +1,12 @@
-//! Resolving the underlay next hop: ARP (RFC 826) for IPv4, neighbour
-//! discovery (RFC 4861) for IPv6, and answering both for the VTEP's address.
-//!
-//! The engine's neighbour cache (`linerate_toe`'s `net::neighbor`) is a
-//! table of many addresses tied to the engine's clock and hasher; a VTEP has
-//! one next hop per VNI, so this is the same state machine reduced to one
-//! entry, with the engine's default bounds: a probe per second, three probes,
-//! then the waiting frames are dropped (`tx_dropped_unresolved`); at most 64
-//! frames wait; an entry is refreshed (probed again while still used) after
-//! 60 seconds.
+//! ARP (RFC 826) and neighbour discovery (RFC 4861) messages on the underlay:
+//! probes for a next hop, and the answers for the VTEP's own address. Which
+//! next hops are known, probed, given up on, and what waits for them, is the
+//! engine's neighbour table, shared: [`linerate_nic::neigh`] (the tunnel keeps
+//! one in its shared state, bounded by `VtepConfig::neighbors`).
 
-use crate::config::NextHop;
 use linerate_nic::{Frame, Pool};
 use linerate_wire::checksum;
-use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
-
-/// Probe interval (toe `neighbor_retry`).
-pub(crate) const RETRY: Duration = Duration::from_secs(1);
-/// Probes before giving up (toe `neighbor_probes`).
-pub(crate) const PROBES: u32 = 3;
-/// Frames waiting for a resolution (toe `neighbor_queue`).
-pub(crate) const QUEUE: usize = 64;
-/// Lifetime of a resolved address before it is probed again (toe `neighbor_ttl`).
-pub(crate) const TTL: Duration = Duration::from_secs(60);
-
-/// One next hop.
-#[derive(Debug)]
-pub(crate) struct Neigh {
-    pub ip: Option<IpAddr>,
-    pub mac: Option<[u8; 6]>,
-    next_probe: Option<Instant>,
-    probes: u32,
-    expires: Option<Instant>,
-    /// Encapsulated frames waiting for the MAC.
-    pub queue: VecDeque<Frame>,
-}
-
-/// What [`Neigh::poll`] asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Poll {
-    Nothing,
-    Probe,
-    /// Gave up: drop the queue.
-    GiveUp,
-}
-
-impl Neigh {
-    pub fn new(next_hop: NextHop) -> Neigh {
-        let (ip, mac) = match next_hop {
-            NextHop::Resolve(ip) => (Some(ip), None),
-            NextHop::Static(m) => (None, Some(m)),
-        };
-        Neigh {
-            ip,
-            mac,
-            next_probe: None,
-            probes: 0,
-            expires: None,
-            queue: VecDeque::new(),
-        }
-    }
-
-    /// Learns `mac` for `ip` if it is this next hop; true if it was.
-    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant) -> bool {
-        if self.ip != Some(ip) {
-            return false;
-        }
-        self.mac = Some(mac);
-        self.probes = 0;
-        self.next_probe = None;
-        self.expires = Some(now + TTL);
-        true
-    }
-
-    /// Whether a probe is due now (a frame wants the address, or the timer ran).
-    pub fn poll(&mut self, now: Instant, wanted: bool) -> Poll {
-        if self.ip.is_none() {
-            return Poll::Nothing;
-        }
-        let stale = self.expires.is_some_and(|e| now >= e);
-        if self.mac.is_some() && !stale {
-            return Poll::Nothing;
-        }
-        match self.next_probe {
-            None if wanted || stale => {
-                self.probes = 1;
-                self.next_probe = Some(now + RETRY);
-                Poll::Probe
-            }
-            Some(t) if now >= t => {
-                if self.probes >= PROBES {
-                    self.probes = 0;
-                    self.next_probe = None;
-                    if stale {
-                        self.mac = None;
-                        self.expires = None;
-                    }
-                    Poll::GiveUp
-                } else {
-                    self.probes += 1;
-                    self.next_probe = Some(now + RETRY);
-                    Poll::Probe
-                }
-            }
-            _ => Poll::Nothing,
-        }
-    }
-}
 
 /// An ARP request or IPv6 neighbour solicitation for `target` from
 /// `local_mac`/`local`.

@@ -5,8 +5,9 @@ use crate::config::{ConfigError, Encap, MAX_REMOTES, NextHop, VniConfig, VtepCon
 use crate::counters::{TunnelCounter, TunnelCounters};
 use crate::decap::{self, Control, Decap, Refused, RxConfig};
 use crate::encap::{Template, overhead};
-use crate::neigh::{self, Neigh, Poll};
+use crate::neigh;
 use crate::{EcnDecap, decap_ecn};
+use linerate_nic::neigh::{Lookup, NeighborCache, Queued};
 use linerate_nic::{
     Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, PacketBuf, Pool, Readiness,
     Recorder,
@@ -30,7 +31,10 @@ pub struct Tunnel;
 struct Peer {
     ip: IpAddr,
     template: Template,
-    neigh: Neigh,
+    /// The next hop to resolve; `None` with a static MAC.
+    hop: Option<IpAddr>,
+    /// The MAC in the template (static, or as last resolved).
+    mac: Option<[u8; 6]>,
 }
 
 /// One VNI's shared state.
@@ -45,6 +49,13 @@ struct VniState {
     tcounters: TunnelCounters,
 }
 
+/// Counts a probe started by VNI `index`'s traffic on that VNI too.
+fn tcounters_probe(vnis: &mut [VniState], index: usize) {
+    if let Some(s) = vnis.get_mut(index) {
+        s.tcounters.add(TunnelCounter::NeighProbes, 1);
+    }
+}
+
 /// The state every VNI of one underlay shares.
 struct Vtep {
     underlay: Box<dyn Nic>,
@@ -54,6 +65,13 @@ struct Vtep {
     vnis: Vec<VniState>,
     control: Batch,
     pool: Pool,
+    /// The next hops of every VNI's remotes: the engine's neighbour table,
+    /// holding the encapsulated frames that wait for their next hop.
+    neigh: NeighborCache<Instant, Frame>,
+    /// Frames whose next hop was resolved, with its MAC in place, to send.
+    ready: Batch,
+    /// Addresses to probe (scratch for [`NeighborCache::poll`]).
+    probes: Vec<IpAddr>,
     /// Next hops resolved since [`TunnelNic::take_neighbors`], when shared.
     resolved: Option<Vec<(IpAddr, [u8; 6])>>,
 }
@@ -192,12 +210,16 @@ impl Tunnel {
                     }
                     (_, NextHop::Resolve(_), _) => NextHop::Resolve(ip),
                 };
-                let neigh = Neigh::new(hop);
-                let template = Template::new(&vtep, v, ip, neigh.mac.unwrap_or([0; 6]))?;
+                let (hop, mac) = match hop {
+                    NextHop::Resolve(h) => (Some(h), None),
+                    NextHop::Static(m) => (None, Some(m)),
+                };
+                let template = Template::new(&vtep, v, ip, mac.unwrap_or([0; 6]))?;
                 peers.push(Peer {
                     ip,
                     template,
-                    neigh,
+                    hop,
+                    mac,
                 });
             }
             states.push(VniState {
@@ -227,6 +249,7 @@ impl Tunnel {
             .iter()
             .map(|s| (s.counters.clone(), s.tcounters.clone()))
             .collect();
+        let vtep_neighbors = vtep.neighbors;
         let shared = Arc::new(Mutex::new(Vtep {
             underlay: Box::new(underlay),
             config: vtep,
@@ -234,6 +257,9 @@ impl Tunnel {
             counters: vcounters.clone(),
             vnis: states,
             control: Batch::new(),
+            neigh: NeighborCache::new(vtep_neighbors),
+            ready: Batch::new(),
+            probes: Vec::new(),
             resolved: None,
             pool: pool.clone(),
         }));
@@ -328,51 +354,64 @@ impl Vtep {
             let _ = self.underlay.transmit(queue, &mut self.control);
             self.control.clear();
         }
-    }
-
-    /// Runs every VNI's resolution timer; `wanted` marks `index` as having a
-    /// frame waiting.
-    fn poll_neigh(&mut self, now: Instant) {
-        let (mac, ip) = (self.config.local_mac, self.config.local_ip);
-        for v in &mut self.vnis {
-            for p in &mut v.peers {
-                let wanted = !p.neigh.queue.is_empty();
-                match p.neigh.poll(now, wanted) {
-                    Poll::Nothing => {}
-                    Poll::Probe => {
-                        if let Some(target) = p.neigh.ip
-                            && let Some(f) = neigh::probe(&self.pool, mac, ip, target)
-                        {
-                            self.control.push(f);
-                            v.tcounters.add(TunnelCounter::NeighProbes, 1);
-                        }
-                    }
-                    Poll::GiveUp => {
-                        let n = p.neigh.queue.len() as u64;
-                        p.neigh.queue.clear();
-                        v.tcounters.add(TunnelCounter::TxUnresolved, n);
-                    }
-                }
-            }
+        // Frames released by a resolution; what the underlay cannot take now
+        // waits for the next call.
+        if !self.ready.is_empty() {
+            let _ = self.underlay.transmit(queue, &mut self.ready);
         }
     }
 
-    /// Learns a neighbour; frames waiting for it get its MAC.
+    /// Sends an ARP request or neighbour solicitation for `target`.
+    fn probe(&mut self, target: IpAddr) {
+        let (mac, ip) = (self.config.local_mac, self.config.local_ip);
+        if let Some(f) = neigh::probe(&self.pool, mac, ip, target) {
+            self.control.push(f);
+            self.counters.add(TunnelCounter::NeighProbes, 1);
+        }
+    }
+
+    /// Runs the neighbour table's retry timers (only when one is due): probes
+    /// again, or gives up and drops the frames that waited (counted in the
+    /// VTEP's `tx_dropped_unresolved`).
+    fn poll_neigh(&mut self, now: Instant) {
+        if !self.neigh.next_deadline().is_some_and(|d| d <= now) {
+            return;
+        }
+        let mut probes = core::mem::take(&mut self.probes);
+        let (_, dropped) = self.neigh.poll(now, &mut probes);
+        for ip in probes.drain(..) {
+            self.probe(ip);
+        }
+        self.probes = probes;
+        self.counters
+            .add(TunnelCounter::TxUnresolved, dropped as u64);
+    }
+
+    /// Learns that a next hop of ours is at `mac`: its waiting frames get the
+    /// MAC and go, and the remotes behind it use it from now on.
     fn learn(&mut self, ip: IpAddr, mac: [u8; 6], now: Instant) {
         let mut used = false;
         for p in self.vnis.iter_mut().flat_map(|v| v.peers.iter_mut()) {
-            if p.neigh.learn(ip, mac, now) {
+            if p.hop == Some(ip) {
                 used = true;
-                p.template.set_dst_mac(mac);
-                for f in &mut p.neigh.queue {
-                    if let Some(d) = f.bytes_mut().get_mut(0..6) {
-                        d.copy_from_slice(&mac);
-                    }
+                if p.mac != Some(mac) {
+                    p.template.set_dst_mac(mac);
+                    p.mac = Some(mac);
                 }
             }
         }
+        if !used {
+            return;
+        }
+        if let Ok(waiting) = self.neigh.learn(now, ip, mac, true) {
+            for mut f in waiting {
+                if let Some(d) = f.bytes_mut().get_mut(0..6) {
+                    d.copy_from_slice(&mac);
+                }
+                self.ready.push(f);
+            }
+        }
         if let Some(out) = self.resolved.as_mut()
-            && used
             && out.len() < 1024
         {
             out.push((ip, mac));
@@ -589,13 +628,23 @@ impl TunnelNic {
         };
         let now = Instant::now();
         // Frames that waited for a next hop go first.
-        if let Some(s) = v.vnis.get_mut(self.index) {
-            for p in &mut s.peers {
-                if p.neigh.mac.is_some() && !p.neigh.queue.is_empty() {
-                    pending.extend(p.neigh.queue.drain(..));
-                }
-            }
+        if !v.ready.is_empty() {
+            pending.extend(v.ready.drain(..));
         }
+        // The remote's next hop: static, or from the neighbour table.
+        let Some(&Peer {
+            hop, mac: known, ..
+        }) = v.vnis.get(self.index).and_then(|s| s.peers.get(peer))
+        else {
+            return Ok(0);
+        };
+        let mac = match hop {
+            None => known,
+            Some(h) => match v.neigh.lookup_mut(now, h) {
+                Lookup::Hit(m) => Some(m),
+                Lookup::Miss => None,
+            },
+        };
         if !pending.is_empty() {
             v.underlay.transmit(queue, pending)?;
             if !pending.is_empty() {
@@ -611,6 +660,12 @@ impl TunnelNic {
         let Some(p) = peers.get_mut(peer) else {
             return Ok(0);
         };
+        if let Some(m) = mac
+            && p.mac != Some(m)
+        {
+            p.template.set_dst_mac(m);
+            p.mac = Some(m);
+        }
         let limit = self.caps.max_frame_len(0);
         let mut err = None;
         let mut stop = batch.len();
@@ -647,7 +702,7 @@ impl TunnelNic {
             bytes += len as u64;
         }
         let taken = if err.is_some() { stop + 1 } else { stop };
-        let resolved = p.neigh.mac.is_some();
+        let resolved = mac.is_some();
         if err.is_none() && resolved && pending.is_empty() {
             // The common case: the whole batch, encapsulated where it lies,
             // goes to the underlay as it is; what the underlay cannot take now
@@ -660,16 +715,18 @@ impl TunnelNic {
             r?;
             return Ok(taken);
         }
+        let mut probe = false;
         for (i, f) in batch.drain(..taken).enumerate() {
             if i >= stop {
                 continue;
             }
-            if resolved {
-                pending.push(f);
-            } else if p.neigh.queue.len() < neigh::QUEUE {
-                p.neigh.queue.push_back(f);
-            } else {
-                unresolved += 1;
+            match hop {
+                Some(h) if !resolved => match v.neigh.enqueue(now, h, f) {
+                    Queued::ProbeNow => probe = true,
+                    Queued::Waiting => {}
+                    Queued::Dropped | Queued::TableFull => unresolved += 1,
+                },
+                _ => pending.push(f),
             }
         }
         tcounters.add(TunnelCounter::TxUnresolved, unresolved);
@@ -677,6 +734,10 @@ impl TunnelNic {
         self.counters.add(queue, Counter::TxPackets, stop as u64);
         self.counters.add(queue, Counter::TxBytes, bytes);
         if !resolved {
+            if probe && let Some(h) = hop {
+                v.probe(h);
+                tcounters_probe(&mut v.vnis, self.index);
+            }
             v.poll_neigh(now);
             v.send_control(queue);
         }

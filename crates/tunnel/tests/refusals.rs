@@ -419,3 +419,49 @@ fn unresolved_next_hop_probes_and_bounds_the_waiting_frames() {
             .all(|f| f.bytes()[..6] == MAC_B && f.len() == 50 + 43)
     );
 }
+
+/// The next hop's resolution is the engine's neighbour table with the bounds
+/// `VtepConfig::neighbors` gives: 8 frames wait, not 64; after the configured
+/// probes with no answer the waiting frames are dropped and counted on the
+/// VTEP, and the next frame starts a new resolution.
+#[test]
+fn the_neighbour_bounds_come_from_the_config_and_an_unanswered_hop_gives_up() {
+    use linerate_tunnel::VniConfig;
+    use std::time::Duration;
+    let (a, mut b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let mut vtep = VtepConfig::new(Encap::Vxlan, MAC_A, A4.into());
+    vtep.neighbors.queue = 8;
+    vtep.neighbors.probes = 2;
+    vtep.neighbors.retry = Duration::from_millis(20);
+    let mut t = Tunnel::new(a, vtep, VniConfig::new(42, B4.into())).unwrap();
+    let mut batch = Batch::new();
+    for _ in 0..20 {
+        batch.push(Frame::plain(t.pool().alloc_from(&inner().build(b"x"))));
+    }
+    assert_eq!(t.transmit(0, &mut batch).unwrap(), 20);
+    assert_eq!(t.tunnel_counters().get(TunnelCounter::TxUnresolved), 12);
+    // Nobody answers: a second probe after 20 ms, then the 8 frames go.
+    let start = std::time::Instant::now();
+    while t.vtep_counters().get(TunnelCounter::TxUnresolved) < 8
+        && start.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+        t.receive(0, &mut batch, 8).unwrap();
+    }
+    assert_eq!(t.vtep_counters().get(TunnelCounter::TxUnresolved), 8);
+    let mut wire = Batch::new();
+    b.receive(0, &mut wire, 64).unwrap();
+    let arps = wire
+        .iter()
+        .filter(|f| f.bytes().get(12..14) == Some(&[8, 6][..]))
+        .count();
+    assert_eq!(arps, 2, "two probes, then it gave up");
+    assert_eq!(wire.len(), 2, "no data frame went out unresolved");
+    // A new frame starts a new resolution.
+    batch.clear();
+    batch.push(Frame::plain(t.pool().alloc_from(&inner().build(b"y"))));
+    t.transmit(0, &mut batch).unwrap();
+    wire.clear();
+    b.receive(0, &mut wire, 64).unwrap();
+    assert_eq!(wire.len(), 1, "a fresh probe");
+}
