@@ -642,12 +642,12 @@ fn process_ack(
         // RACK replaces the duplicate ACK count and IsLost (RFC 8985 section 6).
         let dsack = super::rack::dsack(blocks, seg.ack);
         snd.rack_on_ack(now, dsack, una_moved, new_sack, c);
-    } else if snd.recovery.is_none()
-        && snd.max > snd.una
-        && snd.persist.is_none()
-        && snd.dupacks >= 3
-    {
-        snd.enter_recovery(c);
+    } else {
+        snd.tlp_outcome_without_sack();
+        if snd.recovery.is_none() && snd.max > snd.una && snd.persist.is_none() && snd.dupacks >= 3
+        {
+            snd.enter_recovery(c);
+        }
     }
     // The peer answered: probing goes on for as long as it does.
     if let Some(p) = &mut snd.persist {

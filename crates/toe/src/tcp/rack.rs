@@ -714,6 +714,14 @@ impl Snd {
         self.rack.advanced = false;
     }
 
+    /// What became of a probe without SACK (new data only): nothing to judge,
+    /// settled once the ACK covers it.
+    pub(crate) fn tlp_outcome_without_sack(&mut self) {
+        if self.rack.tlp_end.is_some_and(|end| self.una >= end) {
+            self.rack.tlp_end = None;
+        }
+    }
+
     /// Loss detection now (an ACK, or the reordering timer); enters recovery if
     /// anything is lost.
     fn rack_detect(&mut self, now: Instant, c: &mut Counters) {
@@ -776,9 +784,13 @@ impl Snd {
     }
 
     /// A probe may be scheduled (RFC 8985 section 7.2's conditions).
+    /// Without SACK too, but there only new data is probed ([`Snd::take_probe`]):
+    /// RFC 8985 asks for SACK, since without it (and D-SACK) a resend's need
+    /// cannot be judged; new data can only help, and it stands in for a lost
+    /// stretch ACK, which otherwise stalls the sender until its retransmission
+    /// timer (the peer's answer to it acknowledges everything).
     pub(crate) fn probe_allowed(&self) -> bool {
-        self.sack_ok
-            && self.sack.is_empty()
+        self.sack.is_empty()
             && self.recovery.is_none()
             && self.persist.is_none()
             && self.nxt == self.max
@@ -797,7 +809,7 @@ impl Snd {
             if self.probe_allowed() && self.rack.tlp_end.is_none() {
                 self.rack.tlp_due = true;
             }
-            if self.max > self.una {
+            if self.max > self.una && self.sack_ok {
                 self.rto_at = Some(now + self.rtt.rto());
             }
         }
@@ -829,6 +841,9 @@ impl Snd {
             self.nxt = seq.plus(len + usize::from(fin));
             self.max = self.max.max(self.nxt);
             (seq, len, fin, false)
+        } else if !self.sack_ok {
+            // Without SACK only new data is probed (see `probe_allowed`).
+            return None;
         } else {
             let fin = fin_queued && self.max == data_end.plus(1);
             let top = self.max.min(data_end);
