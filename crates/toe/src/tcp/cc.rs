@@ -191,6 +191,15 @@ impl Congestion {
         self.ssthresh
     }
 
+    /// A reduction proved needless (`tcp::undo`): cwnd and ssthresh back to at
+    /// least `cwnd` and `ssthresh` (Linux's `tcp_undo_cwnd_reduction`).
+    pub fn undo(&mut self, cwnd: usize, ssthresh: usize) {
+        self.cwnd = self.cwnd.max(cwnd);
+        self.ssthresh = self.ssthresh.max(ssthresh);
+        self.bytes_acked = 0;
+        self.cubic.epoch = None;
+    }
+
     /// A retransmission timeout (RFC 5681 equation 4 and section 3.1: cwnd becomes
     /// the loss window, one segment).
     pub fn on_rto(&mut self, flight: usize) {

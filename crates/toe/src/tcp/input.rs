@@ -638,9 +638,13 @@ fn process_ack(
         // A duplicate ACK (RFC 5681 section 2).
         snd.dupacks = snd.dupacks.saturating_add(1);
     }
+    let dsack = super::rack::dsack(blocks, seg.ack).filter(|_| snd.sack_ok);
+    let tsecr = seg.opts.timestamps.filter(|_| ts.is_some()).map(|t| t.1);
+    if snd.undo_on_ack(dsack, tsecr, una_moved) {
+        c.tcp_undos += 1;
+    }
     if snd.sack_ok {
         // RACK replaces the duplicate ACK count and IsLost (RFC 8985 section 6).
-        let dsack = super::rack::dsack(blocks, seg.ack);
         snd.rack_on_ack(now, dsack, una_moved, new_sack, c);
     } else {
         snd.tlp_outcome_without_sack();

@@ -133,7 +133,9 @@ impl Conn {
                 una = snd.una;
                 if let Some(ch) = ch {
                     if ch.retransmit {
-                        c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
+                        let segs = ch.len.div_ceil(snd.mss.max(1)).max(1);
+                        c.tcp_retrans_segs += segs as u64;
+                        snd.undo_on_retransmit(segs, ts_now);
                     }
                     let end = ch.seq.plus(ch.len + usize::from(ch.fin));
                     snd.rack.on_send(ch.seq, end, now, ts_now);

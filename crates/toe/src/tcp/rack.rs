@@ -633,6 +633,14 @@ impl Rack {
         }
     }
 
+    /// A congestion response was undone (`tcp::undo`): nothing is taken as lost.
+    pub fn unmark_lost(&mut self) {
+        for x in self.log.iter_mut() {
+            x.lost = false;
+        }
+        self.reo_at = None;
+    }
+
     /// A retransmission timeout: the sender goes back to SND.UNA and sends
     /// everything again, so nothing is pending here.
     fn on_rto(&mut self) {
@@ -652,6 +660,7 @@ impl Snd {
     /// Fast recovery begins: cwnd down to the new ssthresh (RFC 6675 section 5
     /// step 4, RFC 5681 equation 4 / RFC 9438), the first lost hole goes at once.
     pub(crate) fn enter_recovery(&mut self, c: &mut Counters) {
+        self.undo_begin(false);
         let flight = self.outstanding();
         let ss = self.cc.on_congestion(flight);
         self.cc.set_cwnd(ss);
