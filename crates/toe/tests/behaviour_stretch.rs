@@ -36,7 +36,10 @@ fn ack(r: &mut Raw, port: u16, ack: u32) {
 fn high_of(segs: &[Seen], high: u32) -> u32 {
     segs.iter()
         .map(|s| s.seq + s.payload.len() as u32)
-        .fold(high, |h, e| if e.wrapping_sub(h) as i32 > 0 { e } else { h })
+        .fold(
+            high,
+            |h, e| if e.wrapping_sub(h) as i32 > 0 { e } else { h },
+        )
 }
 
 /// Round trips of 10 ms; each window is acknowledged by one ACK per 64 KiB (the
@@ -62,12 +65,20 @@ fn slow_start_doubles_per_round_trip_under_one_ack_per_64_kib() {
     let mut cwnd = r.e.tcp_info(c).unwrap().cwnd;
     assert_eq!(cwnd, 10 * MSS as usize, "the initial window");
     for round in 0..5 {
-        assert_eq!((high - una) as usize, cwnd, "round {round}: a full window sent");
+        assert_eq!(
+            (high - una) as usize,
+            cwnd,
+            "round {round}: a full window sent"
+        );
         r.now += Duration::from_millis(10);
         let end = high;
         let mut sent = Vec::new();
         while una != end {
-            una = if end - una > 65_536 { una + 65_536 } else { end };
+            una = if end - una > 65_536 {
+                una + 65_536
+            } else {
+                end
+            };
             ack(&mut r, port, una);
             sent.extend(r.segments());
         }

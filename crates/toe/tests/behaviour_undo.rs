@@ -75,7 +75,10 @@ fn a_spurious_fast_retransmission_is_undone_after_d_sack() {
     );
     assert_eq!(r.e.counters().tcp_fast_retransmits, 1);
     let cut = r.e.tcp_info(c).unwrap();
-    assert!(cut.cwnd < before.cwnd && cut.ssthresh < usize::MAX, "{cut:?}");
+    assert!(
+        cut.cwnd < before.cwnd && cut.ssthresh < usize::MAX,
+        "{cut:?}"
+    );
     // The original 0 arrives: everything is acknowledged. Then the
     // retransmission: a duplicate ACK with a D-SACK block for it.
     ack(&mut r, port, seg(10), &[], None);

@@ -151,7 +151,10 @@ mod tests {
     #[test]
     fn a_dsack_of_a_voided_duplicate_stays_pending() {
         let mut o = OwedSacks::default();
-        o.push(SackBlocks::from_slice(&[(1, 2), (5, 6)]).unwrap(), Some((1, 2)));
+        o.push(
+            SackBlocks::from_slice(&[(1, 2), (5, 6)]).unwrap(),
+            Some((1, 2)),
+        );
         o.push(SackBlocks::from_slice(&[(5, 6)]).unwrap(), None);
         o.clear();
         assert!(o.pop().is_none());
