@@ -89,6 +89,54 @@ fn a_spurious_fast_retransmission_is_undone_after_d_sack() {
     assert_eq!(after.ssthresh, usize::MAX, "{after:?}");
 }
 
+/// After that D-SACK the reordering window is wider (RFC 8985 section 6.2
+/// step 4, and reordering counts as seen, as Linux's `tcp_check_sack_reordering`
+/// counts a D-SACKed retransmission): the same reordering once more, segment
+/// 10 arriving 3 ms after 11 to 14 (min_RTT 10 ms, so the window is now 5 ms
+/// instead of 2.5 ms, and no longer zero with DupThresh segments SACKed), is
+/// not taken for a loss. Before, it failed with a second fast retransmission:
+/// the window stayed zero, reordering never having been seen.
+#[test]
+fn after_a_d_sack_the_same_reordering_is_no_loss() {
+    let (mut r, c, port, base) = connected(
+        |c| c.offloads = false,
+        &[
+            O::MaximumSegmentSize(MSS as u16),
+            O::SelectiveAcknowledgementPermitted,
+            O::Noop,
+            O::WindowScale(4),
+        ],
+    );
+    let data = common::pattern(20 * MSS as usize, 3);
+    let seg = |k: u32| base + k * MSS;
+    r.e.tcp_send(c, &data[..10 * MSS as usize]).unwrap();
+    assert_eq!(r.segments().len(), 10);
+    r.now += Duration::from_millis(10);
+    for k in 1..=4 {
+        ack(&mut r, port, base, &[(seg(1), seg(k + 1))], None);
+    }
+    r.segments();
+    ack(&mut r, port, seg(10), &[], None);
+    ack(&mut r, port, seg(10), &[(seg(0), seg(1))], None);
+    assert_eq!(r.e.counters().tcp_undos, 1);
+    // Segments 10 to 19; 11 to 14 arrive after 10 ms, 10 after 13 ms.
+    r.e.tcp_send(c, &data[10 * MSS as usize..]).unwrap();
+    assert_eq!(r.segments().len(), 10);
+    r.now += Duration::from_millis(10);
+    for k in 11..=14 {
+        ack(&mut r, port, seg(10), &[(seg(11), seg(k + 1))], None);
+    }
+    let mut out = r.segments();
+    out.extend(r.advance(Duration::from_millis(3)));
+    ack(&mut r, port, seg(15), &[], None);
+    out.extend(r.segments());
+    assert!(
+        out.iter().all(|s| s.seq != seg(10)),
+        "segment 10 resent: {out:?}"
+    );
+    assert_eq!(r.e.counters().tcp_fast_retransmits, 1);
+}
+
 /// Timestamps on, SACK off, a 10 ms round trip: ten segments go and the
 /// peer's ACK for them is delayed past the retransmission timer (200 ms), which
 /// resends segment 0 with cwnd one segment. The ACK then arrives, echoing the

@@ -625,7 +625,11 @@ impl Rack {
     /// A retransmission proved spurious (D-SACK, or a timestamp echo older than
     /// the retransmission): widen the reordering window, once per round trip
     /// (RFC 8985 section 6.2 step 4).
+    /// It is also reordering seen (as Linux counts a D-SACKed retransmission in
+    /// `tcp_check_sack_reordering`): without that, the window stays zero once
+    /// DupThresh segments are SACKed, and the widening would not apply.
     pub fn on_spurious(&mut self, nxt: Seq) {
+        self.reordering_seen = true;
         if self.dsack_round.is_none() {
             self.dsack_round = Some(nxt);
             self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(REO_WND_MULT_MAX);
