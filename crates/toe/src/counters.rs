@@ -171,4 +171,8 @@ pub struct Counters {
     /// RTT samples not taken because the timestamp echo of an ACK for
     /// retransmitted data was older than the retransmission (the original's).
     pub tcp_rtt_spurious_skipped: u64,
+    /// Congestion responses (a fast retransmission or a timeout) undone as
+    /// needless, by D-SACK or by a timestamp echo (`tcp::undo`; Linux's
+    /// TCPFullUndo, TCPDSACKUndo and TCPLossUndo together).
+    pub tcp_undos: u64,
 }

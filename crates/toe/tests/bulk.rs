@@ -79,6 +79,9 @@ fn gro_frames_kept_in_the_receive_buffer_with_faults() {
     // Super-frames arrive whole, in order or not, duplicated, some corrupted:
     // the receiver keeps large in-order payloads in their frames and copies the
     // rest behind them; every byte still comes out in order.
+    // Frames reordered over the seeds (a seed may see none: with slow start
+    // doubling per round trip, few super-frames carry a whole transfer).
+    let mut reordered = 0;
     for seed in 30..33 {
         let link = LinkConfig {
             gro: true,
@@ -87,8 +90,9 @@ fn gro_frames_kept_in_the_receive_buffer_with_faults() {
         let sim = run(true, link, if seed == 31 { V6 } else { V4 }, 2 << 20, seed);
         let rx = sim.engines[1].counters();
         assert!(rx.tcp_rx_adopted > 0, "{rx:?}");
-        assert!(sim.link.stats().reordered > 0);
+        reordered += sim.link.stats().reordered;
     }
+    assert!(reordered > 0);
     // Without faults nearly every super-segment is kept.
     let link = LinkConfig {
         gro: true,

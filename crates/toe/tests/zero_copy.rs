@@ -56,7 +56,7 @@ fn transfer(
     let mut calls = 0;
     let mut eof = false;
     let limit = sim.now + Duration::from_secs(600);
-    let ok = sim.run_until(limit, |sim| {
+    let mut step = |sim: &mut Sim| {
         server = server.or_else(|| sim.engines[1].tcp_accept(l).ok());
         loop {
             let buf = match pending.take() {
@@ -120,7 +120,16 @@ fn transfer(
                 Err(e) => panic!("recv: {e}"),
             }
         }
-    });
+    };
+    // The reader takes at most `budget` bytes per look: once the link has gone
+    // quiet it still needs some looks to drain what arrived.
+    let mut ok = false;
+    for _ in 0..10_000 {
+        ok = sim.run_until(limit, &mut step);
+        if ok {
+            break;
+        }
+    }
     let (n, want) = (got.data.len(), data.len());
     assert!(ok && eof, "transfer did not finish: {n} of {want}");
     got

@@ -89,6 +89,14 @@ impl Assembler {
         Some(e)
     }
 
+    /// The first part of `[start, end)` already held, if any (a duplicate).
+    pub fn overlap(&self, start: Seq, end: Seq) -> Option<(Seq, Seq)> {
+        self.ranges
+            .iter()
+            .find(|&&(s, e)| s < end && start < e)
+            .map(|&(s, e)| (s.max(start), e.min(end)))
+    }
+
     /// Up to `max` SACK blocks, most recent first (RFC 2018 section 4).
     pub fn sack_blocks(&self, max: usize) -> SackBlocks {
         let mut out = SackBlocks::new();

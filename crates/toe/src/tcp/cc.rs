@@ -1,5 +1,11 @@
 //! Congestion control: NewReno window growth (RFC 5681 section 3.1, with
-//! appropriate byte counting per RFC 3465, L = 2 SMSS) and CUBIC (RFC 9438).
+//! appropriate byte counting per RFC 3465) and CUBIC (RFC 9438).
+//!
+//! Every acknowledged byte counts, as in Linux's `tcp_slow_start`: slow start
+//! grows cwnd by the bytes an ACK covers, up to ssthresh, and what is left over
+//! goes to congestion avoidance. RFC 3465's per-ACK limit L = 2 SMSS is not
+//! applied: with GRO at the peer one ACK covers a whole burst (a stretch ACK),
+//! and L would turn slow start's doubling per round trip into a few percent.
 //!
 //! This module decides how the window grows on ACKs and what ssthresh becomes on
 //! a congestion event; *when* there is a congestion event, and fast recovery
@@ -97,17 +103,27 @@ impl Congestion {
         if acked == 0 {
             return;
         }
+        let mut acked = acked;
         if self.in_slow_start() {
-            // RFC 3465: at most L = 2 SMSS per ACK.
-            self.cwnd = self.cwnd.saturating_add(acked.min(2 * self.mss));
-            return;
+            // Linux's tcp_slow_start: all of it, up to ssthresh; the rest is
+            // congestion avoidance's.
+            let grown = self.cwnd.saturating_add(acked).min(self.ssthresh);
+            acked -= grown.saturating_sub(self.cwnd).min(acked);
+            self.cwnd = grown.max(self.cwnd);
+            if acked == 0 {
+                return;
+            }
         }
         match self.algo {
             CongestionControl::NewReno => {
+                // Linux's tcp_cong_avoid_ai: one segment per window of bytes
+                // acknowledged, several if a stretch ACK covers several windows.
                 self.bytes_acked = self.bytes_acked.saturating_add(acked);
-                if self.bytes_acked >= self.cwnd {
-                    self.bytes_acked -= self.cwnd;
-                    self.cwnd = self.cwnd.saturating_add(self.mss);
+                let w = self.cwnd.max(1);
+                if self.bytes_acked >= w {
+                    let delta = self.bytes_acked / w;
+                    self.bytes_acked -= delta * w;
+                    self.cwnd = self.cwnd.saturating_add(delta.saturating_mul(self.mss));
                 }
             }
             CongestionControl::Cubic => self.cubic_on_ack(now, acked, srtt),
@@ -175,6 +191,15 @@ impl Congestion {
         self.ssthresh
     }
 
+    /// A reduction proved needless (`tcp::undo`): cwnd and ssthresh back to at
+    /// least `cwnd` and `ssthresh` (Linux's `tcp_undo_cwnd_reduction`).
+    pub fn undo(&mut self, cwnd: usize, ssthresh: usize) {
+        self.cwnd = self.cwnd.max(cwnd);
+        self.ssthresh = self.ssthresh.max(ssthresh);
+        self.bytes_acked = 0;
+        self.cubic.epoch = None;
+    }
+
     /// A retransmission timeout (RFC 5681 equation 4 and section 3.1: cwnd becomes
     /// the loss window, one segment).
     pub fn on_rto(&mut self, flight: usize) {
@@ -208,7 +233,7 @@ mod tests {
         let mut c = Congestion::new(CongestionControl::NewReno, 1000);
         let t = Instant::ZERO;
         c.on_ack(t, 5000, None);
-        assert_eq!(c.cwnd(), 12_000); // at most 2 SMSS per ACK
+        assert_eq!(c.cwnd(), 15_000); // every byte counts (a stretch ACK)
         c.on_congestion(20_000);
         assert_eq!(c.ssthresh(), 10_000);
         c.set_cwnd(10_000);
@@ -219,6 +244,10 @@ mod tests {
         assert_eq!(c.cwnd(), 11_000);
         c.on_rto(8000);
         assert_eq!((c.cwnd(), c.ssthresh()), (1000, 4000));
+        // Slow start stops at ssthresh; the rest of a stretch ACK goes to
+        // congestion avoidance (3000 to reach 4000, 5000 left: one window and more).
+        c.on_ack(t, 8000, None);
+        assert_eq!(c.cwnd(), 5000);
     }
 
     /// RFC 9438 section 4.2 with the RFC's own constants (not this module's):

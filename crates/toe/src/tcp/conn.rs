@@ -518,6 +518,7 @@ impl Conn {
                     s.retries += 1;
                     c.tcp_timeouts += 1;
                     let flight = s.max.since(s.una).min(tx_len);
+                    s.undo_begin(true);
                     s.cc.on_rto(flight);
                     s.rtt.back_off();
                     s.recovery = None;

@@ -239,7 +239,10 @@ impl Conn {
                 // (Linux rate-limits only the dataless ones).
                 match self.state.rcv_mut() {
                     Some(r) if !seg.payload.is_empty() => {
-                        owe_dup_ack(r, &self.asm, &mut self.sack_owed)
+                        // Wholly below RCV.NXT: a duplicate, reported (RFC 2883).
+                        let end = seg.seq.plus(seg.payload.len());
+                        let dsack = (end <= rcv_nxt).then_some((seg.seq, end));
+                        owe_dup_ack(r, &self.asm, &mut self.sack_owed, dsack)
                     }
                     _ => self.want_ack(),
                 }
@@ -407,7 +410,8 @@ impl Conn {
         let data = seg.payload.get(skip..).unwrap_or_default();
         if data.is_empty() {
             // A duplicate: acknowledge at once so the sender learns it arrived.
-            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed);
+            let dsack = (seg.seq, seg.seq.plus(seg.payload.len()));
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, Some(dsack));
             return;
         }
         let per_seg = seg.payload.len() / seg.segs.max(1) as usize;
@@ -417,7 +421,7 @@ impl Conn {
         if offset > 0 && !self.ofo_allowed {
             // The engine's out-of-order budget is spent: acknowledge, keep nothing.
             c.tcp_ofo_dropped += 1;
-            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed);
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, None);
             return;
         }
         let adopt = if offset == 0 && self.asm.is_empty() {
@@ -441,12 +445,14 @@ impl Conn {
             rcv.ack_now = true;
         }
         if offset > 0 {
+            // Out of order. A part already held is a duplicate (RFC 2883).
+            let dsack = self.asm.overlap(start, start.plus(data.len()));
             // A range the assembler cannot track (it holds `MAX_RANGES`
             // already) is dropped: its bytes stay unaccounted in the ring.
             if written > 0 && !self.asm.insert(start, start.plus(written)) {
                 c.tcp_ofo_dropped += 1;
             }
-            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed);
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, dsack);
             return;
         }
         if !adopted {
@@ -458,6 +464,12 @@ impl Conn {
         // lost. The ACK this segment calls for covers them.
         rcv.dup_owed = 0;
         self.sack_owed.clear();
+        if skip > 0 {
+            // Partly old (a retransmitted super-segment, say): the old part is
+            // a duplicate, reported in the ACK this calls for (RFC 2883).
+            self.sack_owed.set_dsack(seg.seq, seg.seq.plus(skip));
+            rcv.ack_now |= rcv.sack_ok;
+        }
         if !self.asm.is_empty() {
             while let Some(end) = self.asm.pop_front(rcv.nxt) {
                 let more = end.since(rcv.nxt);
@@ -626,16 +638,20 @@ fn process_ack(
         // A duplicate ACK (RFC 5681 section 2).
         snd.dupacks = snd.dupacks.saturating_add(1);
     }
+    let dsack = super::rack::dsack(blocks, seg.ack).filter(|_| snd.sack_ok);
+    let tsecr = seg.opts.timestamps.filter(|_| ts.is_some()).map(|t| t.1);
+    if snd.undo_on_ack(dsack, tsecr, una_moved) {
+        c.tcp_undos += 1;
+    }
     if snd.sack_ok {
         // RACK replaces the duplicate ACK count and IsLost (RFC 8985 section 6).
-        let dsack = super::rack::dsack(blocks, seg.ack);
         snd.rack_on_ack(now, dsack, una_moved, new_sack, c);
-    } else if snd.recovery.is_none()
-        && snd.max > snd.una
-        && snd.persist.is_none()
-        && snd.dupacks >= 3
-    {
-        snd.enter_recovery(c);
+    } else {
+        snd.tlp_outcome_without_sack();
+        if snd.recovery.is_none() && snd.max > snd.una && snd.persist.is_none() && snd.dupacks >= 3
+        {
+            snd.enter_recovery(c);
+        }
     }
     // The peer answered: probing goes on for as long as it does.
     if let Some(p) = &mut snd.persist {

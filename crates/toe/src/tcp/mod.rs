@@ -32,6 +32,7 @@ pub(crate) mod segment;
 pub mod sendbuf;
 pub mod seq;
 pub(crate) mod state;
+mod undo;
 mod zero_copy;
 
 pub use keepalive::Keepalive;

@@ -25,7 +25,8 @@
 
 use super::conn::Conn;
 use super::sack::Scoreboard;
-use super::segment::{Outgoing, max_sack_blocks};
+use super::sack_owed::blocks_now;
+use super::segment::Outgoing;
 use super::seq::Seq;
 use super::state::*;
 use crate::counters::Counters;
@@ -132,7 +133,9 @@ impl Conn {
                 una = snd.una;
                 if let Some(ch) = ch {
                     if ch.retransmit {
-                        c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
+                        let segs = ch.len.div_ceil(snd.mss.max(1)).max(1);
+                        c.tcp_retrans_segs += segs as u64;
+                        snd.undo_on_retransmit(segs, ts_now);
                     }
                     let end = ch.seq.plus(ch.len + usize::from(ch.fin));
                     snd.rack.on_send(ch.seq, end, now, ts_now);
@@ -161,6 +164,7 @@ impl Conn {
         } else {
             None
         };
+        let dsack = self.sack_owed.take_dsack();
         rcv.acked();
         let mut o = bare(snd_nxt, ack, Flags::ACK, wnd);
         o.ts = ts;
@@ -181,8 +185,8 @@ impl Conn {
             None => {
                 if let Some(blocks) = owed.filter(|_| sack_ok) {
                     o.sack = blocks;
-                } else if sack_ok && !self.asm.is_empty() {
-                    o.sack = self.asm.sack_blocks(max_sack_blocks(ts.is_some()));
+                } else if sack_ok && (dsack.is_some() || !self.asm.is_empty()) {
+                    o.sack = blocks_now(&self.asm, dsack, ts.is_some());
                 }
             }
         }

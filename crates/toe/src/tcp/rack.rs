@@ -625,12 +625,24 @@ impl Rack {
     /// A retransmission proved spurious (D-SACK, or a timestamp echo older than
     /// the retransmission): widen the reordering window, once per round trip
     /// (RFC 8985 section 6.2 step 4).
+    /// It is also reordering seen (as Linux counts a D-SACKed retransmission in
+    /// `tcp_check_sack_reordering`): without that, the window stays zero once
+    /// DupThresh segments are SACKed, and the widening would not apply.
     pub fn on_spurious(&mut self, nxt: Seq) {
+        self.reordering_seen = true;
         if self.dsack_round.is_none() {
             self.dsack_round = Some(nxt);
             self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(REO_WND_MULT_MAX);
             self.reo_wnd_persist = REO_WND_PERSIST;
         }
+    }
+
+    /// A congestion response was undone (`tcp::undo`): nothing is taken as lost.
+    pub fn unmark_lost(&mut self) {
+        for x in self.log.iter_mut() {
+            x.lost = false;
+        }
+        self.reo_at = None;
     }
 
     /// A retransmission timeout: the sender goes back to SND.UNA and sends
@@ -652,6 +664,7 @@ impl Snd {
     /// Fast recovery begins: cwnd down to the new ssthresh (RFC 6675 section 5
     /// step 4, RFC 5681 equation 4 / RFC 9438), the first lost hole goes at once.
     pub(crate) fn enter_recovery(&mut self, c: &mut Counters) {
+        self.undo_begin(false);
         let flight = self.outstanding();
         let ss = self.cc.on_congestion(flight);
         self.cc.set_cwnd(ss);
@@ -712,6 +725,14 @@ impl Snd {
             self.rack_detect(now, c);
         }
         self.rack.advanced = false;
+    }
+
+    /// What became of a probe without SACK (new data only): nothing to judge,
+    /// settled once the ACK covers it.
+    pub(crate) fn tlp_outcome_without_sack(&mut self) {
+        if self.rack.tlp_end.is_some_and(|end| self.una >= end) {
+            self.rack.tlp_end = None;
+        }
     }
 
     /// Loss detection now (an ACK, or the reordering timer); enters recovery if
@@ -776,9 +797,13 @@ impl Snd {
     }
 
     /// A probe may be scheduled (RFC 8985 section 7.2's conditions).
+    /// Without SACK too, but there only new data is probed ([`Snd::take_probe`]):
+    /// RFC 8985 asks for SACK, since without it (and D-SACK) a resend's need
+    /// cannot be judged; new data can only help, and it stands in for a lost
+    /// stretch ACK, which otherwise stalls the sender until its retransmission
+    /// timer (the peer's answer to it acknowledges everything).
     pub(crate) fn probe_allowed(&self) -> bool {
-        self.sack_ok
-            && self.sack.is_empty()
+        self.sack.is_empty()
             && self.recovery.is_none()
             && self.persist.is_none()
             && self.nxt == self.max
@@ -797,7 +822,7 @@ impl Snd {
             if self.probe_allowed() && self.rack.tlp_end.is_none() {
                 self.rack.tlp_due = true;
             }
-            if self.max > self.una {
+            if self.max > self.una && self.sack_ok {
                 self.rto_at = Some(now + self.rtt.rto());
             }
         }
@@ -829,6 +854,9 @@ impl Snd {
             self.nxt = seq.plus(len + usize::from(fin));
             self.max = self.max.max(self.nxt);
             (seq, len, fin, false)
+        } else if !self.sack_ok {
+            // Without SACK only new data is probed (see `probe_allowed`).
+            return None;
         } else {
             let fin = fin_queued && self.max == data_end.plus(1);
             let top = self.max.min(data_end);

@@ -7,8 +7,16 @@
 //! first), not the final state: otherwise every ACK repeats the newest blocks and
 //! a block that stopped growing is never reported. This keeps one snapshot per
 //! owed ACK, oldest first, in a fixed ring (no allocation per frame).
+//!
+//! D-SACK (RFC 2883 section 4): an ACK for data that arrived twice carries the
+//! duplicate range as its first block, then the SACK blocks as RFC 2018 orders
+//! them (for a duplicate above RCV.NXT, the block holding it next). A duplicate
+//! that is part of a segment also bringing new data (a retransmitted GRO
+//! super-segment partly below RCV.NXT) owes no duplicate ACK: its D-SACK block is
+//! kept pending for the next ACK sent.
 
 use super::assembler::Assembler;
+use super::seq::Seq;
 use super::state::Rcv;
 use linerate_wire::tcp::SackBlocks;
 
@@ -22,18 +30,42 @@ pub(crate) struct OwedSacks {
     ring: [SackBlocks; SLOTS],
     head: usize,
     len: usize,
+    /// Bit `i`: the snapshot in slot `i` opens with a D-SACK block.
+    marks: u8,
+    /// A D-SACK block not yet reported, for the next ACK that is not a
+    /// duplicate owed (those carry their own).
+    dsack: Option<(u32, u32)>,
 }
 
 impl OwedSacks {
-    /// Records the blocks of an ACK just owed; a full ring keeps what it holds.
-    pub fn push(&mut self, blocks: SackBlocks) {
+    /// Records the blocks of an ACK just owed; a full ring keeps what it holds
+    /// (and a D-SACK block it cannot keep waits for the next ACK).
+    pub fn push(&mut self, blocks: SackBlocks, dsack: Option<(u32, u32)>) {
         if self.len >= SLOTS {
+            if dsack.is_some() {
+                self.dsack = dsack;
+            }
             return;
         }
-        if let Some(slot) = self.ring.get_mut((self.head + self.len) % SLOTS) {
+        let i = (self.head + self.len) % SLOTS;
+        if let Some(slot) = self.ring.get_mut(i) {
             *slot = blocks;
             self.len += 1;
+            self.marks &= !(1 << i);
+            if dsack.is_some() {
+                self.marks |= 1 << i;
+            }
         }
+    }
+
+    /// Keeps a D-SACK block for the next ACK sent.
+    pub fn set_dsack(&mut self, l: Seq, r: Seq) {
+        self.dsack = Some((l.0, r.0));
+    }
+
+    /// Takes the pending D-SACK block (an ACK is going out).
+    pub fn take_dsack(&mut self) -> Option<(u32, u32)> {
+        self.dsack.take()
     }
 
     /// The blocks of the oldest owed ACK, now being sent.
@@ -48,17 +80,51 @@ impl OwedSacks {
     }
 
     /// Forgets every snapshot (RCV.NXT advanced: the owed duplicates are void).
+    /// The D-SACK block of the newest one is still news: it stays pending.
     pub fn clear(&mut self) {
-        self.len = 0;
+        while self.len > 0 {
+            let newest = (self.head + self.len - 1) % SLOTS;
+            self.len -= 1;
+            if self.dsack.is_none()
+                && self.marks & (1 << newest) != 0
+                && let Some(&d) = self.ring.get(newest).and_then(|b| b.as_slice().first())
+            {
+                self.dsack = Some(d);
+            }
+        }
+        self.marks = 0;
     }
 }
 
+/// The SACK option of an ACK now: `dsack` first if given, then up to the rest
+/// of the room in blocks of `asm`, most recent first (RFC 2883 section 4,
+/// RFC 2018 section 4).
+pub(crate) fn blocks_now(asm: &Assembler, dsack: Option<(u32, u32)>, ts: bool) -> SackBlocks {
+    let max = super::segment::max_sack_blocks(ts);
+    let Some(d) = dsack else {
+        return asm.sack_blocks(max);
+    };
+    let mut out = SackBlocks::new();
+    out.push(d);
+    for &b in asm.sack_blocks(max - 1).as_slice() {
+        out.push(b);
+    }
+    out
+}
+
 /// An out-of-order or duplicate frame arrived: owes it an ACK of its own and,
-/// with SACK, records the blocks as of this frame (the one holding it first).
-pub(crate) fn owe_dup_ack(rcv: &mut Rcv, asm: &Assembler, owed: &mut OwedSacks) {
+/// with SACK, records the blocks as of this frame (the one holding it first),
+/// after `dsack`, the range of it that arrived before (RFC 2883), if any.
+pub(crate) fn owe_dup_ack(
+    rcv: &mut Rcv,
+    asm: &Assembler,
+    owed: &mut OwedSacks,
+    dsack: Option<(Seq, Seq)>,
+) {
     rcv.owe_dup_ack();
     if rcv.sack_ok {
-        owed.push(asm.sack_blocks(super::segment::max_sack_blocks(rcv.ts_ok)));
+        let d = dsack.map(|(l, r)| (l.0, r.0));
+        owed.push(blocks_now(asm, d, rcv.ts_ok), d);
     }
 }
 
@@ -70,14 +136,29 @@ mod tests {
     fn fifo_and_bounded() {
         let mut o = OwedSacks::default();
         for k in 0..10u32 {
-            o.push(SackBlocks::from_slice(&[(k, k + 1)]).unwrap());
+            o.push(SackBlocks::from_slice(&[(k, k + 1)]).unwrap(), None);
         }
         for k in 0..8u32 {
             assert_eq!(o.pop().unwrap().as_slice(), &[(k, k + 1)]);
         }
         assert!(o.pop().is_none());
-        o.push(SackBlocks::new());
+        o.push(SackBlocks::new(), None);
         o.clear();
         assert!(o.pop().is_none());
+        assert!(o.take_dsack().is_none());
+    }
+
+    #[test]
+    fn a_dsack_of_a_voided_duplicate_stays_pending() {
+        let mut o = OwedSacks::default();
+        o.push(
+            SackBlocks::from_slice(&[(1, 2), (5, 6)]).unwrap(),
+            Some((1, 2)),
+        );
+        o.push(SackBlocks::from_slice(&[(5, 6)]).unwrap(), None);
+        o.clear();
+        assert!(o.pop().is_none());
+        assert_eq!(o.take_dsack(), Some((1, 2)));
+        assert_eq!(o.take_dsack(), None);
     }
 }

@@ -88,6 +88,8 @@ pub(crate) struct Snd {
     pub timed: Option<(Seq, Instant)>,
     /// Transmission times, RACK loss detection and tail loss probes (RFC 8985).
     pub rack: Rack,
+    /// The last congestion episode, while it may still be undone (`tcp::undo`).
+    pub undo: super::undo::Undo,
 }
 
 impl Snd {
@@ -115,6 +117,7 @@ impl Snd {
             persist: None,
             timed: None,
             rack: Rack::default(),
+            undo: Default::default(),
         }
     }
 
