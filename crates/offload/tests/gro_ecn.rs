@@ -77,7 +77,11 @@ fn a_ce_mark_is_never_merged_away() {
             } else {
                 FlushReason::Tos
             };
-            assert!(g.counters().flushed(reason) >= 1, "v6 {v6} ce {ce:?}: {}", g.counters());
+            assert!(
+                g.counters().flushed(reason) >= 1,
+                "v6 {v6} ce {ce:?}: {}",
+                g.counters()
+            );
         }
     }
 }

@@ -144,7 +144,10 @@ fn linerate_to_kernel(offloads: bool, mode: EcnMode) -> bool {
     assert_eq!(digest, Sha256::digest(&data).to_vec());
     let ours = h.engine().tcp_info(c).map(|i| i.ecn).unwrap_or(false);
     let state = h.engine().tcp_state(c);
-    if matches!(state, Ok(TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2)) {
+    if matches!(
+        state,
+        Ok(TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2)
+    ) {
         assert_eq!(ours, ecn, "linerate and the kernel agree");
     }
     assert_eq!(h.engine().counters().tcp_ecn_negotiated, u64::from(ecn));
@@ -163,12 +166,18 @@ fn kernel_client_negotiates_ecn_with_linerate_offloads_off() {
 
 #[test]
 fn linerate_client_negotiates_ecn_with_the_kernel_offloads_on() {
-    assert!(linerate_to_kernel(true, EcnMode::On), "kernel: TCPI_OPT_ECN");
+    assert!(
+        linerate_to_kernel(true, EcnMode::On),
+        "kernel: TCPI_OPT_ECN"
+    );
 }
 
 #[test]
 fn linerate_client_negotiates_ecn_with_the_kernel_offloads_off() {
-    assert!(linerate_to_kernel(false, EcnMode::On), "kernel: TCPI_OPT_ECN");
+    assert!(
+        linerate_to_kernel(false, EcnMode::On),
+        "kernel: TCPI_OPT_ECN"
+    );
 }
 
 #[test]

@@ -108,7 +108,11 @@ fn host(mode: EcnMode, offloads: bool) -> Raw {
     })
 }
 
-const SYN_OPTS: &[O] = &[O::MaximumSegmentSize(MSS as u16), O::Noop, O::WindowScale(4)];
+const SYN_OPTS: &[O] = &[
+    O::MaximumSegmentSize(MSS as u16),
+    O::Noop,
+    O::WindowScale(4),
+];
 
 /// Advances time by `d`, running timers; returns the segments sent meanwhile.
 fn advance(r: &mut Raw, d: Duration) -> Vec<Out> {
@@ -155,7 +159,12 @@ fn passive(mode: EcnMode, ask: bool) -> (Raw, Out, SocketHandle) {
 /// An active open to the peer's port 80 under `mode`; the peer answers with a
 /// SYN-ACK carrying ECE and CWR as given. Returns the host, the SYN, the
 /// socket, its port and its first data sequence number.
-fn active(mode: EcnMode, offloads: bool, ece: bool, cwr: bool) -> (Raw, Out, SocketHandle, u16, u32) {
+fn active(
+    mode: EcnMode,
+    offloads: bool,
+    ece: bool,
+    cwr: bool,
+) -> (Raw, Out, SocketHandle, u16, u32) {
     let mut r = host(mode, offloads);
     let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
     let syn = sent(&mut r).remove(0);
@@ -168,7 +177,10 @@ fn active(mode: EcnMode, offloads: bool, ece: bool, cwr: bool) -> (Raw, Out, Soc
     };
     r.input(&peer(80, me.port(), 7000, f, NOT_ECT, SYN_OPTS, &[]));
     let acks = sent(&mut r);
-    assert!(acks.iter().all(|a| a.ecn == NOT_ECT && a.len == 0), "{acks:?}");
+    assert!(
+        acks.iter().all(|a| a.ecn == NOT_ECT && a.len == 0),
+        "{acks:?}"
+    );
     assert_eq!(r.e.tcp_state(c), Ok(TcpState::Established));
     let first = syn.seq + 1;
     (r, syn, c, me.port(), first)
@@ -177,7 +189,10 @@ fn active(mode: EcnMode, offloads: bool, ece: bool, cwr: bool) -> (Raw, Out, Soc
 #[test]
 fn passive_open_answers_an_ecn_syn_with_ece_only() {
     let (mut r, sa, c) = passive(EcnMode::Passive, true);
-    assert!(sa.syn && sa.ece && !sa.cwr, "RFC 3168 6.1.1: SYN-ACK with ECE, not CWR: {sa:?}");
+    assert!(
+        sa.syn && sa.ece && !sa.cwr,
+        "RFC 3168 6.1.1: SYN-ACK with ECE, not CWR: {sa:?}"
+    );
     assert_eq!(sa.ecn, NOT_ECT, "no ECT on a SYN-ACK (6.1.1)");
     assert!(r.e.tcp_info(c).unwrap().ecn);
     assert_eq!(r.e.counters().tcp_ecn_negotiated, 1);
@@ -198,20 +213,31 @@ fn passive_open_answers_an_ecn_syn_with_ece_only() {
 
 #[test]
 fn passive_open_without_asking_or_with_ecn_off_gets_a_plain_synack() {
-    for (mode, ask) in [(EcnMode::Passive, false), (EcnMode::On, false), (EcnMode::Off, true)] {
+    for (mode, ask) in [
+        (EcnMode::Passive, false),
+        (EcnMode::On, false),
+        (EcnMode::Off, true),
+    ] {
         let (mut r, sa, c) = passive(mode, ask);
         assert!(!sa.ece && !sa.cwr, "{mode:?} ask {ask}: {sa:?}");
         assert!(!r.e.tcp_info(c).unwrap().ecn);
         r.e.tcp_send(c, &[7u8; 300]).unwrap();
         let d = sent(&mut r);
-        assert_eq!((d[0].len, d[0].ecn), (300, NOT_ECT), "{mode:?} ask {ask}: {d:?}");
+        assert_eq!(
+            (d[0].len, d[0].ecn),
+            (300, NOT_ECT),
+            "{mode:?} ask {ask}: {d:?}"
+        );
     }
 }
 
 #[test]
 fn active_open_asks_only_when_on() {
     let (mut r, syn, c, _, _) = active(EcnMode::On, false, true, false);
-    assert!(syn.ece && syn.cwr, "RFC 3168 6.1.1: an ECN-setup SYN: {syn:?}");
+    assert!(
+        syn.ece && syn.cwr,
+        "RFC 3168 6.1.1: an ECN-setup SYN: {syn:?}"
+    );
     assert_eq!(syn.ecn, NOT_ECT);
     assert!(r.e.tcp_info(c).unwrap().ecn);
     r.e.tcp_send(c, &[7u8; 300]).unwrap();
@@ -351,7 +377,10 @@ fn retransmissions_are_not_ect() {
     let a = advance(&mut r, Duration::from_secs(2));
     let rtx: Vec<_> = a.iter().filter(|s| s.seq == me && s.len > 0).collect();
     assert!(!rtx.is_empty(), "{a:?}");
-    assert!(rtx.iter().all(|s| s.ecn == NOT_ECT), "RFC 3168 6.1.5: {rtx:?}");
+    assert!(
+        rtx.iter().all(|s| s.ecn == NOT_ECT),
+        "RFC 3168 6.1.5: {rtx:?}"
+    );
 }
 
 #[test]
@@ -391,7 +420,15 @@ fn cwr_goes_on_the_first_segment_of_a_super_segment_only() {
     let wire: Vec<Out> = buf.iter().filter_map(parse).collect();
     assert!(wire.len() > 1);
     assert!(wire[0].cwr);
-    assert!(wire[1..].iter().all(|s| !s.cwr && s.ecn == ECT0), "{wire:?}");
+    assert!(
+        wire[1..].iter().all(|s| !s.cwr && s.ecn == ECT0),
+        "{wire:?}"
+    );
     // Only that super-segment asked for it.
-    assert!(out.iter().filter(|(_, m)| m.gso.is_some_and(|g| g.ecn)).count() == 1);
+    assert!(
+        out.iter()
+            .filter(|(_, m)| m.gso.is_some_and(|g| g.ecn))
+            .count()
+            == 1
+    );
 }

@@ -270,7 +270,9 @@ impl Engine {
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                let ce = data.get(1).is_some_and(|t| (t >> 4) & 0b11 == crate::tcp::ecn::CE);
+                let ce = data
+                    .get(1)
+                    .is_some_and(|t| (t >> 4) & 0b11 == crate::tcp::ecn::CE);
                 self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, from, ce);
             }
             protocol::UDP => {
