@@ -13,8 +13,8 @@ use linerate_offload::OffloadMeta;
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
 use linerate_toe::{Config, EcnMode, SocketHandle, TcpState};
 use linerate_wire::etherparse::{
-    IpEcn, IpHeaders, IpNumber, Ipv4Header, Ipv4HeaderSlice, PacketBuilder, TcpHeader,
-    TcpHeaderSlice, TcpOptionElement as O,
+    IpEcn, IpHeaders, IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6Header, Ipv6HeaderSlice,
+    PacketBuilder, TcpHeader, TcpHeaderSlice, TcpOptionElement as O,
 };
 
 use std::time::Duration;
@@ -36,17 +36,36 @@ struct Out {
 }
 
 fn parse(f: &[u8]) -> Option<Out> {
-    if f.get(12..14)? != [0x08, 0x00] {
-        return None;
-    }
-    let ip = Ipv4HeaderSlice::from_slice(&f[14..]).ok()?;
-    if ip.protocol() != IpNumber::TCP {
-        return None;
-    }
-    let l4 = &f[14 + ip.slice().len()..14 + usize::from(ip.total_len())];
+    let (ecn, l4) = match f.get(12..14)? {
+        [0x08, 0x00] => {
+            let ip = Ipv4HeaderSlice::from_slice(&f[14..]).ok()?;
+            let h = ip.to_header();
+            // The codepoint is set after the header was put together: its
+            // checksum must still hold.
+            assert_eq!(
+                h.header_checksum,
+                h.calc_header_checksum(),
+                "IPv4 header checksum"
+            );
+            let l4 = &f[14 + ip.slice().len()..14 + usize::from(ip.total_len())];
+            (
+                ip.ecn().value(),
+                (ip.protocol() == IpNumber::TCP).then_some(l4)?,
+            )
+        }
+        [0x86, 0xdd] => {
+            let ip = Ipv6HeaderSlice::from_slice(&f[14..]).ok()?;
+            let l4 = &f[54..54 + usize::from(ip.payload_length())];
+            (
+                ip.ecn().value(),
+                (ip.next_header() == IpNumber::TCP).then_some(l4)?,
+            )
+        }
+        _ => return None,
+    };
     let t = TcpHeaderSlice::from_slice(l4).ok()?;
     Some(Out {
-        ecn: ip.ecn().value(),
+        ecn,
         seq: t.sequence_number(),
         syn: t.syn(),
         ece: t.ece(),
@@ -431,4 +450,63 @@ fn cwr_goes_on_the_first_segment_of_a_super_segment_only() {
             .count()
             == 1
     );
+}
+
+/// The same over IPv6: the codepoint in the traffic class, read from the
+/// peer's datagrams and set on ours, whatever the DSCP bits beside it.
+#[test]
+fn ipv6_negotiates_marks_data_and_echoes_ce() {
+    use common::udp::{ME6, PEER6, dual_host, peer as peer_of};
+    let mut r = dual_host(|c: &mut Config| {
+        c.tcp.ecn = EcnMode::On;
+        c.offloads = false;
+        c.neighbor_ttl = Duration::from_secs(3600);
+    });
+    let c = r.e.tcp_connect(r.now, peer_of(true, 80)).unwrap();
+    let syn = sent(&mut r).remove(0);
+    assert!(syn.ece && syn.cwr && syn.ecn == NOT_ECT, "{syn:?}");
+    let (me, _) = r.e.tcp_addrs(c).unwrap();
+    let from_peer = |seq: u32, f: F, tc: u8, payload: &[u8]| {
+        let mut h = TcpHeader::new(80, me.port(), seq, 60_000);
+        h.syn = f.syn;
+        h.ece = f.ece;
+        h.ack = true;
+        h.acknowledgment_number = f.ack.unwrap();
+        h.set_options(if f.syn { SYN_OPTS } else { &[] }).unwrap();
+        let ip = Ipv6Header {
+            traffic_class: tc,
+            next_header: IpNumber::TCP,
+            hop_limit: 64,
+            source: PEER6.octets(),
+            destination: ME6.octets(),
+            ..Default::default()
+        };
+        let b = PacketBuilder::ethernet2(PEER_MAC, ME_MAC)
+            .ip(IpHeaders::Ipv6(ip, Default::default()))
+            .tcp_header(h);
+        let mut out = Vec::with_capacity(b.size(payload.len()));
+        b.write(&mut out, payload).unwrap();
+        out
+    };
+    let synack = F {
+        syn: true,
+        ack: Some(syn.seq + 1),
+        ece: true,
+        cwr: false,
+    };
+    r.input(&from_peer(7000, synack, 0, &[]));
+    let _ = sent(&mut r);
+    assert!(r.e.tcp_info(c).unwrap().ecn);
+    r.e.tcp_send(c, &[1u8; 200]).unwrap();
+    let d = sent(&mut r);
+    assert_eq!((d[0].len, d[0].ecn), (200, ECT0), "{d:?}");
+    // CE with DSCP 46 (EF) beside it: 0xb8 | CE.
+    let data = F {
+        ack: Some(syn.seq + 201),
+        ..F::default()
+    };
+    r.input(&from_peer(7001, data, 0xb8 | CE, &[9u8; 100]));
+    let a = sent(&mut r);
+    assert!(a.len() == 1 && a[0].ece && a[0].ecn == NOT_ECT, "{a:?}");
+    assert_eq!(r.e.counters().tcp_ecn_ce_in, 1);
 }
