@@ -389,7 +389,7 @@ fn ece_reduces_cwnd_once_per_window_and_the_next_new_data_carries_cwr() {
 
 #[test]
 fn retransmissions_are_not_ect() {
-    let (mut r, _, c, _, me) = active(EcnMode::On, false, true, false);
+    let (mut r, _, c, port, me) = active(EcnMode::On, false, true, false);
     let seqs = send_window(&mut r, c, 2);
     assert_eq!(seqs[0], me);
     // Nothing acknowledged: the retransmission timer resends the first segment.
@@ -400,6 +400,23 @@ fn retransmissions_are_not_ect() {
         rtx.iter().all(|s| s.ecn == NOT_ECT),
         "RFC 3168 6.1.5: {rtx:?}"
     );
+    // ECE on the ACK of the retransmission: the timeout reduced the window
+    // already (to one segment); no second reduction, which would raise it to
+    // ssthresh, but CWR goes on the next new data.
+    let f = F {
+        ack: Some(me + MSS as u32),
+        ece: true,
+        ..F::default()
+    };
+    r.input(&peer(80, port, 7001, f, NOT_ECT, &[], &[]));
+    assert_eq!(r.e.counters().tcp_ecn_reductions, 0);
+    assert!(r.e.tcp_info(c).unwrap().cwnd <= 2 * MSS);
+    r.e.tcp_send(c, &[6u8; MSS]).unwrap();
+    let d = sent(&mut r);
+    let again: Vec<_> = d.iter().filter(|s| s.seq < me + 2 * MSS as u32).collect();
+    let new: Vec<_> = d.iter().filter(|s| s.seq >= me + 2 * MSS as u32).collect();
+    assert!(again.iter().all(|s| !s.cwr && s.ecn == NOT_ECT), "{d:?}");
+    assert!(new.first().is_some_and(|s| s.cwr && s.ecn == ECT0), "{d:?}");
 }
 
 #[test]

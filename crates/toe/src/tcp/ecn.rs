@@ -15,27 +15,30 @@
 //!   never merges segments whose IPv4 TOS or IPv6 traffic class differ
 //!   (`linerate-offload`'s `FlushReason::Tos` / `TrafficClass`), so its CE mark
 //!   stands for all of them, and a CWR segment only starts a run.
-//! * Sender (sections 6.1.2): ECE reduces the congestion window as a loss would
+//! * Sender (section 6.1.2): ECE reduces the congestion window as a loss would
 //!   (the congestion control's multiplicative decrease), without retransmitting,
 //!   at most once per window of data: further ECEs are ignored until SND.UNA
 //!   passes SND.MAX as it was at the reduction (Linux's CWR state ending at
-//!   `high_seq`). During loss recovery the window was already reduced: the ECE
-//!   only asks for a CWR. The next segment with new data carries CWR; when that
-//!   is a super-segment, the GSO metadata's `ecn` flag (`SKB_GSO_TCP_ECN`) says
-//!   the CWR belongs on the first wire segment only, which is what the software
-//!   GSO of `linerate-offload` and TSO-ECN hardware do.
+//!   `high_seq`). During loss recovery or after a retransmission timeout the
+//!   window was already reduced: the ECE only asks for a CWR. The next segment
+//!   with new data carries CWR; when that is a super-segment, the GSO
+//!   metadata's `ecn` flag (`SKB_GSO_TCP_ECN`) says the CWR belongs on the
+//!   first wire segment only, which is what the software GSO of
+//!   `linerate-offload` and TSO-ECN hardware do.
 //!
 //! Not done: SYN cookies do not carry the ECN bit (Linux encodes it in the
 //! cookie's timestamp bits), so a connection opened from a cookie runs without
-//! ECN. Accurate ECN (RFC 9768) is not implemented: it needs the AE header bit
-//! in the handshake's three-way codepoint negotiation, a receiver counting CE
-//! packets and bytes per codepoint, the AccECN TCP option with its own rules
-//! for when to send it, and a sender that turns counter deltas into a
-//! congestion response (Linux took several thousand lines over it, and its
-//! congestion controls still react classically unless one is ECN-aware, such as
-//! DCTCP or Prague). None of that is cheap here, and with a classic congestion
-//! control it would change nothing on the wire's outcome: the classic RFC 3168
-//! feedback is what every current peer falls back to.
+//! ECN. Accurate ECN (RFC 9768) is not implemented, because it is not cheap:
+//! it needs the AE header bit in a handshake that negotiates three ways and
+//! feeds back the SYN's codepoint, a receiver counting CE packets (and, in
+//! the AccECN option, CE, ECT(0) and ECT(1) bytes) whose counter replaces the
+//! ECE/CWR echo, the AccECN option with its own rules for when it is sent and
+//! how middleboxes that strip it are detected, and a sender that turns counter
+//! deltas into a congestion response. With a classic congestion control
+//! (NewReno, CUBIC) the response would be the same once per round trip as
+//! here; the gain is for ECN-scaled controls (DCTCP, Prague), which linerate
+//! does not have. An AccECN peer falls back to this RFC 3168 feedback when the
+//! other end does not ask for AccECN (RFC 9768 keeps it as the fallback).
 
 use super::seq::Seq;
 use super::state::Snd;
@@ -158,9 +161,14 @@ impl Ecn {
         match snd.recovery {
             // Loss recovery has reduced the window already.
             Some(rec) => self.reduced_until = Some(rec.recover),
+            // So has a retransmission timeout (SND.NXT pulled back).
+            None if snd.nxt < snd.max => self.reduced_until = Some(snd.max),
             None => {
                 let ss = snd.cc.on_congestion(snd.outstanding());
-                snd.cc.set_cwnd(ss);
+                // Never a larger window than before (an application-limited
+                // flight may be far below cwnd).
+                let cwnd = ss.min(snd.cc.cwnd());
+                snd.cc.set_cwnd(cwnd);
                 self.reduced_until = Some(snd.max);
                 c.tcp_ecn_reductions += 1;
             }
