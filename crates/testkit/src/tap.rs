@@ -40,6 +40,15 @@ impl TapHost {
     /// and checksum offloads on or off, moved into a new namespace, and an
     /// engine with the same offload setting and 4 MiB socket buffers.
     pub fn new(prefix: &str, offloads: bool) -> io::Result<TapHost> {
+        TapHost::with_config(prefix, offloads, |_| {})
+    }
+
+    /// [`TapHost::new`] with the engine's configuration changed by `tune`.
+    pub fn with_config(
+        prefix: &str,
+        offloads: bool,
+        tune: impl FnOnce(&mut Config),
+    ) -> io::Result<TapHost> {
         if !netns::is_root() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -71,6 +80,7 @@ impl TapHost {
         cfg.offloads = offloads;
         cfg.tcp.send_buffer = 4 << 20;
         cfg.tcp.recv_buffer = 4 << 20;
+        tune(&mut cfg);
         let engine = Engine::new(cfg, 0x5eed);
         let driver = Driver::new(engine, tap, 0).map_err(io::Error::other)?;
         Ok(TapHost {

@@ -88,6 +88,10 @@ pub struct TcpConfig {
     pub sack: bool,
     /// Offer timestamps (RFC 7323 section 3).
     pub timestamps: bool,
+    /// Explicit Congestion Notification (RFC 3168, [`crate::tcp::ecn`]): off,
+    /// on when the peer asks (the default, as Linux's `tcp_ecn=2`), or asked
+    /// for on active opens too.
+    pub ecn: crate::tcp::EcnMode,
     /// Congestion control.
     pub congestion_control: CongestionControl,
     /// Lower bound of the RTO (RFC 6298 says 1 s; Linux uses 200 ms).
@@ -141,6 +145,7 @@ impl Default for TcpConfig {
             window_scaling: true,
             sack: true,
             timestamps: true,
+            ecn: crate::tcp::EcnMode::Passive,
             congestion_control: CongestionControl::Cubic,
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),

@@ -166,6 +166,12 @@ pub struct Counters {
     pub tcp_rcvbuf_grown: u64,
     /// Tail loss probes sent (RFC 8985 section 7; Linux's TCPLossProbes).
     pub tcp_tlp_probes: u64,
+    /// Connections that negotiated ECN (RFC 3168).
+    pub tcp_ecn_negotiated: u64,
+    /// CE-marked data segments received on ECN connections.
+    pub tcp_ecn_ce_in: u64,
+    /// Congestion window reductions on ECE (at most one per window of data).
+    pub tcp_ecn_reductions: u64,
     /// Segments RACK found lost (RFC 8985 section 6), retransmissions included.
     pub tcp_rack_lost: u64,
     /// RTT samples not taken because the timestamp echo of an ACK for

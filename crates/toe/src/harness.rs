@@ -162,6 +162,10 @@ impl Harness {
         cfg.tcp.timestamps = sel & 2 == 0;
         cfg.tcp.sack = sel & 4 == 0;
         cfg.tcp.window_scaling = sel & 8 == 0;
+        if sel & 32 != 0 {
+            // Ask for ECN on active opens (passive ones accept it anyway).
+            cfg.tcp.ecn = crate::tcp::EcnMode::On;
+        }
         if sel & 16 != 0 {
             // Small buffers: zero windows and full send buffers come quickly.
             cfg.tcp.send_buffer = 8 * 1024;

@@ -172,5 +172,5 @@ pub use engine::{
     Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
     SocketHandle, TcpInfo, TxSink, UdpHandle, UdpInfo,
 };
-pub use tcp::{Keepalive, TcpState};
+pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;

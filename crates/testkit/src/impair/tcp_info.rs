@@ -120,6 +120,11 @@ impl TcpInfo {
     pub fn window_scaling(&self) -> bool {
         self.options & 4 != 0
     }
+
+    /// ECN negotiated (`TCPI_OPT_ECN`).
+    pub fn ecn(&self) -> bool {
+        self.options & 8 != 0
+    }
 }
 
 /// `getsockopt(TCP_INFO)` on `socket`.

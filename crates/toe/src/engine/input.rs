@@ -210,7 +210,8 @@ impl Engine {
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, from);
+                let ce = data.get(1).is_some_and(|t| t & 0b11 == crate::tcp::ecn::CE);
+                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(dst), payload, from, ce);
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
@@ -269,7 +270,10 @@ impl Engine {
             }
             protocol::TCP if unicast => {
                 self.counters.ip_in_delivers += 1;
-                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, from);
+                let ce = data
+                    .get(1)
+                    .is_some_and(|t| (t >> 4) & 0b11 == crate::tcp::ecn::CE);
+                self.tcp_input(now, IpAddr::V6(src), IpAddr::V6(dst), upper, from, ce);
             }
             protocol::UDP => {
                 self.counters.ip_in_delivers += 1;
@@ -432,7 +436,17 @@ impl Engine {
 
     /// TCP demultiplexing (RFC 9293 section 3.10.7): to the connection with this
     /// 4-tuple, else a SYN to a listener opens one, else an RST answers.
-    fn tcp_input(&mut self, now: Instant, src: IpAddr, dst: IpAddr, data: &[u8], from: From<'_>) {
+    /// A TCP segment in a datagram from `src` to `dst`; `ce` when the datagram
+    /// was marked CE (RFC 3168 section 5; after GRO, every wire segment was).
+    fn tcp_input(
+        &mut self,
+        now: Instant,
+        src: IpAddr,
+        dst: IpAddr,
+        data: &[u8],
+        from: From<'_>,
+        ce: bool,
+    ) {
         let csum_ok = match from.meta.csum {
             Checksum::Verified { levels } if levels >= 1 => true,
             Checksum::Partial { .. } => true,
@@ -463,6 +477,7 @@ impl Engine {
             return;
         };
         seg.frame = self.rx_owned;
+        seg.ce = ce;
         self.counters.tcp_in_segs += u64::from(segs);
         let local = SocketAddr::new(dst, seg.dst_port);
         let remote = SocketAddr::new(src, seg.src_port);

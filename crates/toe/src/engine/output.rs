@@ -114,6 +114,35 @@ pub(super) fn put_ipv6(
     }
 }
 
+/// Sets the ECN codepoint `ecn` (RFC 3168 section 5) in the IPv4 or IPv6 header
+/// at the start of `ip`, whose ECN bits are zero; an IPv4 header checksum is
+/// updated incrementally (RFC 1624 equation 3: the codepoint only adds to the
+/// first 16-bit word).
+pub(super) fn set_ecn(ip: &mut [u8], ecn: u8) {
+    let ecn = ecn & 0b11;
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => {
+            if let Some(b) = ip.get_mut(1) {
+                *b |= ecn;
+            }
+            if let Some(c) = ip.get_mut(10..12) {
+                let old = u16::from_be_bytes([c[0], c[1]]);
+                let mut sum = u32::from(!old) + u32::from(ecn);
+                sum = (sum & 0xffff) + (sum >> 16);
+                c.copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            }
+        }
+        Some(6) => {
+            // The traffic class spans bytes 0 and 1; its low two bits are the
+            // top of byte 1's upper nibble.
+            if let Some(b) = ip.get_mut(1) {
+                *b |= ecn << 4;
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The IP header length for an address family.
 pub(super) fn ip_header_len(ip: IpAddr) -> usize {
     match ip {
@@ -427,6 +456,9 @@ fn build_tcp(
         }
         _ => return None,
     };
+    if conn.ecn.ect(o.data_len, o.retransmit) {
+        set_ecn(buf.get_mut(l3..)?, crate::tcp::ecn::ECT0);
+    }
     let seg = buf.get_mut(l4..)?;
     {
         let (hdr, data) = seg.split_at_mut(tcp_len);
@@ -467,6 +499,8 @@ fn build_tcp(
             };
             let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
             gso.segs = o.wire_segments().min(65_535) as u16;
+            // CWR on the first wire segment only (RFC 3168 section 6.1.2).
+            gso.ecn = o.flags.contains(tcp::Flags::CWR);
             meta.gso = Some(gso);
         }
     } else {

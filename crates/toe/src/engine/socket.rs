@@ -120,6 +120,8 @@ pub struct TcpInfo {
     pub sack: bool,
     /// Timestamps negotiated.
     pub timestamps: bool,
+    /// ECN negotiated (RFC 3168; Linux's `TCPI_OPT_ECN`).
+    pub ecn: bool,
     /// Bytes sent and not acknowledged.
     pub unacked: usize,
     /// Consecutive retransmission timeouts.
@@ -483,6 +485,7 @@ impl Engine {
             rcv_wscale: rcv.map_or(0, |r| r.shift),
             sack: snd.is_some_and(|s| s.sack_ok),
             timestamps: rcv.is_some_and(|r| r.ts_ok),
+            ecn: c.ecn.ok,
             unacked: snd.map_or(0, |s| s.outstanding()),
             retransmits: snd.map_or(0, |s| s.retries),
             recv_queue: c.rx.len(),

@@ -64,6 +64,8 @@ pub(crate) struct Conn {
     pub challenge_pending: bool,
     /// Receive-window auto-tuning (`tcp::autotune`).
     pub tune: super::autotune::RcvTune,
+    /// ECN negotiation and feedback (`tcp::ecn`).
+    pub ecn: super::ecn::Ecn,
 }
 
 impl Conn {
@@ -96,6 +98,7 @@ impl Conn {
             ka: Default::default(),
             ofo_allowed: true,
             challenge_pending: false,
+            ecn: Default::default(),
         }
     }
 
@@ -151,7 +154,10 @@ impl Conn {
             retries: 0,
             send_syn: true,
         };
-        Conn::new(local, remote, State::SynSent(st), params, ts_offset)
+        let ecn = super::ecn::Ecn::active(params.tcp.ecn);
+        let mut c = Conn::new(local, remote, State::SynSent(st), params, ts_offset);
+        c.ecn = ecn;
+        c
     }
 
     /// A passive open from a listener that received `syn` (RFC 9293 section
@@ -193,8 +199,10 @@ impl Conn {
             send_synack: true,
             active: false,
         };
+        let ecn = super::ecn::Ecn::passive(params.tcp.ecn, syn.flags);
         let mut c = Conn::new(local, remote, State::SynRcvd(st), params, ts_offset);
         c.listener = Some(listener);
+        c.ecn = ecn;
         c
     }
 

@@ -105,6 +105,7 @@ impl Conn {
             }
             let mut rcv = Rcv::new(seg.seq, &neg, ts_recent);
             rcv.ack_now = true;
+            self.ecn.on_synack(seg.flags, c);
             if let Some(snd) = self.establish(iss, &neg, rtt, rcv) {
                 // RFC 7323 section 2.2: the window of a SYN is never scaled.
                 snd.wnd = usize::from(seg.wnd);
@@ -114,6 +115,7 @@ impl Conn {
             }
         } else {
             // Simultaneous open (RFC 9293 section 3.5, figure 8).
+            self.ecn.asked &= super::ecn::syn_asks(seg.flags);
             self.state = State::SynRcvd(SynRcvd {
                 cookie: false,
                 iss,
@@ -313,6 +315,7 @@ impl Conn {
                 }
             }
             let rcv = Rcv::new(s.irs, &neg, s.ts_recent);
+            self.ecn.on_established(c);
             if let Some(snd) = self.establish(s.iss, &neg, rtt, rcv) {
                 snd.wnd = usize::from(seg.wnd) << neg.snd_shift;
                 snd.max_wnd = snd.wnd;
@@ -327,7 +330,10 @@ impl Conn {
         if let Some((snd, rcv)) = self.state.snd_rcv_mut() {
             let ts = rcv.ts_ok.then_some(ts_now);
             match process_ack(snd, &mut self.tx, fin_queued, ts, delack, now, seg, c) {
-                AckResult::Ok { fin_acked: f } => fin_acked = f,
+                AckResult::Ok { fin_acked: f } => {
+                    fin_acked = f;
+                    self.ecn.on_ack(snd, seg.flags, c);
+                }
                 AckResult::Drop => {
                     rcv.ack_now = true;
                     return None;
@@ -349,6 +355,12 @@ impl Conn {
                 let rst = self.state.snd_nxt().map(|s| Rst { seq: s, ack: None });
                 self.closed(CloseReason::Aborted);
                 return rst;
+            }
+            let has_data = !seg.payload.is_empty();
+            if self.ecn.on_segment(seg.flags, seg.ce, has_data, c)
+                && let Some(r) = self.state.rcv_mut()
+            {
+                r.ack_now = true;
             }
             self.process_text(now, seg, c);
             self.rcv_rtt_measure(now, seg);

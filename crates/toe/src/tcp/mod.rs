@@ -9,6 +9,7 @@
 //! * `conn`: the connection (buffers, state, timers, application operations).
 //! * `keepalive`: keep-alive probes (RFC 9293 section 3.8.4, RFC 1122 section
 //!   4.2.3.6), off unless asked for.
+//! * [`ecn`]: Explicit Congestion Notification (RFC 3168).
 //! * `autotune`: receive-window auto-tuning (dynamic right-sizing, Linux's
 //!   `tcp_rcv_space_adjust`).
 //! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`recvbuf`], [`ring`], [`pool`], [`sendbuf`], [`seq`]: the parts.
@@ -18,6 +19,7 @@ pub(crate) mod autotune;
 pub mod cc;
 pub(crate) mod conn;
 pub(crate) mod cookie;
+pub mod ecn;
 pub(crate) mod input;
 pub(crate) mod keepalive;
 mod output;
@@ -35,6 +37,7 @@ pub(crate) mod state;
 mod undo;
 mod zero_copy;
 
+pub use ecn::EcnMode;
 pub use keepalive::Keepalive;
 
 /// The state of a TCP connection (RFC 9293 section 3.3.2), as the application sees it.

@@ -80,7 +80,8 @@ impl Conn {
                 if let Some(ts) = &mut syn.timestamps {
                     *ts = (ts_now, 0);
                 }
-                let mut o = bare(s.iss, Seq(0), Flags::SYN, free.min(65_535) as u16);
+                let flags = Flags::SYN | self.ecn.syn_flags(false);
+                let mut o = bare(s.iss, Seq(0), flags, free.min(65_535) as u16);
                 o.syn = Some(syn);
                 o.retransmit = s.retries > 0;
                 Some(o)
@@ -98,7 +99,7 @@ impl Conn {
                 let mut o = bare(
                     s.iss,
                     s.irs.plus(1),
-                    Flags::SYN | Flags::ACK,
+                    Flags::SYN | Flags::ACK | self.ecn.syn_flags(true),
                     free.min(65_535) as u16,
                 );
                 o.syn = Some(syn);
@@ -181,8 +182,10 @@ impl Conn {
                 if ch.len > 0 && o.data_off + ch.len == tx_len {
                     o.flags |= Flags::PSH;
                 }
+                o.flags |= self.ecn.out_flags(ch.len > 0 && !ch.retransmit);
             }
             None => {
+                o.flags |= self.ecn.out_flags(false);
                 if let Some(blocks) = owed.filter(|_| sack_ok) {
                     o.sack = blocks;
                 } else if sack_ok && (dsack.is_some() || !self.asm.is_empty()) {

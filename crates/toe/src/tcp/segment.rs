@@ -24,6 +24,8 @@ pub(crate) struct Segment<'a> {
     /// The frame `payload` lies in, when the engine owns it and can hand it to
     /// the receive buffer ([`super::recvbuf`]).
     pub frame: Option<super::recvbuf::OwnedFrame>,
+    /// The datagram was marked CE (RFC 3168); set by the engine from the IP header.
+    pub ce: bool,
 }
 
 impl<'a> Segment<'a> {
@@ -94,6 +96,7 @@ impl<'a> Segment<'a> {
             payload,
             segs: segs.max(1),
             frame: None,
+            ce: false,
         })
     }
 
@@ -134,6 +137,7 @@ impl<'a> Segment<'a> {
             payload: bytes.get(hl..).unwrap_or_default(),
             segs: segs.max(1),
             frame: None,
+            ce: false,
         })
     }
 
