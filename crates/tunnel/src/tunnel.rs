@@ -374,7 +374,7 @@ impl Vtep {
     /// again, or gives up and drops the frames that waited (counted in the
     /// VTEP's `tx_dropped_unresolved`).
     fn poll_neigh(&mut self, now: Instant) {
-        if !self.neigh.next_deadline().is_some_and(|d| d <= now) {
+        if self.neigh.next_deadline().is_none_or(|d| d > now) {
             return;
         }
         let mut probes = core::mem::take(&mut self.probes);
