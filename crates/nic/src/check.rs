@@ -15,10 +15,7 @@ use linerate_wire::{Layer, ethernet};
 ///
 /// Returns the frame's layout when it had to parse it (super-frames); on
 /// refusal, also says which `tx_dropped_<reason>` counter to bump.
-pub(crate) fn check_tx(
-    caps: &NicCaps,
-    frame: &Frame,
-) -> Result<Option<Layout>, (NicError, Counter)> {
+pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicError, Counter)> {
     let bytes = frame.bytes();
     let len = bytes.len();
     let malformed = |e| (NicError::Malformed(e), Counter::TxDroppedInvalid);

@@ -94,6 +94,25 @@ counters! {
     WireReordered => "wire_reordered",
     /// Memory wire: frames dropped because the rate limiter's queue was full.
     WireDroppedRate => "wire_dropped_rate",
+    /// Partition: received frames no virtual NIC takes (and no default vNIC).
+    RxDroppedNoVnic => "rx_dropped_no_vnic",
+    /// Virtual NIC: received frames a filter rule dropped.
+    RxDroppedFilter => "rx_dropped_filter",
+    /// Virtual NIC: frames to transmit a filter rule dropped.
+    TxDroppedFilter => "tx_dropped_filter",
+    /// Virtual NIC: frames to transmit from a MAC or IP address not its own.
+    TxDroppedSpoof => "tx_dropped_spoof",
+    /// Virtual NIC: frames to transmit with a VLAN the vNIC may not use.
+    TxDroppedVlan => "tx_dropped_vlan",
+    /// Virtual NIC: frames to another vNIC of a private partition.
+    TxDroppedPrivate => "tx_dropped_private",
+    /// Virtual NIC: received frames over the receive rate limit.
+    RxDroppedRate => "rx_dropped_rate",
+    /// Virtual NIC: frames over the transmit rate limit, dropped (policing).
+    TxDroppedRate => "tx_dropped_rate",
+    /// Virtual NIC: transmit calls that left frames in the batch for the rate
+    /// limit (shaping; the frames are sent later, not lost).
+    TxThrottled => "tx_throttled",
 }
 
 /// Number of counters per queue.
@@ -188,7 +207,7 @@ impl Counters {
 
 /// Counts `frames` in `tally` as sent (`tx`) or received: packets, bytes and
 /// super-frames.
-pub(crate) fn count(tally: &mut Tally, frames: &[crate::Frame], tx: bool) {
+pub fn count(tally: &mut Tally, frames: &[crate::Frame], tx: bool) {
     let (p, b, g) = if tx {
         (Counter::TxPackets, Counter::TxBytes, Counter::TxGsoPackets)
     } else {

@@ -82,7 +82,8 @@ pub mod xdp;
 
 pub use buf::{BufError, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats};
 pub use caps::{NicCaps, Offloads, RssCaps, Unsupported};
-pub use counters::{Counter, Counters, Snapshot, Tally};
+pub use check::check_tx;
+pub use counters::{Counter, Counters, Snapshot, Tally, count};
 pub use frame::{Batch, DEFAULT_BATCH, Frame};
 pub use memory::MemNic;
 pub use nic::{Nic, NicError};

@@ -96,7 +96,8 @@ impl Clock {
         Duration::from_nanos(self.now_ns())
     }
 
-    pub(crate) fn now_ns(&self) -> u64 {
+    /// Time since the clock's zero, in nanoseconds.
+    pub fn now_ns(&self) -> u64 {
         match &*self.inner {
             ClockInner::Manual(t) => t.load(Ordering::Acquire),
             ClockInner::System(start) => {
