@@ -12,4 +12,5 @@ pub use linerate_rss as rss;
 pub use linerate_rt as rt;
 pub use linerate_toe as toe;
 pub use linerate_tunnel as tunnel;
+pub use linerate_vnic as vnic;
 pub use linerate_wire as wire;
