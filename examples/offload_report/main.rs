@@ -49,6 +49,7 @@
 mod chart;
 mod scaling;
 mod tunnel;
+mod vnic;
 
 use chart::{Out, Row, Series};
 use linerate_testkit::bulk::{self, Measurement, Stack, WRITES};
@@ -92,6 +93,12 @@ struct Options {
     /// Skip the tunnel experiment.
     no_tunnel: bool,
     no_scaling: bool,
+    /// Skip the virtual NIC experiment.
+    no_vnic: bool,
+    /// Run only the virtual NIC experiment.
+    vnic_only: bool,
+    /// Run the virtual NIC experiment at this pair count only.
+    pairs: Option<usize>,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -102,6 +109,9 @@ fn options() -> Result<Options, Box<dyn Error>> {
         out: PathBuf::from("target/offload-report"),
         no_tunnel: false,
         no_scaling: false,
+        no_vnic: false,
+        vnic_only: false,
+        pairs: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -125,9 +135,12 @@ fn options() -> Result<Options, Box<dyn Error>> {
             }
             "--no-tunnel" => o.no_tunnel = true,
             "--no-scaling" => o.no_scaling = true,
+            "--no-vnic" => o.no_vnic = true,
+            "--vnic-only" => o.vnic_only = true,
+            "--pairs" => o.pairs = Some(args.next().unwrap_or_default().parse()?),
             other => {
                 return Err(format!(
-                    "unknown option {other:?} (--quick, --only STACK, --write BYTES, --out DIR, --no-tunnel, --no-scaling)"
+                    "unknown option {other:?} (--quick, --only STACK, --write BYTES, --out DIR, --no-tunnel, --no-scaling, --no-vnic, --vnic-only, --pairs N)"
                 )
                 .into());
             }
@@ -201,6 +214,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Ok(());
     }
     let quick = opts.quick;
+    if opts.vnic_only {
+        let mut out = Out::new(&opts.out)?;
+        vnic::section(&mut out, quick, opts.pairs, if quick { 1 } else { ROUNDS })?;
+        out.finish()?;
+        return Ok(());
+    }
     let (scale, rounds) = if quick { (10, 1) } else { (1, ROUNDS) };
     let started = Instant::now();
     println!(
@@ -313,6 +332,9 @@ fn main() -> Result<(), Box<dyn Error>> {
                 cpu_s_per_gb: m.cpu_s_per_gb(),
             });
         }
+    }
+    if !opts.no_vnic {
+        vnic::section(&mut out, quick, opts.pairs, rounds)?;
     }
     let dir = out.finish()?;
     println!();
