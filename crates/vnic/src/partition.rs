@@ -4,7 +4,7 @@ use crate::config::{
     Exceed, MAX_QUEUES, MAX_VID, MAX_VNICS, PartitionConfig, RateLimit, SwitchMode, VlanMode,
     VnicConfig, VnicError,
 };
-use crate::filter::{Filters, Verdict};
+use crate::filter::{Action, FilterError, Filters, FlowKey, Verdict};
 use crate::rate::Limiter;
 use crate::steer::{self, Table, UNTAGGED};
 use crate::vlan;
@@ -129,6 +129,14 @@ impl<N: Nic> Partition<N> {
     pub fn add(&self, cfg: VnicConfig) -> Result<Vnic<N>, VnicError> {
         let lans = validate(&cfg)?;
         let steering = steering(&cfg)?;
+        for (i, r) in cfg.rx_filters.iter().enumerate() {
+            if let Action::Steer(q) = r.action {
+                if q >= cfg.queues {
+                    let e = format!("rule {i}: steers to queue {q} of {}", cfg.queues);
+                    return Err(VnicError::Filter(FilterError(e)));
+                }
+            }
+        }
         let rx_filters = Filters::new(cfg.rx_filters.clone())?;
         let tx_filters = Filters::new(cfg.tx_filters.clone())?;
         if cfg.tx_rate.is_some() || cfg.rx_rate.is_some() {
@@ -387,7 +395,12 @@ impl<N: Nic> State<N> {
         frame.meta.layout = None;
         let mut queue = None;
         if !s.rx_filters.is_empty() {
-            match s.rx_filters.classify_frame(frame.bytes()) {
+            let mut key = FlowKey::extract(frame.bytes());
+            if lan != UNTAGGED && !wants_tag {
+                // Access mode: the tag is gone from the bytes, not from the frame.
+                key.set_vlan(lan);
+            }
+            match s.rx_filters.classify(&key) {
                 Verdict::Drop => {
                     counters.add(0, Counter::RxDroppedFilter, 1);
                     return;

@@ -1,7 +1,7 @@
 //! A virtual NIC: the handle a stack runs on, and the transmit side of the data path.
 
 use crate::config::{SwitchMode, VlanMode, VnicConfig};
-use crate::filter::Verdict;
+use crate::filter::{FlowKey, Verdict};
 use crate::partition::{Shared, Slot, State, WIRE_BACKLOG, shapes};
 use crate::steer::{self, UNTAGGED};
 use crate::vlan;
@@ -167,8 +167,14 @@ fn check(s: &mut Slot, frame: &Frame) -> Decision {
         (VlanMode::Trunk { native: true, .. }, false) => UNTAGGED,
         _ => return Decision::Drop(Counter::TxDroppedVlan),
     };
-    if !s.tx_filters.is_empty() && s.tx_filters.classify_frame(bytes) == Verdict::Drop {
-        return Decision::Drop(Counter::TxDroppedFilter);
+    if !s.tx_filters.is_empty() {
+        let mut key = FlowKey::extract(bytes);
+        if lan != UNTAGGED && !tagged {
+            key.set_vlan(lan);
+        }
+        if s.tx_filters.classify(&key) == Verdict::Drop {
+            return Decision::Drop(Counter::TxDroppedFilter);
+        }
     }
     Decision::Forward { lan, tagged }
 }
