@@ -192,11 +192,47 @@ proptest! {
     ) {
         let mut f = Filters::new(rules.clone()).expect("valid rules");
         let mut hits = vec![0u64; rules.len()];
+        let mut keys = Vec::new();
+        let mut want = Vec::new();
         for s in &frames {
             let mut key = FlowKey::extract(&build(s));
             if let (Some(v), None) = (access_vlan, s.vlan) {
                 key.set_vlan(v);
             }
+            want.push(naive::scan(&rules, &key, &mut hits));
+            prop_assert_eq!(f.classify(&key), want[want.len() - 1], "frame {:?}", s);
+            keys.push(key);
+        }
+        prop_assert_eq!(f.hits(), &hits[..]);
+        // The batch path: the same verdicts, the same counts again.
+        let mut batch = Filters::new(rules.clone()).expect("valid rules");
+        let mut got = vec![Verdict::Allow; keys.len()];
+        batch.classify_batch(&keys, &mut got);
+        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(batch.hits(), &hits[..]);
+    }
+
+    /// Many rules alike but for their port ranges (kept as lists under one entry
+    /// when few, expanded to prefixes when many): the scan's verdicts and counts.
+    #[test]
+    fn ranged_rules_agree_with_the_scan(
+        ranges in proptest::collection::vec(
+            (range(), proptest::option::of(range()), any::<bool>(), prop_oneof![Just(Action::Drop), Just(Action::Count), Just(Action::Steer(2))]),
+            0..40,
+        ),
+        frames in proptest::collection::vec(spec(), 1..40),
+    ) {
+        let rules: Vec<Rule> = ranges
+            .iter()
+            .map(|&(d, s, udp, action)| Rule {
+                when: Match { proto: udp.then_some(17), dst_port: Some(d), src_port: s, ..Match::default() },
+                action,
+            })
+            .collect();
+        let mut f = Filters::new(rules.clone()).expect("valid rules");
+        let mut hits = vec![0u64; rules.len()];
+        for s in &frames {
+            let key = FlowKey::extract(&build(s));
             let want = naive::scan(&rules, &key, &mut hits);
             prop_assert_eq!(f.classify(&key), want, "frame {:?}", s);
         }

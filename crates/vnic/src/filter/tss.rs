@@ -115,6 +115,12 @@ impl Compiled {
         Ok(c)
     }
 
+    /// Whether a port range needs checking beyond a mask: neither one port nor all.
+    pub(crate) fn ranged(&self) -> bool {
+        let partial = |r: Option<PortRange>| r.is_some_and(|r| r.lo != r.hi && (r.lo, r.hi) != (0, 65535));
+        partial(self.sport) || partial(self.dport)
+    }
+
     /// Whether `k` matches, ranges compared (the check of a rule kept whole).
     pub(crate) fn matches(&self, k: &Words) -> bool {
         let masked = (0..WORDS).all(|i| k[i] & self.mask[i] == self.value[i]);
@@ -165,20 +171,26 @@ pub(crate) fn cover(r: PortRange) -> Vec<(u16, u16)> {
     out
 }
 
-const EMPTY: u32 = u32::MAX;
-
 /// One tuple: the rules (or count lists) whose entries share a mask.
+///
+/// Open addressing with linear probing over slots of `1 + used` words: a tag (the
+/// hash's high half beside the payload) then the masked values of the words the
+/// mask uses, so a probe reads one cache line and compares the key only when the
+/// tags agree.
 #[derive(Debug, Clone)]
 pub(crate) struct Tuple {
     pub level: Level,
     pub mask: Words,
-    /// The words the mask touches, the only ones hashed.
-    used: Vec<u8>,
+    /// The words the mask touches (the first `n_used`), the only ones hashed
+    /// and stored.
+    used: [u8; WORDS],
+    n_used: usize,
     /// The first rule with an entry here.
     pub best: u32,
-    keys: Vec<Words>,
-    vals: Vec<u32>,
+    /// Slots: tag (hash high 32 bits, payload + 1; 0 when empty), key words.
+    slots: Vec<u64>,
     slots_mask: usize,
+    entries: usize,
 }
 
 #[inline]
@@ -189,54 +201,86 @@ fn mix(h: u64, w: u64) -> u64 {
 }
 
 impl Tuple {
-    /// A table for `entries` (masked value, payload), payloads given once per value.
+    /// A table for `entries` (masked value, payload), each value given once.
     pub(crate) fn new(level: Level, mask: Words, entries: &[(Words, u32)], best: u32) -> Tuple {
         let slots = (entries.len() * 2).next_power_of_two().max(8);
-        let used = (0..WORDS as u8).filter(|&i| mask[usize::from(i)] != 0).collect();
+        let mut used = [0u8; WORDS];
+        let mut n_used = 0;
+        for i in 0..WORDS {
+            if mask[i] != 0 {
+                used[n_used] = i as u8;
+                n_used += 1;
+            }
+        }
+        let stride = n_used + 1;
         let mut t = Tuple {
             level,
             mask,
             used,
+            n_used,
             best,
-            keys: vec![[0; WORDS]; slots],
-            vals: vec![EMPTY; slots],
+            slots: vec![0; slots * stride],
             slots_mask: slots - 1,
+            entries: entries.len(),
         };
         for (k, v) in entries {
-            let mut i = t.hash(k) & t.slots_mask;
-            while t.vals[i] != EMPTY {
+            let h = t.hash(k);
+            let mut i = (h as usize) & t.slots_mask;
+            while t.slots[i * stride] != 0 {
                 i = (i + 1) & t.slots_mask;
             }
-            t.keys[i] = *k;
-            t.vals[i] = *v;
+            t.slots[i * stride] = (h & 0xffff_ffff_0000_0000) | (u64::from(*v) + 1);
+            for (j, &w) in t.used[..t.n_used].iter().enumerate() {
+                t.slots[i * stride + 1 + j] = k[usize::from(w)];
+            }
         }
         t
     }
 
+    /// The hash of `k`'s masked words (`k` need not be masked).
     #[inline]
-    fn hash(&self, masked: &Words) -> usize {
+    pub(crate) fn hash(&self, k: &Words) -> u64 {
         let mut h = 0x243f_6a88_85a3_08d3_u64;
-        for &i in &self.used {
-            h = mix(h, masked[usize::from(i)]);
+        for &i in &self.used[..self.n_used] {
+            let i = usize::from(i);
+            h = mix(h, k[i] & self.mask[i]);
         }
-        h as usize
+        h
     }
 
-    /// The payload of the entry `k` falls in, if any.
+    /// Asks for the cache line `hash` starts probing at, ahead of [`Tuple::probe`].
     #[inline]
-    pub(crate) fn find(&self, k: &Words) -> Option<u32> {
-        let mut masked = [0u64; WORDS];
-        for i in 0..WORDS {
-            masked[i] = k[i] & self.mask[i];
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let at = ((hash as usize) & self.slots_mask) * (self.n_used + 1);
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = self.slots.get(at) {
+            use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            // SAFETY: a prefetch is a hint: it reads nothing the program sees and
+            // cannot fault; the pointer is to an element of `slots`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>((p as *const u64).cast::<i8>()) };
         }
-        let mut i = self.hash(&masked) & self.slots_mask;
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    }
+
+    /// The payload of the entry `k` falls in, if any (`hash` from [`Tuple::hash`]).
+    #[inline]
+    pub(crate) fn probe(&self, k: &Words, hash: u64) -> Option<u32> {
+        let stride = self.n_used + 1;
+        let mut i = (hash as usize) & self.slots_mask;
         loop {
-            let v = self.vals[i];
-            if v == EMPTY {
+            let slot = self.slots.get(i * stride..(i + 1) * stride)?;
+            let tag = slot[0];
+            if tag == 0 {
                 return None;
             }
-            if self.keys[i] == masked {
-                return Some(v);
+            if tag >> 32 == hash >> 32
+                && self.used[..self.n_used].iter().zip(&slot[1..]).all(|(&w, &v)| {
+                    let w = usize::from(w);
+                    k[w] & self.mask[w] == v
+                })
+            {
+                return Some((tag as u32).wrapping_sub(1));
             }
             i = (i + 1) & self.slots_mask;
         }
@@ -244,6 +288,6 @@ impl Tuple {
 
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
-        self.vals.iter().filter(|&&v| v != EMPTY).count()
+        self.entries
     }
 }
