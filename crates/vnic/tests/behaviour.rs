@@ -494,3 +494,105 @@ fn tunnelled_frames_are_steered_by_vni_and_inner_mac() {
         "steered by its outer MAC once vm1 is gone"
     );
 }
+
+/// Filters on a vNIC: on receive, a drop rule and a steer rule (one on the inner
+/// headers of VXLAN traffic, by VNI and inner port) decide per frame and count; a
+/// rule on the vNIC's access VLAN matches though the tag is stripped; on
+/// transmit, a drop rule stops a frame before the wire, counted.
+#[test]
+fn filters_drop_steer_and_count_per_vnic() {
+    use linerate_vnic::filter::{Action, Level, Match, PortRange, Rule};
+    let (part, mut wire, _) = setup(SwitchMode::Veb, NicCaps::plain());
+    let udp = |dport: u16| Match {
+        proto: Some(17),
+        dst_port: Some(PortRange { lo: dport, hi: dport }),
+        ..Match::default()
+    };
+    let mut a = part
+        .add(VnicConfig {
+            queues: 4,
+            vlan: VlanMode::Access(7),
+            rx_filters: vec![
+                Rule { when: Match::default(), action: Action::Count },
+                Rule { when: udp(9), action: Action::Drop },
+                Rule {
+                    when: Match {
+                        level: Level::Inner,
+                        vni: Some(42),
+                        dst_port: Some(PortRange { lo: 5000, hi: 5999 }),
+                        ..Match::default()
+                    },
+                    action: Action::Steer(3),
+                },
+                Rule { when: Match { vlan: Some(7), ..udp(2000) }, action: Action::Steer(2) },
+            ],
+            tx_filters: vec![Rule { when: udp(25), action: Action::Drop }],
+            ..VnicConfig::new(A)
+        })
+        .unwrap();
+    let tagged = |dport: u16| {
+        FrameBuilder::new(Ip::v4([10, 0, 0, 9], [10, 0, 0, 1]), L4::udp(1000, dport))
+            .macs(OUTSIDE, A)
+            .vlan(7)
+            .build(b"payload")
+    };
+    let vxlan = |vni: u32, dport: u16| {
+        FrameBuilder::new(Ip::v4([192, 168, 0, 1], [192, 168, 0, 2]), L4::udp(1, dport))
+            .macs([2, 9, 9, 9, 9, 1], [2, 9, 9, 9, 9, 2])
+            .vxlan(vni, Ip::v4([10, 0, 0, 9], [10, 0, 0, 1]))
+            .macs(OUTSIDE, A)
+            .vlan(7)
+            .build(b"inner")
+    };
+    // (frame, the queue it must reach or None if dropped)
+    let cases = [
+        (tagged(9), None),
+        (tagged(2000), Some(2)),
+        (vxlan(42, 5500), Some(3)),
+        (vxlan(43, 5500), None::<usize>),
+        (vxlan(42, 6000), None),
+    ];
+    for (frame, want) in &cases {
+        from_wire(&mut wire, frame);
+        let mut got = Vec::new();
+        let mut b = Batch::new();
+        for q in 0..4 {
+            if a.receive(q, &mut b, 64).unwrap() > 0 {
+                got.push(q);
+                // The tag is gone: access mode.
+                assert_eq!(parse(b.iter().next().unwrap().bytes()).0, None);
+                b.clear();
+            }
+        }
+        match want {
+            None if frame == &tagged(9) => assert!(got.is_empty(), "dropped by rule 1"),
+            // Not steered: RSS picks some queue, but exactly one.
+            None => assert_eq!(got.len(), 1, "delivered once"),
+            Some(q) => assert_eq!(got, vec![*q]),
+        }
+    }
+    assert_eq!(total(&a, Counter::RxDroppedFilter), 1);
+    let (rx_hits, _) = a.filter_hits();
+    assert_eq!(rx_hits, vec![5, 1, 1, 1]);
+
+    // Transmit: port 25 stopped and counted, port 26 on the wire.
+    let mail = |dport: u16| {
+        FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 9]), L4::udp(1000, dport))
+            .macs(A, OUTSIDE)
+            .build(b"x")
+    };
+    send(&mut a, &mail(25));
+    send(&mut a, &mail(26));
+    let out = drain(&mut wire);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0][out[0].len() - 1], b'x');
+    assert_eq!(total(&a, Counter::TxDroppedFilter), 1);
+    assert_eq!(a.filter_hits().1, vec![1]);
+
+    // A steer to a queue the vNIC does not have is refused.
+    let bad = part.add(VnicConfig {
+        rx_filters: vec![Rule { when: Match::default(), action: Action::Steer(1) }],
+        ..VnicConfig::new(B)
+    });
+    assert!(matches!(bad.as_ref().err(), Some(VnicError::Filter(_))), "{:?}", bad.err());
+}
