@@ -86,10 +86,6 @@ impl Path {
 /// One cell.
 #[derive(Debug, Clone)]
 pub struct Cell {
-    /// Pairs.
-    pub pairs: usize,
-    /// Path.
-    pub path: Path,
     /// Application bytes of each pair over the span.
     pub per_pair: Vec<u64>,
     /// Wall time measured.
@@ -572,8 +568,6 @@ fn run(
         .map(|h| h.engine.counters().tcp_retrans_segs)
         .sum();
     Ok(Cell {
-        pairs: n,
-        path,
         per_pair,
         wall,
         cpu,
@@ -623,8 +617,6 @@ pub fn section(
             if std::env::var("LINERATE_VNIC_PATH").is_ok_and(|p| p != path.name()) {
                 // Profiling one path: the others are skipped (their cells read 0).
                 cells.push(Cell {
-                    pairs: n,
-                    path,
                     per_pair: vec![0],
                     wall: SPAN,
                     cpu: Duration::ZERO,

@@ -22,6 +22,8 @@
 //!
 //! Run with `cargo bench -p linerate-vnic --bench filter`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
@@ -48,7 +50,10 @@ impl Rng {
 }
 
 fn v4(a: u32, len: u8) -> Option<IpPrefix> {
-    Some(IpPrefix { addr: IpAddr::V4(Ipv4Addr::from(a)), len })
+    Some(IpPrefix {
+        addr: IpAddr::V4(Ipv4Addr::from(a)),
+        len,
+    })
 }
 
 fn host(i: u64) -> u32 {
@@ -67,15 +72,28 @@ fn rules() -> Vec<Rule> {
     let mut r = Vec::new();
     let rule = |when: Match, action: Action| Rule { when, action };
     for i in 0..10 {
-        r.push(rule(Match { src_ip: v4((20 + i) << 24, 8), ..Match::default() }, Action::Count));
+        r.push(rule(
+            Match {
+                src_ip: v4((20 + i) << 24, 8),
+                ..Match::default()
+            },
+            Action::Count,
+        ));
     }
     for i in 0..4000u64 {
-        let action = if i % 3 == 0 { Action::Steer((i % 4) as u16) } else { Action::Allow };
+        let action = if i % 3 == 0 {
+            Action::Steer((i % 4) as u16)
+        } else {
+            Action::Allow
+        };
         r.push(rule(
             Match {
                 dst_ip: v4(host(i), 32),
                 proto: Some(6),
-                dst_port: Some(PortRange { lo: 80 + (i % 7) as u16, hi: 80 + (i % 7) as u16 }),
+                dst_port: Some(PortRange {
+                    lo: 80 + (i % 7) as u16,
+                    hi: 80 + (i % 7) as u16,
+                }),
                 ..Match::default()
             },
             action,
@@ -103,12 +121,19 @@ fn rules() -> Vec<Rule> {
                 dst_port: Some(PortRange { lo, hi }),
                 ..Match::default()
             },
-            if i % 2 == 0 { Action::Drop } else { Action::Allow },
+            if i % 2 == 0 {
+                Action::Drop
+            } else {
+                Action::Allow
+            },
         ));
     }
     for i in 0..1000u64 {
         r.push(rule(
-            Match { src_mac: Some([2, 0xee, 0, 0, (i >> 8) as u8, i as u8]), ..Match::default() },
+            Match {
+                src_mac: Some([2, 0xee, 0, 0, (i >> 8) as u8, i as u8]),
+                ..Match::default()
+            },
             Action::Drop,
         ));
     }
@@ -126,7 +151,10 @@ fn rules() -> Vec<Rule> {
     for i in 0..489u64 {
         r.push(rule(
             Match {
-                dst_ip: Some(IpPrefix { addr: IpAddr::V6(Ipv6Addr::from(v6(i))), len: 64 }),
+                dst_ip: Some(IpPrefix {
+                    addr: IpAddr::V6(Ipv6Addr::from(v6(i))),
+                    len: 64,
+                }),
                 proto: Some(6),
                 ..Match::default()
             },
@@ -151,15 +179,27 @@ fn frames() -> Vec<Vec<u8>> {
                     L4::tcp(40000, 80 + (i % 7) as u16),
                 ),
                 10..=13 => FrameBuilder::new(
-                    Ip::v4((0xac10_0000 | ((i as u32 % 2000) << 8) | 5).to_be_bytes(), [10, 0, 0, 1]),
+                    Ip::v4(
+                        (0xac10_0000 | ((i as u32 % 2000) << 8) | 5).to_be_bytes(),
+                        [10, 0, 0, 1],
+                    ),
                     L4::udp(999, 5000 + (i % 50) as u16),
                 ),
                 14 | 15 => FrameBuilder::new(
-                    Ip::v4((0xc0a8_0000 + ((i as u32 % 1500) << 16) + 9).to_be_bytes(), [10, 0, 0, 1]),
+                    Ip::v4(
+                        (0xc0a8_0000 + ((i as u32 % 1500) << 16) + 9).to_be_bytes(),
+                        [10, 0, 0, 1],
+                    ),
                     L4::tcp(999, 1024 + rng.below(60000) as u16),
                 ),
-                16 => FrameBuilder::new(Ip::v4([10, 9, 9, 9], host(i % 1000).to_be_bytes()), L4::udp(1, 2))
-                    .vxlan(1000 + (i % 100) as u32, Ip::v4([172, 16, 0, 1], [172, 16, 0, 2])),
+                16 => FrameBuilder::new(
+                    Ip::v4([10, 9, 9, 9], host(i % 1000).to_be_bytes()),
+                    L4::udp(1, 2),
+                )
+                .vxlan(
+                    1000 + (i % 100) as u32,
+                    Ip::v4([172, 16, 0, 1], [172, 16, 0, 2]),
+                ),
                 17 => FrameBuilder::new(Ip::v6(v6(99), v6(i % 489)), L4::tcp(1, 443)),
                 _ => FrameBuilder::new(Ip::v4([8, 8, 8, 8], [10, 200, 0, 1]), L4::udp(53, 53)),
             };

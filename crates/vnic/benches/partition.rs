@@ -10,6 +10,8 @@
 //!
 //! Run with `cargo bench -p linerate-vnic --bench partition`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use linerate_nic::memory::{self, Clock, PairConfig};
 use linerate_nic::{Batch, Frame, MemNic, Nic, NicCaps};

@@ -130,11 +130,11 @@ impl<N: Nic> Partition<N> {
         let lans = validate(&cfg)?;
         let steering = steering(&cfg)?;
         for (i, r) in cfg.rx_filters.iter().enumerate() {
-            if let Action::Steer(q) = r.action {
-                if q >= cfg.queues {
-                    let e = format!("rule {i}: steers to queue {q} of {}", cfg.queues);
-                    return Err(VnicError::Filter(FilterError(e)));
-                }
+            if let Action::Steer(q) = r.action
+                && q >= cfg.queues
+            {
+                let e = format!("rule {i}: steers to queue {q} of {}", cfg.queues);
+                return Err(VnicError::Filter(FilterError(e)));
             }
         }
         let rx_filters = Filters::new(cfg.rx_filters.clone())?;

@@ -505,7 +505,10 @@ fn filters_drop_steer_and_count_per_vnic() {
     let (part, mut wire, _) = setup(SwitchMode::Veb, NicCaps::plain());
     let udp = |dport: u16| Match {
         proto: Some(17),
-        dst_port: Some(PortRange { lo: dport, hi: dport }),
+        dst_port: Some(PortRange {
+            lo: dport,
+            hi: dport,
+        }),
         ..Match::default()
     };
     let mut a = part
@@ -513,8 +516,14 @@ fn filters_drop_steer_and_count_per_vnic() {
             queues: 4,
             vlan: VlanMode::Access(7),
             rx_filters: vec![
-                Rule { when: Match::default(), action: Action::Count },
-                Rule { when: udp(9), action: Action::Drop },
+                Rule {
+                    when: Match::default(),
+                    action: Action::Count,
+                },
+                Rule {
+                    when: udp(9),
+                    action: Action::Drop,
+                },
                 Rule {
                     when: Match {
                         level: Level::Inner,
@@ -524,9 +533,18 @@ fn filters_drop_steer_and_count_per_vnic() {
                     },
                     action: Action::Steer(3),
                 },
-                Rule { when: Match { vlan: Some(7), ..udp(2000) }, action: Action::Steer(2) },
+                Rule {
+                    when: Match {
+                        vlan: Some(7),
+                        ..udp(2000)
+                    },
+                    action: Action::Steer(2),
+                },
             ],
-            tx_filters: vec![Rule { when: udp(25), action: Action::Drop }],
+            tx_filters: vec![Rule {
+                when: udp(25),
+                action: Action::Drop,
+            }],
             ..VnicConfig::new(A)
         })
         .unwrap();
@@ -537,12 +555,15 @@ fn filters_drop_steer_and_count_per_vnic() {
             .build(b"payload")
     };
     let vxlan = |vni: u32, dport: u16| {
-        FrameBuilder::new(Ip::v4([192, 168, 0, 1], [192, 168, 0, 2]), L4::udp(1, dport))
-            .macs([2, 9, 9, 9, 9, 1], [2, 9, 9, 9, 9, 2])
-            .vxlan(vni, Ip::v4([10, 0, 0, 9], [10, 0, 0, 1]))
-            .macs(OUTSIDE, A)
-            .vlan(7)
-            .build(b"inner")
+        FrameBuilder::new(
+            Ip::v4([192, 168, 0, 1], [192, 168, 0, 2]),
+            L4::udp(1, dport),
+        )
+        .macs([2, 9, 9, 9, 9, 1], [2, 9, 9, 9, 9, 2])
+        .vxlan(vni, Ip::v4([10, 0, 0, 9], [10, 0, 0, 1]))
+        .macs(OUTSIDE, A)
+        .vlan(7)
+        .build(b"inner")
     };
     // (frame, the queue it must reach or None if dropped)
     let cases = [
@@ -591,8 +612,15 @@ fn filters_drop_steer_and_count_per_vnic() {
 
     // A steer to a queue the vNIC does not have is refused.
     let bad = part.add(VnicConfig {
-        rx_filters: vec![Rule { when: Match::default(), action: Action::Steer(1) }],
+        rx_filters: vec![Rule {
+            when: Match::default(),
+            action: Action::Steer(1),
+        }],
         ..VnicConfig::new(B)
     });
-    assert!(matches!(bad.as_ref().err(), Some(VnicError::Filter(_))), "{:?}", bad.err());
+    assert!(
+        matches!(bad.as_ref().err(), Some(VnicError::Filter(_))),
+        "{:?}",
+        bad.err()
+    );
 }

@@ -1,6 +1,8 @@
 //! The classifier against the naive in-order scan (same verdicts, same counters),
 //! the fields it extracts against etherparse's reading, and the range cover.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
@@ -16,7 +18,12 @@ const MACS: [[u8; 6]; 4] = [
     [0xff; 6],
     [0x01, 0x00, 0x5e, 0, 0, 1],
 ];
-const V4: [[u8; 4]; 4] = [[10, 0, 0, 1], [10, 0, 1, 2], [10, 1, 0, 3], [192, 168, 7, 9]];
+const V4: [[u8; 4]; 4] = [
+    [10, 0, 0, 1],
+    [10, 0, 1, 2],
+    [10, 1, 0, 3],
+    [192, 168, 7, 9],
+];
 const VNIS: [u32; 3] = [100, 200, 0xfffffe];
 
 fn v6(i: usize) -> [u8; 16] {
@@ -128,7 +135,10 @@ fn prefix() -> impl Strategy<Value = IpPrefix> {
 
 fn range() -> impl Strategy<Value = PortRange> {
     prop_oneof![
-        (0..64u16).prop_map(|p| PortRange { lo: p * 1000 + 7, hi: p * 1000 + 7 }),
+        (0..64u16).prop_map(|p| PortRange {
+            lo: p * 1000 + 7,
+            hi: p * 1000 + 7
+        }),
         (0..65535u16, 0..20000u16).prop_map(|(lo, w)| PortRange {
             lo,
             hi: lo.saturating_add(w)
@@ -160,23 +170,25 @@ fn rule() -> impl Strategy<Value = Rule> {
         Just(Action::Count),
         (0..4u16).prop_map(Action::Steer),
     ];
-    (l2, l3, action).prop_map(|((inner, dm, sm, vlan, et), (sip, dip, proto, sp, dp, fl, vni), action)| Rule {
-        when: Match {
-            level: if inner { Level::Inner } else { Level::Outer },
-            dst_mac: dm.map(|i| MACS[i]),
-            src_mac: sm.map(|i| MACS[i]),
-            vlan,
-            ethertype: et,
-            src_ip: sip,
-            dst_ip: dip,
-            proto,
-            src_port: sp,
-            dst_port: dp,
-            tcp_flags: fl,
-            vni: vni.map(|i| VNIS[i]),
+    (l2, l3, action).prop_map(
+        |((inner, dm, sm, vlan, et), (sip, dip, proto, sp, dp, fl, vni), action)| Rule {
+            when: Match {
+                level: if inner { Level::Inner } else { Level::Outer },
+                dst_mac: dm.map(|i| MACS[i]),
+                src_mac: sm.map(|i| MACS[i]),
+                vlan,
+                ethertype: et,
+                src_ip: sip,
+                dst_ip: dip,
+                proto,
+                src_port: sp,
+                dst_port: dp,
+                tcp_flags: fl,
+                vni: vni.map(|i| VNIS[i]),
+            },
+            action,
         },
-        action,
-    })
+    )
 }
 
 proptest! {
@@ -266,7 +278,11 @@ proptest! {
 
 /// Length of the inner Ethernet frame (the same spec built without the tunnel).
 fn inner_len(s: &Spec) -> usize {
-    build(&Spec { tunnel: None, ..s.clone() }).len()
+    build(&Spec {
+        tunnel: None,
+        ..s.clone()
+    })
+    .len()
 }
 
 fn check_fields(frame: &[u8], f: &linerate_vnic::filter::Fields) -> Result<(), TestCaseError> {
@@ -315,8 +331,14 @@ fn check_fields(frame: &[u8], f: &linerate_vnic::filter::Fields) -> Result<(), T
                 Some(NetSlice::Ipv6(i)) => i.payload().payload,
                 _ => &[],
             };
-            prop_assert_eq!(f.src_port, Some(u16::from_be_bytes([payload[0], payload[1]])));
-            prop_assert_eq!(f.dst_port, Some(u16::from_be_bytes([payload[2], payload[3]])));
+            prop_assert_eq!(
+                f.src_port,
+                Some(u16::from_be_bytes([payload[0], payload[1]]))
+            );
+            prop_assert_eq!(
+                f.dst_port,
+                Some(u16::from_be_bytes([payload[2], payload[3]]))
+            );
         }
         _ => {
             prop_assert_eq!(f.src_port, None);
@@ -346,8 +368,14 @@ fn each_field_is_compared() {
         src_mac: Some(MACS[0]),
         vlan: Some(10),
         ethertype: Some(0x0800),
-        src_ip: Some(IpPrefix { addr: IpAddr::V4(Ipv4Addr::from(V4[0])), len: 32 }),
-        dst_ip: Some(IpPrefix { addr: IpAddr::V4(Ipv4Addr::from(V4[3])), len: 24 }),
+        src_ip: Some(IpPrefix {
+            addr: IpAddr::V4(Ipv4Addr::from(V4[0])),
+            len: 32,
+        }),
+        dst_ip: Some(IpPrefix {
+            addr: IpAddr::V4(Ipv4Addr::from(V4[3])),
+            len: 24,
+        }),
         proto: Some(6),
         src_port: Some(PortRange { lo: 1000, hi: 1010 }),
         dst_port: Some(PortRange { lo: 2003, hi: 2003 }),
@@ -355,24 +383,74 @@ fn each_field_is_compared() {
         ..Match::default()
     };
     let off: Vec<Match> = vec![
-        Match { dst_mac: Some(MACS[2]), ..exact },
-        Match { src_mac: Some(MACS[2]), ..exact },
-        Match { vlan: Some(11), ..exact },
-        Match { ethertype: Some(0x86dd), ..exact },
-        Match { src_ip: Some(IpPrefix { addr: IpAddr::V4(Ipv4Addr::from(V4[1])), len: 24 }), ..exact },
-        Match { dst_ip: Some(IpPrefix { addr: IpAddr::V4(Ipv4Addr::from(V4[0])), len: 8 }), ..exact },
-        Match { proto: Some(17), ..exact },
-        Match { src_port: Some(PortRange { lo: 1008, hi: 9000 }), ..exact },
-        Match { dst_port: Some(PortRange { lo: 0, hi: 2002 }), ..exact },
-        Match { tcp_flags: Some((0x12, 0x12)), ..exact },
-        Match { vni: Some(100), ..exact },
-        Match { level: Level::Inner, ..exact },
+        Match {
+            dst_mac: Some(MACS[2]),
+            ..exact
+        },
+        Match {
+            src_mac: Some(MACS[2]),
+            ..exact
+        },
+        Match {
+            vlan: Some(11),
+            ..exact
+        },
+        Match {
+            ethertype: Some(0x86dd),
+            ..exact
+        },
+        Match {
+            src_ip: Some(IpPrefix {
+                addr: IpAddr::V4(Ipv4Addr::from(V4[1])),
+                len: 24,
+            }),
+            ..exact
+        },
+        Match {
+            dst_ip: Some(IpPrefix {
+                addr: IpAddr::V4(Ipv4Addr::from(V4[0])),
+                len: 8,
+            }),
+            ..exact
+        },
+        Match {
+            proto: Some(17),
+            ..exact
+        },
+        Match {
+            src_port: Some(PortRange { lo: 1008, hi: 9000 }),
+            ..exact
+        },
+        Match {
+            dst_port: Some(PortRange { lo: 0, hi: 2002 }),
+            ..exact
+        },
+        Match {
+            tcp_flags: Some((0x12, 0x12)),
+            ..exact
+        },
+        Match {
+            vni: Some(100),
+            ..exact
+        },
+        Match {
+            level: Level::Inner,
+            ..exact
+        },
     ];
     for m in off {
-        let mut f = Filters::new(vec![Rule { when: m, action: Action::Drop }]).expect("valid");
+        let mut f = Filters::new(vec![Rule {
+            when: m,
+            action: Action::Drop,
+        }])
+        .expect("valid");
         assert_eq!(f.classify(&key), Verdict::Allow, "{m:?}");
     }
-    let mut f = Filters::new(vec![Rule { when: exact, action: Action::Drop }]).expect("valid");
+    let mut f = Filters::new(vec![Rule {
+        when: exact,
+        action: Action::Drop,
+    }])
+    .expect("valid");
     assert_eq!(f.classify(&key), Verdict::Drop);
 }
 
@@ -381,18 +459,58 @@ fn each_field_is_compared() {
 fn a_range_is_covered_exactly() {
     let probe = |lo: u16, hi: u16| {
         let rule = Rule {
-            when: Match { proto: Some(17), dst_port: Some(PortRange { lo, hi }), ..Match::default() },
+            when: Match {
+                proto: Some(17),
+                dst_port: Some(PortRange { lo, hi }),
+                ..Match::default()
+            },
             action: Action::Drop,
         };
         let mut f = Filters::new(vec![rule]).expect("valid");
         assert!(f.entries() <= 30, "{lo}-{hi}: {} entries", f.entries());
-        for p in [0, 1, lo.saturating_sub(1), lo, lo.saturating_add(1), hi.saturating_sub(1), hi, hi.saturating_add(1), 65535] {
-            let s = Spec { macs: (0, 1), vlan: None, v6: false, ips: (0, 1), l4: 1, ports: (9, p), flags: 0, tunnel: None };
-            let want = if (lo..=hi).contains(&p) { Verdict::Drop } else { Verdict::Allow };
-            assert_eq!(f.classify(&FlowKey::extract(&build(&s))), want, "{lo}-{hi} port {p}");
+        for p in [
+            0,
+            1,
+            lo.saturating_sub(1),
+            lo,
+            lo.saturating_add(1),
+            hi.saturating_sub(1),
+            hi,
+            hi.saturating_add(1),
+            65535,
+        ] {
+            let s = Spec {
+                macs: (0, 1),
+                vlan: None,
+                v6: false,
+                ips: (0, 1),
+                l4: 1,
+                ports: (9, p),
+                flags: 0,
+                tunnel: None,
+            };
+            let want = if (lo..=hi).contains(&p) {
+                Verdict::Drop
+            } else {
+                Verdict::Allow
+            };
+            assert_eq!(
+                f.classify(&FlowKey::extract(&build(&s))),
+                want,
+                "{lo}-{hi} port {p}"
+            );
         }
     };
-    for (lo, hi) in [(0, 65535), (1, 65534), (1024, 65535), (0, 0), (65535, 65535), (3, 4), (1000, 1999), (8000, 8080)] {
+    for (lo, hi) in [
+        (0, 65535),
+        (1, 65534),
+        (1024, 65535),
+        (0, 0),
+        (65535, 65535),
+        (3, 4),
+        (1000, 1999),
+        (8000, 8080),
+    ] {
         probe(lo, hi);
     }
 }
@@ -401,14 +519,44 @@ fn a_range_is_covered_exactly() {
 #[test]
 fn bad_rules_are_refused() {
     let bad = [
-        Match { src_ip: Some(IpPrefix { addr: IpAddr::V4(Ipv4Addr::LOCALHOST), len: 33 }), ..Match::default() },
-        Match { dst_ip: Some(IpPrefix { addr: IpAddr::V6(Ipv6Addr::LOCALHOST), len: 129 }), ..Match::default() },
-        Match { vlan: Some(4096), ..Match::default() },
-        Match { vni: Some(1 << 24), ..Match::default() },
-        Match { dst_port: Some(PortRange { lo: 9, hi: 8 }), ..Match::default() },
+        Match {
+            src_ip: Some(IpPrefix {
+                addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                len: 33,
+            }),
+            ..Match::default()
+        },
+        Match {
+            dst_ip: Some(IpPrefix {
+                addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
+                len: 129,
+            }),
+            ..Match::default()
+        },
+        Match {
+            vlan: Some(4096),
+            ..Match::default()
+        },
+        Match {
+            vni: Some(1 << 24),
+            ..Match::default()
+        },
+        Match {
+            dst_port: Some(PortRange { lo: 9, hi: 8 }),
+            ..Match::default()
+        },
     ];
     for m in bad {
-        let r = Filters::new(vec![Rule { when: Match::default(), action: Action::Count }, Rule { when: m, action: Action::Drop }]);
+        let r = Filters::new(vec![
+            Rule {
+                when: Match::default(),
+                action: Action::Count,
+            },
+            Rule {
+                when: m,
+                action: Action::Drop,
+            },
+        ]);
         let e = r.expect_err("refused");
         assert!(e.to_string().starts_with("rule 1:"), "{e}");
     }
@@ -418,11 +566,32 @@ fn bad_rules_are_refused() {
 #[test]
 fn broken_frames_classify() {
     let mut f = Filters::new(vec![
-        Rule { when: Match { proto: Some(6), ..Match::default() }, action: Action::Drop },
-        Rule { when: Match { src_mac: Some(MACS[0]), ..Match::default() }, action: Action::Steer(1) },
+        Rule {
+            when: Match {
+                proto: Some(6),
+                ..Match::default()
+            },
+            action: Action::Drop,
+        },
+        Rule {
+            when: Match {
+                src_mac: Some(MACS[0]),
+                ..Match::default()
+            },
+            action: Action::Steer(1),
+        },
     ])
     .expect("valid");
-    let good = build(&Spec { macs: (0, 1), vlan: None, v6: false, ips: (0, 1), l4: 0, ports: (1, 2), flags: 0, tunnel: None });
+    let good = build(&Spec {
+        macs: (0, 1),
+        vlan: None,
+        v6: false,
+        ips: (0, 1),
+        l4: 0,
+        ports: (1, 2),
+        flags: 0,
+        tunnel: None,
+    });
     for cut in 0..good.len() {
         let v = f.classify_frame(&good[..cut]);
         if cut >= 14 && v != Verdict::Drop {

@@ -4,6 +4,8 @@
 //! the partition's hash tables), in the right tag form, and never one of another
 //! VLAN.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 mod common;
 
 use common::{drain, from_wire, parse, send, setup, udp_frame};

@@ -115,7 +115,7 @@ fn bits_per_second_within_five_percent_and_a_second_tenant_is_not_slowed() {
         // A: 12 frames of 1,046 bytes per 100 us, 1 Gbit/s (10x). B: one frame
         // every other step, 42 Mbit/s (under its 100).
         offer(&mut a, &fa, OffloadMeta::plain(), 12, &mut batch);
-        if step % 2 == 0 {
+        if step.is_multiple_of(2) {
             offer(&mut b, &fb, OffloadMeta::plain(), 1, &mut batch);
             offered_b += 1;
         }

@@ -16,7 +16,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-
 /// Words per level.
 pub(crate) const WORDS: usize = 8;
 
@@ -95,13 +94,13 @@ impl FlowKey {
     pub fn fill(&mut self, frame: &[u8]) {
         self.outer = [0; WORDS];
         self.tunnelled = false;
-        if let Some(inner) = level(frame, 0, &mut self.outer, true) {
-            if frame.len() >= inner + 14 {
-                self.inner = [0; WORDS];
-                level(frame, inner, &mut self.inner, false);
-                self.inner[7] = self.outer[7];
-                self.tunnelled = true;
-            }
+        if let Some(inner) = level(frame, 0, &mut self.outer, true)
+            && frame.len() >= inner + 14
+        {
+            self.inner = [0; WORDS];
+            level(frame, inner, &mut self.inner, false);
+            self.inner[7] = self.outer[7];
+            self.tunnelled = true;
         }
     }
 
@@ -143,7 +142,9 @@ fn be16(f: &[u8], at: usize) -> Option<u16> {
 
 #[inline]
 fn be32(f: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from(u32::from_be_bytes(f.get(at..at + 4)?.try_into().ok()?)))
+    Some(u64::from(u32::from_be_bytes(
+        f.get(at..at + 4)?.try_into().ok()?,
+    )))
 }
 
 #[inline]
@@ -222,7 +223,8 @@ fn level(f: &[u8], at: usize, w: &mut Words, tunnels: bool) -> Option<usize> {
     match proto {
         6 | 17 | 132 => {
             let (sport, dport) = (be16(f, l4)?, be16(f, l4 + 2)?);
-            w[6] |= HAS_PORTS | (u64::from(sport) << SPORT_SHIFT) | (u64::from(dport) << DPORT_SHIFT);
+            w[6] |=
+                HAS_PORTS | (u64::from(sport) << SPORT_SHIFT) | (u64::from(dport) << DPORT_SHIFT);
             if proto == 6 {
                 w[6] |= IS_TCP | (u64::from(*f.get(l4 + 13)?) << FLAGS_SHIFT);
             }
@@ -276,7 +278,9 @@ fn unpack(w: &Words) -> Fields {
         if bit(w[6], IS_V4) {
             Some(IpAddr::V4(Ipv4Addr::from(lo as u32)))
         } else if bit(w[6], IS_V6) {
-            Some(IpAddr::V6(Ipv6Addr::from((u128::from(hi) << 64) | u128::from(lo))))
+            Some(IpAddr::V6(Ipv6Addr::from(
+                (u128::from(hi) << 64) | u128::from(lo),
+            )))
         } else {
             None
         }

@@ -35,8 +35,8 @@ mod key;
 pub mod naive;
 mod tss;
 
-pub use key::{Fields, FlowKey};
 use key::Words;
+pub use key::{Fields, FlowKey};
 use tss::{Compiled, Tuple};
 
 /// Which headers a rule looks at.
@@ -214,7 +214,9 @@ impl Filters {
         for (c, r) in compiled.iter().zip(&rules) {
             if c.ranged() {
                 let counting = r.action == Action::Count;
-                *ranged.entry((c.level, c.value, c.mask, counting)).or_default() += 1;
+                *ranged
+                    .entry((c.level, c.value, c.mask, counting))
+                    .or_default() += 1;
             }
         }
         // Candidates per (tuple, masked value).
@@ -229,7 +231,11 @@ impl Filters {
             if c.ranged() {
                 let k = (c.level, c.value, c.mask, counting);
                 if ranged.get(&k).is_some_and(|&n| n <= LIST_MAX) {
-                    let cand = Cand { rule, sport: c.sport, dport: c.dport };
+                    let cand = Cand {
+                        rule,
+                        sport: c.sport,
+                        dport: c.dport,
+                    };
                     add(c.level, c.mask, c.value, counting, cand);
                     continue;
                 }
@@ -237,7 +243,11 @@ impl Filters {
             match c.expand() {
                 Some(entries) => {
                     for (value, mask) in entries {
-                        let cand = Cand { rule, sport: None, dport: None };
+                        let cand = Cand {
+                            rule,
+                            sport: None,
+                            dport: None,
+                        };
                         add(c.level, mask, value, counting, cand);
                     }
                 }
@@ -253,12 +263,21 @@ impl Filters {
                 best = best.min(cands[0].rule);
                 if !counting {
                     // Nothing after a candidate without ranges can ever decide.
-                    if let Some(p) = cands.iter().position(|c| c.sport.is_none() && c.dport.is_none()) {
+                    if let Some(p) = cands
+                        .iter()
+                        .position(|c| c.sport.is_none() && c.dport.is_none())
+                    {
                         cands.truncate(p + 1);
                     }
                 }
                 let payload = match cands[..] {
-                    [Cand { rule, sport: None, dport: None }] if !counting => rule,
+                    [
+                        Cand {
+                            rule,
+                            sport: None,
+                            dport: None,
+                        },
+                    ] if !counting => rule,
                     _ => {
                         f.lists.push(cands);
                         LIST | (f.lists.len() - 1) as u32
@@ -267,7 +286,12 @@ impl Filters {
                 table.push((value, payload));
             }
             let t = Tuple::new(level, mask, &table, best);
-            if counting { &mut f.count } else { &mut f.decide }.push(t);
+            if counting {
+                &mut f.count
+            } else {
+                &mut f.decide
+            }
+            .push(t);
         }
         f.decide.sort_by_key(|t| t.best);
         f.count.sort_by_key(|t| t.best);
@@ -338,12 +362,12 @@ impl Filters {
             }
             let mut active = 0u64;
             for j in 0..n {
-                if best[j] > t.best {
-                    if let Some(k) = keys[j].words(t.level) {
-                        hash[j] = t.hash(k);
-                        t.prefetch(hash[j]);
-                        active |= 1 << j;
-                    }
+                if best[j] > t.best
+                    && let Some(k) = keys[j].words(t.level)
+                {
+                    hash[j] = t.hash(k);
+                    t.prefetch(hash[j]);
+                    active |= 1 << j;
                 }
             }
             while active != 0 {
@@ -358,7 +382,11 @@ impl Filters {
                     Some(p) => {
                         let list = &self.lists[(p & !LIST) as usize];
                         let b = best[j];
-                        if let Some(c) = list.iter().take_while(|c| c.rule < b).find(|c| c.ports_match(k)) {
+                        if let Some(c) = list
+                            .iter()
+                            .take_while(|c| c.rule < b)
+                            .find(|c| c.ports_match(k))
+                        {
                             best[j] = c.rule;
                         }
                     }
@@ -380,12 +408,12 @@ impl Filters {
         for t in &self.count {
             let mut active = 0u64;
             for j in 0..n {
-                if t.best < best[j] {
-                    if let Some(k) = keys[j].words(t.level) {
-                        hash[j] = t.hash(k);
-                        t.prefetch(hash[j]);
-                        active |= 1 << j;
-                    }
+                if t.best < best[j]
+                    && let Some(k) = keys[j].words(t.level)
+                {
+                    hash[j] = t.hash(k);
+                    t.prefetch(hash[j]);
+                    active |= 1 << j;
                 }
             }
             while active != 0 {
@@ -397,7 +425,9 @@ impl Filters {
                 let Some(p) = t.probe(k, hash[j]) else {
                     continue;
                 };
-                let before = self.lists[(p & !LIST) as usize].iter().take_while(|c| c.rule < best[j]);
+                let before = self.lists[(p & !LIST) as usize]
+                    .iter()
+                    .take_while(|c| c.rule < best[j]);
                 for c in before {
                     if c.ports_match(k) {
                         self.hits[c.rule as usize] += 1;

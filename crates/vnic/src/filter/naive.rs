@@ -44,7 +44,8 @@ pub fn matches(m: &Match, key: &FlowKey) -> bool {
         && m.proto.is_none_or(|x| f.proto == Some(x))
         && m.src_port.is_none_or(|r| range_has(&r, f.src_port))
         && m.dst_port.is_none_or(|r| range_has(&r, f.dst_port))
-        && m.tcp_flags.is_none_or(|(v, mask)| f.tcp_flags.is_some_and(|t| t & mask == v & mask))
+        && m.tcp_flags
+            .is_none_or(|(v, mask)| f.tcp_flags.is_some_and(|t| t & mask == v & mask))
         && m.vni.is_none_or(|x| f.vni == Some(x))
 }
 

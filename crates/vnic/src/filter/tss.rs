@@ -12,7 +12,7 @@
 //! - `Count` rules do not decide: they sit in tuples of their own, looked up
 //!   after the deciding rule is known, and counted when they come before it.
 
-use super::key::{self, Words, WORDS};
+use super::key::{self, WORDS, Words};
 use super::{FilterError, IpPrefix, Level, Match, PortRange};
 
 /// Most entries one rule's port ranges may expand to before it is checked whole.
@@ -40,15 +40,26 @@ fn prefix(c: &mut Compiled, hi: usize, p: &IpPrefix, what: &str) -> Result<(), F
                 return Err(FilterError(format!("{what} {a}/{}: longer than 32", p.len)));
             }
             set(c, 6, key::IS_V4, key::IS_V4);
-            let m = if p.len == 0 { 0 } else { u64::from(u32::MAX << (32 - p.len)) };
+            let m = if p.len == 0 {
+                0
+            } else {
+                u64::from(u32::MAX << (32 - p.len))
+            };
             set(c, hi + 1, m, u64::from(u32::from(a)));
         }
         std::net::IpAddr::V6(a) => {
             if p.len > 128 {
-                return Err(FilterError(format!("{what} {a}/{}: longer than 128", p.len)));
+                return Err(FilterError(format!(
+                    "{what} {a}/{}: longer than 128",
+                    p.len
+                )));
             }
             set(c, 6, key::IS_V6, key::IS_V6);
-            let m = if p.len == 0 { 0 } else { u128::MAX << (128 - p.len) };
+            let m = if p.len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - p.len)
+            };
             let a = u128::from(a);
             set(c, hi, (m >> 64) as u64, (a >> 64) as u64);
             set(c, hi + 1, m as u64, a as u64);
@@ -71,7 +82,12 @@ impl Compiled {
             set(&mut c, 0, key::MAC_MASK, mac_word(mac));
         }
         if let Some(et) = m.ethertype {
-            set(&mut c, 0, 0xffff << key::ETHERTYPE_SHIFT, u64::from(et) << key::ETHERTYPE_SHIFT);
+            set(
+                &mut c,
+                0,
+                0xffff << key::ETHERTYPE_SHIFT,
+                u64::from(et) << key::ETHERTYPE_SHIFT,
+            );
         }
         if let Some(mac) = m.src_mac {
             set(&mut c, 1, key::MAC_MASK, mac_word(mac));
@@ -95,7 +111,10 @@ impl Compiled {
         for (r, what) in [(m.src_port, "source"), (m.dst_port, "destination")] {
             if let Some(r) = r {
                 if r.lo > r.hi {
-                    return Err(FilterError(format!("{what} ports {}-{}: empty", r.lo, r.hi)));
+                    return Err(FilterError(format!(
+                        "{what} ports {}-{}: empty",
+                        r.lo, r.hi
+                    )));
                 }
                 set(&mut c, 6, key::HAS_PORTS, key::HAS_PORTS);
             }
@@ -104,20 +123,31 @@ impl Compiled {
         c.dport = m.dst_port;
         if let Some((v, mask)) = m.tcp_flags {
             let f = key::IS_TCP | (u64::from(mask) << key::FLAGS_SHIFT);
-            set(&mut c, 6, f, key::IS_TCP | (u64::from(v) << key::FLAGS_SHIFT));
+            set(
+                &mut c,
+                6,
+                f,
+                key::IS_TCP | (u64::from(v) << key::FLAGS_SHIFT),
+            );
         }
         if let Some(vni) = m.vni {
             if vni > 0x00ff_ffff {
                 return Err(FilterError(format!("VNI {vni}: above 24 bits")));
             }
-            set(&mut c, 7, key::TUNNELLED | 0x00ff_ffff, key::TUNNELLED | u64::from(vni));
+            set(
+                &mut c,
+                7,
+                key::TUNNELLED | 0x00ff_ffff,
+                key::TUNNELLED | u64::from(vni),
+            );
         }
         Ok(c)
     }
 
     /// Whether a port range needs checking beyond a mask: neither one port nor all.
     pub(crate) fn ranged(&self) -> bool {
-        let partial = |r: Option<PortRange>| r.is_some_and(|r| r.lo != r.hi && (r.lo, r.hi) != (0, 65535));
+        let partial =
+            |r: Option<PortRange>| r.is_some_and(|r| r.lo != r.hi && (r.lo, r.hi) != (0, 65535));
         partial(self.sport) || partial(self.dport)
     }
 
@@ -126,8 +156,12 @@ impl Compiled {
         let masked = (0..WORDS).all(|i| k[i] & self.mask[i] == self.value[i]);
         let port = |shift: u32| (k[6] >> shift) as u16;
         masked
-            && self.sport.is_none_or(|r| (r.lo..=r.hi).contains(&port(key::SPORT_SHIFT)))
-            && self.dport.is_none_or(|r| (r.lo..=r.hi).contains(&port(key::DPORT_SHIFT)))
+            && self
+                .sport
+                .is_none_or(|r| (r.lo..=r.hi).contains(&port(key::SPORT_SHIFT)))
+            && self
+                .dport
+                .is_none_or(|r| (r.lo..=r.hi).contains(&port(key::DPORT_SHIFT)))
     }
 
     /// The (value, mask) entries that cover its port ranges, or `None` if there
@@ -161,7 +195,11 @@ pub(crate) fn cover(r: PortRange) -> Vec<(u16, u16)> {
     let mut out = Vec::new();
     while lo <= hi {
         // The largest aligned block starting at `lo` that stays within `hi`.
-        let mut size = if lo == 0 { 1 << 16 } else { 1u32 << lo.trailing_zeros() };
+        let mut size = if lo == 0 {
+            1 << 16
+        } else {
+            1u32 << lo.trailing_zeros()
+        };
         while lo + size - 1 > hi {
             size >>= 1;
         }
@@ -206,8 +244,8 @@ impl Tuple {
         let slots = (entries.len() * 2).next_power_of_two().max(8);
         let mut used = [0u8; WORDS];
         let mut n_used = 0;
-        for i in 0..WORDS {
-            if mask[i] != 0 {
+        for (i, m) in mask.iter().enumerate() {
+            if *m != 0 {
                 used[n_used] = i as u8;
                 n_used += 1;
             }
@@ -275,10 +313,13 @@ impl Tuple {
                 return None;
             }
             if tag >> 32 == hash >> 32
-                && self.used[..self.n_used].iter().zip(&slot[1..]).all(|(&w, &v)| {
-                    let w = usize::from(w);
-                    k[w] & self.mask[w] == v
-                })
+                && self.used[..self.n_used]
+                    .iter()
+                    .zip(&slot[1..])
+                    .all(|(&w, &v)| {
+                        let w = usize::from(w);
+                        k[w] & self.mask[w] == v
+                    })
             {
                 return Some((tag as u32).wrapping_sub(1));
             }
