@@ -8,8 +8,11 @@ use super::setup::{
 };
 use crate::netns::Netns;
 use crate::relay::Relay;
+use linerate_nic::Nic;
+use linerate_nic::pcap::PcapRecorder;
 use std::io;
 use std::net::SocketAddrV4;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// [`super::linerate`] with a kernel socket in its own namespace and TAP in
@@ -31,6 +34,17 @@ pub fn kernel_to_kernel(cfg: &RunConfig) -> io::Result<RunResult> {
             coalesce: cfg.offloads,
         },
     );
+    let mut a = a;
+    // What the kernel facing the impairment sends and gets, for a look with
+    // tshark (the linerate run's LINERATE_IMPAIR_PCAP records the same TAP).
+    let pcap = match std::env::var_os("LINERATE_IMPAIR_PCAP_K") {
+        Some(path) => {
+            let r = Arc::new(PcapRecorder::create(path)?);
+            a.set_recorder(Some(r.clone()));
+            Some(r)
+        }
+        None => None,
+    };
     let mut relay = Relay::new(a, tap_l);
     let end = std::time::Instant::now() + cfg.limit;
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -53,7 +67,13 @@ pub fn kernel_to_kernel(cfg: &RunConfig) -> io::Result<RunResult> {
             });
         relay.pump(wait)?;
     }
+    if let Some(r) = pcap {
+        r.flush()?;
+    }
     let sent = joined(sender)?;
+    if std::env::var_os("LINERATE_IMPAIR_DEBUG").is_some() {
+        eprintln!("kernel sender: {:?}", sent.info);
+    }
     let rec = joined(receiver)?;
     kernel::check(rec.len, &rec.digest, cfg.seed, cfg.len)?;
     let secs = rec.end.saturating_duration_since(sent.start).as_secs_f64();

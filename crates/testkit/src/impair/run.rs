@@ -10,11 +10,14 @@ use super::setup::{
 };
 use crate::netns::Netns;
 use crate::stream::{Digester, Pattern};
+use linerate_nic::Nic;
+use linerate_nic::pcap::PcapRecorder;
 use linerate_nic::tap::Tap;
 use linerate_rt::Driver;
 use linerate_toe::{Config, Engine, Error, Instant, SocketHandle, TcpState};
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The engine on the impaired TAP.
@@ -58,6 +61,12 @@ impl Host {
 /// Moves `cfg.len` bytes between linerate's engine and a kernel socket in a
 /// namespace, over a TAP whose frames cross `cfg.impairment` both ways, and
 /// checks them by SHA-256. Root only.
+///
+/// For looking into a run: `LINERATE_IMPAIR_DEBUG` prints the sender's loss
+/// recovery counters and the wrapper's; `LINERATE_IMPAIR_TRACE` prints linerate's
+/// sending connection (cwnd, ssthresh, bytes in flight, SRTT) every 5 ms;
+/// `LINERATE_IMPAIR_PCAP=<file>` records the TAP's frames (after the
+/// impairment), as `LINERATE_IMPAIR_PCAP_K` does in the kernel-to-kernel run.
 pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
     let ns = Netns::new("lrk")?;
     cfg.kernel.apply(&ns)?;
@@ -80,6 +89,14 @@ pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
         driver: Driver::new(engine, nic, 0).map_err(io::Error::other)?,
         epoch: std::time::Instant::now(),
     };
+    let pcap = match std::env::var_os("LINERATE_IMPAIR_PCAP") {
+        Some(path) => {
+            let r = Arc::new(PcapRecorder::create(path)?);
+            h.driver.nic_mut().set_recorder(Some(r.clone()));
+            Some(r)
+        }
+        None => None,
+    };
     let end = std::time::Instant::now() + cfg.limit;
     let (secs, sender_retrans, info) = match cfg.direction {
         Direction::KernelToLinerate => {
@@ -90,11 +107,33 @@ pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
         Direction::LinerateToKernel => {
             let (start, rec) = from_linerate(&mut h, &ns, cfg, end)?;
             let secs = rec.end.saturating_duration_since(start).as_secs_f64();
-            let retrans = h.engine().counters().tcp_retrans_segs;
-            (secs, retrans, rec.info)
+            let c = h.engine().counters();
+            if std::env::var_os("LINERATE_IMPAIR_DEBUG").is_some() {
+                eprintln!(
+                    "linerate sender: retrans {} fast {} timeouts {} tlp {} rack_lost {} undos {} spurious_rtt_skipped {}",
+                    c.tcp_retrans_segs,
+                    c.tcp_fast_retransmits,
+                    c.tcp_timeouts,
+                    c.tcp_tlp_probes,
+                    c.tcp_rack_lost,
+                    c.tcp_undos,
+                    c.tcp_rtt_spurious_skipped
+                );
+            }
+            (secs, c.tcp_retrans_segs, rec.info)
         }
     };
+    if let Some(r) = pcap {
+        r.flush()?;
+    }
     let nic = h.driver.nic();
+    if std::env::var_os("LINERATE_IMPAIR_DEBUG").is_some() {
+        eprintln!(
+            "impaired nic: {:?}, tap counters: {:?}",
+            nic.stats(),
+            nic.counters()
+        );
+    }
     Ok(RunResult {
         secs,
         sender_retrans,
@@ -188,6 +227,8 @@ fn from_linerate(
     let mut buf = vec![0u8; 256 << 10];
     let (mut off, mut filled) = (0, 0);
     let mut shut = false;
+    let trace = std::env::var_os("LINERATE_IMPAIR_TRACE").is_some();
+    let mut last = start;
     while !receiver.is_finished() {
         while !shut {
             if off == filled {
@@ -210,6 +251,21 @@ fn from_linerate(
         }
         check_deadline(end, "send")?;
         h.pump()?;
+        if trace && last.elapsed() >= Duration::from_millis(5) {
+            last = std::time::Instant::now();
+            if let Ok(i) = h.engine().tcp_info(c) {
+                eprintln!(
+                    "t {:>6.1} ms cwnd {:>8} ssthresh {:>8} unacked {:>8} snd_wnd {:>8} srtt {:?} sendq {:>8}",
+                    start.elapsed().as_secs_f64() * 1e3,
+                    i.cwnd,
+                    i.ssthresh,
+                    i.unacked,
+                    i.snd_wnd,
+                    i.srtt,
+                    i.send_queue
+                );
+            }
+        }
     }
     let rec = joined(receiver)?;
     kernel::check(rec.len, &rec.digest, cfg.seed, cfg.len)?;
