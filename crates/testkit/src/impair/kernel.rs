@@ -1,7 +1,8 @@
 //! The kernel's ends of a transfer: a sending and a receiving socket, each on a
 //! thread inside a namespace, reporting its times and its `TCP_INFO`.
 
-use super::tcp_info::{TcpInfo, tcp_info};
+use super::setup::CONGESTION_CONTROL;
+use super::tcp_info::{TcpInfo, set_congestion, tcp_info};
 use crate::netns::Netns;
 use crate::stream::{self, Digester};
 use std::io::{self, Read};
@@ -47,6 +48,7 @@ pub(crate) fn sender(
 ) -> io::Result<KernelThread<Sent>> {
     ns.spawn(move || -> io::Result<Sent> {
         let mut s = TcpStream::connect_timeout(&to.into(), limit)?;
+        set_congestion(&s, CONGESTION_CONTROL)?;
         s.set_write_timeout(Some(limit))?;
         s.set_read_timeout(Some(limit))?;
         let start = Instant::now();
@@ -77,6 +79,7 @@ pub(crate) fn receiver(
         let l = TcpListener::bind(at)?;
         let _ = ready.send(());
         let (mut s, _) = l.accept()?;
+        set_congestion(&s, CONGESTION_CONTROL)?;
         s.set_read_timeout(Some(limit))?;
         let mut d = Digester::default();
         let mut buf = vec![0u8; 256 << 10];

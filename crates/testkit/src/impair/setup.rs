@@ -33,6 +33,16 @@ impl Direction {
     }
 }
 
+/// The congestion control of every kernel socket in these runs (set per socket
+/// with `TCP_CONGESTION`): linerate's own (CUBIC), so that a comparison is of
+/// loss recovery, not of congestion control. A socket otherwise gets its
+/// namespace's default, inherited from the host's, which may be BBR (it is on
+/// the machines this was written on): BBR does not back off for random loss,
+/// so against it every lossy case measured BBR against CUBIC. (A namespace's
+/// default cannot be set to an algorithm outside the host's
+/// `tcp_allowed_congestion_control`; a socket's can, by root.)
+pub const CONGESTION_CONTROL: &str = "cubic";
+
 /// TCP options of the kernel under test, set with sysctls in its namespace
 /// (`net.ipv4.tcp_sack`, `tcp_timestamps`, `tcp_window_scaling` are per
 /// network namespace). Only the kernel facing linerate is changed; the options

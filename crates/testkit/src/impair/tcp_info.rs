@@ -127,6 +127,29 @@ impl TcpInfo {
     }
 }
 
+/// `setsockopt(TCP_CONGESTION)`: sets `socket`'s congestion control by name
+/// (root may pick any the kernel has, whatever
+/// `net.ipv4.tcp_allowed_congestion_control` says).
+#[allow(unsafe_code)]
+pub fn set_congestion(socket: &impl AsRawFd, name: &str) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(name.len()).map_err(|_| io::Error::other("name"))?;
+    // SAFETY: the kernel reads `len` bytes from `name`, which outlives the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast::<libc::c_void>(),
+            len,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `getsockopt(TCP_INFO)` on `socket`.
 #[allow(unsafe_code)]
 pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
