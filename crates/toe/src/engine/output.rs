@@ -460,7 +460,7 @@ fn build_tcp(
         set_ecn(buf.get_mut(l3..)?, crate::tcp::ecn::ECT0);
     }
     let seg = buf.get_mut(l4..)?;
-    {
+    let sum = {
         let (hdr, data) = seg.split_at_mut(tcp_len);
         let (fixed, options) = hdr.split_at_mut(tcp::HEADER_LEN);
         // The fixed header in one piece (RFC 9293 section 3.1), checksum and
@@ -481,11 +481,22 @@ fn build_tcp(
             p0, p1, q0, q1, s0, s1, s2, s3, a0, a1, a2, a3, off, flags, w0, w1, 0, 0, 0, 0,
         ]);
         options.copy_from_slice(opts);
-        conn.tx.peek(o.data_off, data);
-    }
+        if offloads {
+            conn.tx.peek(o.data_off, data);
+            None
+        } else {
+            // Without checksum offload the sum comes with the copy: the header
+            // (its checksum field zero) and the data read once (tcp_len is a
+            // multiple of 4, so the data's sum adds as it is).
+            let (_, data_sum) = conn.tx.peek_sum(o.data_off, data);
+            Some(checksum::combine(checksum::partial(hdr, pseudo), data_sum))
+        }
+    };
     let mut t = tcp::Packet::new_unchecked(seg);
     let mut meta = OffloadMeta::plain();
-    if offloads {
+    if let Some(sum) = sum {
+        t.set_checksum(checksum::finish(sum));
+    } else {
         t.set_checksum(checksum::fold(pseudo));
         meta.csum = Checksum::Partial {
             start: l4 as u16,
@@ -503,8 +514,6 @@ fn build_tcp(
             gso.ecn = o.flags.contains(tcp::Flags::CWR);
             meta.gso = Some(gso);
         }
-    } else {
-        t.fill_checksum(pseudo);
     }
     Some(meta)
 }

@@ -12,6 +12,7 @@
 //! connection's first write.
 
 use bytes::{Buf, Bytes, BytesMut};
+use linerate_wire::checksum;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -247,6 +248,43 @@ impl SendBuf {
         self.set_cursor(idx, start);
         done
     }
+
+    /// [`SendBuf::peek`] that also sums what it copies (the Internet checksum's
+    /// unfolded sum of `out[..n]`, as `checksum::partial` would give), in the same
+    /// pass over the bytes: a segment built without checksum offload is read
+    /// once, not copied and then read again to sum it.
+    pub fn peek_sum(&self, offset: usize, out: &mut [u8]) -> (usize, u32) {
+        let n = out.len().min(self.len.saturating_sub(offset));
+        let (mut idx, mut start) = self.cursor();
+        if start > offset {
+            (idx, start) = (0, 0);
+        }
+        let (mut done, mut sum) = (0, 0u32);
+        while done < n {
+            let Some(c) = self.chunk(idx) else { break };
+            let pos = offset + done;
+            if pos >= start + c.len() {
+                start += c.len();
+                idx += 1;
+                continue;
+            }
+            let src = c.get(pos - start..).unwrap_or_default();
+            let k = src.len().min(n - done);
+            if let (Some(dst), Some(src)) = (out.get_mut(done..done + k), src.get(..k)) {
+                let piece = checksum::copy_partial(dst, src, 0).unwrap_or(0);
+                // A piece starting at an odd byte sums with its bytes swapped.
+                let piece = if done % 2 == 1 {
+                    checksum::shift_odd(piece)
+                } else {
+                    piece
+                };
+                sum = checksum::combine(sum, piece);
+            }
+            done += k;
+        }
+        self.set_cursor(idx, start);
+        (done, sum)
+    }
 }
 
 #[cfg(test)]
@@ -334,6 +372,35 @@ mod tests {
     }
 
     proptest! {
+        /// `peek_sum` copies what `peek` copies and sums it as the checksum
+        /// module sums the copy, whatever the pieces (handed-over `Bytes` and
+        /// copied writes, odd lengths) and the offset.
+        #[test]
+        fn peek_sum_is_peek_then_partial(
+            writes in proptest::collection::vec((proptest::collection::vec(any::<u8>(), 1..3000), any::<bool>()), 1..6),
+            offset in 0usize..4000,
+            len in 0usize..9000,
+        ) {
+            let mut b = SendBuf::new(1 << 20);
+            for (w, handed) in &writes {
+                if *handed {
+                    b.push_bytes(Bytes::from(w.clone()));
+                } else {
+                    b.push(w);
+                }
+            }
+            let mut want = vec![0u8; len];
+            let n = b.peek(offset, &mut want);
+            let mut got = vec![0u8; len];
+            let (m, sum) = b.peek_sum(offset, &mut got);
+            prop_assert_eq!(m, n);
+            prop_assert_eq!(&got[..m], &want[..n]);
+            prop_assert_eq!(
+                checksum::fold(sum),
+                checksum::fold(checksum::partial(&want[..n], 0))
+            );
+        }
+
         /// Any mix of copies, handed-over buffers, acknowledgements and reads at
         /// any offset behaves like a byte deque.
         #[test]
