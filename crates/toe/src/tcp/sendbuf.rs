@@ -224,6 +224,37 @@ impl SendBuf {
     /// Copies bytes starting `offset` bytes after the front into `out`; returns
     /// how many (limited by what the buffer holds).
     pub fn peek(&self, offset: usize, out: &mut [u8]) -> usize {
+        self.copy_out(offset, out, |dst, src, _| dst.copy_from_slice(src))
+    }
+
+    /// [`SendBuf::peek`] that also sums what it copies (the Internet checksum's
+    /// unfolded sum of `out[..n]`, as `checksum::partial` would give), in the same
+    /// pass over the bytes: a segment built without checksum offload is read
+    /// once, not copied and then read again to sum it.
+    pub fn peek_sum(&self, offset: usize, out: &mut [u8]) -> (usize, u32) {
+        let mut sum = 0u32;
+        let n = self.copy_out(offset, out, |dst, src, at| {
+            let piece = checksum::copy_partial(dst, src, 0).unwrap_or(0);
+            // A piece starting at an odd byte sums with its bytes swapped.
+            let piece = if at % 2 == 1 {
+                checksum::shift_odd(piece)
+            } else {
+                piece
+            };
+            sum = checksum::combine(sum, piece);
+        });
+        (n, sum)
+    }
+
+    /// Walks the chunks holding `offset..offset + out.len()` (as far as the
+    /// buffer goes), calling `copy(dst, src, at)` for each piece, `at` being the
+    /// piece's offset in `out`; returns the bytes covered.
+    fn copy_out(
+        &self,
+        offset: usize,
+        out: &mut [u8],
+        mut copy: impl FnMut(&mut [u8], &[u8], usize),
+    ) -> usize {
         let n = out.len().min(self.len.saturating_sub(offset));
         let (mut idx, mut start) = self.cursor();
         if start > offset {
@@ -241,49 +272,12 @@ impl SendBuf {
             let src = c.get(pos - start..).unwrap_or_default();
             let k = src.len().min(n - done);
             if let (Some(dst), Some(src)) = (out.get_mut(done..done + k), src.get(..k)) {
-                dst.copy_from_slice(src);
+                copy(dst, src, done);
             }
             done += k;
         }
         self.set_cursor(idx, start);
         done
-    }
-
-    /// [`SendBuf::peek`] that also sums what it copies (the Internet checksum's
-    /// unfolded sum of `out[..n]`, as `checksum::partial` would give), in the same
-    /// pass over the bytes: a segment built without checksum offload is read
-    /// once, not copied and then read again to sum it.
-    pub fn peek_sum(&self, offset: usize, out: &mut [u8]) -> (usize, u32) {
-        let n = out.len().min(self.len.saturating_sub(offset));
-        let (mut idx, mut start) = self.cursor();
-        if start > offset {
-            (idx, start) = (0, 0);
-        }
-        let (mut done, mut sum) = (0, 0u32);
-        while done < n {
-            let Some(c) = self.chunk(idx) else { break };
-            let pos = offset + done;
-            if pos >= start + c.len() {
-                start += c.len();
-                idx += 1;
-                continue;
-            }
-            let src = c.get(pos - start..).unwrap_or_default();
-            let k = src.len().min(n - done);
-            if let (Some(dst), Some(src)) = (out.get_mut(done..done + k), src.get(..k)) {
-                let piece = checksum::copy_partial(dst, src, 0).unwrap_or(0);
-                // A piece starting at an odd byte sums with its bytes swapped.
-                let piece = if done % 2 == 1 {
-                    checksum::shift_odd(piece)
-                } else {
-                    piece
-                };
-                sum = checksum::combine(sum, piece);
-            }
-            done += k;
-        }
-        self.set_cursor(idx, start);
-        (done, sum)
     }
 }
 

@@ -168,6 +168,27 @@ pub struct Filters {
 /// Keys classified together by [`Filters::classify_batch`].
 const CHUNK: usize = 32;
 
+/// Hashes the keys `want` picks (and that have `t`'s level) for tuple `t`,
+/// asking for the cache line each will probe; returns them as a bit set.
+fn hash_all(
+    t: &Tuple,
+    keys: &[FlowKey],
+    want: impl Fn(usize) -> bool,
+    hash: &mut [u64; CHUNK],
+) -> u64 {
+    let mut active = 0u64;
+    for (j, key) in keys.iter().enumerate().take(CHUNK) {
+        if want(j)
+            && let Some(k) = key.words(t.level)
+        {
+            hash[j] = t.hash(k);
+            t.prefetch(hash[j]);
+            active |= 1 << j;
+        }
+    }
+    active
+}
+
 /// An entry's payload: a rule, or with this bit a list of candidates.
 const LIST: u32 = 1 << 31;
 
@@ -360,16 +381,7 @@ impl Filters {
                 // Tuples come by first rule: no later one can do better.
                 break;
             }
-            let mut active = 0u64;
-            for j in 0..n {
-                if best[j] > t.best
-                    && let Some(k) = keys[j].words(t.level)
-                {
-                    hash[j] = t.hash(k);
-                    t.prefetch(hash[j]);
-                    active |= 1 << j;
-                }
-            }
+            let mut active = hash_all(t, &keys[..n], |j| best[j] > t.best, &mut hash);
             while active != 0 {
                 let j = active.trailing_zeros() as usize;
                 active &= active - 1;
@@ -406,16 +418,7 @@ impl Filters {
             }
         }
         for t in &self.count {
-            let mut active = 0u64;
-            for j in 0..n {
-                if t.best < best[j]
-                    && let Some(k) = keys[j].words(t.level)
-                {
-                    hash[j] = t.hash(k);
-                    t.prefetch(hash[j]);
-                    active |= 1 << j;
-                }
-            }
+            let mut active = hash_all(t, &keys[..n], |j| t.best < best[j], &mut hash);
             while active != 0 {
                 let j = active.trailing_zeros() as usize;
                 active &= active - 1;
