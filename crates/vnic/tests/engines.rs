@@ -151,6 +151,22 @@ fn mac(i: u8) -> [u8; 6] {
     [0x02, 0, 0, 0, 0x20, i]
 }
 
+/// Two partitions over the two ends of a plain memory pair, each under the
+/// shim (software GSO/GRO and checksums for every vNIC).
+fn shimmed_partitions() -> (
+    Partition<Shim<linerate_nic::MemNic>>,
+    Partition<Shim<linerate_nic::MemNic>>,
+) {
+    let (pa, pb) = memory::pair(PairConfig::new(NicCaps::plain(), NicCaps::plain()));
+    let part = |p| {
+        Partition::new(
+            Shim::new(p, ShimConfig::all()).unwrap(),
+            PartitionConfig::default(),
+        )
+    };
+    (part(pa), part(pb))
+}
+
 #[test]
 fn engines_on_two_vnics_of_one_partition_talk_through_the_embedded_switch() {
     let (port, _far) = memory::pair(PairConfig::new(NicCaps::plain(), NicCaps::plain()));
@@ -177,15 +193,7 @@ fn engines_on_two_vnics_of_one_partition_talk_through_the_embedded_switch() {
 
 #[test]
 fn engines_on_vnics_of_two_partitions_with_two_vlans_at_once() {
-    let (pa, pb) = memory::pair(PairConfig::new(NicCaps::plain(), NicCaps::plain()));
-    let pa = Partition::new(
-        Shim::new(pa, ShimConfig::all()).unwrap(),
-        PartitionConfig::default(),
-    );
-    let pb = Partition::new(
-        Shim::new(pb, ShimConfig::all()).unwrap(),
-        PartitionConfig::default(),
-    );
+    let (pa, pb) = shimmed_partitions();
     let on = |p: &Partition<Shim<linerate_nic::MemNic>>, i: u8, vlan: VlanMode| {
         Box::new(
             p.add(VnicConfig {
@@ -223,15 +231,7 @@ fn engines_on_vnics_of_two_partitions_with_two_vlans_at_once() {
 
 #[test]
 fn a_vxlan_tunnel_runs_on_a_vnic() {
-    let (pa, pb) = memory::pair(PairConfig::new(NicCaps::plain(), NicCaps::plain()));
-    let pa = Partition::new(
-        Shim::new(pa, ShimConfig::all()).unwrap(),
-        PartitionConfig::default(),
-    );
-    let pb = Partition::new(
-        Shim::new(pb, ShimConfig::all()).unwrap(),
-        PartitionConfig::default(),
-    );
+    let (pa, pb) = shimmed_partitions();
     let (ua, ub) = (mac(0x11), mac(0x12));
     let (ia, ib): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
     let va = pa.add(VnicConfig::new(ua)).unwrap();
