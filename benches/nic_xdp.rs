@@ -27,35 +27,16 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
 use linerate::nic::{Batch, Counter, Frame, Nic};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
-use linerate_testkit::netns::{self, Netns};
+use linerate_testkit::netns::{self, Netns, RootVeth};
 
 const BATCH: usize = 64;
 const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x04];
 
-/// The root end of a veth pair, deleted (with its peer) on drop.
-struct Veth(String);
-
-impl Drop for Veth {
-    fn drop(&mut self) {
-        let _ = netns::ip(&["link", "del", &self.0]);
-    }
-}
-
-/// The pair, the namespace and the kernel's address on it.
-fn veth_pair() -> (Veth, Netns) {
+/// The pair, the namespace and the kernel's address on it, with a static
+/// neighbour entry for our address (no ARP).
+fn veth_pair() -> (RootVeth, Netns) {
     let ns = Netns::new("lrxb").expect("namespace");
-    let ours = netns::unique("lxa");
-    let peer = netns::unique("lxb");
-    netns::ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer]).expect("veth");
-    let veth = Veth(ours.clone());
-    netns::ip(&["link", "set", &peer, "netns", ns.name()]).expect("move");
-    let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ours}/disable_ipv6"), "1");
-    let off = format!("echo 1 > /proc/sys/net/ipv6/conf/{peer}/disable_ipv6");
-    let _ = ns.exec("sh", &["-c", &off]);
-    ns.ip(&["addr", "add", "10.216.0.1/24", "dev", &peer])
-        .expect("addr");
-    ns.ip(&["link", "set", &peer, "up"]).expect("up");
-    netns::ip(&["link", "set", &ours, "up"]).expect("up");
+    let veth = RootVeth::new("lx", &ns, "10.216.0.1/24").expect("veth");
     ns.ip(&[
         "neigh",
         "add",
@@ -63,7 +44,7 @@ fn veth_pair() -> (Veth, Netns) {
         "lladdr",
         "02:4c:52:00:00:04",
         "dev",
-        &peer,
+        &veth.peer,
     ])
     .expect("neigh");
     (veth, ns)
@@ -77,7 +58,7 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
     let mut xdp = match Xdp::open(&XdpConfig {
         attach,
         mount_bpffs: true,
-        ..XdpConfig::new(veth.0.clone())
+        ..XdpConfig::new(veth.ours.clone())
     }) {
         Ok(x) => x,
         Err(e) => {

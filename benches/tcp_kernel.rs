@@ -316,7 +316,7 @@ mod xdp {
     use linerate::nic::{Nic, Shim, ShimConfig};
     use linerate::rt::Driver;
     use linerate::toe::{Config, Engine, Instant};
-    use linerate_testkit::netns::{self, Netns};
+    use linerate_testkit::netns::{Netns, RootVeth};
     use std::net::Ipv4Addr;
     use std::time::Duration;
 
@@ -324,21 +324,12 @@ mod xdp {
     const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(10, 217, 0, 1);
     const OUR_IP: Ipv4Addr = Ipv4Addr::new(10, 217, 0, 2);
 
-    /// The root end of a veth pair, deleted (with its peer) on drop.
-    struct Veth(String);
-
-    impl Drop for Veth {
-        fn drop(&mut self) {
-            let _ = netns::ip(&["link", "del", &self.0]);
-        }
-    }
-
     /// The engine on an AF_XDP NIC (or the shim over one), the kernel's end of
     /// the pair in `ns`. Field order: the driver (and its socket) goes first.
     struct XdpHost<N: Nic> {
         driver: Driver<N>,
         ns: Netns,
-        _veth: Veth,
+        _veth: RootVeth,
         epoch: std::time::Instant,
     }
 
@@ -371,24 +362,14 @@ mod xdp {
     /// A veth pair: ours up in the root namespace, the peer in a new namespace
     /// at [`KERNEL_IP`] with TSO, GSO, GRO and checksum offload off; and an
     /// AF_XDP socket on ours.
-    fn pair() -> Option<(Veth, Netns, Xdp)> {
+    fn pair() -> Option<(RootVeth, Netns, Xdp)> {
         let ns = Netns::new("lrtx").expect("namespace");
-        let ours = netns::unique("ltxa");
-        let peer = netns::unique("ltxb");
-        netns::ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer]).expect("veth");
-        let veth = Veth(ours.clone());
-        netns::ip(&["link", "set", &peer, "netns", ns.name()]).expect("move");
-        let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{ours}/disable_ipv6"), "1");
-        let off = format!("echo 1 > /proc/sys/net/ipv6/conf/{peer}/disable_ipv6");
-        let _ = ns.exec("sh", &["-c", &off]);
+        let veth = RootVeth::new("ltx", &ns, &format!("{KERNEL_IP}/24")).expect("veth");
         let k = [
-            "-K", &peer, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
+            "-K", &veth.peer, "tso", "off", "gso", "off", "gro", "off", "tx", "off",
         ];
         ns.exec("ethtool", &k).expect("ethtool -K");
-        ns.ip(&["addr", "add", &format!("{KERNEL_IP}/24"), "dev", &peer])
-            .expect("addr");
-        ns.ip(&["link", "set", &peer, "up"]).expect("up");
-        netns::ip(&["link", "set", &ours, "up"]).expect("up");
+        let ours = veth.ours.clone();
         for attach in [XdpAttach::Native, XdpAttach::Generic] {
             let cfg = XdpConfig {
                 attach,
@@ -403,7 +384,7 @@ mod xdp {
         None
     }
 
-    fn host<N: Nic>(nic: N, veth: Veth, ns: Netns, offloads: bool) -> XdpHost<N> {
+    fn host<N: Nic>(nic: N, veth: RootVeth, ns: Netns, offloads: bool) -> XdpHost<N> {
         let mut cfg = Config::new(OUR_MAC).with_ipv4(OUR_IP, 24);
         cfg.offloads = offloads;
         cfg.tcp.send_buffer = 4 << 20;

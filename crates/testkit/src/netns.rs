@@ -134,6 +134,46 @@ impl Drop for Netns {
     }
 }
 
+/// A veth pair with one end in the root namespace (for an AF_XDP socket or a
+/// raw socket of this process) and the other in a namespace, addressed, both
+/// up, IPv6 off on both (no router solicitations on the wire). The pair goes
+/// away when this drops (deleting our end deletes the peer).
+#[derive(Debug)]
+pub struct RootVeth {
+    /// Our end, in the root namespace.
+    pub ours: String,
+    /// The end in the namespace.
+    pub peer: String,
+}
+
+impl RootVeth {
+    /// Creates the pair with unique names from `prefix` and moves the peer into
+    /// `ns` with the CIDR address `peer_addr` (for example `"10.216.0.1/24"`).
+    pub fn new(prefix: &str, ns: &Netns, peer_addr: &str) -> io::Result<RootVeth> {
+        let ours = unique(&format!("{prefix}a"));
+        let peer = unique(&format!("{prefix}b"));
+        ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer])?;
+        let v = RootVeth { ours, peer };
+        ip(&["link", "set", &v.peer, "netns", ns.name()])?;
+        let _ = std::fs::write(
+            format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", v.ours),
+            "1",
+        );
+        let off = format!("echo 1 > /proc/sys/net/ipv6/conf/{}/disable_ipv6", v.peer);
+        let _ = ns.exec("sh", &["-c", &off]);
+        ns.ip(&["addr", "add", peer_addr, "dev", &v.peer])?;
+        ns.ip(&["link", "set", &v.peer, "up"])?;
+        ip(&["link", "set", &v.ours, "up"])?;
+        Ok(v)
+    }
+}
+
+impl Drop for RootVeth {
+    fn drop(&mut self) {
+        let _ = ip(&["link", "del", &self.ours]);
+    }
+}
+
 /// A veth pair whose ends are moved into two namespaces, addressed and up.
 #[derive(Debug)]
 pub struct VethPair {
