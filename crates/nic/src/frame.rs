@@ -8,7 +8,8 @@ use linerate_offload::OffloadMeta;
 pub struct Frame {
     /// The bytes, in a buffer with headroom.
     pub buf: PacketBuf,
-    /// Checksum state, segmentation request or record, receive hash, layout.
+    /// Checksum state, segmentation request or record, receive hash (24 bytes:
+    /// a frame record is 24 more than its buffer).
     pub meta: OffloadMeta,
 }
 
