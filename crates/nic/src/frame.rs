@@ -128,3 +128,22 @@ impl<'a> IntoIterator for &'a Batch {
         self.frames.iter()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frame records move by value through batches and queues: the meta adds 24
+    /// bytes to the buffer, no more (issue 15).
+    #[test]
+    fn frame_record_is_small() {
+        assert_eq!(size_of::<OffloadMeta>(), 24);
+        assert_eq!(size_of::<Frame>(), size_of::<PacketBuf>() + 24);
+        println!(
+            "Frame {} B, PacketBuf {} B, OffloadMeta {} B",
+            size_of::<Frame>(),
+            size_of::<PacketBuf>(),
+            size_of::<OffloadMeta>()
+        );
+    }
+}

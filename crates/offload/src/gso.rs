@@ -429,11 +429,7 @@ impl Segmenter {
     }
 
     /// Builds the plan for `frame` and splits it into headers and payload.
-    fn plan<'f>(
-        &self,
-        frame: &'f [u8],
-        gso: &Gso,
-    ) -> Result<(Plan, &'f [u8], &'f [u8]), GsoError> {
+    fn plan<'f>(&self, frame: &'f [u8], gso: &Gso) -> Result<(Plan, &'f [u8], &'f [u8]), GsoError> {
         let l = self.layout.parse(frame)?;
         let plan = Plan::build(frame, &l, gso, self.mode)?;
         let (hdrs, rest) =

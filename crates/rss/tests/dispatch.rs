@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::Rng;
 use linerate_offload::{OffloadMeta, RssHash, RssHashType};
 use linerate_rss::{
-    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxBuf, RxFrame, RxItem,
-    Steering,
+    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxBuf, RxFrame, RxItem, Steering,
 };
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 
