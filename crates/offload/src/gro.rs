@@ -59,11 +59,11 @@
 //! A `walk` module composes them: outer Ethernet, outer IP, then in a tunnel the
 //! tunnel header, inner Ethernet and inner IP, then the transport. Each step only
 //! dispatches on its own header's kind; nothing matches tunnel and inner protocol
-//! together. The [`Layout`] (parsed once here, or given by a caller that has it,
-//! [`Gro::receive_with_layout`]) gives every offset; each frame's headers are then resolved
-//! once into fixed-size arrays (a `View`), so the rules read fields without
-//! per-field bounds checks, and a header that does not fit its frame can only make
-//! a frame pass through, never panic.
+//! together. The [`Layout`] (parsed once here, or given by a caller that has
+//! it, [`Gro::receive_with_layout`]) gives every offset; each frame's headers are
+//! then resolved once into fixed-size arrays (a `View`), so the rules read fields
+//! without per-field bounds checks, and a header that does not fit its frame can
+//! only make a frame pass through, never panic.
 //!
 //! Runs live in a table of hash buckets (`table`): at most 8 runs per bucket, each
 //! owning a buffer into which its first frame is copied and the later payloads
