@@ -181,7 +181,7 @@ fn completion(c: &mut Criterion<CpuTime>) {
                 csum::complete(black_box(&mut frame), &meta)
             })
         });
-        let l = sup.meta.layout.unwrap();
+        let l = linerate_wire::layout::parse(&sup.frame).unwrap();
         g.bench_function(BenchmarkId::new("verify", spec.name()), |b| {
             b.iter(|| csum::verify(black_box(&frame), &l))
         });

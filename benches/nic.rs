@@ -299,7 +299,6 @@ fn shim(c: &mut Criterion) {
     let meta = OffloadMeta {
         csum: partial,
         gso: Some(Gso::new(GsoType::TcpV4, 1460)),
-        layout: Some(l),
         ..OffloadMeta::plain()
     };
     let supers: Vec<_> = (0..SUPERS).map(|_| (frame.clone(), meta)).collect();

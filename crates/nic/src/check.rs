@@ -47,10 +47,7 @@ pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicErr
     if gso.size == 0 {
         return Err(invalid("segment size 0"));
     }
-    let layout = match frame.meta.layout {
-        Some(l) => l,
-        None => linerate_wire::layout::parse(bytes).map_err(malformed)?,
-    };
+    let layout = linerate_wire::layout::parse(bytes).map_err(malformed)?;
     let inner = layout.innermost();
     let kind_ok = match gso.kind {
         GsoType::TcpV4 => inner.l3 == L3Kind::Ipv4 && inner.l4 == L4Kind::Tcp,

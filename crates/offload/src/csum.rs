@@ -37,7 +37,7 @@
 //! assert_eq!(partial, Checksum::Partial { start: 34, offset: 16 });
 //! assert!(csum::verify(&frame, &l).bad.is_some());
 //! // ...and what the NIC layer does when the backend has none.
-//! let meta = OffloadMeta { csum: partial, layout: Some(l), ..OffloadMeta::plain() };
+//! let meta = OffloadMeta { csum: partial, ..OffloadMeta::plain() };
 //! assert_eq!(csum::complete(&mut frame, &meta).unwrap(), Checksum::None);
 //! let v = csum::verify(&frame, &l);
 //! assert_eq!((v.levels, v.ipv4_headers, v.bad), (1, 1, None));
@@ -123,20 +123,26 @@ pub fn complete(frame: &mut [u8], meta: &OffloadMeta) -> Result<Checksum, CsumEr
 ///    (LCO), valid once the inner checksum is complete.
 /// 4. If `opts.ipv4_headers`, the outer IPv4 header checksum.
 ///
-/// The layout is `meta.layout`, or parsed from the frame when absent.
+/// The frame is parsed here ([`layout::parse`]); [`complete_layout`] takes a
+/// layout the caller has already.
 pub fn complete_with(
     frame: &mut [u8],
     meta: &OffloadMeta,
     opts: CompleteOptions,
 ) -> Result<Checksum, CsumError> {
-    let parsed;
-    let l = match &meta.layout {
-        Some(l) => l,
-        None => {
-            parsed = layout::parse(frame)?;
-            &parsed
-        }
-    };
+    let l = layout::parse(frame)?;
+    complete_layout(frame, &l, meta, opts)
+}
+
+/// [`complete_with`] with the frame's layout given (parsed with other tunnel
+/// ports, say, or already at hand). The layout's offsets are not trusted: every
+/// access is bounds-checked, so a stale layout gives wrong sums, never a panic.
+pub fn complete_layout(
+    frame: &mut [u8],
+    l: &Layout,
+    meta: &OffloadMeta,
+    opts: CompleteOptions,
+) -> Result<Checksum, CsumError> {
     let mut state = meta.csum;
     if let Checksum::Partial { start, offset } = meta.csum {
         let end = partial_end(frame, l, usize::from(start));
@@ -412,17 +418,10 @@ pub fn mark_verified(meta: &mut OffloadMeta, verdict: &Verdict) -> bool {
     true
 }
 
-/// Verifies `frame` (with `meta.layout`, parsed and stored there when absent) and
-/// marks `meta` as [`mark_verified`] does.
+/// Parses and verifies `frame` ([`verify`]) and marks `meta` as
+/// [`mark_verified`] does.
 pub fn verify_meta(frame: &[u8], meta: &mut OffloadMeta) -> Result<Verdict, CsumError> {
-    let l = match meta.layout {
-        Some(l) => l,
-        None => {
-            let l = layout::parse(frame)?;
-            meta.layout = Some(l);
-            l
-        }
-    };
+    let l = layout::parse(frame)?;
     let v = verify(frame, &l);
     mark_verified(meta, &v);
     Ok(v)

@@ -59,11 +59,11 @@
 //! A `walk` module composes them: outer Ethernet, outer IP, then in a tunnel the
 //! tunnel header, inner Ethernet and inner IP, then the transport. Each step only
 //! dispatches on its own header's kind; nothing matches tunnel and inner protocol
-//! together. The [`Layout`] (from the meta, or
-//! parsed once here) gives every offset; each frame's headers are then resolved
-//! once into fixed-size arrays (a `View`), so the rules read fields without
-//! per-field bounds checks, and a header that does not fit its frame can only make
-//! a frame pass through, never panic.
+//! together. The [`Layout`] (parsed once here, or given by a caller that has
+//! it, [`Gro::receive_with_layout`]) gives every offset; each frame's headers are
+//! then resolved once into fixed-size arrays (a `View`), so the rules read fields
+//! without per-field bounds checks, and a header that does not fit its frame can
+//! only make a frame pass through, never panic.
 //!
 //! Runs live in a table of hash buckets (`table`): at most 8 runs per bucket, each
 //! owning a buffer into which its first frame is copied and the later payloads
@@ -111,7 +111,7 @@
 //! * `meta.gso = Some(Gso { kind: TcpV4 | TcpV6 | UdpL4 (inner), size: the first
 //!   segment's payload length, tunnel: Udp { outer_csum } | Gre { csum } | None,
 //!   fixed_id, outer_fixed_id, ecn: the first segment had CWR, segs })`;
-//!   `meta.rss` is the first segment's and `meta.layout` the merged frame's.
+//!   `meta.rss` is the first segment's.
 //!
 //! A run that nobody joined is delivered as it came: the same bytes and meta (but
 //! see [Checksums](#checksums)).
@@ -224,7 +224,7 @@ pub struct GroConfig {
     /// `now` values given to [`Gro::receive`] (default 1 000 000: one millisecond
     /// in nanoseconds, Linux's jiffy at HZ=1000).
     pub flush_age: u64,
-    /// Tunnel ports used to parse frames whose meta carries no layout.
+    /// Tunnel ports frames are parsed with.
     pub layout: layout::Config,
 }
 
@@ -303,18 +303,35 @@ impl Gro {
         if meta.gso.is_some() {
             return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
         }
-        match &meta.layout {
-            Some(l) => self.receive_parsed(now, frame, l, meta, out),
-            // Borrowed where the parser wrote it, not moved out of the `Result`
-            // (a copy of a struct just written, which stalls on store forwarding).
-            None => match &self.cfg.layout.parse(frame) {
-                Ok(l) => self.receive_parsed(now, frame, l, meta, out),
-                Err(e) => self.refuse(frame, meta, parse_reason(e), None, out),
-            },
+        // Borrowed where the parser wrote it, not moved out of the `Result` (a
+        // copy of a struct just written, which stalls on store forwarding).
+        match &self.cfg.layout.parse(frame) {
+            Ok(l) => self.receive_parsed(now, frame, l, meta, out),
+            Err(e) => self.refuse(frame, meta, parse_reason(e), None, out),
         }
     }
 
-    /// [`Gro::receive_ref`] once the frame's layout is known.
+    /// [`Gro::receive_ref`] for a caller that has parsed the frame already (with
+    /// the tunnel ports of [`GroConfig::layout`]): GRO does not parse it again.
+    /// The layout is not trusted: one whose headers do not lie in the frame makes
+    /// the frame pass through (`unparsed`), and every read is bounds-checked.
+    #[inline]
+    pub fn receive_with_layout(
+        &mut self,
+        now: u64,
+        frame: &[u8],
+        layout: &Layout,
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) {
+        self.counters.received += 1;
+        if meta.gso.is_some() {
+            return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
+        }
+        self.receive_parsed(now, frame, layout, meta, out);
+    }
+
+    /// Takes a frame once its layout is known.
     fn receive_parsed(
         &mut self,
         now: u64,

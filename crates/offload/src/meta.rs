@@ -2,8 +2,15 @@
 //!
 //! Modelled on Linux's skb offload fields and on `virtio_net_hdr` (virtio 1.2 section
 //! 5.1.6): the checksum state ([`Checksum`]), the segmentation request or the record
-//! of a coalesced frame ([`Gso`]), the receive hash ([`RssHash`]) and, once a frame
-//! has been parsed, its header [`Layout`].
+//! of a coalesced frame ([`Gso`]) and the receive hash ([`RssHash`]).
+//!
+//! The meta holds no header offsets beyond the checksum's: whoever needs the
+//! frame's [`Layout`](linerate_wire::layout::Layout) parses it
+//! ([`linerate_wire::layout::parse`], a few tens of nanoseconds for the usual
+//! frames). Carrying a whole layout (104 bytes) in every meta made every frame
+//! record several times larger, and frame records move by value through queues,
+//! rings and batches; parsing again where a layout is needed is cheaper than
+//! carrying one everywhere. [`OffloadMeta`] is 24 bytes.
 //!
 //! The same vocabulary serves both directions:
 //!
@@ -12,8 +19,6 @@
 //!   completes checksums where the backend cannot;
 //! * receive: the NIC layer marks what it verified (`csum: Verified`) and what it
 //!   coalesced (`gso: Some(..)`, so the frame can be re-segmented exactly).
-
-use linerate_wire::layout::Layout;
 
 /// Checksum state of a frame (Linux `ip_summed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -139,7 +144,8 @@ pub struct RssHash {
     pub kind: RssHashType,
 }
 
-/// What travels with a frame between the stack and the NIC layer.
+/// What travels with a frame between the stack and the NIC layer: 24 bytes,
+/// `Copy`, moved by value with every frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct OffloadMeta {
     /// Checksum state.
@@ -148,8 +154,6 @@ pub struct OffloadMeta {
     pub gso: Option<Gso>,
     /// Receive hash, when known.
     pub rss: Option<RssHash>,
-    /// The frame's header layout, when it has been parsed (saves parsing twice).
-    pub layout: Option<Layout>,
 }
 
 impl OffloadMeta {
@@ -159,7 +163,17 @@ impl OffloadMeta {
             csum: Checksum::None,
             gso: None,
             rss: None,
-            layout: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The meta moves with every frame: keep it small (issue 15).
+    #[test]
+    fn meta_is_small() {
+        assert_eq!(size_of::<OffloadMeta>(), 24);
     }
 }

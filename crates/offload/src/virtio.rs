@@ -44,7 +44,8 @@
 //!
 //! [`to_meta`] parses the frame itself ([`linerate_wire::layout::parse`]): `hdr_len`
 //! and the tunnel offsets from a kernel are not trusted (they are not checked
-//! against the frame either; the parsed layout is what the meta carries).
+//! against the frame either; the parse is what the GSO type is checked against).
+//! [`from_meta`] parses it too, for `hdr_len` and the tunnel offsets.
 //!
 //! [`from_meta`]: VirtioNetHdr::from_meta
 //! [`to_meta`]: VirtioNetHdr::to_meta
@@ -61,7 +62,6 @@
 //! let meta = OffloadMeta {
 //!     csum: csum::prepare_partial(&mut frame, &l).unwrap(),
 //!     gso: Some(Gso::new(GsoType::TcpV4, 1448)),
-//!     layout: Some(l),
 //!     ..OffloadMeta::plain()
 //! };
 //! let hdr = VirtioNetHdr::from_meta(&meta, &frame).unwrap();
@@ -369,7 +369,7 @@ impl VirtioNetHdr {
 
     /// The offload metadata this header gives `frame` (which follows the header).
     ///
-    /// The frame is parsed here and its layout is stored in the meta. `hdr_len` and
+    /// The frame is parsed here (a frame that does not parse is refused). `hdr_len` and
     /// the tunnel offsets are ignored; the GSO type must match the parsed frame
     /// (TCPv4: IPv4 and TCP, TCPv6: IPv6 and TCP, UDP_L4: UDP, in the inner headers
     /// of a UDP tunnel whose outer IP version is the tunnel bit's).
@@ -411,12 +411,7 @@ impl VirtioNetHdr {
             }
         }
         let rss = rss_from(self.hash_value, self.hash_report);
-        Ok(OffloadMeta {
-            csum,
-            gso,
-            rss,
-            layout: Some(layout),
-        })
+        Ok(OffloadMeta { csum, gso, rss })
     }
 
     /// The [`Gso`] of `gso_type` and `gso_size`, checked against the frame.
@@ -473,8 +468,8 @@ impl VirtioNetHdr {
         }))
     }
 
-    /// The header for `frame` with offload metadata `meta` (its layout, or the
-    /// frame parsed when `meta.layout` is `None`).
+    /// The header for `frame` with offload metadata `meta` (the frame is parsed
+    /// here, for `hdr_len` and the tunnel offsets).
     ///
     /// `hdr_len` counts the headers up to and including the segmented transport
     /// header (the inner one in a UDP tunnel, as the virtio specification asks);
@@ -482,14 +477,8 @@ impl VirtioNetHdr {
     /// than two levels is written as two (`csum_level` 1 is the most virtio says);
     /// with zero levels, as nothing verified.
     pub fn from_meta(meta: &OffloadMeta, frame: &[u8]) -> Result<VirtioNetHdr, VirtioError> {
-        let parsed;
-        let l = match &meta.layout {
-            Some(l) => l,
-            None => {
-                parsed = layout::parse(frame)?;
-                &parsed
-            }
-        };
+        let parsed = layout::parse(frame)?;
+        let l = &parsed;
         let mut h = VirtioNetHdr::default();
         let mut verified_inner = false;
         match meta.csum {

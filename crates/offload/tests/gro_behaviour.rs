@@ -169,19 +169,26 @@ fn a_frame_already_coalesced_passes_through() {
 }
 
 #[test]
-fn a_layout_in_the_meta_is_used_and_a_wrong_one_is_harmless() {
+fn a_given_layout_is_used_and_a_wrong_one_is_harmless() {
     let train = train_v4(3, 1000);
     let l = layout::parse(&train[0]).unwrap();
-    let meta = OffloadMeta {
-        layout: Some(l),
-        ..verified()
+    let meta = verified();
+    let with_layout = |g: &mut Gro, frames: &[Vec<u8>]| {
+        let mut out: Vec<(Vec<u8>, OffloadMeta)> = Vec::new();
+        let mut sink = |f: &[u8], m: &OffloadMeta| out.push((f.to_vec(), *m));
+        for f in frames {
+            g.receive_with_layout(0, f, &l, &meta, &mut sink);
+        }
+        g.flush_all(&mut sink);
+        out
     };
     let mut g = gro();
-    assert_eq!(segs(&run_with(&mut g, &train, meta)), [3]);
+    assert_eq!(segs(&with_layout(&mut g, &train)), [3]);
+    assert_eq!(g.counters().received, 3);
     // A layout that does not fit the frame is refused, not trusted.
     let short = frame(v4(1), tcp(1), 10);
     let mut g = gro();
-    let out = run_with(&mut g, std::slice::from_ref(&short), meta);
+    let out = with_layout(&mut g, std::slice::from_ref(&short));
     assert_eq!(out[0].0, short);
     assert_eq!(g.counters().refused(FlushReason::Unparsed), 1);
 }

@@ -61,7 +61,7 @@ fn segment_every_way(spec: &Spec, sup: &Super) {
     let Checksum::Partial { start, offset } = partial.csum() else {
         panic!("not partial: {:?}", partial.csum())
     };
-    let l = sup.meta.layout.unwrap();
+    let l = linerate_wire::layout::parse(&sup.frame).unwrap();
     assert_eq!(usize::from(start), usize::from(l.innermost().l4_offset));
     assert_eq!(offset, if spec.udp { 6 } else { 16 });
     let meta = OffloadMeta {
@@ -245,7 +245,12 @@ fn checker_catches_damage() {
     let good: Vec<Vec<u8>> = out.iter().map(<[u8]>::to_vec).collect();
     check_segments(&spec, &sup, &good);
     let hdr_len = sup.frame.len() - sup.payload.len();
-    let l4 = usize::from(sup.meta.layout.unwrap().innermost().l4_offset);
+    let l4 = usize::from(
+        linerate_wire::layout::parse(&sup.frame)
+            .unwrap()
+            .innermost()
+            .l4_offset,
+    );
     type Damage = fn(&mut Vec<Vec<u8>>, usize, usize);
     let damages: [(&str, Damage); 6] = [
         ("payload byte", |s, h, _| s[1][h + 7] ^= 1),

@@ -1,7 +1,7 @@
 //! Damaged input is an error, never a panic: super-frames with bytes flipped,
-//! truncated or extended, segmented with random requests and with the layout of
-//! the undamaged frame (stale metadata); random virtio headers over them; checksum
-//! completion and verification of the same.
+//! truncated or extended, segmented with random requests; random virtio headers
+//! over them; checksum completion and verification of the same, with their own
+//! layout and with the layout of the undamaged frame (stale).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -13,7 +13,7 @@ use linerate_offload::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta, csum};
 use linerate_wire::layout;
 use proptest::prelude::*;
 
-fn damaged() -> impl Strategy<Value = (Vec<u8>, OffloadMeta)> {
+fn damaged() -> impl Strategy<Value = (Vec<u8>, OffloadMeta, layout::Layout)> {
     (
         (0usize..5, any::<bool>(), any::<bool>(), any::<bool>()),
         1usize..4000,
@@ -28,8 +28,9 @@ fn damaged() -> impl Strategy<Value = (Vec<u8>, OffloadMeta)> {
             let mut spec = Spec::new(Tunnel::ALL[t], payload, 536);
             (spec.ip_v6, spec.outer_v6, spec.udp) = (ip_v6, outer_v6, udp);
             let sup = build(&spec);
+            let undamaged = layout::parse(&sup.frame).unwrap();
             let mut f = sup.frame;
-            let hdr = sup.meta.layout.unwrap().header_len();
+            let hdr = undamaged.header_len();
             for (at, x) in flips {
                 let i = usize::from(at) % hdr.max(1); // damage the headers
                 f[i] ^= x;
@@ -39,7 +40,7 @@ fn damaged() -> impl Strategy<Value = (Vec<u8>, OffloadMeta)> {
                 Some(n) => f.truncate(f.len().saturating_sub(n)),
                 None => {}
             }
-            (f, sup.meta)
+            (f, sup.meta, undamaged)
         })
 }
 
@@ -73,15 +74,15 @@ proptest! {
 
     #[test]
     fn damaged_frames_never_panic(
-        (frame, meta) in damaged(),
+        (frame, meta, undamaged) in damaged(),
         gso in request(),
         stale in any::<bool>(),
         start in any::<u16>(), offset in 0u16..64,
         hdr_bytes in proptest::collection::vec(any::<u8>(), 24),
     ) {
-        let layout = if stale { meta.layout } else { layout::parse(&frame).ok() };
+        let layout = if stale { Some(undamaged) } else { layout::parse(&frame).ok() };
         let csum = if start % 3 == 0 { Checksum::Partial { start, offset } } else { meta.csum };
-        let m = OffloadMeta { gso, layout, csum, ..meta };
+        let m = OffloadMeta { gso, csum, ..meta };
         for mode in [CsumMode::Complete, CsumMode::LeavePartial] {
             let mut s = Segmenter::new(mode);
             let mut out = SegmentBuf::new();
@@ -99,6 +100,9 @@ proptest! {
         let mut f = frame.clone();
         let _ = csum::complete_with(&mut f, &m, csum::CompleteOptions { ipv4_headers: true, outer: true });
         if let Some(l) = &layout {
+            let mut g = frame.clone();
+            let opts = csum::CompleteOptions { ipv4_headers: true, outer: true };
+            let _ = csum::complete_layout(&mut g, l, &m, opts);
             let _ = csum::verify(&frame, l);
             let _ = csum::prepare_partial(&mut f, l);
         }

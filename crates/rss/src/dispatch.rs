@@ -12,10 +12,10 @@
 //! hashed together ([`crate::Toeplitz::hash_batch`]), then the chunk is pushed in
 //! ring order. Frames with a backend hash go straight to their queue when no frame
 //! before them is waiting for a hash. What a frame is, is the [`RxItem`] trait:
-//! [`RxFrame`] carries a whole [`OffloadMeta`](linerate_offload::OffloadMeta) (144 bytes with a borrowed slice, most
-//! of it the [`Layout`](linerate_wire::layout::Layout) it may hold), [`RxBuf`] only the hash (24 bytes). Items are
-//! moved by value into the queues, and the small ones dispatch several times
-//! faster (see "Performance" in the crate documentation).
+//! [`RxFrame`] carries a whole [`OffloadMeta`](linerate_offload::OffloadMeta) (40
+//! bytes with a borrowed slice), [`RxBuf`] only the hash (24 bytes). Items are
+//! moved by value into the queues, so the smaller an item, the faster it
+//! dispatches (see "Performance" in the crate documentation).
 //!
 //! The queues are bounded lock-free queues ([`crossbeam_queue::ArrayQueue`]), one
 //! per receive queue, each drained by its own [`QueueReceiver`] (one core each). A

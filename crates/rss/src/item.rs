@@ -2,10 +2,10 @@
 //! receive ring into the per-queue queues.
 //!
 //! [`RxItem`] is what dispatch needs of a frame: its bytes and a place for its
-//! receive hash. [`RxFrame`] carries the frame's whole [`OffloadMeta`], as the NIC
-//! layer hands it over; [`RxBuf`] only the hash, for stacks that keep other
-//! metadata beside the buffer (or need none). Items move by value through the
-//! queues, so their size is much of what dispatch costs.
+//! receive hash. [`RxFrame`] carries the frame's whole [`OffloadMeta`] (24 bytes),
+//! as the NIC layer hands it over; [`RxBuf`] only the hash, for stacks that keep
+//! other metadata beside the buffer (or need none). Items move by value through
+//! the queues, so their size is much of what dispatch costs.
 
 use linerate_offload::{OffloadMeta, RssHash};
 use linerate_wire::layout::Layout;
@@ -28,13 +28,16 @@ pub trait RxItem {
     fn set_rss(&mut self, hash: RssHash);
 
     /// A layout parsed earlier, if the item carries one: the hash input is then
-    /// read at its offsets instead of from the bytes. `None` by default.
+    /// read at its offsets instead of from the bytes. `None` by default (and for
+    /// [`RxFrame`] and [`RxBuf`], which carry none: reading the input from the
+    /// bytes costs about what reading it at a layout's offsets does).
     fn layout(&self) -> Option<&Layout> {
         None
     }
 
     /// Keeps the layout dispatch parsed when the fast path could not decide
-    /// ([`Extracted::Parse`](crate::Extracted::Parse)); dropped by default.
+    /// ([`Extracted::Parse`](crate::Extracted::Parse)); dropped by default (and
+    /// by [`RxFrame`] and [`RxBuf`]).
     fn set_layout(&mut self, layout: Layout) {
         let _ = layout;
     }
@@ -45,8 +48,7 @@ pub trait RxItem {
 pub struct RxFrame<B> {
     /// The frame bytes (any owner: `Vec<u8>`, a pool buffer, a borrowed slice).
     pub data: B,
-    /// Offload metadata; dispatch fills `rss` when it computes the hash, and
-    /// `layout` when it had to parse the frame fully to do so.
+    /// Offload metadata; dispatch fills `rss` when it computes the hash.
     pub meta: OffloadMeta,
 }
 
@@ -80,22 +82,11 @@ impl<B: AsRef<[u8]>> RxItem for RxFrame<B> {
     fn set_rss(&mut self, hash: RssHash) {
         self.meta.rss = Some(hash);
     }
-
-    #[inline]
-    fn layout(&self) -> Option<&Layout> {
-        self.meta.layout.as_ref()
-    }
-
-    #[inline]
-    fn set_layout(&mut self, layout: Layout) {
-        // Later stages (GRO) need not parse again.
-        self.meta.layout = Some(layout);
-    }
 }
 
-/// A received frame with only its receive hash: a small dispatch item (24 bytes
-/// with a borrowed slice, 32 with a `Vec<u8>`, against 144 and 152 for
-/// [`RxFrame`], whose [`OffloadMeta`] holds a whole [`Layout`]).
+/// A received frame with only its receive hash: the smallest dispatch item (24
+/// bytes with a borrowed slice, 32 with a `Vec<u8>`, against 40 and 48 for
+/// [`RxFrame`]).
 ///
 /// ```
 /// use linerate_rss::{Dispatcher, HashConfig, IndirectionTable, RssKey, RxBuf, Steering};

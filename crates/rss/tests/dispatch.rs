@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use common::Rng;
 use linerate_offload::{OffloadMeta, RssHash, RssHashType};
 use linerate_rss::{
-    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxBuf, RxFrame, Steering,
+    ConfigError, Dispatcher, HashConfig, IndirectionTable, RssKey, RxBuf, RxFrame, RxItem, Steering,
 };
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 
@@ -299,13 +299,40 @@ fn backend_and_software_hashed_frames_of_a_flow_stay_in_order() {
     assert_eq!(seqs, (0..500).collect::<Vec<_>>());
 }
 
-/// The layout is kept in the meta when dispatch had to parse the frame (an IPv6
-/// extension header), not when it read the input straight from the bytes.
+/// An item that carries a layout ([`RxItem::layout`], [`RxItem::set_layout`]).
+#[derive(Debug, Clone)]
+struct WithLayout {
+    data: Vec<u8>,
+    rss: Option<RssHash>,
+    layout: Option<linerate_wire::layout::Layout>,
+}
+
+impl RxItem for WithLayout {
+    fn frame(&self) -> &[u8] {
+        &self.data
+    }
+    fn rss(&self) -> Option<RssHash> {
+        self.rss
+    }
+    fn set_rss(&mut self, hash: RssHash) {
+        self.rss = Some(hash);
+    }
+    fn layout(&self) -> Option<&linerate_wire::layout::Layout> {
+        self.layout.as_ref()
+    }
+    fn set_layout(&mut self, layout: linerate_wire::layout::Layout) {
+        self.layout = Some(layout);
+    }
+}
+
+/// An item that can keep a layout is given one when dispatch had to parse the
+/// frame (an IPv6 extension header), not when it read the input straight from
+/// the bytes; a layout an item brings is used. `RxFrame` keeps none (its meta
+/// has no place for one) and hashes the same.
 #[test]
 fn layout_is_kept_only_when_parsed() {
     use linerate_wire::etherparse::{IpFragOffset, IpNumber, Ipv6FragmentHeader};
     let s = steering(2);
-    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 16).unwrap();
     let Ip::V6(h, mut ext) = Ip::v6([1; 16], [2; 16]) else {
         unreachable!()
     };
@@ -316,6 +343,30 @@ fn layout_is_kept_only_when_parsed() {
         1,
     ));
     let with_ext = FrameBuilder::new(Ip::V6(h, ext), L4::udp(1, 2)).build(b"x");
+    let item = |data: Vec<u8>| WithLayout {
+        data,
+        rss: None,
+        layout: None,
+    };
+    let (mut d, rx) = Dispatcher::<WithLayout>::new(s.clone(), 16).unwrap();
+    d.dispatch([item(with_ext.clone()), item(frame(1, 0))]);
+    let got: Vec<WithLayout> = rx
+        .iter()
+        .flat_map(|q| std::iter::from_fn(|| q.pop()))
+        .collect();
+    assert_eq!(got.len(), 2);
+    for f in &got {
+        assert_eq!(f.rss, s.hash_frame(&f.data, None));
+        assert_eq!(f.layout.is_some(), f.data == with_ext);
+    }
+    // An item may bring its own layout: the input read at its offsets is the same.
+    let mut given = item(frame(2, 0));
+    given.layout = Some(linerate_wire::layout::parse(&given.data).unwrap());
+    d.dispatch([given]);
+    let f = rx.iter().find_map(|q| q.pop()).unwrap();
+    assert_eq!(f.rss, s.hash_frame(&f.data, None));
+
+    let (mut d, rx) = Dispatcher::<RxFrame<Vec<u8>>>::new(s.clone(), 16).unwrap();
     d.dispatch([RxFrame::new(with_ext.clone()), RxFrame::new(frame(1, 0))]);
     let got: Vec<RxFrame<Vec<u8>>> = rx
         .iter()
@@ -324,6 +375,5 @@ fn layout_is_kept_only_when_parsed() {
     assert_eq!(got.len(), 2);
     for f in got {
         assert_eq!(f.meta.rss, s.hash_frame(&f.data, None));
-        assert_eq!(f.meta.layout.is_some(), f.data == with_ext);
     }
 }

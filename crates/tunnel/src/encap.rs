@@ -257,7 +257,6 @@ impl Template {
             csum,
             gso,
             rss: meta.rss,
-            ..OffloadMeta::plain()
         })
     }
 }

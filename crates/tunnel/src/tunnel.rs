@@ -497,7 +497,6 @@ impl Vtep {
             csum,
             gso,
             rss: f.meta.rss,
-            ..OffloadMeta::plain()
         };
         v.tcounters.add(TunnelCounter::RxDecap, 1);
         Some((index, d.src))

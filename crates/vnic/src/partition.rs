@@ -392,7 +392,6 @@ impl<N: Nic> State<N> {
             counters.add(0, Counter::RxDroppedMalformed, 1);
             return;
         }
-        frame.meta.layout = None;
         let mut queue = None;
         if !s.rx_filters.is_empty() {
             let mut key = FlowKey::extract(frame.bytes());

@@ -24,10 +24,7 @@ pub(crate) fn cost(frame: &Frame) -> Cost {
             bytes: len,
         };
     };
-    let header = match frame.meta.layout {
-        Some(l) => l.header_len(),
-        None => linerate_wire::layout::parse(frame.bytes()).map_or(0, |l| l.header_len()),
-    } as u64;
+    let header = linerate_wire::layout::parse(frame.bytes()).map_or(0, |l| l.header_len()) as u64;
     let payload = len.saturating_sub(header);
     let size = u64::from(gso.size.max(1));
     let segs = payload.div_ceil(size).max(1);

@@ -33,7 +33,6 @@ pub(crate) fn strip(frame: &mut Frame) -> Result<(), BufError> {
 }
 
 fn shift(frame: &mut Frame, by: i32) {
-    frame.meta.layout = None;
     if let Checksum::Partial { start, offset } = frame.meta.csum {
         let s = (i32::from(start) + by).clamp(0, i32::from(u16::MAX));
         frame.meta.csum = Checksum::Partial {

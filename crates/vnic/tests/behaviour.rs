@@ -76,7 +76,6 @@ fn super_frame(src: [u8; 6], dst: [u8; 6], len: usize, mss: u16) -> (Vec<u8>, Of
         csum,
         gso: Some(Gso::new(GsoType::TcpV4, mss)),
         rss: None,
-        layout: Some(l),
     };
     (frame, meta)
 }

@@ -141,7 +141,6 @@ fn super_frame(len: usize, mss: u16) -> (Vec<u8>, OffloadMeta) {
             csum,
             gso: Some(Gso::new(GsoType::TcpV4, mss)),
             rss: None,
-            layout: Some(l),
         },
     )
 }

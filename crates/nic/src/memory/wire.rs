@@ -30,8 +30,7 @@ struct Rings {
 
 impl Deliver for Rings {
     fn deliver(&mut self, ring: usize, arrival: u64, mut frame: Frame) {
-        // The receiver parses for itself and hashes for itself.
-        frame.meta.layout = None;
+        // The receiver hashes for itself.
         frame.meta.rss = None;
         let Some(r) = self.rings.get_mut(ring) else {
             return;

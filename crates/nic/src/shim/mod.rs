@@ -123,7 +123,8 @@ pub struct ShimConfig {
     /// the backend has turns on software RSS dispatch.
     pub queues: u16,
     /// The RSS steering for software dispatch; `None`: Microsoft's key, a
-    /// 128-entry table over the presented queues, every hash type, inner headers.
+    /// 128-entry table over the presented queues, every hash type, inner headers
+    /// (of tunnels on the ports of `gro_config.layout`).
     pub steering: Option<Arc<Steering>>,
     /// Frames each internal dispatch queue holds (more are dropped,
     /// `rx_dropped_ring_full`).
@@ -283,10 +284,15 @@ impl<N: Nic> Shim<N> {
         let steering = if presented > bcaps.queues {
             let s = match cfg.steering {
                 Some(s) => s,
+                // Tunnels found on GRO's ports, so the hash read from the
+                // bytes is of the flow GRO sees.
                 None => Arc::new(Steering::new(
                     &RssKey::MICROSOFT,
                     IndirectionTable::new(presented).map_err(NicError::Config)?,
-                    HashConfig::default(),
+                    HashConfig {
+                        layout: cfg.gro_config.layout,
+                        ..HashConfig::default()
+                    },
                 )),
             };
             if s.queues() != presented {
@@ -673,6 +679,7 @@ impl<N: Nic> Shim<N> {
     ) -> Result<(), NicError> {
         let mut incoming = core::mem::take(&mut self.incoming);
         let mut result = Ok(());
+        let same_ports = steering.config().layout == self.layout;
         for bq in 0..self.backend.queues() {
             incoming.clear();
             if let Err(e) = self.backend.receive(bq, &mut incoming, max) {
@@ -684,11 +691,15 @@ impl<N: Nic> Shim<N> {
                 let hash = match f.meta.rss {
                     Some(h) => Some(h.value),
                     None => {
-                        if f.meta.layout.is_none() {
-                            // Parsed once, here, for the hash and for GRO.
-                            f.meta.layout = self.layout.parse(f.bytes()).ok();
-                        }
-                        let h = steering.hash_frame(f.bytes(), f.meta.layout.as_ref());
+                        // The input read straight from the bytes, or, when the
+                        // steering's tunnel ports are not GRO's, from a parse
+                        // with GRO's (what the frame's flow is, for the shim).
+                        let h = if same_ports {
+                            steering.hash_frame(f.bytes(), None)
+                        } else {
+                            let l = self.layout.parse(f.bytes()).ok();
+                            steering.hash_frame(f.bytes(), l.as_ref())
+                        };
                         f.meta.rss = h;
                         h.map(|h| h.value)
                     }
@@ -781,7 +792,6 @@ impl<'a> SegmentsInto<'a> {
                 csum: Checksum::None,
                 gso: None,
                 rss,
-                layout: None,
             },
             open: false,
         }
@@ -835,9 +845,7 @@ struct GroOut<'a> {
 
 impl GroOut<'_> {
     fn push(&mut self, buf: PacketBuf, meta: &OffloadMeta) {
-        let mut meta = *meta;
-        meta.layout = None;
-        self.batch.push(Frame::new(buf, meta));
+        self.batch.push(Frame::new(buf, *meta));
     }
 }
 
@@ -856,7 +864,6 @@ impl GroSink for GroOut<'_> {
                 _ => {}
             }
         }
-        meta.layout = None;
         if self.passed.is_none() && (bytes.as_ptr(), bytes.len()) == self.current {
             self.passed = Some(self.batch.len());
             self.batch

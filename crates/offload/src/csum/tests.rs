@@ -15,7 +15,6 @@ fn partial_meta(frame: &mut [u8]) -> OffloadMeta {
     let l = layout::parse(frame).unwrap();
     OffloadMeta {
         csum: prepare_partial(frame, &l).unwrap(),
-        layout: Some(l),
         ..OffloadMeta::plain()
     }
 }
@@ -139,15 +138,18 @@ fn bad_partial_offsets_are_errors() {
     for (start, offset) in [(len as u16, 0), (40, 100), (u16::MAX, u16::MAX)] {
         let m = OffloadMeta {
             csum: Checksum::Partial { start, offset },
-            layout: Some(l),
             ..OffloadMeta::plain()
         };
         assert!(matches!(
             complete(&mut frame, &m),
             Err(CsumError::OutOfFrame { .. })
         ));
+        assert!(matches!(
+            complete_layout(&mut frame, &l, &m, CompleteOptions::default()),
+            Err(CsumError::OutOfFrame { .. })
+        ));
     }
-    // A frame that does not parse, without a layout in the meta.
+    // A frame that does not parse.
     let m = OffloadMeta {
         csum: Checksum::Partial {
             start: 0,
@@ -247,7 +249,6 @@ fn marking_records_clean_verdicts_only() {
     let v = verify_meta(&frame, &mut m).unwrap();
     assert_eq!(v.levels, 2);
     assert_eq!(m.csum, Checksum::Verified { levels: 2 });
-    assert!(m.layout.is_some());
 
     let mut bad = frame.clone();
     *bad.last_mut().unwrap() ^= 1;
@@ -299,7 +300,7 @@ proptest! {
         let m = partial_meta(&mut frame);
         complete(&mut frame, &m).unwrap();
         // Equal, except that a zero UDP/TCP checksum may come back as 0xffff.
-        let l = m.layout.unwrap();
+        let l = layout::parse(&frame).unwrap();
         let at = usize::from(l.innermost().l4_offset) + if udp { 6 } else { 16 };
         let (a, b) = (field(&frame, at), field(&built, at));
         prop_assert!(a == b || (a, b) == (0xffff, 0));

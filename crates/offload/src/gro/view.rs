@@ -22,8 +22,9 @@ pub(super) struct Frame<'a> {
 }
 
 impl Frame<'_> {
-    /// True if the layout's headers lie inside the frame (it may have come with the
-    /// meta rather than from parsing this frame).
+    /// True if the layout's headers lie inside the frame (it may have come from
+    /// the caller, [`Gro::receive_with_layout`](super::Gro::receive_with_layout),
+    /// rather than from parsing this frame).
     #[inline]
     pub(super) fn fits(&self) -> bool {
         let end = self.b.len();

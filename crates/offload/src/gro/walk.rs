@@ -473,6 +473,5 @@ pub(super) fn complete(
             segs: st.segs,
         }),
         rss: first.rss,
-        layout: Some(*l),
     }
 }

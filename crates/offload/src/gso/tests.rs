@@ -8,9 +8,9 @@ fn tcp4(payload: usize) -> Vec<u8> {
 }
 
 fn meta(frame: &[u8], gso: Option<Gso>) -> OffloadMeta {
+    assert!(layout::parse(frame).is_ok(), "the test frame parses");
     OffloadMeta {
         gso,
-        layout: Some(layout::parse(frame).unwrap()),
         ..OffloadMeta::plain()
     }
 }
@@ -131,6 +131,35 @@ fn tunnel_must_match_the_frame() {
     );
 }
 
+/// A tunnel on a port of its own is a tunnel only to a segmenter whose tunnel
+/// ports include it (what a layout parsed with those ports in the meta gave).
+#[test]
+fn tunnel_ports_are_configurable() {
+    let frame = FrameBuilder::new(Ip::v4([1; 4], [2; 4]), L4::tcp(1, 2))
+        .vxlan(5, Ip::v4([3; 4], [4; 4]))
+        .tunnel_ports(40000, 9999)
+        .build(&[0; 3000]);
+    let mut g = Gso::new(GsoType::TcpV4, 1000);
+    g.tunnel = GsoTunnel::Udp { outer_csum: false };
+    let m = meta(&frame, Some(g));
+    let mut out = SegmentBuf::new();
+    let mut s = Segmenter::default();
+    assert_eq!(
+        s.segment(&frame, &m, &mut out),
+        Err(GsoError::TunnelMismatch { tunnel: g.tunnel })
+    );
+    let mut cfg = layout::Config::DEFAULT;
+    cfg.vxlan_ports.insert(9999).unwrap();
+    s.set_layout_config(cfg);
+    assert_eq!(s.layout_config(), &cfg);
+    assert_eq!(s.segment(&frame, &m, &mut out), Ok(3));
+    for f in out.iter() {
+        let l = cfg.parse(f).unwrap();
+        assert!(l.tunnel.is_some());
+        assert!(csum::verify(f, &l).ok());
+    }
+}
+
 #[test]
 fn usso_without_tunnel_request_segments_the_outer_udp() {
     // A VXLAN frame segmented as plain USO: the VXLAN header and inner frame are
@@ -196,8 +225,8 @@ fn unparsable_frames_are_refused() {
 }
 
 #[test]
-fn a_stale_layout_is_an_error_not_a_panic() {
-    // The meta's layout describes a longer frame than the one given.
+fn a_truncated_super_frame_is_an_error_not_a_panic() {
+    // The request was made for a longer frame than the one given.
     let long = tcp4(3000);
     let m = meta(&long, Some(Gso::new(GsoType::TcpV4, 1000)));
     for cut in [0, 10, 40, 60, 1000, long.len() - 1] {
@@ -242,7 +271,6 @@ fn segment_and_verify(frame: &[u8], gso: Gso) -> usize {
     let l = layout::parse(frame).unwrap();
     let m = OffloadMeta {
         gso: Some(gso),
-        layout: Some(l),
         ..OffloadMeta::plain()
     };
     let mut out = SegmentBuf::new();

@@ -306,7 +306,6 @@ pub fn build(spec: &Spec) -> Super {
         csum,
         gso: Some(gso),
         rss: None,
-        layout: Some(l),
     };
     Super {
         frame,
