@@ -216,7 +216,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let quick = opts.quick;
     if opts.vnic_only {
         let mut out = Out::new(&opts.out)?;
-        vnic::section(&mut out, quick, opts.pairs, if quick { 1 } else { ROUNDS })?;
+        vnic::section(&mut out, quick, opts.pairs, 1)?;
         out.finish()?;
         return Ok(());
     }
@@ -334,8 +334,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     if !opts.no_vnic {
-        // Two rounds: 15 cells of a second each; best of three adds 15 s for little.
-        vnic::section(&mut out, quick, opts.pairs, rounds.min(2))?;
+        // One round of 15 cells of a second or two each: a longer span measures
+        // the steady state better than the best of several short ones.
+        vnic::section(&mut out, quick, opts.pairs, 1)?;
     }
     let dir = out.finish()?;
     println!();

@@ -19,7 +19,7 @@
 //! * **vnic**: each engine runs on a [`linerate::vnic::Vnic`] of its side's
 //!   partition: steered by destination MAC straight to its queue, no hop.
 //!
-//! Each cell runs for [`WARMUP`] after every connection is up, then measures for
+//! Each cell runs for its warm-up ([`WARMUP`] plus [`WARMUP_PER_PAIR`] per pair) after every connection is up, then measures for
 //! [`SPAN`] the application bytes of all pairs (Gbit/s), the thread's CPU per
 //! GB, and Jain's fairness index over the pairs' bytes.
 
@@ -34,11 +34,26 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 /// How long each cell measures, after set-up and warm-up.
-pub const SPAN: Duration = Duration::from_millis(400);
+pub const SPAN: Duration = Duration::from_millis(1000);
 
-/// How long every connection runs before the measurement starts (slow start and
-/// receive-buffer auto-tuning of 256 connections take a while at 128 pairs).
+/// How long every connection runs before the measurement starts, plus
+/// [`WARMUP_PER_PAIR`] per pair: slow start and receive-buffer auto-tuning take
+/// the same number of round trips at any pair count, and on one thread a round
+/// trip is a visit to every engine, so reaching the steady state takes longer
+/// with more pairs (with a fixed 300 ms, 128 pairs were measured still ramping
+/// up: 25 % below 16 pairs, 12 % below with a longer span).
 pub const WARMUP: Duration = Duration::from_millis(300);
+
+/// Warm-up added per pair.
+pub const WARMUP_PER_PAIR: Duration = Duration::from_millis(5);
+
+/// The warm-up for `pairs` pairs, or `LINERATE_VNIC_WARMUP_MS` milliseconds.
+fn warmup(pairs: usize) -> Duration {
+    std::env::var("LINERATE_VNIC_WARMUP_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(WARMUP + WARMUP_PER_PAIR * pairs as u32, Duration::from_millis)
+}
 
 /// [`SPAN`], or `LINERATE_VNIC_SPAN_MS` milliseconds (for profiling).
 fn span() -> Duration {
@@ -534,7 +549,7 @@ fn run(
             None if up_at.is_none() && pairs.iter().all(Pair::up) => {
                 up_at = Some(std::time::Instant::now());
             }
-            None if up_at.is_some_and(|t| t.elapsed() >= WARMUP) => {
+            None if up_at.is_some_and(|t| t.elapsed() >= warmup(n)) => {
                 let base = pairs.iter().map(|p| p.bytes).collect();
                 measuring = Some((std::time::Instant::now(), thread_cpu_time().total(), base));
             }
