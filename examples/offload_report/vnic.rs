@@ -52,7 +52,10 @@ fn warmup(pairs: usize) -> Duration {
     std::env::var("LINERATE_VNIC_WARMUP_MS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .map_or(WARMUP + WARMUP_PER_PAIR * pairs as u32, Duration::from_millis)
+        .map_or(
+            WARMUP + WARMUP_PER_PAIR * pairs as u32,
+            Duration::from_millis,
+        )
 }
 
 /// [`SPAN`], or `LINERATE_VNIC_SPAN_MS` milliseconds (for profiling).
