@@ -191,3 +191,64 @@ fn a_spurious_timeout_is_undone_by_the_timestamp_echo() {
     assert!(next.len() >= 10, "{next:?}");
     assert!(next.iter().all(|s| s.seq >= base + 10 * MSS), "{next:?}");
 }
+
+/// Timestamps and SACK on. Segment 0 of ten is delayed: the peer SACKs 1 to 4,
+/// the sender retransmits 0 and cuts its window (recovery until segment 10 is
+/// acknowledged). Then the original 0 arrives and the peer acknowledges up to
+/// 5, echoing the original's timestamp: the hole was filled by the original,
+/// and no retransmission is left above SND.UNA, so the cut is undone at once,
+/// inside recovery (Linux's `tcp_try_undo_partial`), without waiting for the
+/// D-SACK of the retransmission. An echo of the retransmission's own timestamp
+/// (the retransmission filled the hole: a real loss) undoes nothing. Before,
+/// the undo waited for the end of recovery or the D-SACK, and failed with no
+/// undo and cwnd left at CUBIC's cut.
+#[test]
+fn a_hole_filled_by_the_original_undoes_the_cut_inside_recovery() {
+    for original_fills in [true, false] {
+        let (mut r, c, port, base) = connected(
+            |c| c.offloads = false,
+            &[
+                O::MaximumSegmentSize(MSS as u16 + 12),
+                O::SelectiveAcknowledgementPermitted,
+                O::Noop,
+                O::WindowScale(4),
+                O::Noop,
+                O::Noop,
+                O::Timestamp(400, 0),
+            ],
+        );
+        let seg = |k: u32| base + k * MSS;
+        r.e.tcp_send(c, &common::pattern(10 * MSS as usize, 5))
+            .unwrap();
+        let window = r.segments();
+        assert_eq!(window.len(), 10);
+        let ts_orig = window[0].opts.timestamps.unwrap().0;
+        let before = r.e.tcp_info(c).unwrap();
+        r.now += Duration::from_millis(10);
+        for k in 1..=4 {
+            ack(&mut r, port, base, &[(seg(1), seg(k + 1))], Some(ts_orig));
+        }
+        let out = r.segments();
+        let rtx = out
+            .iter()
+            .find(|s| s.seq == base && !s.payload.is_empty())
+            .expect("segment 0 retransmitted");
+        let ts_rtx = rtx.opts.timestamps.unwrap().0;
+        assert!(ts_rtx > ts_orig);
+        assert_eq!(r.e.counters().tcp_fast_retransmits, 1);
+        assert!(r.e.tcp_info(c).unwrap().cwnd < before.cwnd);
+        // A partial ACK: up to 5 of the 10 outstanding.
+        r.now += Duration::from_millis(1);
+        let echo = if original_fills { ts_orig } else { ts_rtx };
+        ack(&mut r, port, seg(5), &[], Some(echo));
+        let after = r.e.tcp_info(c).unwrap();
+        if original_fills {
+            assert_eq!(r.e.counters().tcp_undos, 1);
+            assert!(after.cwnd >= before.cwnd, "{after:?} vs {before:?}");
+            assert_eq!(after.ssthresh, usize::MAX, "{after:?}");
+        } else {
+            assert_eq!(r.e.counters().tcp_undos, 0);
+            assert!(after.cwnd < before.cwnd, "{after:?}");
+        }
+    }
+}

@@ -117,3 +117,24 @@ pub(crate) fn check(len: usize, digest: &[u8; 32], seed: u64, want: usize) -> io
     }
     Ok(())
 }
+
+/// For `LINERATE_IMPAIR_DEBUG`: the loss-recovery counters of `ns`'s TCP
+/// (`nstat`'s TcpExt lines about undo, reordering, recovery, D-SACK, losses
+/// and probes that are not zero), on stderr.
+pub(crate) fn print_recovery_counters(ns: &Netns) {
+    let Ok(out) = ns.exec("nstat", &["-az"]) else {
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let keys = [
+        "Undo", "Reorder", "Recovery", "DSACK", "Lost", "Spurious", "Probe",
+    ];
+    for line in text.lines().filter(|l| keys.iter().any(|k| l.contains(k))) {
+        let mut f = line.split_whitespace();
+        if let (Some(name), Some(v)) = (f.next(), f.next())
+            && v != "0"
+        {
+            eprintln!("  {name} {v}");
+        }
+    }
+}

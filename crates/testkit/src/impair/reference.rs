@@ -73,6 +73,7 @@ pub fn kernel_to_kernel(cfg: &RunConfig) -> io::Result<RunResult> {
     let sent = joined(sender)?;
     if std::env::var_os("LINERATE_IMPAIR_DEBUG").is_some() {
         eprintln!("kernel sender: {:?}", sent.info);
+        kernel::print_recovery_counters(send_ns);
     }
     let rec = joined(receiver)?;
     kernel::check(rec.len, &rec.digest, cfg.seed, cfg.len)?;

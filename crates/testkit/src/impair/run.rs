@@ -102,6 +102,10 @@ pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
         Direction::KernelToLinerate => {
             let (sent, got_at) = to_linerate(&mut h, &ns, cfg, end)?;
             let secs = got_at.saturating_duration_since(sent.start).as_secs_f64();
+            if std::env::var_os("LINERATE_IMPAIR_DEBUG").is_some() {
+                eprintln!("kernel sender: {:?}", sent.info);
+                kernel::print_recovery_counters(&ns);
+            }
             (secs, u64::from(sent.info.total_retrans), sent.info)
         }
         Direction::LinerateToKernel => {
@@ -255,13 +259,15 @@ fn from_linerate(
             last = std::time::Instant::now();
             if let Ok(i) = h.engine().tcp_info(c) {
                 eprintln!(
-                    "t {:>6.1} ms cwnd {:>8} ssthresh {:>8} unacked {:>8} snd_wnd {:>8} srtt {:?} sendq {:>8}",
+                    "t {:>6.1} ms cwnd {:>8} ssthresh {:>8} unacked {:>8} snd_wnd {:>8} srtt {:?} min_rtt {:?} reo_wnd {:?} sendq {:>8}",
                     start.elapsed().as_secs_f64() * 1e3,
                     i.cwnd,
                     i.ssthresh,
                     i.unacked,
                     i.snd_wnd,
                     i.srtt,
+                    i.min_rtt,
+                    i.reo_wnd,
                     i.send_queue
                 );
             }

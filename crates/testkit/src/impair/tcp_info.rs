@@ -87,6 +87,8 @@ pub struct TcpInfo {
     pub snd_cwnd: u32,
     /// Smoothed RTT (microseconds).
     pub rtt_us: u32,
+    /// The least RTT seen (microseconds; the windowed minimum RACK uses).
+    pub min_rtt_us: u32,
     /// Segments sent, retransmissions included.
     pub segs_out: u32,
     /// Segments received.
@@ -179,6 +181,7 @@ pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
         reordering: raw.reordering,
         snd_cwnd: raw.snd_cwnd,
         rtt_us: raw.rtt,
+        min_rtt_us: raw.min_rtt,
         segs_out: raw.segs_out,
         segs_in: raw.segs_in,
         data_segs_in: raw.data_segs_in,

@@ -134,6 +134,10 @@ pub struct TcpInfo {
     pub recv_window_cap: usize,
     /// Bytes in the send buffer (unacknowledged and unsent).
     pub send_queue: usize,
+    /// The least RTT seen (RACK's min_RTT; Linux's `tcpi_min_rtt`).
+    pub min_rtt: Option<Duration>,
+    /// RACK's reordering window now, outside recovery (RFC 8985 section 6.2).
+    pub reo_wnd: Duration,
 }
 
 fn reason_error(r: CloseReason) -> Option<Error> {
@@ -491,6 +495,8 @@ impl Engine {
             recv_queue: c.rx.len(),
             recv_window_cap: c.rx.capacity(),
             send_queue: c.tx.len(),
+            min_rtt: snd.and_then(|s| s.rack.min_rtt()),
+            reo_wnd: snd.map_or(Duration::ZERO, |s| s.rack_reo_wnd()),
         })
     }
 

@@ -134,11 +134,13 @@ impl Conn {
                 una = snd.una;
                 if let Some(ch) = ch {
                     if ch.retransmit {
-                        let segs = ch.len.div_ceil(snd.mss.max(1)).max(1);
-                        c.tcp_retrans_segs += segs as u64;
-                        snd.undo_on_retransmit(segs, ts_now);
+                        c.tcp_retrans_segs += ch.len.div_ceil(snd.mss.max(1)).max(1) as u64;
                     }
                     let end = ch.seq.plus(ch.len + usize::from(ch.fin));
+                    if ch.retransmit {
+                        let segs = ch.len.div_ceil(snd.mss.max(1)).max(1);
+                        snd.undo_on_retransmit(segs, end, ts_now);
+                    }
                     snd.rack.on_send(ch.seq, end, now, ts_now);
                     if ch.tlp {
                         c.tcp_tlp_probes += 1;

@@ -2,7 +2,11 @@
 //! do: a fast retransmission or a retransmission timeout whose retransmissions
 //! were all reported needless by D-SACK (RFC 2883 section 5, RFC 3708), or whose
 //! original segments the peer acknowledged (a timestamp echo older than the
-//! episode's first retransmission: Eifel detection, RFC 3522). The window and
+//! episode's first retransmission: Eifel detection, RFC 3522). In fast recovery
+//! the echo counts once every range retransmitted in the episode is below
+//! SND.UNA, as in Linux's `tcp_try_undo_partial`: the holes were filled by
+//! delayed originals, not by the retransmissions, so a reordered path gets its
+//! window back within the round trip instead of after the D-SACKs. The window and
 //! ssthresh go back to what they were before the episode (cwnd at least its old
 //! value, ssthresh at least `max(ssthresh, 3/4 cwnd)`, Linux's
 //! `tcp_current_ssthresh`), recovery ends, and sending resumes with new data
@@ -26,6 +30,8 @@ pub(crate) struct Undo {
     retrans: u32,
     /// Some were retransmitted (so that a count back at zero means something).
     any_retrans: bool,
+    /// The highest sequence retransmitted in the episode (end of the range).
+    rtx_high: Seq,
     /// SND.UNA when it began: D-SACKs below it are about older data.
     marker: Seq,
     /// The episode is over once SND.UNA reaches this (a window past its
@@ -51,20 +57,23 @@ impl Snd {
             prior_ssthresh: self.cc.ssthresh().max(cwnd / 2 + cwnd / 4),
             retrans: 0,
             any_retrans: false,
+            rtx_high: self.una,
             marker: self.una,
             end: self.max.plus(out),
             first_rtx_ts: None,
         };
     }
 
-    /// `segs` segments were retransmitted at our timestamp clock `ts_now`.
-    pub(crate) fn undo_on_retransmit(&mut self, segs: usize, ts_now: u32) {
+    /// `segs` segments ending at `end` were retransmitted at our timestamp
+    /// clock `ts_now`.
+    pub(crate) fn undo_on_retransmit(&mut self, segs: usize, end: Seq, ts_now: u32) {
         let u = &mut self.undo;
         if !u.active {
             return;
         }
         u.retrans = u.retrans.saturating_add(segs as u32);
         u.any_retrans = true;
+        u.rtx_high = u.rtx_high.max(end);
         u.first_rtx_ts.get_or_insert(ts_now);
     }
 
@@ -92,10 +101,13 @@ impl Snd {
             u.retrans = u.retrans.saturating_sub(segs as u32);
         }
         let all_dsacked = u.any_retrans && u.retrans == 0;
-        // Eifel: an ACK of new data outside fast recovery, echoing a timestamp
-        // older than the first retransmission, was sent for an original.
+        // Eifel: an ACK of new data echoing a timestamp older than the first
+        // retransmission was sent for an original. In fast recovery only once
+        // no retransmission is left above SND.UNA (Linux's partial undo):
+        // before that, the echo may be of an original while a retransmission
+        // still repairs a real loss further on.
         let eifel = una_moved
-            && self.recovery.is_none()
+            && (self.recovery.is_none() || self.una >= u.rtx_high)
             && u.first_rtx_ts
                 .zip(tsecr)
                 .is_some_and(|(first, e)| e != 0 && (e.wrapping_sub(first) as i32) < 0);
