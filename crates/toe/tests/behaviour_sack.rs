@@ -196,12 +196,14 @@ fn recovery_after_rto_keeps_a_timer_while_data_is_outstanding() {
     r.e.tcp_send(c, &common::pattern(20 * MSS as usize, 3))
         .unwrap();
     assert_eq!(r.segments().len(), 10);
-    // Nothing is acknowledged: after a tail loss probe (the next new segment,
-    // RFC 8985), the RTO resends segment 0 alone.
+    // Nothing is acknowledged: after a tail loss probe (the next two new
+    // segments, RFC 8985 with two so that the receiver ACKs at once), the RTO
+    // resends segment 0 alone.
     let again = r.advance(Duration::from_millis(300));
     assert_eq!(r.e.counters().tcp_tlp_probes, 1);
     assert_eq!(idx(base, again[0].seq), 10, "{again:?}");
-    let again = &again[1..];
+    assert_eq!(idx(base, again[1].seq), 11, "{again:?}");
+    let again = &again[2..];
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].seq, base);
     // The peer acknowledges it and SACKs 6..9: holes 1..6 are lost.

@@ -92,8 +92,9 @@ fn slow_start_doubles_per_round_trip_under_one_ack_per_64_kib() {
 
 /// SACK off, a 10 ms round trip: after the first window is acknowledged (one
 /// ACK per segment), 20 segments go, the peer receives them and its one ACK for all of them is lost.
-/// A tail loss probe (2 SRTT + 2 ms later) sends the next new segment; the
-/// peer's answer acknowledges everything and the sender goes on, long before
+/// A tail loss probe (2 SRTT + 2 ms later) sends the next two new segments
+/// (two, so that a receiver acknowledges at once instead of after its delayed
+/// ACK time, RFC 5681 section 4.2); the peer's answer acknowledges everything and the sender goes on, long before
 /// its retransmission timer (200 ms, the minimum). Before, probes needed SACK:
 /// it failed with nothing sent in those 100 ms (the sender waited for its
 /// retransmission timer, then resent from SND.UNA).
@@ -126,13 +127,15 @@ fn a_lost_stretch_ack_without_sack_is_recovered_by_a_probe() {
     // below the 200 ms minimum RTO) a probe goes: new data, not a resend.
     let probe = r.advance(Duration::from_millis(100));
     assert_eq!(r.e.counters().tcp_timeouts, 0);
-    assert_eq!(probe.len(), 1, "one probe: {probe:?}");
+    assert_eq!(probe.len(), 2, "one probe of two segments: {probe:?}");
     assert_eq!(probe[0].seq, high, "the next new segment");
+    assert_eq!(probe[1].seq, high + MSS, "and the one after it");
+    assert_eq!(r.e.counters().tcp_tlp_probes, 1);
     // The peer acknowledges everything including the probe: the sender goes on.
-    ack(&mut r, port, high + MSS);
+    ack(&mut r, port, high + 2 * MSS);
     let more = r.segments();
     assert!(!more.is_empty());
-    assert!(more.iter().all(|s| s.seq >= high + MSS), "{more:?}");
+    assert!(more.iter().all(|s| s.seq >= high + 2 * MSS), "{more:?}");
     assert_eq!(r.e.counters().tcp_timeouts, 0);
     assert_eq!(r.e.counters().tcp_retrans_segs, 0);
 }

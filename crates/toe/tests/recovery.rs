@@ -122,11 +122,12 @@ fn rto_after_total_loss_resends_from_snd_una_with_one_segment() {
     assert_eq!(first.len(), 10);
     // The handshake's RTT sample was zero (virtual time): RTO is the 200 ms minimum.
     // A tail loss probe goes first (RFC 8985: after 2 * SRTT + 2 ms), with the
-    // next new segment; the timeout follows it.
+    // next two new segments; the timeout follows it.
     let again = r.advance(Duration::from_millis(300));
     assert_eq!(r.e.counters().tcp_tlp_probes, 1);
     assert_eq!(again[0].seq, iss1 + 10 * MSS, "{again:?}");
-    let again = &again[1..];
+    assert_eq!(again[1].seq, iss1 + 11 * MSS, "{again:?}");
+    let again = &again[2..];
     // cwnd is one segment after the timeout: exactly the first one goes again.
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0].seq, iss1);

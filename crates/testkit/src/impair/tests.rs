@@ -384,3 +384,33 @@ fn coalescing_rebuilds_the_super_frame_unless_a_frame_is_corrupted() {
     }
     assert_eq!(a.outbound().corrupted, 20);
 }
+
+/// ARP passes at once whatever the impairment and takes no draw: frames after
+/// it meet the fates they would have met without it (the linerate run and the
+/// kernel-to-kernel reference exchange different ARP frames).
+#[test]
+fn arp_passes_and_takes_no_draw() {
+    let cfg = Impairment {
+        loss: 0.5,
+        delay: Duration::from_millis(1),
+        ..Impairment::CLEAN
+    };
+    let mut arp = vec![0xffu8; 6];
+    arp.extend([2, 0, 0, 0, 0, 1, 0x08, 0x06, 0x00, 0x01, 0x08, 0x00]);
+    arp.resize(60, 0);
+    let mut plain = DelayLine::new(Model::new(cfg, 9));
+    let mut with_arp = DelayLine::new(Model::new(cfg, 9));
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    with_arp.offer(0, &arp);
+    let mut first = None;
+    with_arp.release(0, usize::MAX, |f| first = Some(f.to_vec()));
+    assert_eq!(first.as_deref(), Some(&arp[..]), "ARP held or lost");
+    for i in 0..200 {
+        plain.offer(i * 1_000, &frame(i));
+        with_arp.offer(i * 1_000, &frame(i));
+    }
+    plain.release(u64::MAX, usize::MAX, |f| a.push(index(f)));
+    with_arp.release(u64::MAX, usize::MAX, |f| b.push(index(f)));
+    assert!(a.len() < 150, "half should be lost: {}", a.len());
+    assert_eq!(a, b);
+}

@@ -303,7 +303,16 @@ fn choose(
         });
     }
     // 3b. A tail loss probe, when its timer fired (RFC 8985 section 7.3).
-    if let Some((seq, len, fin, retransmit)) = snd.take_probe(data_end, fin_queued) {
+    if let Some((seq, len, fin)) = snd.take_probe_rest(data_end, fin_queued, max_data) {
+        return Some(Chosen {
+            seq,
+            len,
+            fin,
+            retransmit: false,
+            tlp: false,
+        });
+    }
+    if let Some((seq, len, fin, retransmit)) = snd.take_probe(data_end, fin_queued, max_data) {
         if snd.rto_at.is_none() {
             snd.rto_at = Some(now + snd.rtt.rto());
         }

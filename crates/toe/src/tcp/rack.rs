@@ -287,6 +287,8 @@ pub(crate) struct Rack {
     pub tlp_end: Option<Seq>,
     /// TLP.is_retrans.
     tlp_retrans: bool,
+    /// Bytes of new data still to go with the probe (see [`Snd::take_probe`]).
+    tlp_more: usize,
 }
 
 impl Default for Rack {
@@ -311,6 +313,7 @@ impl Default for Rack {
             tlp_due: false,
             tlp_end: None,
             tlp_retrans: false,
+            tlp_more: 0,
         }
     }
 }
@@ -864,6 +867,7 @@ impl Snd {
         &mut self,
         data_end: Seq,
         fin_queued: bool,
+        max_data: usize,
     ) -> Option<(Seq, usize, bool, bool)> {
         if !std::mem::take(&mut self.rack.tlp_due) || !self.probe_allowed() {
             return None;
@@ -872,7 +876,14 @@ impl Snd {
         let wnd_room = self.una.plus(self.wnd).since(self.nxt);
         let avail = data_end.since(self.nxt);
         let probe = if avail > 0 && wnd_room > 0 {
-            let len = avail.min(mss).min(wnd_room);
+            // Two segments of new data, not one: a receiver acknowledges every
+            // second full-sized segment at once (RFC 5681 section 4.2) but may
+            // hold the ACK of a lone one for its delayed-ACK time (40 ms in
+            // Linux), which is what a probe after a lost ACK would then wait.
+            // Linux's probe is one skb, which can carry several segments.
+            let total = avail.min(2 * mss).min(wnd_room);
+            let len = total.min(max_data.max(1));
+            self.rack.tlp_more = total - len;
             let seq = self.nxt;
             let fin = fin_queued && seq.plus(len) == data_end;
             self.nxt = seq.plus(len + usize::from(fin));
@@ -894,6 +905,30 @@ impl Snd {
         self.rack.tlp_end = Some(self.max);
         self.rack.tlp_retrans = probe.3;
         Some(probe)
+    }
+
+    /// The rest of a probe of new data that did not fit one call's `max_data`
+    /// (offloads off): sent right after it, part of the same probe.
+    pub(crate) fn take_probe_rest(
+        &mut self,
+        data_end: Seq,
+        fin_queued: bool,
+        max_data: usize,
+    ) -> Option<(Seq, usize, bool)> {
+        let more = std::mem::take(&mut self.rack.tlp_more);
+        let wnd_room = self.una.plus(self.wnd).since(self.nxt);
+        let avail = data_end.since(self.nxt);
+        if more == 0 || avail == 0 || wnd_room == 0 || self.nxt != self.max {
+            return None;
+        }
+        let len = avail.min(more).min(wnd_room).min(max_data.max(1));
+        self.rack.tlp_more = more - len;
+        let seq = self.nxt;
+        let fin = fin_queued && seq.plus(len) == data_end;
+        self.nxt = seq.plus(len + usize::from(fin));
+        self.max = self.max.max(self.nxt);
+        self.rack.tlp_end = Some(self.max);
+        Some((seq, len, fin))
     }
 }
 
