@@ -471,11 +471,6 @@ impl Conn {
             self.rx.commit(written);
         }
         rcv.nxt = rcv.nxt.plus(written);
-        // Duplicates owed for out-of-order frames earlier in this batch would
-        // now carry the new RCV.NXT: to the sender, duplicates of data never
-        // lost. The ACK this segment calls for covers them.
-        rcv.dup_owed = 0;
-        self.sack_owed.clear();
         if skip > 0 {
             // Partly old (a retransmitted super-segment, say): the old part is
             // a duplicate, reported in the ACK this calls for (RFC 2883).
@@ -488,7 +483,13 @@ impl Conn {
                 self.rx.commit(more);
                 rcv.nxt = rcv.nxt.plus(more);
             }
-            rcv.ack_now = true;
+            // All or part of a hole filled: an ACK of its own, at once
+            // (RFC 5681 section 4.2), with RCV.NXT as it is now; ACKs owed for
+            // earlier frames of the batch keep theirs.
+            let d = self.sack_owed.take_dsack().map(|(l, r)| (Seq(l), Seq(r)));
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, d);
+            rcv.unacked = 0;
+            return;
         }
         rcv.unacked = rcv.unacked.saturating_add(written);
         if rcv.quickack > 0 || rcv.unacked >= 2 * rcv.seg_max {

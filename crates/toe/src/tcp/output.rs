@@ -158,14 +158,25 @@ impl Conn {
         if chosen.is_none() && !rcv.ack_now {
             return None;
         }
-        let wnd = window_field(rcv, free);
+        let mut wnd = window_field(rcv, free);
         let ts = rcv.ts_ok.then_some((ts_now, rcv.ts_recent));
-        let ack = rcv.nxt;
+        let mut ack = rcv.nxt;
         let sack_ok = rcv.sack_ok;
         let owed = if rcv.dup_owed > 0 {
             self.sack_owed.pop()
         } else {
             None
+        };
+        // An owed ACK without data goes with the acknowledgment number of its
+        // moment, advertising the same right edge.
+        let owed = match owed {
+            Some((a, blocks)) if chosen.is_none() => {
+                let back = rcv.nxt.since(a) >> rcv.shift;
+                wnd = (usize::from(wnd) + back).min(65_535) as u16;
+                ack = a;
+                Some(blocks)
+            }
+            _ => None,
         };
         let dsack = self.sack_owed.take_dsack();
         rcv.acked();
