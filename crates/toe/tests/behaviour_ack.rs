@@ -293,6 +293,38 @@ fn reordering_healed_within_one_batch_is_acknowledged_as_it_happened() {
     assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
 }
 
+/// A retransmission fills the hole and, in the same batch, in-order data
+/// follows it. The ACK owed for the filled hole carries the acknowledgement
+/// number of its moment; the data after it must be acknowledged at once too,
+/// not left to the delayed-ACK timer. Before, it failed with the last ACK
+/// short of RCV.NXT: the owed ACK took the place of the one the later data
+/// called for, and a Linux sender sat in tail loss probes and 40 ms waits.
+#[test]
+fn data_after_a_filled_hole_in_one_batch_is_acknowledged_at_once() {
+    let mut p = Peer::new();
+    p.spend_quickack();
+    p.r.now += Duration::from_millis(500);
+    let hole_at = p.seq;
+    let lost = p.frame(MSS as usize);
+    let behind: Vec<Vec<u8>> = (0..2).map(|_| p.frame(MSS as usize)).collect();
+    for f in &behind {
+        p.r.input(f);
+    }
+    assert_eq!(p.acks_now(), vec![hole_at; 2]);
+    let filled_to = p.seq;
+    let after: Vec<Vec<u8>> = (0..3).map(|_| p.frame(MSS as usize)).collect();
+    p.r.input(&lost);
+    for f in &after {
+        p.r.input(f);
+    }
+    p.read();
+    let acks = p.acks_now();
+    assert_eq!(acks.first(), Some(&filled_to), "{acks:?}");
+    assert_eq!(acks.last(), Some(&p.seq), "{acks:?}");
+    assert!(p.r.advance(DELACK * 2).is_empty());
+    assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
+}
+
 /// Data the engine has already acknowledged, retransmitted needlessly (wholly
 /// below RCV.NXT), draws an immediate duplicate ACK per frame too.
 #[test]

@@ -180,6 +180,11 @@ impl Conn {
         };
         let dsack = self.sack_owed.take_dsack();
         rcv.acked();
+        if ack < rcv.nxt {
+            // An owed ACK of an earlier moment: what arrived since is not
+            // acknowledged by it, so an ACK of RCV.NXT follows at once.
+            rcv.ack_now = true;
+        }
         let mut o = bare(snd_nxt, ack, Flags::ACK, wnd);
         o.ts = ts;
         o.mss = mss;
