@@ -337,7 +337,14 @@ fn each_wholly_old_frame_gets_its_own_duplicate_ack() {
         p.r.input(f);
     }
     p.read();
-    assert_eq!(p.acks_now(), vec![p.seq], "at least every second segment");
+    // Without SACK, every second segment of the batch has an ACK of its own;
+    // the one after it is acknowledged at once after that (an ACK owed for
+    // an earlier moment is followed by one of RCV.NXT).
+    assert_eq!(
+        p.acks_now(),
+        vec![p.seq - MSS, p.seq],
+        "every second segment, then the rest"
+    );
     for f in &old {
         p.r.input(f);
     }
