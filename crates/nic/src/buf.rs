@@ -22,9 +22,11 @@
 use std::sync::{Arc, Mutex};
 
 mod pool;
+mod shared;
 
 use pool::PoolShared;
 pub use pool::{Pool, PoolConfig, PoolStats};
+pub use shared::{BOX_CACHE, Frag, SharedBuf};
 
 /// The least headroom a pooled buffer has: room for VXLAN over IPv6 (70 bytes) or
 /// GENEVE with options in front of a frame, plus a 12-byte `virtio_net_hdr`.

@@ -80,11 +80,11 @@ pub mod tap;
 #[cfg(all(target_os = "linux", feature = "af-xdp"))]
 pub mod xdp;
 
-pub use buf::{BufError, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats};
+pub use buf::{BufError, Frag, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats, SharedBuf};
 pub use caps::{NicCaps, Offloads, RssCaps, Unsupported};
 pub use check::check_tx;
 pub use counters::{Counter, Counters, Snapshot, Tally, count};
-pub use frame::{Batch, DEFAULT_BATCH, Frame};
+pub use frame::{Batch, DEFAULT_BATCH, Frags, Frame};
 pub use memory::MemNic;
 pub use nic::{Nic, NicError};
 pub use notify::{Notify, Readiness, wait_any};
