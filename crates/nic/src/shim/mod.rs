@@ -10,11 +10,17 @@
 //! Frames are taken from the front of the batch, one at a time:
 //!
 //! * a super-frame whose segmentation request the backend cannot honour is
-//!   segmented with [`linerate_offload::gso::Segmenter`] (zero-copy: headers are
-//!   built in a reusable arena, payload is read from the super-frame and gathered
-//!   with its headers into one pooled buffer of the backend's pool per segment).
-//!   Checksums are completed ([`CsumMode::Complete`]) when the backend has no
-//!   `tx_csum`, else left partial for it ([`CsumMode::LeavePartial`]);
+//!   segmented with [`linerate_offload::gso::Segmenter`]. To a backend that takes
+//!   scatter-gather frames ([`Nic::tx_sg`], and [`ShimConfig::tx_sg`] on) the
+//!   super-frame's buffer becomes a [`SharedBuf`] once, and each segment is a
+//!   small head of the backend's pool with its headers plus one [`Frag`]
+//!   referencing its payload range: no payload byte is copied, and a completed
+//!   checksum sums the range where it lies (`gso_sg_segments`). To any other
+//!   backend each segment's payload is read from the super-frame and gathered
+//!   with its headers into one pooled buffer of the backend's pool, the checksum
+//!   summed in the same pass. Checksums are completed ([`CsumMode::Complete`])
+//!   when the backend has no `tx_csum`, else left partial for it
+//!   ([`CsumMode::LeavePartial`]);
 //! * a frame with a partial checksum the backend cannot complete is completed in
 //!   place ([`linerate_offload::csum::complete`]);
 //! * anything else is passed on as it is.
@@ -86,7 +92,7 @@
 //! # Ok::<(), linerate_nic::NicError>(())
 //! ```
 
-use crate::buf::{PacketBuf, Pool, PoolConfig};
+use crate::buf::{Frag, PacketBuf, Pool, PoolConfig, SharedBuf};
 use crate::caps::{NicCaps, Offloads, RssCaps};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
@@ -95,7 +101,7 @@ use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{Gro, GroConfig, GroSink};
-use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter};
+use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter, ZeroCopyBuf};
 use linerate_offload::{Checksum, OffloadMeta, RssHash, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
 use linerate_wire::layout;
@@ -134,6 +140,10 @@ pub struct ShimConfig {
     pub pool: PoolConfig,
     /// The pool for received frames that fit an MTU-sized buffer.
     pub small_pool: PoolConfig,
+    /// Software GSO makes scatter-gather segments (headers plus a reference to
+    /// the super-frame's payload) for a backend that takes them ([`Nic::tx_sg`]);
+    /// off, or for another backend, each segment is written whole (a copy).
+    pub tx_sg: bool,
 }
 
 impl ShimConfig {
@@ -151,6 +161,7 @@ impl ShimConfig {
             queue_len: 4096,
             pool: PoolConfig::super_frames(),
             small_pool: PoolConfig::mtu(),
+            tx_sg: true,
         }
     }
 
@@ -222,6 +233,10 @@ pub struct Shim<N: Nic> {
     pool: Pool,
     small_pool: Pool,
     segmenter: Segmenter,
+    /// Per-segment headers and payload ranges of scatter-gather GSO.
+    zc: ZeroCopyBuf,
+    /// Segments go to the backend as scatter-gather frames.
+    tx_sg: bool,
     queues: Vec<QueueState>,
     /// Software RSS, when more queues are presented than the backend has.
     steering: Option<Arc<Steering>>,
@@ -274,6 +289,7 @@ impl<N: Nic> Shim<N> {
     /// queue count than presented.
     pub fn new(backend: N, cfg: ShimConfig) -> Result<Shim<N>, NicError> {
         let bcaps = *backend.caps();
+        let tx_sg = cfg.tx_sg && backend.tx_sg();
         let can_segment = cfg.wanted();
         let soft = can_segment.minus(bcaps.offloads);
         let presented = if cfg.queues == 0 {
@@ -346,6 +362,8 @@ impl<N: Nic> Shim<N> {
             pool: Pool::new(cfg.pool),
             small_pool: Pool::new(cfg.small_pool),
             segmenter: Segmenter::new(CsumMode::Complete),
+            zc: ZeroCopyBuf::new(),
+            tx_sg,
             queues,
             steering,
             queue_len: cfg.queue_len.max(1),
@@ -417,12 +435,18 @@ impl<N: Nic> Shim<N> {
         let Some(q) = self.queues.get_mut(queue) else {
             return Ok(());
         };
+        // The shim takes linear frames ([`Nic::tx_sg`] is false); one that is not
+        // is gathered first, so checksums and segmentation see all of it.
+        if frame.linearize() {
+            tally.add(Counter::SgLinearized, 1);
+        }
         if let Some(gso) = frame.meta.gso
             && !b.segments(&gso)
             && self.can_segment.segments(&gso)
         {
             // Check the request against the presented caps first (sizes, kind).
             check_tx(&self.caps, &frame)?;
+            let partial_in = frame.meta.csum;
             let mode = if b.tx_csum {
                 CsumMode::LeavePartial
             } else {
@@ -430,11 +454,23 @@ impl<N: Nic> Shim<N> {
             };
             self.segmenter.set_mode(mode);
             let first = q.pending.len();
-            let mut sink = SegmentsInto::new(self.backend.pool(), &mut q.pending, frame.meta.rss);
-            let made = self
-                .segmenter
-                .segment_to(frame.bytes(), &frame.meta, &mut sink);
-            sink.finish();
+            let made = if self.tx_sg {
+                segment_sg(
+                    &mut self.segmenter,
+                    &mut self.zc,
+                    self.backend.pool(),
+                    &mut q.pending,
+                    frame,
+                )
+            } else {
+                let mut sink =
+                    SegmentsInto::new(self.backend.pool(), &mut q.pending, frame.meta.rss);
+                let made = self
+                    .segmenter
+                    .segment_to(frame.bytes(), &frame.meta, &mut sink);
+                sink.finish();
+                made
+            };
             let (n, seg_csum) = match made {
                 Ok(r) => r,
                 Err(e) => {
@@ -448,8 +484,7 @@ impl<N: Nic> Shim<N> {
             }
             tally.add(Counter::GsoPackets, 1);
             tally.add(Counter::GsoSegments, n as u64);
-            if matches!(frame.meta.csum, Checksum::Partial { .. })
-                && matches!(seg_csum, Checksum::None)
+            if matches!(partial_in, Checksum::Partial { .. }) && matches!(seg_csum, Checksum::None)
             {
                 tally.add(Counter::CsumCompleted, n as u64);
             }
@@ -473,6 +508,45 @@ impl<N: Nic> Shim<N> {
         q.pending.push(frame);
         Ok(())
     }
+}
+
+/// Software GSO of `frame` into scatter-gather segments appended to `out`: the
+/// super-frame's buffer is shared once, and each segment is a head of `pool`
+/// holding its headers (fixed up by the segmenter's plan) plus a fragment
+/// referencing its payload range; the payload is only read, to sum it when the
+/// checksums are completed. Returns the segment count and their checksum state,
+/// as [`Segmenter::segment_to`] does; on failure nothing is appended.
+fn segment_sg(
+    segmenter: &mut Segmenter,
+    zc: &mut ZeroCopyBuf,
+    pool: &Pool,
+    out: &mut Batch,
+    frame: Frame,
+) -> Result<(usize, Checksum), GsoError> {
+    let meta = OffloadMeta {
+        csum: Checksum::None,
+        gso: None,
+        rss: frame.meta.rss,
+    };
+    let shared = SharedBuf::new(frame.buf);
+    let n = segmenter.segment_zero_copy(&shared, &frame.meta, zc)?;
+    let csum = zc.csum();
+    for s in zc.segments() {
+        let mut head = pool.alloc();
+        head.extend_from_slice(zc.header_bytes().get(s.header.clone()).unwrap_or_default());
+        let seg = OffloadMeta { csum, ..meta };
+        let mut f = match Frag::new(shared.clone(), s.payload.start, s.payload.len()) {
+            Some(frag) => Frame::with_frag(head, frag, seg),
+            None => Frame::new(head, seg),
+        };
+        if s.header.is_empty() {
+            // A segment without headers of its own (a frame passed through):
+            // its headers are in the payload, and a head must hold them.
+            f.linearize();
+        }
+        out.push(f);
+    }
+    Ok((n, csum))
 }
 
 /// A segmentation failure as a NIC error.
@@ -608,6 +682,13 @@ impl<N: Nic> Shim<N> {
     /// left to GRO, which verifies while it copies, and to [`GroOut`] for the
     /// frames GRO passes on unverified ([`Shim::deliver`]).
     fn prepare(&mut self, frames: &mut Batch, tally: &mut Tally) {
+        // The shim did not ask its backend for scatter-gather frames; one that
+        // comes anyway is gathered here, before anything reads its bytes.
+        for f in frames.iter_mut() {
+            if f.linearize() {
+                tally.add(Counter::SgLinearized, 1);
+            }
+        }
         let verify = self.soft.rx_csum && !self.soft.lro;
         let resegment = !self.caps.offloads.lro && frames.iter().any(|f| f.meta.gso.is_some());
         if verify {
