@@ -134,6 +134,11 @@ impl Drop for SharedBuf {
         let Some(mut arc) = self.inner.take() else {
             return;
         };
+        // Not the last reference (the common case, one load): just let go.
+        // `get_mut` below decides for certain when this looks like the last.
+        if Arc::strong_count(&arc) > 1 {
+            return;
+        }
         // The last reference: the buffer goes back to its pool now, and the
         // box, empty, into this thread's cache.
         let Some(buf) = Arc::get_mut(&mut arc) else {
