@@ -264,6 +264,13 @@ impl PacketBuf {
         self.end = (self.start + len).min(self.data.len());
     }
 
+    /// The frame and the `n` bytes of storage after it (initialised, content
+    /// unspecified), or `None` if the storage is shorter. For reading headers in
+    /// place with the length of a longer frame whose rest lies elsewhere.
+    pub(crate) fn with_tail(&self, n: usize) -> Option<&[u8]> {
+        self.data.get(self.start..self.end.checked_add(n)?)
+    }
+
     /// The `n` bytes of headroom just before the frame (for a backend header that
     /// goes out in the same write as the frame), or `None` if the headroom is short.
     pub(crate) fn with_header(&mut self, n: usize) -> Option<(&mut [u8], usize)> {

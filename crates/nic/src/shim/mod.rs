@@ -144,6 +144,10 @@ pub struct ShimConfig {
     /// the super-frame's payload) for a backend that takes them ([`Nic::tx_sg`]);
     /// off, or for another backend, each segment is written whole (a copy).
     pub tx_sg: bool,
+    /// With software GRO, ask the backend for scatter-gather frames
+    /// ([`Nic::set_rx_sg`]) and coalesce them where their payload lies
+    /// ([`Gro::receive_split`]); off, the backend gathers each first.
+    pub rx_sg: bool,
 }
 
 impl ShimConfig {
@@ -162,6 +166,7 @@ impl ShimConfig {
             pool: PoolConfig::super_frames(),
             small_pool: PoolConfig::mtu(),
             tx_sg: true,
+            rx_sg: true,
         }
     }
 
@@ -237,6 +242,8 @@ pub struct Shim<N: Nic> {
     zc: ZeroCopyBuf,
     /// Segments go to the backend as scatter-gather frames.
     tx_sg: bool,
+    /// The backend hands up scatter-gather frames, for GRO to take in two parts.
+    rx_sg: bool,
     queues: Vec<QueueState>,
     /// Software RSS, when more queues are presented than the backend has.
     steering: Option<Arc<Steering>>,
@@ -290,6 +297,7 @@ impl<N: Nic> Shim<N> {
     pub fn new(backend: N, cfg: ShimConfig) -> Result<Shim<N>, NicError> {
         let bcaps = *backend.caps();
         let tx_sg = cfg.tx_sg && backend.tx_sg();
+        let mut backend = backend;
         let can_segment = cfg.wanted();
         let soft = can_segment.minus(bcaps.offloads);
         let presented = if cfg.queues == 0 {
@@ -353,6 +361,10 @@ impl<N: Nic> Shim<N> {
                 gro_verified: 0,
             })
             .collect();
+        // Scatter-gather frames from the backend go to GRO in two parts (headers,
+        // payload where it lies), so their payload is copied once, into the run;
+        // software dispatch reads frames whole first, so it takes them linear.
+        let rx_sg = cfg.rx_sg && soft.lro && steering.is_none() && backend.set_rx_sg(true);
         Ok(Shim {
             backend,
             caps,
@@ -364,6 +376,7 @@ impl<N: Nic> Shim<N> {
             segmenter: Segmenter::new(CsumMode::Complete),
             zc: ZeroCopyBuf::new(),
             tx_sg,
+            rx_sg,
             queues,
             steering,
             queue_len: cfg.queue_len.max(1),
@@ -682,10 +695,10 @@ impl<N: Nic> Shim<N> {
     /// left to GRO, which verifies while it copies, and to [`GroOut`] for the
     /// frames GRO passes on unverified ([`Shim::deliver`]).
     fn prepare(&mut self, frames: &mut Batch, tally: &mut Tally) {
-        // The shim did not ask its backend for scatter-gather frames; one that
-        // comes anyway is gathered here, before anything reads its bytes.
+        // Scatter-gather frames go on only to GRO (which takes them in two
+        // parts); any other is gathered here, before anything reads its bytes.
         for f in frames.iter_mut() {
-            if f.linearize() {
+            if !f.is_linear() && (!self.rx_sg || f.meta.gso.is_some()) && f.linearize() {
                 tally.add(Counter::SgLinearized, 1);
             }
         }
@@ -818,6 +831,7 @@ impl<N: Nic> Shim<N> {
             return;
         };
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let parser = self.layout;
         let mut emit = GroOut {
             small: &self.small_pool,
             big: &self.pool,
@@ -826,9 +840,18 @@ impl<N: Nic> Shim<N> {
             tally,
             current: (core::ptr::null(), 0),
             passed: None,
+            verify_passed: false,
         };
         q.gro.flush_older_than(now, &mut emit);
         for f in frames.iter_mut() {
+            if !f.is_linear() {
+                if receive_split(&mut q.gro, now, &parser, f, &mut emit) {
+                    continue;
+                }
+                // Not a frame GRO takes in two parts: gathered, and taken whole.
+                f.linearize();
+                emit.tally.add(Counter::SgLinearized, 1);
+            }
             emit.current = (f.bytes().as_ptr(), f.len());
             q.gro.receive_ref(now, f.bytes(), &f.meta, &mut emit);
             // GRO passed the frame on as it came: its own buffer goes up, in the
@@ -850,6 +873,76 @@ impl<N: Nic> Shim<N> {
         q.gro_coalesced = c.coalesced;
         q.gro_verified = c.csum_verified;
     }
+}
+
+/// Gives the scatter-gather frame `f` to `gro` in two parts, its head and its
+/// fragment's bytes where they lie ([`Gro::receive_split`]), and returns false,
+/// having done nothing, if GRO cannot take it so.
+///
+/// GRO needs the whole frame's layout. It is parsed from the head in place, as
+/// long as the frame: the head's storage past its end stands in for the payload
+/// (initialised bytes of the buffer, never read as payload). The parse reads
+/// headers only, and GRO takes the frame only if the headers end exactly where
+/// the head does and the packet where the payload does, so bytes past the head
+/// cannot have decided anything (a header continuing into the fragment would make
+/// the layout's payload start past the head, or its tunnel fail to parse).
+///
+/// A frame GRO passes on as it came goes up as a frame, in the place GRO gave
+/// it: head and fragment moved there, then gathered (the layer above takes
+/// linear frames) and verified if GRO did not.
+fn receive_split(
+    gro: &mut Gro,
+    now: u64,
+    parser: &layout::Config,
+    f: &mut Frame,
+    emit: &mut GroOut<'_>,
+) -> bool {
+    let Some(frag) = f.frags.iter().next() else {
+        return false;
+    };
+    if f.frags.len() != 1 {
+        return false;
+    }
+    let Some(layout) = f
+        .buf
+        .with_tail(frag.len())
+        .and_then(|probe| parser.parse(probe).ok())
+    else {
+        return false;
+    };
+    let head = f.bytes();
+    emit.current = (head.as_ptr(), head.len());
+    if !gro.receive_split(now, head, frag.bytes(), &layout, &f.meta, emit) {
+        emit.current = (core::ptr::null(), 0);
+        return false;
+    }
+    emit.current = (core::ptr::null(), 0);
+    if let Some(at) = emit.passed.take()
+        && let Some(slot) = emit.batch.get_mut(at)
+    {
+        slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
+        slot.frags = core::mem::take(&mut f.frags);
+        slot.linearize();
+        emit.tally.add(Counter::SgLinearized, 1);
+        if core::mem::take(&mut emit.verify_passed) {
+            let mut meta = slot.meta;
+            match csum::verify_meta(slot.bytes(), &mut meta) {
+                Ok(v) if !v.ok() => {
+                    emit.tally.add(Counter::CsumBad, 1);
+                    emit.tally.add(Counter::RxDroppedCsum, 1);
+                    emit.batch.remove(at);
+                }
+                Ok(v) => {
+                    if v.levels > 0 {
+                        emit.tally.add(Counter::CsumVerified, 1);
+                    }
+                    slot.meta = meta;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    true
 }
 
 /// Where the shim's software GSO writes segments: buffers of the backend's pool,
@@ -922,6 +1015,8 @@ struct GroOut<'a> {
     current: (*const u8, usize),
     /// Where in `batch` the frame being received was passed on, if it was.
     passed: Option<usize>,
+    /// The frame passed on came in two parts and is to be verified once gathered.
+    verify_passed: bool,
 }
 
 impl GroOut<'_> {
@@ -931,6 +1026,30 @@ impl GroOut<'_> {
 }
 
 impl GroSink for GroOut<'_> {
+    fn frame_split(&mut self, head: &[u8], payload: &[u8], meta: &OffloadMeta) {
+        if self.passed.is_none() && (head.as_ptr(), head.len()) == self.current {
+            // The frame being received: it goes up itself (see `receive_split`),
+            // verified there once gathered.
+            self.passed = Some(self.batch.len());
+            self.verify_passed = self.verify && matches!(meta.csum, Checksum::None);
+            self.batch
+                .push(Frame::new(PacketBuf::with_headroom(0, 0), *meta));
+            return;
+        }
+        // Not the frame being received (GRO delivers nothing else in two parts):
+        // gathered into a buffer of the shim's.
+        let len = head.len() + payload.len();
+        let pool = if len <= self.small.config().buf_len {
+            self.small
+        } else {
+            self.big
+        };
+        let mut buf = pool.alloc();
+        buf.extend_from_slice(head);
+        buf.extend_from_slice(payload);
+        self.frame(&buf, meta);
+    }
+
     fn frame(&mut self, bytes: &[u8], meta: &OffloadMeta) {
         let mut meta = *meta;
         if self.verify && matches!(meta.csum, Checksum::None) {
