@@ -2,7 +2,8 @@
 //! zero-copy output, transport checksums completed or left partial; the NIC
 //! shim's software GSO onto a plain memory port, scatter-gather (headers plus
 //! references to the super-frame's payload, checksums completed) against
-//! copying each segment whole (`gso/shim-sg`, `gso/shim-copy`); and checksum
+//! copying each segment whole (`gso/shim-sg`, `gso/shim-copy`), and the
+//! scatter-gather segmentation alone (`gso/sg-frames`); and checksum
 //! completion of a 64 KiB partial frame.
 //!
 //! Throughput is counted in payload bytes (what the application sent), so the
@@ -159,6 +160,44 @@ fn gso(c: &mut Criterion<CpuTime>) {
     }
 }
 
+/// Scatter-gather GSO alone ([`linerate_nic::shim::segment_sg`]): the
+/// super-frame shared once, per segment a pooled head with its headers and a
+/// reference to its payload, checksums completed by summing the payload where
+/// it lies; then the segments dropped (the super-frame's buffer goes back to
+/// its pool with the last one, and is handed out again next round).
+fn sg_frames(c: &mut Criterion<CpuTime>) {
+    use linerate_nic::shim::segment_sg;
+    use linerate_nic::{Batch, Frame, Pool, PoolConfig};
+    let mut g = c.benchmark_group("gso/sg-frames");
+    for mut spec in layouts() {
+        spec.payload = 60_000;
+        let sup = build(&spec);
+        g.throughput(Throughput::Bytes(sup.payload.len() as u64));
+        let (big, small) = (Pool::new(PoolConfig::super_frames()), Pool::default());
+        let mut seg = Segmenter::new(CsumMode::Complete);
+        let mut zc = ZeroCopyBuf::new();
+        let mut out = Batch::with_capacity(64);
+        let len = sup.frame.len();
+        drop(big.alloc_from(&sup.frame));
+        let mut first = true;
+        g.bench_function(BenchmarkId::from_parameter(spec.name()), |b| {
+            b.iter(|| {
+                let mut buf = big.alloc();
+                buf.append(len);
+                if first {
+                    assert!(buf[..] == sup.frame[..], "the pool gave another buffer");
+                    first = false;
+                }
+                let frame = Frame::new(buf, sup.meta);
+                let n = segment_sg(&mut seg, &mut zc, &small, &mut out, frame).unwrap();
+                out.clear();
+                n
+            })
+        });
+    }
+    g.finish();
+}
+
 /// The shim's software GSO end to end onto a plain memory port (no TSO, no
 /// checksum offload): transmit one 64 KiB super-frame, take its segments off
 /// the peer port (scatter-gather frames as they are) and drop them. Each round
@@ -265,6 +304,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
-    targets = gso, shim, completion
+    targets = gso, sg_frames, shim, completion
 }
 criterion_main!(benches);

@@ -33,7 +33,9 @@
 //! # The pieces
 //!
 //! * [`Nic`]: per-queue, batched, non-blocking receive and transmit of [`Frame`]s
-//!   (bytes in a [`PacketBuf`] plus [`linerate_offload::OffloadMeta`]), with a
+//!   (bytes in a [`PacketBuf`] plus [`linerate_offload::OffloadMeta`]; a
+//!   scatter-gather frame adds payload by reference into a shared
+//!   [`SharedBuf`], see [`frame`]), with a
 //!   [`Readiness`] source per queue (a file descriptor, or a [`Notify`] for the
 //!   memory backend) so that a poll loop or an async task of any runtime can
 //!   drive it.

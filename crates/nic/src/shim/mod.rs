@@ -47,7 +47,15 @@
 //!   target queue; `receive(q)` drains queue `q`;
 //! * when the backend has no LRO, each queue's frames go through its own
 //!   [`Gro`] context, flushed at the end of every receive call (so nothing is held
-//!   between calls; `gro_merged`, `gro_flushed`). A merged run goes up in the
+//!   between calls; `gro_merged`, `gro_flushed`). Without software dispatch the
+//!   shim asks the backend for scatter-gather frames ([`ShimConfig::rx_sg`],
+//!   [`Nic::set_rx_sg`]): GRO takes each in two parts, its headers parsed where
+//!   they are and its payload summed and copied into the run where it lies
+//!   ([`Gro::receive_split`]), so over a memory wire a segment's payload is
+//!   copied once between the sender's super-frame and the receiver's, not
+//!   gathered first. Every other path takes frames linear (`sg_linearized`
+//!   counts the frames gathered: those GRO passes on as they came, and any the
+//!   dispatch or checksum paths see). A merged run goes up in the
 //!   buffer GRO gathered it in (a buffer of the shim's pool, which the layer
 //!   above may keep as long as it likes); a frame GRO passes on as it came goes
 //!   up in its own buffer;
@@ -529,7 +537,15 @@ impl<N: Nic> Shim<N> {
 /// referencing its payload range; the payload is only read, to sum it when the
 /// checksums are completed. Returns the segment count and their checksum state,
 /// as [`Segmenter::segment_to`] does; on failure nothing is appended.
-fn segment_sg(
+///
+/// This is what the shim does for a backend that takes scatter-gather frames
+/// ([`Nic::tx_sg`]); `zc` is scratch kept between calls (it allocates nothing
+/// once grown), and the segments' metas keep `frame`'s RSS hash.
+///
+/// # Errors
+///
+/// The segmenter's, for a super-frame it cannot segment.
+pub fn segment_sg(
     segmenter: &mut Segmenter,
     zc: &mut ZeroCopyBuf,
     pool: &Pool,
