@@ -175,7 +175,6 @@ fn sg_frames(c: &mut Criterion<CpuTime>) {
         g.throughput(Throughput::Bytes(sup.payload.len() as u64));
         let (big, small) = (Pool::new(PoolConfig::super_frames()), Pool::default());
         let mut seg = Segmenter::new(CsumMode::Complete);
-        let mut zc = ZeroCopyBuf::new();
         let mut out = Batch::with_capacity(64);
         let len = sup.frame.len();
         drop(big.alloc_from(&sup.frame));
@@ -189,7 +188,7 @@ fn sg_frames(c: &mut Criterion<CpuTime>) {
                     first = false;
                 }
                 let frame = Frame::new(buf, sup.meta);
-                let n = segment_sg(&mut seg, &mut zc, &small, &mut out, frame).unwrap();
+                let n = segment_sg(&mut seg, &small, &mut out, frame).unwrap();
                 out.clear();
                 n
             })

@@ -109,7 +109,7 @@ use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{Gro, GroConfig, GroSink};
-use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter, ZeroCopyBuf};
+use linerate_offload::gso::{CsumMode, GsoError, HeaderSink, SegmentSink, Segmenter};
 use linerate_offload::{Checksum, OffloadMeta, RssHash, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
 use linerate_wire::layout;
@@ -246,8 +246,6 @@ pub struct Shim<N: Nic> {
     pool: Pool,
     small_pool: Pool,
     segmenter: Segmenter,
-    /// Per-segment headers and payload ranges of scatter-gather GSO.
-    zc: ZeroCopyBuf,
     /// Segments go to the backend as scatter-gather frames.
     tx_sg: bool,
     /// The backend hands up scatter-gather frames, for GRO to take in two parts.
@@ -382,7 +380,6 @@ impl<N: Nic> Shim<N> {
             pool: Pool::new(cfg.pool),
             small_pool: Pool::new(cfg.small_pool),
             segmenter: Segmenter::new(CsumMode::Complete),
-            zc: ZeroCopyBuf::new(),
             tx_sg,
             rx_sg,
             queues,
@@ -478,7 +475,6 @@ impl<N: Nic> Shim<N> {
             let made = if self.tx_sg {
                 segment_sg(
                     &mut self.segmenter,
-                    &mut self.zc,
                     self.backend.pool(),
                     &mut q.pending,
                     frame,
@@ -539,15 +535,15 @@ impl<N: Nic> Shim<N> {
 /// as [`Segmenter::segment_to`] does; on failure nothing is appended.
 ///
 /// This is what the shim does for a backend that takes scatter-gather frames
-/// ([`Nic::tx_sg`]); `zc` is scratch kept between calls (it allocates nothing
-/// once grown), and the segments' metas keep `frame`'s RSS hash.
+/// ([`Nic::tx_sg`]): each head is taken from `pool` and the headers are built
+/// in it ([`Segmenter::segment_headers_to`]); the segments' metas keep
+/// `frame`'s RSS hash.
 ///
 /// # Errors
 ///
 /// The segmenter's, for a super-frame it cannot segment.
 pub fn segment_sg(
     segmenter: &mut Segmenter,
-    zc: &mut ZeroCopyBuf,
     pool: &Pool,
     out: &mut Batch,
     frame: Frame,
@@ -558,24 +554,68 @@ pub fn segment_sg(
         rss: frame.meta.rss,
     };
     let shared = SharedBuf::new(frame.buf);
-    let n = segmenter.segment_zero_copy(&shared, &frame.meta, zc)?;
-    let csum = zc.csum();
-    for s in zc.segments() {
-        let mut head = pool.alloc();
-        head.extend_from_slice(zc.header_bytes().get(s.header.clone()).unwrap_or_default());
-        let seg = OffloadMeta { csum, ..meta };
-        let mut f = match Frag::new(shared.clone(), s.payload.start, s.payload.len()) {
-            Some(frag) => Frame::with_frag(head, frag, seg),
-            None => Frame::new(head, seg),
+    let first = out.len();
+    let mut sink = SgSink {
+        pool,
+        out,
+        shared: &shared,
+        meta,
+        open: false,
+    };
+    let made = segmenter.segment_headers_to(&shared, &frame.meta, &mut sink);
+    let out = sink.out;
+    match made {
+        Ok((n, csum)) => {
+            for f in out.iter_mut().skip(first) {
+                f.meta.csum = csum;
+            }
+            Ok((n, csum))
+        }
+        Err(e) => {
+            out.truncate(first);
+            Err(e)
+        }
+    }
+}
+
+/// Where [`segment_sg`] builds segments: each a frame pushed onto `out` when its
+/// head is lent (a buffer of `pool`, the headers written there in place), given
+/// its payload as a fragment of `shared` when committed.
+struct SgSink<'a> {
+    pool: &'a Pool,
+    out: &'a mut Batch,
+    shared: &'a SharedBuf,
+    meta: OffloadMeta,
+    /// The last frame of `out` was lent and not committed yet.
+    open: bool,
+}
+
+impl HeaderSink for SgSink<'_> {
+    fn header(&mut self, len: usize) -> Option<&mut [u8]> {
+        if !self.open {
+            self.out.push(Frame::new(self.pool.alloc(), self.meta));
+            self.open = true;
+        }
+        let f = self.out.last_mut()?;
+        f.buf.clear();
+        Some(f.buf.append(len))
+    }
+
+    fn commit(&mut self, payload: core::ops::Range<usize>) {
+        self.open = false;
+        let Some(f) = self.out.last_mut() else {
+            return;
         };
-        if s.header.is_empty() {
+        if let Some(frag) = Frag::new(self.shared.clone(), payload.start, payload.len()) {
+            // A fresh frame: its fragment list is empty, so this cannot fail.
+            let _ = f.frags.push(frag);
+        }
+        if f.head_len() == 0 {
             // A segment without headers of its own (a frame passed through):
             // its headers are in the payload, and a head must hold them.
             f.linearize();
         }
-        out.push(f);
     }
-    Ok((n, csum))
 }
 
 /// A segmentation failure as a NIC error.
