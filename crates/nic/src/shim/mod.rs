@@ -398,14 +398,20 @@ impl<N: Nic> Shim<N> {
         &self.backend
     }
 
-    /// The wrapped backend, writable.
+    /// The wrapped backend, writable. With [`ShimConfig::rx_sg`] (and software
+    /// GRO) the shim has asked it for scatter-gather frames on receive.
     pub fn backend_mut(&mut self) -> &mut N {
         &mut self.backend
     }
 
-    /// Unwraps the backend (frames waiting in the shim are dropped).
+    /// Unwraps the backend (frames waiting in the shim are dropped), handing
+    /// up linear frames again if the shim had asked it for scatter-gather ones.
     pub fn into_backend(self) -> N {
-        self.backend
+        let mut backend = self.backend;
+        if self.rx_sg {
+            backend.set_rx_sg(false);
+        }
+        backend
     }
 
     /// What the shim does in software: the wanted offloads minus the backend's.

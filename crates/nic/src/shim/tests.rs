@@ -787,3 +787,29 @@ fn scatter_gather_trains_are_coalesced_as_linear_ones() {
         assert_eq!(b2.backend().counters().total(Counter::SgLinearized), 0);
     }
 }
+
+/// A shim asks its backend for scatter-gather frames only while it wraps it:
+/// unwrapped, the backend hands up linear frames again.
+#[test]
+fn an_unwrapped_backend_hands_up_linear_frames_again() {
+    let (mut a, b) = plain_pair(ShimConfig::all());
+    let frames = [wire_segment(40_000, 0, 1000, 1000, false)];
+    let mut b = b.into_backend();
+    let sg = {
+        let pool = a.backend().pool().clone();
+        let l = layout::parse(&frames[0]).unwrap();
+        let shared = SharedBuf::new(pool.alloc_from(&frames[0][l.header_len()..]));
+        let frag = Frag::new(shared, 0, 1000).unwrap();
+        Frame::with_frag(
+            pool.alloc_from(&frames[0][..l.header_len()]),
+            frag,
+            OffloadMeta::plain(),
+        )
+    };
+    let mut batch = Batch::new();
+    batch.push(sg);
+    a.backend_mut().transmit(0, &mut batch).unwrap();
+    assert_eq!(b.receive(0, &mut batch, 8).unwrap(), 1);
+    assert!(batch[0].is_linear());
+    assert_eq!(batch[0].bytes(), &frames[0][..]);
+}
