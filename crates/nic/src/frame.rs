@@ -159,12 +159,21 @@ impl Frame {
     /// Makes the frame linear by appending its fragments to the head (one copy,
     /// growing the head's storage if its tailroom is short) and dropping their
     /// references. Returns true if there was anything to gather.
+    #[inline]
     pub fn linearize(&mut self) -> bool {
-        let Some(frag) = self.frags.one.take() else {
-            return false;
-        };
-        self.buf.extend_from_slice(frag.bytes());
+        if self.frags.is_empty() {
+            return false; // the common case: checked inline, nothing written
+        }
+        self.gather_frags();
         true
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn gather_frags(&mut self) {
+        if let Some(frag) = self.frags.one.take() {
+            self.buf.extend_from_slice(frag.bytes());
+        }
     }
 
     /// Copies the whole frame into the front of `out` and returns its length, or
@@ -286,6 +295,9 @@ mod tests {
         assert_eq!(size_of::<OffloadMeta>(), 24);
         assert_eq!(size_of::<Frags>(), 16);
         assert_eq!(size_of::<Frame>(), size_of::<PacketBuf>() + 24 + 16);
+        // 80 bytes before scatter-gather; 48 + 24 + 16 with `u32` buffer offsets.
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(size_of::<Frame>(), 88);
         println!(
             "Frame {} B, PacketBuf {} B, OffloadMeta {} B, Frags {} B",
             size_of::<Frame>(),
