@@ -26,7 +26,7 @@ mod shared;
 
 use pool::PoolShared;
 pub use pool::{Pool, PoolConfig, PoolStats};
-pub use shared::{BOX_CACHE, Frag, SharedBuf};
+pub use shared::{BOX_BATCH, BOX_CACHE, Frag, SharedBuf};
 
 /// The least headroom a pooled buffer has: room for VXLAN over IPv6 (70 bytes) or
 /// GENEVE with options in front of a frame, plus a 12-byte `virtio_net_hdr`.

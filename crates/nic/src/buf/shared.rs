@@ -7,23 +7,76 @@
 //! (one atomic increment); the buffer goes back to its [`crate::Pool`] when the
 //! last reference is dropped, on whatever thread that happens.
 //!
-//! The reference-counted box around the buffer is recycled too: when the last
-//! reference goes, the box (now empty) is kept in a small per-thread cache, and
-//! [`SharedBuf::new`] takes one from there before it allocates. So a warm path
-//! on one thread allocates nothing per super-frame; a box released on a thread
-//! that never makes one stays in that thread's cache (at most
-//! [`BOX_CACHE`] of them), and the making thread allocates a fresh one.
+//! The reference-counted box around the buffer is recycled too, as the pool
+//! recycles buffers: when the last reference goes, the box (now empty) is kept
+//! in a per-thread cache of up to [`BOX_CACHE`], and [`SharedBuf::new`] takes
+//! one from there before it allocates. Boxes move between the thread caches
+//! and a shared depot [`BOX_BATCH`] at a time (one lock per batch, none per
+//! frame), so a box released on a thread that makes none (the receiver's, when
+//! sender and receiver run on threads of their own) finds its way back to the
+//! thread that makes them. A warm path allocates no box
+//! ([`SharedBuf::boxes_allocated`]).
 
-use super::PacketBuf;
+use super::{PacketBuf, lock};
 use core::num::NonZeroU32;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Most empty boxes each thread keeps for reuse.
 pub const BOX_CACHE: usize = 64;
 
+/// Boxes moved between a thread's cache and the shared depot at once.
+pub const BOX_BATCH: usize = BOX_CACHE / 2;
+
+/// Most empty boxes the shared depot keeps (more are freed).
+const DEPOT_MAX: usize = 1024;
+
 thread_local! {
     static BOXES: RefCell<Vec<Arc<PacketBuf>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Empty boxes shared between threads.
+static DEPOT: Mutex<Vec<Arc<PacketBuf>>> = Mutex::new(Vec::new());
+
+/// Boxes allocated fresh, all threads.
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+/// An empty box from this thread's cache, refilled from the depot when empty.
+fn take_box() -> Option<Arc<PacketBuf>> {
+    BOXES
+        .try_with(|c| {
+            let mut c = c.try_borrow_mut().ok()?;
+            if c.is_empty() {
+                let mut d = lock(&DEPOT);
+                let from = d.len().saturating_sub(BOX_BATCH);
+                c.extend(d.drain(from..));
+            }
+            c.pop()
+        })
+        .ok()
+        .flatten()
+}
+
+/// Keeps the empty box `arc` in this thread's cache, moving a batch to the
+/// depot first when the cache is full (freeing it if the depot is full too).
+fn keep_box(arc: Arc<PacketBuf>) {
+    let _ = BOXES.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return;
+        };
+        if c.len() >= BOX_CACHE {
+            let from = c.len() - BOX_BATCH;
+            let mut d = lock(&DEPOT);
+            if d.len() + BOX_BATCH <= DEPOT_MAX {
+                d.extend(c.drain(from..));
+            } else {
+                drop(d);
+                c.truncate(from);
+            }
+        }
+        c.push(arc);
+    });
 }
 
 /// An empty, unpooled buffer (no storage: making or dropping it allocates nothing).
@@ -50,21 +103,31 @@ impl core::fmt::Debug for SharedBuf {
 }
 
 impl SharedBuf {
-    /// Shares `buf` (its box recycled from this thread's cache when one is free).
+    /// Shares `buf` (in a recycled box when one is free, see the module docs).
     pub fn new(buf: PacketBuf) -> SharedBuf {
-        let recycled = BOXES.with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.pop()));
-        let inner = match recycled {
+        let inner = match take_box() {
             Some(mut arc) => match Arc::get_mut(&mut arc) {
                 Some(slot) => {
                     *slot = buf;
                     arc
                 }
-                // Cannot happen: only unique boxes are cached.
-                None => Arc::new(buf),
+                // Cannot happen: only unique boxes are kept.
+                None => SharedBuf::fresh(buf),
             },
-            None => Arc::new(buf),
+            None => SharedBuf::fresh(buf),
         };
         SharedBuf { inner: Some(inner) }
+    }
+
+    fn fresh(buf: PacketBuf) -> Arc<PacketBuf> {
+        ALLOCATED.fetch_add(1, Ordering::Relaxed);
+        Arc::new(buf)
+    }
+
+    /// Boxes allocated fresh so far, by every thread of the process: a warm data
+    /// path makes none.
+    pub fn boxes_allocated() -> u64 {
+        ALLOCATED.load(Ordering::Relaxed)
     }
 
     /// The shared bytes (the buffer's frame).
@@ -145,13 +208,7 @@ impl Drop for SharedBuf {
             return;
         };
         drop(core::mem::replace(buf, empty()));
-        let _ = BOXES.try_with(|c| {
-            if let Ok(mut c) = c.try_borrow_mut()
-                && c.len() < BOX_CACHE
-            {
-                c.push(arc);
-            }
-        });
+        keep_box(arc);
     }
 }
 
