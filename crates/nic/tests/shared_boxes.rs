@@ -35,7 +35,6 @@ fn boxes_made_here_and_dropped_there_come_back() {
     let before = SharedBuf::boxes_allocated();
     send(50_000);
     let after = SharedBuf::boxes_allocated();
-    drop(send);
     drop(tx);
     assert_eq!(receiver.join().unwrap(), want);
     println!("boxes: {before} to warm up, {} more after", after - before);
