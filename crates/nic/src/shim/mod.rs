@@ -14,8 +14,8 @@
 //!   scatter-gather frames ([`Nic::tx_sg`], and [`ShimConfig::tx_sg`] on) the
 //!   super-frame's buffer becomes a [`SharedBuf`] once, and each segment is a
 //!   small head of the backend's pool with its headers plus one [`Frag`]
-//!   referencing its payload range: no payload byte is copied, and a completed
-//!   checksum sums the range where it lies (`gso_sg_segments`). To any other
+//!   referencing its payload range ([`segment_sg`]): no payload byte is copied,
+//!   and a completed checksum sums the range where it lies. To any other
 //!   backend each segment's payload is read from the super-frame and gathered
 //!   with its headers into one pooled buffer of the backend's pool, the checksum
 //!   summed in the same pass. Checksums are completed ([`CsumMode::Complete`])
