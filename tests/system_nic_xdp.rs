@@ -10,7 +10,8 @@
 //! * the kernel pings an address the test answers (ARP and ICMP echo);
 //! * UDP datagrams in both directions, test to a kernel socket and kernel socket
 //!   to test, at batch sizes 1, 2, 4, ..., 64: every one arrives, byte-exact and
-//!   in order, and the backend's counters match what was sent and received;
+//!   in order, and the backend's counters match what was sent and received
+//!   (every other datagram sent as a scatter-gather frame);
 //! * a queue the interface lacks, a missing interface, a frame over the MTU and a
 //!   segmentation request are refused with their typed errors, and without root
 //!   opening fails with `PermissionDenied`.
@@ -21,7 +22,7 @@
 #![cfg(target_os = "linux")]
 
 use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
-use linerate::nic::{Batch, Counter, Frame, Nic, NicError, Readiness};
+use linerate::nic::{Batch, Counter, Frag, Frame, Nic, NicError, Readiness, SharedBuf};
 use linerate::offload::{Gso, GsoType, OffloadMeta};
 use linerate::wire::arp;
 use linerate::wire::build::{FrameBuilder, Ip, L4};
@@ -128,12 +129,31 @@ impl Link {
         }
     }
 
-    /// Sends every frame of `frames`, retrying while the rings are full.
+    /// Sends every frame of `frames`, retrying while the rings are full. Every
+    /// other frame goes as a scatter-gather frame (its first 42 bytes in the
+    /// head, the rest by reference into one shared buffer), which the backend
+    /// gathers into its UMEM frame.
     fn send_all(&mut self, frames: Vec<Vec<u8>>) {
+        let tails: Vec<u8> = frames.iter().flat_map(|f| f[42..].to_vec()).collect();
+        let shared = SharedBuf::new(self.nic.pool().alloc_from(&tails));
+        let mut at = 0;
         let mut batch: Batch = frames
             .iter()
-            .map(|f| Frame::plain(self.nic.pool().alloc_from(f)))
+            .enumerate()
+            .map(|(i, f)| {
+                let tail = f.len() - 42;
+                at += tail;
+                match Frag::new(shared.clone(), at - tail, tail) {
+                    Some(frag) if i % 2 == 1 => Frame::with_frag(
+                        self.nic.pool().alloc_from(&f[..42]),
+                        frag,
+                        OffloadMeta::plain(),
+                    ),
+                    _ => Frame::plain(self.nic.pool().alloc_from(f)),
+                }
+            })
             .collect();
+        assert!(self.nic.tx_sg());
         let deadline = Instant::now() + Duration::from_secs(5);
         while !batch.is_empty() {
             let bytes: usize = batch.iter().map(Frame::len).sum();

@@ -22,9 +22,11 @@
 use std::sync::{Arc, Mutex};
 
 mod pool;
+mod shared;
 
 use pool::PoolShared;
 pub use pool::{Pool, PoolConfig, PoolStats};
+pub use shared::{BOX_BATCH, BOX_CACHE, Frag, SharedBuf};
 
 /// The least headroom a pooled buffer has: room for VXLAN over IPv6 (70 bytes) or
 /// GENEVE with options in front of a frame, plus a 12-byte `virtio_net_hdr`.
@@ -72,13 +74,21 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 ///
 /// Dereferences to the frame's bytes.
 pub struct PacketBuf {
-    /// Initialised storage; the frame is `data[start..end]`.
+    /// Initialised storage; the frame is `data[start..end]`. Offsets are `u32`
+    /// (storage up to 4 GiB), which keeps a buffer at 48 bytes and a frame
+    /// record at 88.
     data: Vec<u8>,
-    start: usize,
-    end: usize,
+    start: u32,
+    end: u32,
     /// The headroom [`PacketBuf::clear`] restores.
-    reserve: usize,
+    reserve: u32,
     pool: Option<Arc<PoolShared>>,
+}
+
+/// An offset into a buffer's storage as stored (storage is at most 4 GiB).
+#[inline(always)]
+pub(crate) fn off(x: usize) -> u32 {
+    u32::try_from(x).unwrap_or(u32::MAX)
 }
 
 impl core::fmt::Debug for PacketBuf {
@@ -97,9 +107,9 @@ impl PacketBuf {
     pub fn with_headroom(headroom: usize, capacity: usize) -> PacketBuf {
         PacketBuf {
             data: vec![0u8; headroom + capacity],
-            start: headroom,
-            end: headroom,
-            reserve: headroom,
+            start: off(headroom),
+            end: off(headroom),
+            reserve: off(headroom),
             pool: None,
         }
     }
@@ -116,7 +126,7 @@ impl PacketBuf {
     /// An unpooled buffer whose frame is all of `data`, taken without a copy
     /// (no headroom).
     pub fn from_vec(data: Vec<u8>) -> PacketBuf {
-        let end = data.len();
+        let end = off(data.len());
         PacketBuf {
             data,
             start: 0,
@@ -143,7 +153,7 @@ impl PacketBuf {
     /// Frame length.
     #[inline]
     pub fn len(&self) -> usize {
-        self.end - self.start
+        (self.end - self.start) as usize
     }
 
     /// True if the frame is empty.
@@ -155,41 +165,43 @@ impl PacketBuf {
     /// Bytes free in front of the frame.
     #[inline]
     pub fn headroom(&self) -> usize {
-        self.start
+        self.start as usize
     }
 
     /// Bytes free after the frame without growing the storage.
     #[inline]
     pub fn tailroom(&self) -> usize {
-        self.data.len() - self.end
+        self.data.len().saturating_sub(self.end as usize)
     }
 
     /// The frame.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        self.data.get(self.start..self.end).unwrap_or_default()
+        self.data
+            .get(self.start as usize..self.end as usize)
+            .unwrap_or_default()
     }
 
     /// The frame, writable.
     #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        self.data.get_mut(self.start..self.end).unwrap_or_default()
+        self.data
+            .get_mut(self.start as usize..self.end as usize)
+            .unwrap_or_default()
     }
 
     /// Extends the frame `n` bytes to the front, into the headroom, and returns
     /// those bytes (their content is unspecified: write the new header there).
     pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
-        if n > self.start {
+        let start = self.start as usize;
+        if n > start {
             return Err(BufError::Headroom {
                 need: n,
-                have: self.start,
+                have: start,
             });
         }
-        self.start -= n;
-        Ok(self
-            .data
-            .get_mut(self.start..self.start + n)
-            .unwrap_or_default())
+        self.start = off(start - n);
+        Ok(self.data.get_mut(start - n..start).unwrap_or_default())
     }
 
     /// Removes `n` bytes from the front of the frame (they become headroom).
@@ -200,7 +212,7 @@ impl PacketBuf {
                 have: self.len(),
             });
         }
-        self.start += n;
+        self.start = off(self.start as usize + n);
         Ok(())
     }
 
@@ -212,7 +224,7 @@ impl PacketBuf {
                 have: self.len(),
             });
         }
-        self.end = self.start + len;
+        self.end = off(self.start as usize + len);
         Ok(())
     }
 
@@ -225,12 +237,12 @@ impl PacketBuf {
     /// Extends the frame by `n` bytes at the end and returns them (content
     /// unspecified), growing the storage if needed.
     pub fn append(&mut self, n: usize) -> &mut [u8] {
-        let new_end = self.end + n;
+        let old = self.end as usize;
+        let new_end = old + n;
         if new_end > self.data.len() {
             self.data.resize(new_end, 0);
         }
-        let old = self.end;
-        self.end = new_end;
+        self.end = off(new_end);
         self.data.get_mut(old..new_end).unwrap_or_default()
     }
 
@@ -245,29 +257,39 @@ impl PacketBuf {
     /// with the frame start at index `headroom`. For backends that read a frame
     /// and their own header in one call; follow with [`PacketBuf::set_frame`].
     pub(crate) fn read_area(&mut self, headroom: usize, len: usize) -> &mut [u8] {
-        self.start = self.reserve.max(headroom);
+        let start = (self.reserve as usize).max(headroom);
+        self.start = off(start);
         self.end = self.start;
-        let need = self.start + len;
+        let need = start + len;
         if need > self.data.len() {
             self.data.resize(need, 0);
         }
         self.data
-            .get_mut(self.start - headroom..need)
+            .get_mut(start - headroom..need)
             .unwrap_or_default()
     }
 
     /// After [`PacketBuf::read_area`]: the frame is the `len` bytes at the
     /// area's frame start (clamped to the storage).
     pub(crate) fn set_frame(&mut self, len: usize) {
-        self.end = (self.start + len).min(self.data.len());
+        self.end = off((self.start as usize + len).min(self.data.len()));
+    }
+
+    /// The frame and the `n` bytes of storage after it (initialised, content
+    /// unspecified), or `None` if the storage is shorter. For reading headers in
+    /// place with the length of a longer frame whose rest lies elsewhere.
+    pub(crate) fn with_tail(&self, n: usize) -> Option<&[u8]> {
+        self.data
+            .get(self.start as usize..(self.end as usize).checked_add(n)?)
     }
 
     /// The `n` bytes of headroom just before the frame (for a backend header that
     /// goes out in the same write as the frame), or `None` if the headroom is short.
     pub(crate) fn with_header(&mut self, n: usize) -> Option<(&mut [u8], usize)> {
-        let from = self.start.checked_sub(n)?;
-        let len = self.end - from;
-        Some((self.data.get_mut(from..self.end)?, len))
+        let from = (self.start as usize).checked_sub(n)?;
+        let end = self.end as usize;
+        let len = end - from;
+        Some((self.data.get_mut(from..end)?, len))
     }
 }
 
@@ -291,7 +313,7 @@ impl Clone for PacketBuf {
     fn clone(&self) -> Self {
         let mut b = match &self.pool {
             Some(shared) => Pool::alloc_in(shared),
-            None => PacketBuf::with_headroom(self.reserve, self.len()),
+            None => PacketBuf::with_headroom(self.reserve as usize, self.len()),
         };
         b.extend_from_slice(self.as_slice());
         b

@@ -17,13 +17,13 @@ use linerate_wire::{Layer, ethernet};
 /// refusal, also says which `tx_dropped_<reason>` counter to bump.
 pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicError, Counter)> {
     let bytes = frame.bytes();
-    let len = bytes.len();
+    let len = frame.len();
     let malformed = |e| (NicError::Malformed(e), Counter::TxDroppedInvalid);
-    if len < ethernet::HEADER_LEN {
+    if bytes.len() < ethernet::HEADER_LEN {
         return Err(malformed(linerate_wire::Error::truncated(
             Layer::Ethernet,
             ethernet::HEADER_LEN,
-            len,
+            bytes.len(),
         )));
     }
     caps.offloads
@@ -46,6 +46,9 @@ pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicErr
     let invalid = |what| (NicError::InvalidMeta { what }, Counter::TxDroppedInvalid);
     if gso.size == 0 {
         return Err(invalid("segment size 0"));
+    }
+    if !frame.is_linear() {
+        return Err(invalid("a super-frame must be linear"));
     }
     let layout = linerate_wire::layout::parse(bytes).map_err(malformed)?;
     let inner = layout.innermost();

@@ -113,6 +113,9 @@ counters! {
     /// Virtual NIC: transmit calls that left frames in the batch for the rate
     /// limit (shaping; the frames are sent later, not lost).
     TxThrottled => "tx_throttled",
+    /// Scatter-gather frames gathered into one buffer (for a receiver that did not
+    /// opt in, a wire fault that rewrites bytes, or GRO).
+    SgLinearized => "sg_linearized",
 }
 
 /// Number of counters per queue.

@@ -33,7 +33,9 @@
 //! # The pieces
 //!
 //! * [`Nic`]: per-queue, batched, non-blocking receive and transmit of [`Frame`]s
-//!   (bytes in a [`PacketBuf`] plus [`linerate_offload::OffloadMeta`]), with a
+//!   (bytes in a [`PacketBuf`] plus [`linerate_offload::OffloadMeta`]; a
+//!   scatter-gather frame adds payload by reference into a shared
+//!   [`SharedBuf`], see [`frame`]), with a
 //!   [`Readiness`] source per queue (a file descriptor, or a [`Notify`] for the
 //!   memory backend) so that a poll loop or an async task of any runtime can
 //!   drive it.
@@ -80,11 +82,11 @@ pub mod tap;
 #[cfg(all(target_os = "linux", feature = "af-xdp"))]
 pub mod xdp;
 
-pub use buf::{BufError, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats};
+pub use buf::{BufError, Frag, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats, SharedBuf};
 pub use caps::{NicCaps, Offloads, RssCaps, Unsupported};
 pub use check::check_tx;
 pub use counters::{Counter, Counters, Snapshot, Tally, count};
-pub use frame::{Batch, DEFAULT_BATCH, Frame};
+pub use frame::{Batch, DEFAULT_BATCH, Frags, Frame};
 pub use memory::MemNic;
 pub use nic::{Nic, NicError};
 pub use notify::{Notify, Readiness, wait_any};

@@ -64,6 +64,24 @@ pub trait Nic: Send {
     fn queues(&self) -> usize {
         usize::from(self.caps().queues)
     }
+
+    /// True if [`Nic::transmit`] takes scatter-gather frames ([`crate::Frame::frags`]
+    /// not empty), as Linux's `NETIF_F_SG`: the memory backend carries them by
+    /// reference. A NIC that says false (the default) must be given linear frames
+    /// only; the shim linearizes for it (by writing each segment whole).
+    fn tx_sg(&self) -> bool {
+        false
+    }
+
+    /// Asks for scatter-gather frames on receive (`on`) or linear ones only (the
+    /// default), and returns whether [`Nic::receive`] may now hand up
+    /// scatter-gather frames. A NIC that cannot (the default) returns false and
+    /// keeps handing up linear frames; one that can linearizes for a caller that
+    /// did not opt in, where it would otherwise have handed the frame up.
+    fn set_rx_sg(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
 }
 
 impl<N: Nic + ?Sized> Nic for Box<N> {
@@ -87,6 +105,12 @@ impl<N: Nic + ?Sized> Nic for Box<N> {
     }
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         (**self).set_recorder(recorder);
+    }
+    fn tx_sg(&self) -> bool {
+        (**self).tx_sg()
+    }
+    fn set_rx_sg(&mut self, on: bool) -> bool {
+        (**self).set_rx_sg(on)
     }
 }
 

@@ -114,6 +114,36 @@ pub(crate) fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     }
 }
 
+/// One writev(2) of `a` then `b` (a scatter-gather frame: its header and head,
+/// then its payload where it lies); `Ok(None)` when it would block.
+pub(crate) fn writev2(fd: &OwnedFd, a: &[u8], b: &[u8]) -> io::Result<Option<usize>> {
+    let iov = [
+        libc::iovec {
+            iov_base: a.as_ptr().cast_mut().cast(),
+            iov_len: a.len(),
+        },
+        libc::iovec {
+            iov_base: b.as_ptr().cast_mut().cast(),
+            iov_len: b.len(),
+        },
+    ];
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: `iov` holds two iovecs, each valid for reads of its length
+        // (borrowed slices that outlive the call); writev only reads them.
+        let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), 2) };
+        if n >= 0 {
+            return Ok(Some(n.unsigned_abs()));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
 /// One write(2) of `buf`; `Ok(None)` when it would block.
 pub(crate) fn write(fd: &OwnedFd, buf: &[u8]) -> io::Result<Option<usize>> {
     loop {

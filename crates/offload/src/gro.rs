@@ -194,6 +194,27 @@ pub trait GroSink {
     fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
         self.frame(buf.get(..len).unwrap_or_default(), meta);
     }
+
+    /// A frame GRO passes on as it came that came in two parts
+    /// ([`Gro::receive_split`]): `head` then `payload`. By default the two are
+    /// gathered into one buffer (allocated) for [`GroSink::frame`]; a sink that
+    /// owns the parts (the NIC shim) takes them as they are instead.
+    fn frame_split(&mut self, head: &[u8], payload: &[u8], meta: &OffloadMeta) {
+        let mut whole = Vec::with_capacity(head.len() + payload.len());
+        whole.extend_from_slice(head);
+        whole.extend_from_slice(payload);
+        self.frame(&whole, meta);
+    }
+}
+
+/// A frame as GRO was given it: one piece, or headers then payload.
+#[derive(Debug, Clone, Copy)]
+struct Parts<'a>(&'a [u8], &'a [u8]);
+
+impl<'a> From<&'a [u8]> for Parts<'a> {
+    fn from(frame: &'a [u8]) -> Parts<'a> {
+        Parts(frame, &[])
+    }
 }
 
 impl<F: FnMut(&[u8], &OffloadMeta)> GroSink for F {
@@ -306,7 +327,7 @@ impl Gro {
         // Borrowed where the parser wrote it, not moved out of the `Result` (a
         // copy of a struct just written, which stalls on store forwarding).
         match &self.cfg.layout.parse(frame) {
-            Ok(l) => self.receive_parsed(now, frame, l, meta, out),
+            Ok(l) => self.receive_parsed(now, frame, &[], l, meta, out),
             Err(e) => self.refuse(frame, meta, parse_reason(e), None, out),
         }
     }
@@ -328,32 +349,70 @@ impl Gro {
         if meta.gso.is_some() {
             return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
         }
-        self.receive_parsed(now, frame, layout, meta, out);
+        self.receive_parsed(now, frame, &[], layout, meta, out);
     }
 
-    /// Takes a frame once its layout is known.
+    /// [`Gro::receive_with_layout`] for a frame in two parts, as a
+    /// scatter-gather frame is: `head` holds every header, up to where the
+    /// innermost payload starts, and `payload` the rest. The payload is read where
+    /// it lies: summed to verify the checksum and copied into the run once (or,
+    /// refused, handed to [`GroSink::frame_split`] as it came). `layout` is the
+    /// whole frame's (its lengths those of head and payload together) and is not
+    /// trusted.
+    ///
+    /// Returns false, having done nothing, for a frame this cannot take in two
+    /// parts: a segmentation request, a tunnel error, a layout whose payload does
+    /// not start at the end of `head`, or an outer IP packet that does not end
+    /// with `payload` (padding). Gather such a frame and give it to
+    /// [`Gro::receive_with_layout`].
+    #[inline]
+    pub fn receive_split(
+        &mut self,
+        now: u64,
+        head: &[u8],
+        payload: &[u8],
+        layout: &Layout,
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) -> bool {
+        if meta.gso.is_some()
+            || layout.tunnel_error.is_some()
+            || usize::from(layout.payload) != head.len()
+            || layout.outer.l3_end() != head.len() + payload.len()
+        {
+            return false;
+        }
+        self.counters.received += 1;
+        self.receive_parsed(now, head, payload, layout, meta, out);
+        true
+    }
+
+    /// Takes a frame once its layout is known: `frame`, then `pay` (empty unless
+    /// the frame came in two parts, [`Gro::receive_split`]).
     fn receive_parsed(
         &mut self,
         now: u64,
         frame: &[u8],
+        pay: &[u8],
         layout: &Layout,
         meta: &OffloadMeta,
         out: &mut impl GroSink,
     ) {
+        let frame = Parts(frame, pay);
         // A datagram that looked like a tunnel but whose tunnel header or inner frame
         // is bad: refused for the reason the tunnel layer gives.
         if let Some(e) = &layout.tunnel_error {
             return self.refuse(frame, meta, parse_reason(e), None, out);
         }
         let f = Frame {
-            b: frame,
+            b: frame.0,
             l: layout,
         };
-        if !f.fits() {
+        if !f.fits(frame.0.len() + pay.len()) {
             return self.refuse(frame, meta, FlushReason::Unparsed, None, out);
         }
         let p = match View::new(f, self.cfg.udp) {
-            Ok(p) => p,
+            Ok(p) => View { pay, ..p },
             Err(r) => {
                 let hash = view::has_ports(f).then(|| view::flow_hash(f));
                 return self.refuse(frame, meta, r, hash, out);
@@ -535,9 +594,9 @@ impl Gro {
     /// Delivers `frame` unchanged, counted as refused for `reason`, after the runs
     /// with flow hash `hash` (if given), so the flow stays in order.
     #[cold]
-    fn refuse(
+    fn refuse<'f>(
         &mut self,
-        frame: &[u8],
+        frame: impl Into<Parts<'f>>,
         meta: &OffloadMeta,
         reason: FlushReason,
         hash: Option<u32>,
@@ -549,7 +608,10 @@ impl Gro {
         }
         self.counters.refuse(reason);
         self.counters.delivered += 1;
-        out.frame(frame, meta);
+        match frame.into() {
+            Parts(frame, []) => out.frame(frame, meta),
+            Parts(head, payload) => out.frame_split(head, payload, meta),
+        }
     }
 }
 

@@ -70,7 +70,7 @@ mod tcp;
 mod tunnel;
 mod udp;
 
-pub use out::{SegmentBuf, SegmentSink, ZeroCopyBuf, ZeroCopySegment};
+pub use out::{HeaderSink, SegmentBuf, SegmentSink, ZeroCopyBuf, ZeroCopySegment};
 
 use crate::csum::{self, CsumError};
 use crate::meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta};
@@ -304,6 +304,68 @@ impl Segmenter {
             self.stats.errors += 1;
         }
         r
+    }
+
+    /// Segments `frame` as `meta` asks, writing each segment's headers into a
+    /// buffer `sink` lends and handing it the range of `frame` that is the
+    /// segment's payload, and returns the number of segments and their checksum
+    /// state ([`Segmenter::segment`]'s). The payload is never copied: with
+    /// [`CsumMode::Complete`] it is read once, to sum it where it lies. This is
+    /// [`Segmenter::segment_zero_copy`] with the headers built where they stay
+    /// (scatter-gather frames' heads), not in an arena.
+    ///
+    /// A frame without a GSO request yields one segment with no headers and
+    /// the whole frame as payload, unless its partial checksum must be
+    /// completed: then the completed frame is the headers and the payload is
+    /// empty. If the sink has no room, [`GsoError::NoBuffer`]: the segments
+    /// before were committed.
+    pub fn segment_headers_to(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        sink: &mut impl HeaderSink,
+    ) -> Result<(usize, Checksum), GsoError> {
+        let r = self.segment_headers(frame, meta, sink);
+        if r.is_err() {
+            self.stats.errors += 1;
+        }
+        r
+    }
+
+    fn segment_headers(
+        &mut self,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        sink: &mut impl HeaderSink,
+    ) -> Result<(usize, Checksum), GsoError> {
+        let Some(gso) = request(meta) else {
+            let mut state = meta.csum;
+            if self.mode == CsumMode::Complete && matches!(meta.csum, Checksum::Partial { .. }) {
+                let buf = sink.header(frame.len()).ok_or(GsoError::NoBuffer)?;
+                buf.copy_from_slice(frame);
+                state = self.complete(buf, meta)?;
+                sink.commit(frame.len()..frame.len());
+            } else {
+                sink.header(0).ok_or(GsoError::NoBuffer)?;
+                sink.commit(0..frame.len());
+            }
+            self.stats.passed_through += 1;
+            return Ok((1, state));
+        };
+        let (plan, hdrs, payload) = self.plan(frame, &gso)?;
+        let n = plan.segments();
+        let mut at = hdrs.len();
+        for (i, chunk) in plan.chunks(payload).enumerate() {
+            let seg = plan.seg(i, chunk, self.mode);
+            let h = sink.header(hdrs.len()).ok_or(GsoError::NoBuffer)?;
+            h.copy_from_slice(hdrs);
+            plan.fix(h, &seg);
+            sink.commit(at..at + chunk.len());
+            at += chunk.len();
+        }
+        self.stats.super_frames += 1;
+        self.stats.segments += n as u64;
+        Ok((n, plan.csum_out))
     }
 
     fn segment_sink(

@@ -8,7 +8,9 @@
 mod common;
 
 use common::{Spec, Super, Tunnel, build, check_segments};
-use linerate_offload::gso::{CsumMode, SegmentBuf, SegmentSink, Segmenter, ZeroCopyBuf};
+use linerate_offload::gso::{
+    CsumMode, HeaderSink, SegmentBuf, SegmentSink, Segmenter, ZeroCopyBuf,
+};
 use linerate_offload::{Checksum, OffloadMeta, csum};
 use proptest::prelude::*;
 
@@ -41,6 +43,24 @@ fn segment_every_way(spec: &Spec, sup: &Super) {
             spec.name()
         );
     }
+
+    // Headers into lent buffers, payload left where it is (scatter-gather
+    // heads): gathered, the same bytes; and the same checksum state.
+    let mut heads = Heads::default();
+    let (m, state) = seg
+        .segment_headers_to(&sup.frame, &sup.meta, &mut heads)
+        .unwrap();
+    assert_eq!((m, state), (n, Checksum::None));
+    let gathered: Vec<Vec<u8>> = heads
+        .segs
+        .iter()
+        .map(|(h, p)| [&h[..], &sup.frame[p.clone()]].concat())
+        .collect();
+    assert!(
+        gathered == segs,
+        "{}: segment_headers_to differs",
+        spec.name()
+    );
 
     // Into lent buffers, payload copied and summed in one pass: the same bytes,
     // and they pass the independent checks on their own.
@@ -90,8 +110,26 @@ fn segment_every_way(spec: &Spec, sup: &Super) {
     for i in 0..n {
         assert_eq!(zc.header(i).unwrap(), &partial.get(i).unwrap()[..hdr_len]);
     }
-    assert_eq!(seg.stats().super_frames, 6);
-    assert_eq!(seg.stats().segments, 6 * n as u64);
+    assert_eq!(seg.stats().super_frames, 7);
+    assert_eq!(seg.stats().segments, 7 * n as u64);
+}
+
+/// A [`HeaderSink`] lending fresh header buffers filled with junk, so a byte the
+/// segmenter fails to write shows; keeps each segment's headers and payload range.
+#[derive(Default)]
+struct Heads {
+    segs: Vec<(Vec<u8>, std::ops::Range<usize>)>,
+    pending: Vec<u8>,
+}
+
+impl HeaderSink for Heads {
+    fn header(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.pending = vec![0xa5; len];
+        Some(&mut self.pending)
+    }
+    fn commit(&mut self, payload: std::ops::Range<usize>) {
+        self.segs.push((std::mem::take(&mut self.pending), payload));
+    }
 }
 
 /// A [`SegmentSink`] lending fresh buffers filled with junk, so a byte the

@@ -512,11 +512,12 @@ impl Pool {
     pub(super) fn alloc_in(shared: &Arc<PoolShared>) -> PacketBuf {
         let headroom = shared.cfg.headroom;
         let (data, pool) = shared.take();
+        let at = super::off(headroom);
         PacketBuf {
             data,
-            start: headroom,
-            end: headroom,
-            reserve: headroom,
+            start: at,
+            end: at,
+            reserve: at,
             pool: Some(pool),
         }
     }

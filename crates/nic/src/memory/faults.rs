@@ -194,6 +194,11 @@ impl FaultStage {
             return;
         }
         if self.rng_corrupt.chance(self.corrupt) {
+            // The bit flipped is in this frame only, not in a payload buffer
+            // other frames share: gather it first.
+            if frame.linearize() {
+                tally.add(Counter::SgLinearized, 1);
+            }
             let bits = frame.len() as u64 * 8;
             if bits > 0 {
                 let bit = self.rng_corrupt.below(bits);

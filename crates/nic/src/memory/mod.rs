@@ -15,6 +15,14 @@
 //! (the parsed layout, the transmit hash). A receiving port is handed super-frames
 //! whether or not its caps say `lro`: the shim, which wraps ports, segments them for
 //! a stack that asked for no LRO.
+//!
+//! Scatter-gather frames ([`crate::Frame::frags`]) are carried by reference too,
+//! as veth passes an skb ([`Nic::tx_sg`] is true): the payload buffers they point
+//! into are shared, not copied. A receiver gets them as they are only if it asked
+//! ([`Nic::set_rx_sg`]); otherwise each is gathered into its head on the way up
+//! (`sg_linearized`), the one copy a linear receiver needs. A corruption fault
+//! gathers the frame it flips a bit in first, so shared payload is never written.
+//!
 //! Each direction has its own seeded [`Faults`]: loss, corruption, duplication,
 //! reordering, delay, rate limit. Time comes from a [`Clock`], virtual by default,
 //! so delays and rates are reproducible too.
@@ -52,7 +60,7 @@ pub use switch::{Switch, SwitchConfig, SwitchPort, SwitchStats, switch};
 use crate::buf::{Pool, PoolConfig, lock};
 use crate::caps::NicCaps;
 use crate::check::check_tx;
-use crate::counters::{Counters, Tally, count};
+use crate::counters::{Counter, Counters, Tally, count};
 use crate::frame::{Batch, Frame};
 use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::{Notify, Readiness};
@@ -257,6 +265,8 @@ pub struct MemNic {
     inbound: Inbound,
     outbound: Outbound,
     recorder: Option<Arc<dyn Recorder>>,
+    /// The caller takes scatter-gather frames on receive.
+    rx_sg: bool,
 }
 
 impl core::fmt::Debug for MemNic {
@@ -292,6 +302,7 @@ impl MemNic {
             inbound,
             outbound,
             recorder: None,
+            rx_sg: false,
         }
     }
 
@@ -318,6 +329,7 @@ impl MemNic {
             inbound,
             outbound,
             recorder,
+            rx_sg,
         } = self;
         (0..queues)
             .map(|q| MemNic {
@@ -335,6 +347,7 @@ impl MemNic {
                     Outbound::Switch(up) => Outbound::Switch(up.clone()),
                 },
                 recorder: recorder.clone(),
+                rx_sg,
             })
             .collect()
     }
@@ -362,11 +375,21 @@ impl MemNic {
     fn record(&self, dir: Direction, queue: usize, frames: &[Frame]) {
         if let Some(r) = &self.recorder {
             let time = self.clock.now();
+            let mut gathered = Vec::new();
             for f in frames {
+                // The recorder sees the frame as on the wire: a scatter-gather
+                // frame gathered (a copy only while recording).
+                let frame = if f.is_linear() {
+                    f.bytes()
+                } else {
+                    gathered.clear();
+                    f.gather_to_vec(&mut gathered);
+                    &gathered
+                };
                 r.record(&Record {
                     dir,
                     queue,
-                    frame: f.bytes(),
+                    frame,
                     meta: &f.meta,
                     time,
                 });
@@ -388,8 +411,15 @@ impl Nic for MemNic {
         let n = Inbound::wire(&self.inbound.wires, queue)
             .map_or(0, |w| lock(w).pop(queue, now, batch, max));
         if n > 0 {
-            let got = batch.get(before..).unwrap_or_default();
             let mut tally = Tally::default();
+            if !self.rx_sg {
+                let mut gathered = 0;
+                for f in batch.iter_mut().skip(before) {
+                    gathered += u64::from(f.linearize());
+                }
+                tally.add(Counter::SgLinearized, gathered);
+            }
+            let got = batch.get(before..).unwrap_or_default();
             count(&mut tally, got, false);
             tally.flush(&self.inbound.counters, queue);
             self.record(Direction::Rx, queue, got);
@@ -457,6 +487,15 @@ impl Nic for MemNic {
 
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         self.recorder = recorder;
+    }
+
+    fn tx_sg(&self) -> bool {
+        true
+    }
+
+    fn set_rx_sg(&mut self, on: bool) -> bool {
+        self.rx_sg = on;
+        true
     }
 }
 

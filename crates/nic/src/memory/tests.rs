@@ -696,3 +696,60 @@ proptest::proptest! {
         );
     }
 }
+
+/// Scatter-gather frames on the wire: carried by reference to a receiver that
+/// opted in, gathered for one that did not, and a corruption fault flips a bit
+/// in the frame it hits only, never in the payload buffer other frames share.
+#[test]
+fn scatter_gather_frames_by_reference_and_corruption_stays_in_its_frame() {
+    use crate::buf::{Frag, SharedBuf};
+    let run = |corrupt: f64, rx_sg: bool| {
+        let (mut a, mut b) = pair(PairConfig {
+            a_to_b: Faults {
+                corrupt,
+                duplicate: 0.5,
+                ..Faults::NONE
+            },
+            seed: 5,
+            ..PairConfig::new(NicCaps::plain(), NicCaps::plain())
+        });
+        assert!(b.set_rx_sg(rx_sg));
+        let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let shared = SharedBuf::new(a.pool().alloc_from(&payload));
+        let mut batch = Batch::new();
+        for i in 0..20 {
+            let mut hdr = seq_frame(0)[..14].to_vec();
+            hdr[11] = i as u8;
+            let head = a.pool().alloc_from(&hdr);
+            let frag = Frag::new(shared.clone(), 50 * i as usize, 50).unwrap();
+            batch.push(Frame::with_frag(head, frag, OffloadMeta::plain()));
+        }
+        assert_eq!(a.transmit(0, &mut batch).unwrap(), 20);
+        assert_eq!(b.receive(0, &mut batch, 100).unwrap(), batch.len());
+        assert!(batch.len() > 20, "duplicates arrive too");
+        assert_eq!(&shared[..], &payload[..], "shared payload written");
+        let linear = batch.iter().filter(|f| f.is_linear()).count();
+        let gathered = b.counters().total(Counter::SgLinearized);
+        (batch, linear, gathered)
+    };
+    // Perfect bytes, opted in: every frame (duplicates too) points into the
+    // one shared buffer, whose bytes they carry.
+    let (frames, linear, gathered) = run(0.0, true);
+    assert_eq!((linear, gathered), (0, 0));
+    for f in frames.iter() {
+        let mut v = Vec::new();
+        f.gather_to_vec(&mut v);
+        let i = usize::from(v[11]);
+        assert_eq!(f.len(), 64);
+        assert_eq!(f.first_shared().unwrap().ref_count(), frames.len());
+        let want: Vec<u8> = (50 * i..50 * i + 50).map(|x| x as u8).collect();
+        assert_eq!(&v[14..], &want[..]);
+    }
+    // Not opted in: gathered on the way up.
+    let (frames, linear, gathered) = run(0.0, false);
+    assert_eq!((linear, gathered), (frames.len(), frames.len() as u64));
+    // Every frame corrupted: each gathered before its bit flips (a duplicate is
+    // a copy of the corrupted frame, so it arrives linear as well).
+    let (frames, linear, _) = run(1.0, true);
+    assert_eq!(linear, frames.len());
+}

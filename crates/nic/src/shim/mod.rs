@@ -10,11 +10,17 @@
 //! Frames are taken from the front of the batch, one at a time:
 //!
 //! * a super-frame whose segmentation request the backend cannot honour is
-//!   segmented with [`linerate_offload::gso::Segmenter`] (zero-copy: headers are
-//!   built in a reusable arena, payload is read from the super-frame and gathered
-//!   with its headers into one pooled buffer of the backend's pool per segment).
-//!   Checksums are completed ([`CsumMode::Complete`]) when the backend has no
-//!   `tx_csum`, else left partial for it ([`CsumMode::LeavePartial`]);
+//!   segmented with [`linerate_offload::gso::Segmenter`]. To a backend that takes
+//!   scatter-gather frames ([`Nic::tx_sg`], and [`ShimConfig::tx_sg`] on) the
+//!   super-frame's buffer becomes a [`SharedBuf`] once, and each segment is a
+//!   small head of the backend's pool with its headers plus one [`Frag`]
+//!   referencing its payload range ([`segment_sg`]): no payload byte is copied,
+//!   and a completed checksum sums the range where it lies. To any other
+//!   backend each segment's payload is read from the super-frame and gathered
+//!   with its headers into one pooled buffer of the backend's pool, the checksum
+//!   summed in the same pass. Checksums are completed ([`CsumMode::Complete`])
+//!   when the backend has no `tx_csum`, else left partial for it
+//!   ([`CsumMode::LeavePartial`]);
 //! * a frame with a partial checksum the backend cannot complete is completed in
 //!   place ([`linerate_offload::csum::complete`]);
 //! * anything else is passed on as it is.
@@ -41,7 +47,15 @@
 //!   target queue; `receive(q)` drains queue `q`;
 //! * when the backend has no LRO, each queue's frames go through its own
 //!   [`Gro`] context, flushed at the end of every receive call (so nothing is held
-//!   between calls; `gro_merged`, `gro_flushed`). A merged run goes up in the
+//!   between calls; `gro_merged`, `gro_flushed`). Without software dispatch the
+//!   shim asks the backend for scatter-gather frames ([`ShimConfig::rx_sg`],
+//!   [`Nic::set_rx_sg`]): GRO takes each in two parts, its headers parsed where
+//!   they are and its payload summed and copied into the run where it lies
+//!   ([`Gro::receive_split`]), so over a memory wire a segment's payload is
+//!   copied once between the sender's super-frame and the receiver's, not
+//!   gathered first. Every other path takes frames linear (`sg_linearized`
+//!   counts the frames gathered: those GRO passes on as they came, and any the
+//!   dispatch or checksum paths see). A merged run goes up in the
 //!   buffer GRO gathered it in (a buffer of the shim's pool, which the layer
 //!   above may keep as long as it likes); a frame GRO passes on as it came goes
 //!   up in its own buffer;
@@ -86,7 +100,7 @@
 //! # Ok::<(), linerate_nic::NicError>(())
 //! ```
 
-use crate::buf::{PacketBuf, Pool, PoolConfig};
+use crate::buf::{Frag, PacketBuf, Pool, PoolConfig, SharedBuf};
 use crate::caps::{NicCaps, Offloads, RssCaps};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
@@ -95,7 +109,7 @@ use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{Gro, GroConfig, GroSink};
-use linerate_offload::gso::{CsumMode, GsoError, SegmentSink, Segmenter};
+use linerate_offload::gso::{CsumMode, GsoError, HeaderSink, SegmentSink, Segmenter};
 use linerate_offload::{Checksum, OffloadMeta, RssHash, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
 use linerate_wire::layout;
@@ -134,6 +148,14 @@ pub struct ShimConfig {
     pub pool: PoolConfig,
     /// The pool for received frames that fit an MTU-sized buffer.
     pub small_pool: PoolConfig,
+    /// Software GSO makes scatter-gather segments (headers plus a reference to
+    /// the super-frame's payload) for a backend that takes them ([`Nic::tx_sg`]);
+    /// off, or for another backend, each segment is written whole (a copy).
+    pub tx_sg: bool,
+    /// With software GRO, ask the backend for scatter-gather frames
+    /// ([`Nic::set_rx_sg`]) and coalesce them where their payload lies
+    /// ([`Gro::receive_split`]); off, the backend gathers each first.
+    pub rx_sg: bool,
 }
 
 impl ShimConfig {
@@ -151,6 +173,8 @@ impl ShimConfig {
             queue_len: 4096,
             pool: PoolConfig::super_frames(),
             small_pool: PoolConfig::mtu(),
+            tx_sg: true,
+            rx_sg: true,
         }
     }
 
@@ -222,6 +246,10 @@ pub struct Shim<N: Nic> {
     pool: Pool,
     small_pool: Pool,
     segmenter: Segmenter,
+    /// Segments go to the backend as scatter-gather frames.
+    tx_sg: bool,
+    /// The backend hands up scatter-gather frames, for GRO to take in two parts.
+    rx_sg: bool,
     queues: Vec<QueueState>,
     /// Software RSS, when more queues are presented than the backend has.
     steering: Option<Arc<Steering>>,
@@ -274,6 +302,8 @@ impl<N: Nic> Shim<N> {
     /// queue count than presented.
     pub fn new(backend: N, cfg: ShimConfig) -> Result<Shim<N>, NicError> {
         let bcaps = *backend.caps();
+        let tx_sg = cfg.tx_sg && backend.tx_sg();
+        let mut backend = backend;
         let can_segment = cfg.wanted();
         let soft = can_segment.minus(bcaps.offloads);
         let presented = if cfg.queues == 0 {
@@ -337,6 +367,10 @@ impl<N: Nic> Shim<N> {
                 gro_verified: 0,
             })
             .collect();
+        // Scatter-gather frames from the backend go to GRO in two parts (headers,
+        // payload where it lies), so their payload is copied once, into the run;
+        // software dispatch reads frames whole first, so it takes them linear.
+        let rx_sg = cfg.rx_sg && soft.lro && steering.is_none() && backend.set_rx_sg(true);
         Ok(Shim {
             backend,
             caps,
@@ -346,6 +380,8 @@ impl<N: Nic> Shim<N> {
             pool: Pool::new(cfg.pool),
             small_pool: Pool::new(cfg.small_pool),
             segmenter: Segmenter::new(CsumMode::Complete),
+            tx_sg,
+            rx_sg,
             queues,
             steering,
             queue_len: cfg.queue_len.max(1),
@@ -362,14 +398,20 @@ impl<N: Nic> Shim<N> {
         &self.backend
     }
 
-    /// The wrapped backend, writable.
+    /// The wrapped backend, writable. With [`ShimConfig::rx_sg`] (and software
+    /// GRO) the shim has asked it for scatter-gather frames on receive.
     pub fn backend_mut(&mut self) -> &mut N {
         &mut self.backend
     }
 
-    /// Unwraps the backend (frames waiting in the shim are dropped).
+    /// Unwraps the backend (frames waiting in the shim are dropped), handing
+    /// up linear frames again if the shim had asked it for scatter-gather ones.
     pub fn into_backend(self) -> N {
-        self.backend
+        let mut backend = self.backend;
+        if self.rx_sg {
+            backend.set_rx_sg(false);
+        }
+        backend
     }
 
     /// What the shim does in software: the wanted offloads minus the backend's.
@@ -417,12 +459,18 @@ impl<N: Nic> Shim<N> {
         let Some(q) = self.queues.get_mut(queue) else {
             return Ok(());
         };
+        // The shim takes linear frames ([`Nic::tx_sg`] is false); one that is not
+        // is gathered first, so checksums and segmentation see all of it.
+        if frame.linearize() {
+            tally.add(Counter::SgLinearized, 1);
+        }
         if let Some(gso) = frame.meta.gso
             && !b.segments(&gso)
             && self.can_segment.segments(&gso)
         {
             // Check the request against the presented caps first (sizes, kind).
             check_tx(&self.caps, &frame)?;
+            let partial_in = frame.meta.csum;
             let mode = if b.tx_csum {
                 CsumMode::LeavePartial
             } else {
@@ -430,11 +478,22 @@ impl<N: Nic> Shim<N> {
             };
             self.segmenter.set_mode(mode);
             let first = q.pending.len();
-            let mut sink = SegmentsInto::new(self.backend.pool(), &mut q.pending, frame.meta.rss);
-            let made = self
-                .segmenter
-                .segment_to(frame.bytes(), &frame.meta, &mut sink);
-            sink.finish();
+            let made = if self.tx_sg {
+                segment_sg(
+                    &mut self.segmenter,
+                    self.backend.pool(),
+                    &mut q.pending,
+                    frame,
+                )
+            } else {
+                let mut sink =
+                    SegmentsInto::new(self.backend.pool(), &mut q.pending, frame.meta.rss);
+                let made = self
+                    .segmenter
+                    .segment_to(frame.bytes(), &frame.meta, &mut sink);
+                sink.finish();
+                made
+            };
             let (n, seg_csum) = match made {
                 Ok(r) => r,
                 Err(e) => {
@@ -448,8 +507,7 @@ impl<N: Nic> Shim<N> {
             }
             tally.add(Counter::GsoPackets, 1);
             tally.add(Counter::GsoSegments, n as u64);
-            if matches!(frame.meta.csum, Checksum::Partial { .. })
-                && matches!(seg_csum, Checksum::None)
+            if matches!(partial_in, Checksum::Partial { .. }) && matches!(seg_csum, Checksum::None)
             {
                 tally.add(Counter::CsumCompleted, n as u64);
             }
@@ -472,6 +530,97 @@ impl<N: Nic> Shim<N> {
         }
         q.pending.push(frame);
         Ok(())
+    }
+}
+
+/// Software GSO of `frame` into scatter-gather segments appended to `out`: the
+/// super-frame's buffer is shared once, and each segment is a head of `pool`
+/// holding its headers (fixed up by the segmenter's plan) plus a fragment
+/// referencing its payload range; the payload is only read, to sum it when the
+/// checksums are completed. Returns the segment count and their checksum state,
+/// as [`Segmenter::segment_to`] does; on failure nothing is appended.
+///
+/// This is what the shim does for a backend that takes scatter-gather frames
+/// ([`Nic::tx_sg`]): each head is taken from `pool` and the headers are built
+/// in it ([`Segmenter::segment_headers_to`]); the segments' metas keep
+/// `frame`'s RSS hash.
+///
+/// # Errors
+///
+/// The segmenter's, for a super-frame it cannot segment.
+pub fn segment_sg(
+    segmenter: &mut Segmenter,
+    pool: &Pool,
+    out: &mut Batch,
+    frame: Frame,
+) -> Result<(usize, Checksum), GsoError> {
+    let meta = OffloadMeta {
+        csum: Checksum::None,
+        gso: None,
+        rss: frame.meta.rss,
+    };
+    let shared = SharedBuf::new(frame.buf);
+    let first = out.len();
+    let mut sink = SgSink {
+        pool,
+        out,
+        shared: &shared,
+        meta,
+        open: false,
+    };
+    let made = segmenter.segment_headers_to(&shared, &frame.meta, &mut sink);
+    let out = sink.out;
+    match made {
+        Ok((n, csum)) => {
+            for f in out.iter_mut().skip(first) {
+                f.meta.csum = csum;
+            }
+            Ok((n, csum))
+        }
+        Err(e) => {
+            out.truncate(first);
+            Err(e)
+        }
+    }
+}
+
+/// Where [`segment_sg`] builds segments: each a frame pushed onto `out` when its
+/// head is lent (a buffer of `pool`, the headers written there in place), given
+/// its payload as a fragment of `shared` when committed.
+struct SgSink<'a> {
+    pool: &'a Pool,
+    out: &'a mut Batch,
+    shared: &'a SharedBuf,
+    meta: OffloadMeta,
+    /// The last frame of `out` was lent and not committed yet.
+    open: bool,
+}
+
+impl HeaderSink for SgSink<'_> {
+    fn header(&mut self, len: usize) -> Option<&mut [u8]> {
+        if !self.open {
+            self.out.push(Frame::new(self.pool.alloc(), self.meta));
+            self.open = true;
+        }
+        let f = self.out.last_mut()?;
+        f.buf.clear();
+        Some(f.buf.append(len))
+    }
+
+    fn commit(&mut self, payload: core::ops::Range<usize>) {
+        self.open = false;
+        let Some(f) = self.out.last_mut() else {
+            return;
+        };
+        if let Some(frag) = Frag::new(self.shared.clone(), payload.start, payload.len()) {
+            // A fresh frame: its fragment list is empty, so this cannot fail.
+            let _ = f.frags.push(frag);
+        }
+        if f.head_len() == 0 {
+            // A segment without headers of its own (a frame passed through):
+            // its headers are in the payload, and a head must hold them.
+            f.linearize();
+        }
     }
 }
 
@@ -608,6 +757,13 @@ impl<N: Nic> Shim<N> {
     /// left to GRO, which verifies while it copies, and to [`GroOut`] for the
     /// frames GRO passes on unverified ([`Shim::deliver`]).
     fn prepare(&mut self, frames: &mut Batch, tally: &mut Tally) {
+        // Scatter-gather frames go on only to GRO (which takes them in two
+        // parts); any other is gathered here, before anything reads its bytes.
+        for f in frames.iter_mut() {
+            if !f.is_linear() && (!self.rx_sg || f.meta.gso.is_some()) && f.linearize() {
+                tally.add(Counter::SgLinearized, 1);
+            }
+        }
         let verify = self.soft.rx_csum && !self.soft.lro;
         let resegment = !self.caps.offloads.lro && frames.iter().any(|f| f.meta.gso.is_some());
         if verify {
@@ -737,6 +893,7 @@ impl<N: Nic> Shim<N> {
             return;
         };
         let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let parser = self.layout;
         let mut emit = GroOut {
             small: &self.small_pool,
             big: &self.pool,
@@ -745,9 +902,18 @@ impl<N: Nic> Shim<N> {
             tally,
             current: (core::ptr::null(), 0),
             passed: None,
+            verify_passed: false,
         };
         q.gro.flush_older_than(now, &mut emit);
         for f in frames.iter_mut() {
+            if !f.is_linear() {
+                if receive_split(&mut q.gro, now, &parser, f, &mut emit) {
+                    continue;
+                }
+                // Not a frame GRO takes in two parts: gathered, and taken whole.
+                f.linearize();
+                emit.tally.add(Counter::SgLinearized, 1);
+            }
             emit.current = (f.bytes().as_ptr(), f.len());
             q.gro.receive_ref(now, f.bytes(), &f.meta, &mut emit);
             // GRO passed the frame on as it came: its own buffer goes up, in the
@@ -769,6 +935,76 @@ impl<N: Nic> Shim<N> {
         q.gro_coalesced = c.coalesced;
         q.gro_verified = c.csum_verified;
     }
+}
+
+/// Gives the scatter-gather frame `f` to `gro` in two parts, its head and its
+/// fragment's bytes where they lie ([`Gro::receive_split`]), and returns false,
+/// having done nothing, if GRO cannot take it so.
+///
+/// GRO needs the whole frame's layout. It is parsed from the head in place, as
+/// long as the frame: the head's storage past its end stands in for the payload
+/// (initialised bytes of the buffer, never read as payload). The parse reads
+/// headers only, and GRO takes the frame only if the headers end exactly where
+/// the head does and the packet where the payload does, so bytes past the head
+/// cannot have decided anything (a header continuing into the fragment would make
+/// the layout's payload start past the head, or its tunnel fail to parse).
+///
+/// A frame GRO passes on as it came goes up as a frame, in the place GRO gave
+/// it: head and fragment moved there, then gathered (the layer above takes
+/// linear frames) and verified if GRO did not.
+fn receive_split(
+    gro: &mut Gro,
+    now: u64,
+    parser: &layout::Config,
+    f: &mut Frame,
+    emit: &mut GroOut<'_>,
+) -> bool {
+    let Some(frag) = f.frags.iter().next() else {
+        return false;
+    };
+    if f.frags.len() != 1 {
+        return false;
+    }
+    let Some(layout) = f
+        .buf
+        .with_tail(frag.len())
+        .and_then(|probe| parser.parse(probe).ok())
+    else {
+        return false;
+    };
+    let head = f.bytes();
+    emit.current = (head.as_ptr(), head.len());
+    if !gro.receive_split(now, head, frag.bytes(), &layout, &f.meta, emit) {
+        emit.current = (core::ptr::null(), 0);
+        return false;
+    }
+    emit.current = (core::ptr::null(), 0);
+    if let Some(at) = emit.passed.take()
+        && let Some(slot) = emit.batch.get_mut(at)
+    {
+        slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
+        slot.frags = core::mem::take(&mut f.frags);
+        slot.linearize();
+        emit.tally.add(Counter::SgLinearized, 1);
+        if core::mem::take(&mut emit.verify_passed) {
+            let mut meta = slot.meta;
+            match csum::verify_meta(slot.bytes(), &mut meta) {
+                Ok(v) if !v.ok() => {
+                    emit.tally.add(Counter::CsumBad, 1);
+                    emit.tally.add(Counter::RxDroppedCsum, 1);
+                    emit.batch.remove(at);
+                }
+                Ok(v) => {
+                    if v.levels > 0 {
+                        emit.tally.add(Counter::CsumVerified, 1);
+                    }
+                    slot.meta = meta;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    true
 }
 
 /// Where the shim's software GSO writes segments: buffers of the backend's pool,
@@ -841,6 +1077,8 @@ struct GroOut<'a> {
     current: (*const u8, usize),
     /// Where in `batch` the frame being received was passed on, if it was.
     passed: Option<usize>,
+    /// The frame passed on came in two parts and is to be verified once gathered.
+    verify_passed: bool,
 }
 
 impl GroOut<'_> {
@@ -850,6 +1088,30 @@ impl GroOut<'_> {
 }
 
 impl GroSink for GroOut<'_> {
+    fn frame_split(&mut self, head: &[u8], payload: &[u8], meta: &OffloadMeta) {
+        if self.passed.is_none() && (head.as_ptr(), head.len()) == self.current {
+            // The frame being received: it goes up itself (see `receive_split`),
+            // verified there once gathered.
+            self.passed = Some(self.batch.len());
+            self.verify_passed = self.verify && matches!(meta.csum, Checksum::None);
+            self.batch
+                .push(Frame::new(PacketBuf::with_headroom(0, 0), *meta));
+            return;
+        }
+        // Not the frame being received (GRO delivers nothing else in two parts):
+        // gathered into a buffer of the shim's.
+        let len = head.len() + payload.len();
+        let pool = if len <= self.small.config().buf_len {
+            self.small
+        } else {
+            self.big
+        };
+        let mut buf = pool.alloc();
+        buf.extend_from_slice(head);
+        buf.extend_from_slice(payload);
+        self.frame(&buf, meta);
+    }
+
     fn frame(&mut self, bytes: &[u8], meta: &OffloadMeta) {
         let mut meta = *meta;
         if self.verify && matches!(meta.csum, Checksum::None) {

@@ -8,6 +8,11 @@
 //! ([`HdrLen::V1HashTunnel`]) where the kernel accepts the UDP-tunnel offload
 //! flags (Linux 6.17+), else the 12-byte `virtio_net_hdr_v1` ([`HdrLen::V1`]).
 //!
+//! Scatter-gather frames are taken ([`Nic::tx_sg`]): one whose header needs
+//! nothing from its bytes goes out with writev(2) (`virtio_net_hdr` and head,
+//! then the payload where it lies), so the kernel's copy into its skb is the
+//! only one; another is gathered first.
+//!
 //! # Offloads, and which way they point
 //!
 //! `TUNSETOFFLOAD` says what *this side* accepts from the kernel: with `TUN_F_CSUM`
@@ -495,11 +500,21 @@ impl Tap {
             let time = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or(Duration::ZERO);
+            let mut gathered = Vec::new();
             for f in frames {
+                // As on the wire: a scatter-gather frame gathered (a copy only
+                // while recording).
+                let frame = if f.is_linear() {
+                    f.bytes()
+                } else {
+                    gathered.clear();
+                    f.gather_to_vec(&mut gathered);
+                    &gathered
+                };
                 r.record(&Record {
                     dir,
                     queue,
-                    frame: f.bytes(),
+                    frame,
                     meta: &f.meta,
                     time,
                 });
@@ -521,6 +536,11 @@ impl Tap {
         check_tx(&self.caps, f).map_err(|(e, c)| WriteFail::Refused(e, c))?;
         let frame_len = f.len();
         let plain = f.meta.gso.is_none() && f.meta.rss.is_none() && f.meta.csum == Checksum::None;
+        if !plain {
+            // The header is read from the frame's bytes: gathered first (the copy
+            // a linear sender would have made).
+            f.linearize();
+        }
         let hdr = if plain {
             // Nothing to say: skip parsing the frame.
             Ok(VirtioNetHdr::default())
@@ -546,7 +566,14 @@ impl Tap {
         };
         hdr.write(out, self.hdr)
             .map_err(|e| WriteFail::Refused(NicError::Virtio(e), Counter::TxDroppedUnsupported))?;
-        match sys::write(fd, out.get(..len).unwrap_or_default()) {
+        let head = out.get(..len).unwrap_or_default();
+        // A scatter-gather frame goes out gathered by the kernel (writev): its
+        // payload is copied once, into the kernel's skb, as a linear one is.
+        let written = match f.frags.iter().next() {
+            Some(frag) => sys::writev2(fd, head, frag.bytes()),
+            None => sys::write(fd, head),
+        };
+        match written {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(WriteFail::WouldBlock),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Err(WriteFail::Refused(
@@ -656,6 +683,12 @@ impl Nic for Tap {
 
     fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// Scatter-gather frames are written with writev(2): the kernel gathers
+    /// them into its skb, the one copy it makes of any frame.
+    fn tx_sg(&self) -> bool {
+        true
     }
 
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {

@@ -367,11 +367,21 @@ impl Xdp {
             let time = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or(Duration::ZERO);
+            let mut gathered = Vec::new();
             for f in frames {
+                // As on the wire: a scatter-gather frame gathered (a copy only
+                // while recording).
+                let frame = if f.is_linear() {
+                    f.bytes()
+                } else {
+                    gathered.clear();
+                    f.gather_to_vec(&mut gathered);
+                    &gathered
+                };
                 r.record(&Record {
                     dir,
                     queue,
-                    frame: f.bytes(),
+                    frame,
                     meta: &f.meta,
                     time,
                 });
@@ -438,7 +448,7 @@ impl Nic for Xdp {
             ok += 1;
         }
         let sent = if ok > 0 {
-            q.send(batch.iter().take(ok).map(Frame::bytes))?
+            q.send(batch.iter().take(ok))?
         } else {
             q.kick()?;
             0
@@ -473,6 +483,12 @@ impl Nic for Xdp {
 
     fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// Scatter-gather frames are gathered into the UMEM frame they are sent
+    /// in: the one copy AF_XDP makes of any frame.
+    fn tx_sg(&self) -> bool {
+        true
     }
 
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {

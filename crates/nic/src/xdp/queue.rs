@@ -16,6 +16,7 @@
 //! descriptor here comes from this queue's [`Umem::new`], and each one is, at any
 //! moment, in exactly one place (a ring, `free`, or a local of one call).
 
+use crate::frame::Frame;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use xsk_rs::config::{SocketConfig, UmemConfig};
@@ -213,10 +214,12 @@ impl XskQueue {
 
     /// Copies each frame of `frames` into a free transmit frame (the caller
     /// checked that there are enough, [`XskQueue::tx_free`], and that each fits,
-    /// [`XskQueue::room`]) and hands them all to the tx ring, then kicks.
+    /// [`XskQueue::room`]) and hands them all to the tx ring, then kicks. A
+    /// scatter-gather frame is gathered there, chunk after chunk: the one copy
+    /// AF_XDP needs of any frame.
     pub(crate) fn send<'a>(
         &mut self,
-        frames: impl ExactSizeIterator<Item = &'a [u8]>,
+        frames: impl ExactSizeIterator<Item = &'a Frame>,
     ) -> std::io::Result<usize> {
         let n = frames.len().min(self.free.len());
         let at = self.free.len() - n;
@@ -228,7 +231,9 @@ impl XskQueue {
             let mut data = unsafe { self.umem.data_mut(desc) };
             let mut cursor = data.cursor();
             cursor.set_pos(0);
-            cursor.write_all(bytes)?;
+            for chunk in bytes.chunks() {
+                cursor.write_all(chunk)?;
+            }
         }
         // SAFETY: the staged descriptors belong to this UMEM and are handed to
         // the kernel here; they return through the completion ring.

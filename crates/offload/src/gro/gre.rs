@@ -13,6 +13,7 @@
 
 use super::FlushReason;
 use super::bytes;
+use super::view::View;
 use linerate_wire::checksum;
 use linerate_wire::gre::{FLAG_C, FLAG_K, field};
 use linerate_wire::layout::Tunnel;
@@ -47,8 +48,8 @@ pub(super) fn has_csum(g: &[u8]) -> bool {
 /// Verifies the checksum over the GRE header at `at` and its payload (to the end
 /// of `b`).
 #[inline]
-pub(super) fn verify(b: &[u8], at: u16) -> Result<(), FlushReason> {
-    if checksum::verify(bytes::range(b, usize::from(at), b.len()), 0) {
+pub(super) fn verify(v: &View<'_>, at: u16) -> Result<(), FlushReason> {
+    if checksum::fold(v.sum_from(usize::from(at), 0)) == 0xffff {
         Ok(())
     } else {
         Err(FlushReason::GreCsum)

@@ -216,9 +216,11 @@ impl Table {
             return true;
         };
         run.len = 0;
-        let frame = run.tail(p.b.len(), room);
+        let frame = run.tail(p.len(), room);
         let copied = match csum.deferred {
-            None => bytes::copy(frame, p.b),
+            None => frame
+                .split_at_mut_checked(p.b.len())
+                .is_some_and(|(head, pay)| bytes::copy(head, p.b) && bytes::copy(pay, p.pay)),
             Some(head) => {
                 let at = usize::from(p.l.payload);
                 frame
@@ -233,7 +235,7 @@ impl Table {
         if !copied {
             return false;
         }
-        run.len = p.b.len();
+        run.len = p.len();
         *key = Some(hash);
         self.next_order += 1;
         run.order = order;

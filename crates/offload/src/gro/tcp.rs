@@ -19,6 +19,7 @@
 
 use super::FlushReason;
 use super::bytes::{self, hdr16, hdr32};
+use super::view::View;
 use linerate_wire::checksum;
 use linerate_wire::layout::Headers;
 use linerate_wire::tcp::{Flags, field};
@@ -79,8 +80,8 @@ pub(super) fn check(t: &Hdr, len: usize) -> Result<(), FlushReason> {
 /// Verifies the checksum of the segment at `h` (to the end of `b`) in software,
 /// with the pseudo-header sum `pseudo`.
 #[inline]
-pub(super) fn verify(b: &[u8], h: &Headers, pseudo: u32) -> Result<(), FlushReason> {
-    if checksum::verify(bytes::range(b, usize::from(h.l4_offset), b.len()), pseudo) {
+pub(super) fn verify(v: &View<'_>, h: &Headers, pseudo: u32) -> Result<(), FlushReason> {
+    if checksum::fold(v.sum_from(usize::from(h.l4_offset), pseudo)) == 0xffff {
         Ok(())
     } else {
         Err(FlushReason::CsumBad)

@@ -13,6 +13,7 @@
 
 use super::FlushReason;
 use super::bytes::{self, hdr16, hdr32};
+use super::view::View;
 use linerate_wire::checksum;
 use linerate_wire::layout::Headers;
 use linerate_wire::udp::field;
@@ -48,12 +49,11 @@ pub(super) fn has_csum(u: &Hdr) -> bool {
     csum(u) != 0
 }
 
-/// Verifies the (non-zero) checksum of the datagram at `o` (to the end of `b`) in
-/// software, with the outer pseudo-header sum `pseudo`.
+/// Verifies the (non-zero) checksum of the datagram at `o` (to the end of the
+/// frame `v`) in software, with the outer pseudo-header sum `pseudo`.
 #[inline]
-pub(super) fn verify(b: &[u8], o: &Headers, pseudo: u32) -> Result<(), FlushReason> {
-    let seg = bytes::range(b, usize::from(o.l4_offset), b.len());
-    if checksum::verify(seg, pseudo) {
+pub(super) fn verify(v: &View<'_>, o: &Headers, pseudo: u32) -> Result<(), FlushReason> {
+    if checksum::fold(v.sum_from(usize::from(o.l4_offset), pseudo)) == 0xffff {
         Ok(())
     } else {
         Err(FlushReason::OuterCsumBad)

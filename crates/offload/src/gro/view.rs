@@ -10,6 +10,7 @@
 use super::FlushReason;
 use super::bytes;
 use super::{eth, geneve, gre, ipv4, ipv6, tcp, udp, udp_tunnel, vxlan};
+use linerate_wire::checksum;
 use linerate_wire::layout::{Fragment, Headers, L3Kind, L4Kind, Layout, TunnelKind};
 
 /// A frame and its layout.
@@ -22,14 +23,15 @@ pub(super) struct Frame<'a> {
 }
 
 impl Frame<'_> {
-    /// True if the layout's headers lie inside the frame (it may have come from
-    /// the caller, [`Gro::receive_with_layout`](super::Gro::receive_with_layout),
-    /// rather than from parsing this frame).
+    /// True if the layout's headers lie inside the frame's bytes and its IP
+    /// packets inside the frame, `len` bytes long (more than the bytes for a
+    /// frame in two parts). The layout may have come from the caller,
+    /// [`Gro::receive_with_layout`](super::Gro::receive_with_layout), rather than
+    /// from parsing this frame.
     #[inline]
-    pub(super) fn fits(&self) -> bool {
-        let end = self.b.len();
-        let inner_ok = self.l.inner.is_none_or(|i| i.l3_end() <= end);
-        usize::from(self.l.payload) <= end && self.l.outer.l3_end() <= end && inner_ok
+    pub(super) fn fits(&self, len: usize) -> bool {
+        let inner_ok = self.l.inner.is_none_or(|i| i.l3_end() <= len);
+        usize::from(self.l.payload) <= self.b.len() && self.l.outer.l3_end() <= len && inner_ok
     }
 }
 
@@ -105,6 +107,10 @@ pub(super) struct View<'a> {
     pub(super) tunnel: Option<(Tun<'a>, Level<'a>)>,
     /// The transport header of the flow.
     pub(super) l4: Trans<'a>,
+    /// The payload, for a frame in two parts ([`Gro::receive_split`](super::Gro::receive_split)):
+    /// `b` then holds every header and ends where the payload starts. Empty for
+    /// a frame in one piece, whose payload is the end of `b`.
+    pub(super) pay: &'a [u8],
 }
 
 #[inline(always)]
@@ -163,6 +169,7 @@ impl<'a> View<'a> {
             outer,
             tunnel,
             l4: l4.ok_or(FlushReason::Unparsed)?,
+            pay: &[],
         })
     }
 
@@ -178,13 +185,43 @@ impl<'a> View<'a> {
     /// Payload bytes after the innermost transport header.
     #[inline]
     pub(super) fn payload_len(&self) -> usize {
-        self.b.len().saturating_sub(usize::from(self.l.payload))
+        self.b.len().saturating_sub(usize::from(self.l.payload)) + self.pay.len()
     }
 
     /// The payload after the innermost transport header.
     #[inline]
     pub(super) fn payload(&self) -> &'a [u8] {
-        bytes::range(self.b, usize::from(self.l.payload), self.b.len())
+        if self.pay.is_empty() {
+            bytes::range(self.b, usize::from(self.l.payload), self.b.len())
+        } else {
+            self.pay
+        }
+    }
+
+    /// The frame's length: its bytes and, in two parts, the payload after them.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.b.len() + self.pay.len()
+    }
+
+    /// The one's-complement sum (unfolded) from `from` to the frame's end,
+    /// across both parts of a frame in two, added to `init`.
+    #[inline]
+    pub(super) fn sum_from(&self, from: usize, init: u32) -> u32 {
+        let head = bytes::range(self.b, from, self.b.len());
+        let s = checksum::partial(head, init);
+        if self.pay.is_empty() {
+            return s;
+        }
+        let p = checksum::partial(self.pay, 0);
+        // After an odd number of bytes the payload's words straddle: its sum
+        // counts with its bytes swapped (RFC 1071, byte-order independence).
+        let p = if head.len() % 2 == 1 {
+            u32::from(checksum::fold(p).swap_bytes())
+        } else {
+            u32::from(checksum::fold(p))
+        };
+        u32::from(checksum::fold(s)) + p
     }
 }
 

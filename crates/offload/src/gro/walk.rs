@@ -85,7 +85,7 @@ impl RunState {
 
 #[inline]
 fn ip_check(v: &View<'_>, lv: &Level<'_>) -> Result<(), FlushReason> {
-    let len = v.b.len().saturating_sub(usize::from(lv.h.l3_offset));
+    let len = v.len().saturating_sub(usize::from(lv.h.l3_offset));
     match lv.ip {
         Ip::V4(x) => ipv4::check(x, len),
         Ip::V6(x, _) => ipv6::check(x, lv.h.frag, len),
@@ -134,7 +134,7 @@ fn ip_complete(b: &mut [u8], h: &mut Headers, total: u16) {
 
 #[inline]
 fn tunnel_check(v: &View<'_>, t: &Tun<'_>) -> Result<(), FlushReason> {
-    let udp_len = v.b.len().saturating_sub(usize::from(v.l.outer.l4_offset));
+    let udp_len = v.len().saturating_sub(usize::from(v.l.outer.l4_offset));
     match *t {
         Tun::Vxlan(u, _) => udp_tunnel::check(u, udp_len),
         Tun::Geneve(u, g) => {
@@ -176,6 +176,13 @@ fn take_level(trusted: &mut u8) -> bool {
 #[inline]
 fn len_from(b: &[u8], from: u16) -> u16 {
     u16::try_from(b.len().saturating_sub(usize::from(from))).unwrap_or(u16::MAX)
+}
+
+/// Length from `from` to the end of the frame `v` (both parts), as a header
+/// length field.
+#[inline]
+fn view_len_from(v: &View<'_>, from: u16) -> u16 {
+    u16::try_from(v.len().saturating_sub(usize::from(from))).unwrap_or(u16::MAX)
 }
 
 /// What checking a frame's checksums found, and what it left for the copy.
@@ -253,8 +260,9 @@ fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
                 if udp_tunnel::has_csum(u) {
                     present += 1;
                     if !take_level(&mut trusted) {
-                        let pseudo = ip_pseudo(v.b, o, protocol::UDP, len_from(v.b, o.l4_offset));
-                        udp_tunnel::verify(v.b, o, pseudo)?;
+                        let pseudo =
+                            ip_pseudo(v.b, o, protocol::UDP, view_len_from(v, o.l4_offset));
+                        udp_tunnel::verify(v, o, pseudo)?;
                         software = true;
                     }
                 }
@@ -263,7 +271,7 @@ fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
                 if gre::has_csum(g) {
                     present += 1;
                     if !take_level(&mut trusted) {
-                        gre::verify(v.b, v.l.tunnel.map_or(0, |t| t.offset))?;
+                        gre::verify(v, v.l.tunnel.map_or(0, |t| t.offset))?;
                         software = true;
                     }
                 }
@@ -273,7 +281,7 @@ fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
     let mut deferred = None;
     if !take_level(&mut trusted) {
         software = true;
-        let pseudo = ip_pseudo(v.b, h, h.protocol, len_from(v.b, h.l4_offset));
+        let pseudo = ip_pseudo(v.b, h, h.protocol, view_len_from(v, h.l4_offset));
         let (l4, payload) = (usize::from(h.l4_offset), usize::from(v.l.payload));
         // The payload's sum adds to the headers' as it is if it starts an even
         // number of bytes into the transport header (always, for TCP and UDP).
@@ -284,8 +292,8 @@ fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
             ));
         } else {
             match v.l4 {
-                Trans::Tcp(..) => tcp::verify(v.b, h, pseudo)?,
-                Trans::Udp(_) => udp::verify(v.b, h, pseudo)?,
+                Trans::Tcp(..) => tcp::verify(v, h, pseudo)?,
+                Trans::Udp(_) => udp::verify(v, h, pseudo)?,
             }
         }
     }
@@ -318,9 +326,9 @@ pub(super) fn check(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
     match v.l4 {
         Trans::Tcp(t, _) => tcp::check(t, v.payload_len())?,
         Trans::Udp(u) => {
-            let len =
-                v.b.len()
-                    .saturating_sub(usize::from(v.l.innermost().l4_offset));
+            let len = v
+                .len()
+                .saturating_sub(usize::from(v.l.innermost().l4_offset));
             udp::check(u, len)?;
         }
     }

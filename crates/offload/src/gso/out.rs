@@ -249,6 +249,20 @@ impl ZeroCopyBuf {
     }
 }
 
+/// Where [`super::Segmenter::segment_headers_to`] writes segments: a buffer the
+/// caller lends for each segment's headers (a scatter-gather frame's head), and
+/// the range of the super-frame that is its payload, which is never copied.
+pub trait HeaderSink {
+    /// A writable area of exactly `len` bytes for the next segment's headers
+    /// (content unspecified: the segmenter writes all of it), or `None` if there
+    /// is no room.
+    fn header(&mut self, len: usize) -> Option<&mut [u8]>;
+
+    /// The area last lent by [`HeaderSink::header`] holds the segment's headers,
+    /// and `payload` (a range of the super-frame) is its payload.
+    fn commit(&mut self, payload: core::ops::Range<usize>);
+}
+
 /// Where [`super::Segmenter::segment_to`] writes segments: buffers the caller
 /// lends (a NIC's pool buffers), so each segment is built in place.
 pub trait SegmentSink {

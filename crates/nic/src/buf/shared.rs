@@ -1,0 +1,316 @@
+//! [`SharedBuf`]: a [`PacketBuf`] shared by reference, the payload store of
+//! scatter-gather frames (as Linux's skb frags share pages).
+//!
+//! A super-frame that software GSO cuts into segments becomes one `SharedBuf`;
+//! each segment is a small header buffer plus a [`Frag`] naming the range of the
+//! shared buffer that is its payload. Cloning a `SharedBuf` counts a reference
+//! (one atomic increment); the buffer goes back to its [`crate::Pool`] when the
+//! last reference is dropped, on whatever thread that happens.
+//!
+//! The reference-counted box around the buffer is recycled too, as the pool
+//! recycles buffers: when the last reference goes, the box (now empty) is kept
+//! in a per-thread cache of up to [`BOX_CACHE`], and [`SharedBuf::new`] takes
+//! one from there before it allocates. Boxes move between the thread caches
+//! and a shared depot [`BOX_BATCH`] at a time (one lock per batch, none per
+//! frame), so a box released on a thread that makes none (the receiver's, when
+//! sender and receiver run on threads of their own) finds its way back to the
+//! thread that makes them. A warm path allocates no box
+//! ([`SharedBuf::boxes_allocated`]).
+
+use super::{PacketBuf, lock};
+use core::num::NonZeroU32;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Most empty boxes each thread keeps for reuse.
+pub const BOX_CACHE: usize = 64;
+
+/// Boxes moved between a thread's cache and the shared depot at once.
+pub const BOX_BATCH: usize = BOX_CACHE / 2;
+
+/// Most empty boxes the shared depot keeps (more are freed).
+const DEPOT_MAX: usize = 1024;
+
+thread_local! {
+    static BOXES: RefCell<Vec<Arc<PacketBuf>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Empty boxes shared between threads.
+static DEPOT: Mutex<Vec<Arc<PacketBuf>>> = Mutex::new(Vec::new());
+
+/// Boxes allocated fresh, all threads.
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+/// An empty box from this thread's cache, refilled from the depot when empty.
+fn take_box() -> Option<Arc<PacketBuf>> {
+    BOXES
+        .try_with(|c| {
+            let mut c = c.try_borrow_mut().ok()?;
+            if c.is_empty() {
+                let mut d = lock(&DEPOT);
+                let from = d.len().saturating_sub(BOX_BATCH);
+                c.extend(d.drain(from..));
+            }
+            c.pop()
+        })
+        .ok()
+        .flatten()
+}
+
+/// Keeps the empty box `arc` in this thread's cache, moving a batch to the
+/// depot first when the cache is full (freeing it if the depot is full too).
+fn keep_box(arc: Arc<PacketBuf>) {
+    let _ = BOXES.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return;
+        };
+        if c.len() >= BOX_CACHE {
+            let from = c.len() - BOX_BATCH;
+            let mut d = lock(&DEPOT);
+            if d.len() + BOX_BATCH <= DEPOT_MAX {
+                d.extend(c.drain(from..));
+            } else {
+                drop(d);
+                c.truncate(from);
+            }
+        }
+        c.push(arc);
+    });
+}
+
+/// An empty, unpooled buffer (no storage: making or dropping it allocates nothing).
+fn empty() -> PacketBuf {
+    PacketBuf::from_vec(Vec::new())
+}
+
+/// A [`PacketBuf`] shared by reference counting; read-only while shared.
+///
+/// Dereferences to the buffer's frame bytes.
+pub struct SharedBuf {
+    /// Always `Some` until dropped (an `Option` so that `Drop` can move the box
+    /// into the cache).
+    inner: Option<Arc<PacketBuf>>,
+}
+
+impl core::fmt::Debug for SharedBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SharedBuf")
+            .field("len", &self.len())
+            .field("refs", &self.ref_count())
+            .finish()
+    }
+}
+
+impl SharedBuf {
+    /// Shares `buf` (in a recycled box when one is free, see the module docs).
+    pub fn new(buf: PacketBuf) -> SharedBuf {
+        let inner = match take_box() {
+            Some(mut arc) => match Arc::get_mut(&mut arc) {
+                Some(slot) => {
+                    *slot = buf;
+                    arc
+                }
+                // Cannot happen: only unique boxes are kept.
+                None => SharedBuf::fresh(buf),
+            },
+            None => SharedBuf::fresh(buf),
+        };
+        SharedBuf { inner: Some(inner) }
+    }
+
+    fn fresh(buf: PacketBuf) -> Arc<PacketBuf> {
+        ALLOCATED.fetch_add(1, Ordering::Relaxed);
+        Arc::new(buf)
+    }
+
+    /// Boxes allocated fresh so far, by every thread of the process: a warm data
+    /// path makes none.
+    pub fn boxes_allocated() -> u64 {
+        ALLOCATED.load(Ordering::Relaxed)
+    }
+
+    /// The shared bytes (the buffer's frame).
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        self.inner.as_deref().map_or(&[], PacketBuf::as_slice)
+    }
+
+    /// Length of the shared bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// True if there are no shared bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    /// References to the buffer now (this one included).
+    pub fn ref_count(&self) -> usize {
+        self.inner.as_ref().map_or(0, Arc::strong_count)
+    }
+
+    /// True if `self` and `other` share one buffer.
+    #[inline]
+    pub fn same(&self, other: &SharedBuf) -> bool {
+        match (&self.inner, &other.inner) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// The buffer itself if this is the only reference, else `self` back.
+    pub fn try_unwrap(mut self) -> Result<PacketBuf, SharedBuf> {
+        let Some(arc) = self.inner.as_mut() else {
+            return Err(self);
+        };
+        match Arc::get_mut(arc) {
+            Some(buf) => Ok(core::mem::replace(buf, empty())),
+            None => Err(self),
+        }
+    }
+}
+
+impl Clone for SharedBuf {
+    /// Another reference to the same buffer (no copy).
+    #[inline]
+    fn clone(&self) -> Self {
+        SharedBuf {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl core::ops::Deref for SharedBuf {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl Drop for SharedBuf {
+    fn drop(&mut self) {
+        let Some(mut arc) = self.inner.take() else {
+            return;
+        };
+        // Not the last reference (the common case, one load): just let go.
+        // `get_mut` below decides for certain when this looks like the last.
+        if Arc::strong_count(&arc) > 1 {
+            return;
+        }
+        // The last reference: the buffer goes back to its pool now, and the
+        // box, empty, into this thread's cache.
+        let Some(buf) = Arc::get_mut(&mut arc) else {
+            return;
+        };
+        drop(core::mem::replace(buf, empty()));
+        keep_box(arc);
+    }
+}
+
+/// A payload fragment of a scatter-gather frame: `len` bytes at `off` in a
+/// [`SharedBuf`] (a range checked when made, so reading it cannot fail). Never
+/// empty, so an `Option<Frag>` is as small as a `Frag` (16 bytes).
+#[derive(Debug, Clone)]
+pub struct Frag {
+    buf: SharedBuf,
+    off: u32,
+    len: NonZeroU32,
+}
+
+impl Frag {
+    /// The `len` bytes at `off` of `buf`, or `None` if they are not all in it or
+    /// `len` is 0.
+    pub fn new(buf: SharedBuf, off: usize, len: usize) -> Option<Frag> {
+        let end = off.checked_add(len)?;
+        if end > buf.len() {
+            return None;
+        }
+        Some(Frag {
+            buf,
+            off: u32::try_from(off).ok()?,
+            len: NonZeroU32::new(u32::try_from(len).ok()?)?,
+        })
+    }
+
+    /// The fragment's bytes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        let off = self.off as usize;
+        self.buf.get(off..off + self.len()).unwrap_or_default()
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len.get() as usize
+    }
+
+    /// Always false: a fragment has at least one byte.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Where the fragment starts in its buffer.
+    #[inline]
+    pub fn offset(&self) -> usize {
+        self.off as usize
+    }
+
+    /// The shared buffer the fragment points into.
+    #[inline]
+    pub fn shared(&self) -> &SharedBuf {
+        &self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+
+    #[test]
+    fn last_reference_returns_the_buffer_to_its_pool() {
+        let pool = Pool::new(PoolConfig::mtu());
+        let s = SharedBuf::new(pool.alloc_from(b"0123456789"));
+        assert_eq!(pool.stats().free, 0);
+        let a = Frag::new(s.clone(), 2, 3).unwrap();
+        let b = Frag::new(s.clone(), 5, 5).unwrap();
+        assert!(Frag::new(s.clone(), 6, 5).is_none());
+        assert!(Frag::new(s.clone(), usize::MAX, 2).is_none());
+        assert!(Frag::new(s.clone(), 3, 0).is_none());
+        assert_eq!((a.bytes(), b.bytes()), (&b"234"[..], &b"56789"[..]));
+        assert_eq!(s.ref_count(), 3);
+        assert!(a.shared().same(&s));
+        drop(s);
+        drop(a);
+        assert_eq!(pool.stats().free, 0, "still referenced by b");
+        assert_eq!(b.bytes(), b"56789");
+        drop(b);
+        assert_eq!(pool.stats().free, 1);
+    }
+
+    #[test]
+    fn boxes_are_recycled_on_the_thread() {
+        let pool = Pool::new(PoolConfig::mtu());
+        let first = SharedBuf::new(pool.alloc_from(b"x"));
+        let addr = Arc::as_ptr(first.inner.as_ref().unwrap());
+        drop(first);
+        let again = SharedBuf::new(pool.alloc_from(b"yz"));
+        assert_eq!(Arc::as_ptr(again.inner.as_ref().unwrap()), addr);
+        assert_eq!(&again[..], b"yz");
+        let buf = again.try_unwrap().unwrap();
+        assert_eq!(&buf[..], b"yz");
+        let s = SharedBuf::new(buf);
+        let t = s.clone();
+        let s = s.try_unwrap().unwrap_err();
+        drop(t);
+        assert_eq!(&s.try_unwrap().unwrap()[..], b"yz");
+    }
+}
