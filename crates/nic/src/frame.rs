@@ -198,6 +198,18 @@ impl Frame {
         }
     }
 
+    /// The frame's bytes in one slice: its own for a linear frame, otherwise
+    /// gathered into `scratch` (cleared first). For the few places that need
+    /// the bytes whole and can afford the copy (a recorder).
+    pub fn contiguous<'a>(&'a self, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+        if self.is_linear() {
+            return self.bytes();
+        }
+        scratch.clear();
+        self.gather_to_vec(scratch);
+        scratch
+    }
+
     /// The shared buffer of the first fragment, if any (where a GSO segment's
     /// payload lives).
     pub fn first_shared(&self) -> Option<&SharedBuf> {

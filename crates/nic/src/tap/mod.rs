@@ -504,13 +504,7 @@ impl Tap {
             for f in frames {
                 // As on the wire: a scatter-gather frame gathered (a copy only
                 // while recording).
-                let frame = if f.is_linear() {
-                    f.bytes()
-                } else {
-                    gathered.clear();
-                    f.gather_to_vec(&mut gathered);
-                    &gathered
-                };
+                let frame = f.contiguous(&mut gathered);
                 r.record(&Record {
                     dir,
                     queue,
