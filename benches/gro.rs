@@ -11,15 +11,23 @@
 //! 1024 flows and Linux's default table of 64 runs, runs are pushed out before
 //! they grow: that is the worst case; the `table1024` case gives GRO room for all.
 //!
+//! The `chain` cases are frag-list GRO ([`Gro::chaining`]): each frame lies in a
+//! shared, reference-counted buffer, as a pool's; the caller parses it (timed)
+//! and hands GRO its headers and a handle to its payload; runs keep the handles
+//! (a reference count each) instead of copying the payloads, and the sink takes
+//! each delivered chain.
+//!
 //! `cargo bench --bench gro`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use linerate::offload::gro::{Gro, GroConfig};
+use linerate::offload::gro::{ChainSink, Gro, GroConfig};
 use linerate::offload::{Checksum, OffloadMeta};
 use linerate::wire::build::{FrameBuilder, Ip, L4};
 use linerate::wire::etherparse::TcpHeader;
 use linerate::wire::layout::{self, Layout};
 use std::hint::black_box;
+use std::ops::Range;
+use std::rc::Rc;
 use std::time::Duration;
 
 const MSS: usize = 1448;
@@ -70,6 +78,85 @@ fn train(flows: usize, vxlan: bool, verified: bool) -> Vec<(Vec<u8>, OffloadMeta
         }
     }
     v
+}
+
+/// A payload handle: a shared buffer and the range of it that is the payload.
+#[derive(Clone)]
+struct Pay(Rc<Vec<u8>>, Range<usize>);
+
+impl AsRef<[u8]> for Pay {
+    fn as_ref(&self) -> &[u8] {
+        self.0.get(self.1.clone()).unwrap_or_default()
+    }
+}
+
+/// Counts what leaves a chaining GRO and takes (drops) each chain.
+struct Count {
+    bytes: usize,
+}
+
+impl ChainSink<Pay> for Count {
+    fn frame(&mut self, head: &[u8], payload: &Pay, _: &OffloadMeta) {
+        self.bytes += head.len() + payload.1.len();
+    }
+    fn run(&mut self, head: &[u8], chain: &mut Vec<Pay>, _: &OffloadMeta) {
+        self.bytes += head.len();
+        for p in chain.drain(..) {
+            self.bytes += p.1.len();
+        }
+    }
+}
+
+fn bench_chain(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gro");
+    g.throughput(Throughput::Elements(PACKETS as u64));
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(800))
+        .sample_size(30);
+    // (name, flows, vxlan, verified, table size)
+    let cases: &[(&str, usize, bool, bool, usize)] = &[
+        ("tcp4-chain/1", 1, false, true, 64),
+        ("tcp4-chain/16", 16, false, true, 64),
+        ("tcp4-chain/1024", 1024, false, true, 64),
+        ("tcp4-chain/1024-table1024", 1024, false, true, 1024),
+        ("tcp4-chain-verify/1", 1, false, false, 64),
+        ("vxlan4-tcp4-chain/1", 1, true, true, 64),
+    ];
+    for &(name, flows, vxlan, verified, max_flows) in cases {
+        let frames: Vec<(Rc<Vec<u8>>, OffloadMeta)> = train(flows, vxlan, verified)
+            .into_iter()
+            .map(|(f, m, _)| (Rc::new(f), m))
+            .collect();
+        let cfg = GroConfig {
+            max_flows,
+            ..GroConfig::default()
+        };
+        let mut gro = Gro::<Pay>::chaining(cfg);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut sink = Count { bytes: 0 };
+                for batch in frames.chunks(BATCH) {
+                    for (f, m) in batch {
+                        let parsed = cfg.layout.parse(f);
+                        let at = parsed
+                            .as_ref()
+                            .map_or(f.len(), |l| usize::from(l.payload).min(f.len()));
+                        let pay = Pay(Rc::clone(f), at..f.len());
+                        let head = f.get(..at).unwrap_or_default();
+                        gro.receive_chained(0, head, &pay, parsed.as_ref(), m, &mut sink);
+                    }
+                    gro.flush_all_chained(&mut sink);
+                }
+                black_box(sink.bytes)
+            })
+        });
+        let c = gro.counters();
+        eprintln!(
+            "{name}: {:.1} segments per delivered frame",
+            c.received as f64 / c.delivered.max(1) as f64
+        );
+    }
+    g.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -125,5 +212,5 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_chain);
 criterion_main!(benches);

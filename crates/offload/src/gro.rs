@@ -148,6 +148,7 @@
 //!   innermost transport checksum.
 
 mod bytes;
+mod chain;
 #[cfg(test)]
 mod csum_tests;
 mod eth;
@@ -164,9 +165,11 @@ mod view;
 mod vxlan;
 mod walk;
 
+pub use chain::{ChainSink, NoChain};
 pub use reason::{FlushReason, GroCounters};
 
 use crate::meta::OffloadMeta;
+use chain::{Chaining, Copying, Out};
 use ipv4::IdMode;
 use linerate_wire::checksum;
 use linerate_wire::error::{Error, Layer};
@@ -207,15 +210,18 @@ pub trait GroSink {
     }
 }
 
-/// A frame as GRO was given it: one piece, or headers then payload.
-#[derive(Debug, Clone, Copy)]
-struct Parts<'a>(&'a [u8], &'a [u8]);
+/// A frame as GRO was given it: one piece, or headers then payload; in a
+/// chaining context, with its payload's handle.
+#[derive(Debug)]
+struct Parts<'a, P>(&'a [u8], &'a [u8], Option<&'a P>);
 
-impl<'a> From<&'a [u8]> for Parts<'a> {
-    fn from(frame: &'a [u8]) -> Parts<'a> {
-        Parts(frame, &[])
+impl<P> Clone for Parts<'_, P> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
+
+impl<P> Copy for Parts<'_, P> {}
 
 impl<F: FnMut(&[u8], &OffloadMeta)> GroSink for F {
     fn frame(&mut self, frame: &[u8], meta: &OffloadMeta) {
@@ -263,24 +269,17 @@ impl Default for GroConfig {
 }
 
 /// A per-queue GRO context: the held runs and the counters.
+///
+/// `P` is the payload handle of a chaining context ([`Gro::chaining`]); a
+/// copying one ([`Gro::new`]) has none.
 #[derive(Debug)]
-pub struct Gro {
+pub struct Gro<P = NoChain> {
     cfg: GroConfig,
-    table: Table,
+    table: Table<P>,
     counters: GroCounters,
 }
 
-impl Gro {
-    /// A GRO context with `cfg`. Buffers are allocated as runs first use them and
-    /// kept.
-    pub fn new(cfg: GroConfig) -> Gro {
-        Gro {
-            cfg,
-            table: Table::new(cfg.max_flows),
-            counters: GroCounters::default(),
-        }
-    }
-
+impl<P: AsRef<[u8]> + Clone> Gro<P> {
     /// The configuration.
     pub fn config(&self) -> &GroConfig {
         &self.cfg
@@ -291,6 +290,15 @@ impl Gro {
         &self.counters
     }
 
+    /// A context of `cfg` whose runs hold `P`s.
+    fn with_table(cfg: GroConfig) -> Gro<P> {
+        Gro {
+            cfg,
+            table: Table::new(cfg.max_flows),
+            counters: GroCounters::default(),
+        }
+    }
+
     /// Runs held now.
     pub fn held(&self) -> usize {
         self.table.held()
@@ -299,6 +307,14 @@ impl Gro {
     /// Runs the table can hold (`max_flows` rounded up to whole buckets).
     pub fn capacity(&self) -> usize {
         self.table.capacity()
+    }
+}
+
+impl Gro {
+    /// A GRO context with `cfg` that copies each run into a buffer of its own.
+    /// Buffers are allocated as runs first use them and kept.
+    pub fn new(cfg: GroConfig) -> Gro {
+        Gro::with_table(cfg)
     }
 
     /// Takes one received frame at time `now`. `meta.csum` says what was verified
@@ -320,15 +336,17 @@ impl Gro {
         meta: &OffloadMeta,
         out: &mut impl GroSink,
     ) {
+        let out = &mut Copying(out);
         self.counters.received += 1;
+        let whole = Parts(frame, &[], None);
         if meta.gso.is_some() {
-            return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
+            return self.refuse(whole, meta, FlushReason::AlreadyGso, None, out);
         }
         // Borrowed where the parser wrote it, not moved out of the `Result` (a
         // copy of a struct just written, which stalls on store forwarding).
         match &self.cfg.layout.parse(frame) {
-            Ok(l) => self.receive_parsed(now, frame, &[], l, meta, out),
-            Err(e) => self.refuse(frame, meta, parse_reason(e), None, out),
+            Ok(l) => self.receive_parsed(now, whole, l, meta, out),
+            Err(e) => self.refuse(whole, meta, parse_reason(e), None, out),
         }
     }
 
@@ -345,11 +363,13 @@ impl Gro {
         meta: &OffloadMeta,
         out: &mut impl GroSink,
     ) {
+        let out = &mut Copying(out);
         self.counters.received += 1;
+        let whole = Parts(frame, &[], None);
         if meta.gso.is_some() {
-            return self.refuse(frame, meta, FlushReason::AlreadyGso, None, out);
+            return self.refuse(whole, meta, FlushReason::AlreadyGso, None, out);
         }
-        self.receive_parsed(now, frame, &[], layout, meta, out);
+        self.receive_parsed(now, whole, layout, meta, out);
     }
 
     /// [`Gro::receive_with_layout`] for a frame in two parts, as a
@@ -383,32 +403,133 @@ impl Gro {
             return false;
         }
         self.counters.received += 1;
-        self.receive_parsed(now, head, payload, layout, meta, out);
+        self.receive_parsed(
+            now,
+            Parts(head, payload, None),
+            layout,
+            meta,
+            &mut Copying(out),
+        );
         true
     }
 
-    /// Takes a frame once its layout is known: `frame`, then `pay` (empty unless
-    /// the frame came in two parts, [`Gro::receive_split`]).
+    /// [`Gro::receive`] for every frame of `batch`, then [`Gro::flush_all`].
+    pub fn receive_batch<'f>(
+        &mut self,
+        now: u64,
+        batch: impl IntoIterator<Item = (&'f [u8], OffloadMeta)>,
+        out: &mut impl GroSink,
+    ) {
+        for (frame, meta) in batch {
+            self.receive_ref(now, frame, &meta, out);
+        }
+        self.flush_all(out);
+    }
+
+    /// Delivers every held run, oldest first (`flushed_batch_end`).
+    pub fn flush_all(&mut self, out: &mut impl GroSink) {
+        self.flush_where(None, &mut Copying(out));
+    }
+
+    /// Delivers the runs whose first segment arrived at least
+    /// [`GroConfig::flush_age`] before `now`, oldest first (`flushed_age`).
+    pub fn flush_older_than(&mut self, now: u64, out: &mut impl GroSink) {
+        self.flush_where(Some(now), &mut Copying(out));
+    }
+}
+
+impl<P: AsRef<[u8]> + Clone> Gro<P> {
+    /// A GRO context with `cfg` that chains: its runs keep the payload handles
+    /// of their segments instead of copying the payloads ([`Gro::receive_chained`]).
+    pub fn chaining(cfg: GroConfig) -> Gro<P> {
+        Gro::with_table(cfg)
+    }
+
+    /// Takes one received frame at time `now` as `head`, every header up to
+    /// where the innermost payload starts, and `payload`, a handle to the rest:
+    /// a run this frame starts or joins keeps a clone of the handle, and its
+    /// bytes are read only to verify a checksum `meta` does not vouch for.
+    /// `layout` is the whole frame's as the caller parsed it (with the tunnel
+    /// ports of [`GroConfig::layout`]), or the parser's error, and is not
+    /// trusted. A frame whose layout does not end its headers where `head` ends
+    /// is passed on as it came (`unparsed`). Frames leave through `out` in an
+    /// order that keeps every flow's segments in order; merged or not, rules,
+    /// counters and checksum states are those of a copying context given the
+    /// same frames whole ([`Gro::receive_with_layout`], or [`Gro::receive`]
+    /// where the parser failed).
+    #[inline]
+    pub fn receive_chained(
+        &mut self,
+        now: u64,
+        head: &[u8],
+        payload: &P,
+        layout: Result<&Layout, &Error>,
+        meta: &OffloadMeta,
+        out: &mut impl ChainSink<P>,
+    ) {
+        let out = &mut Chaining(out);
+        self.counters.received += 1;
+        let parts = Parts(head, payload.as_ref(), Some(payload));
+        if meta.gso.is_some() {
+            return self.refuse(parts, meta, FlushReason::AlreadyGso, None, out);
+        }
+        let layout = match layout {
+            Ok(l) => l,
+            Err(e) => return self.refuse(parts, meta, parse_reason(e), None, out),
+        };
+        if usize::from(layout.payload) != head.len() {
+            return self.refuse(parts, meta, FlushReason::Unparsed, None, out);
+        }
+        self.receive_parsed(now, parts, layout, meta, out);
+    }
+
+    /// [`Gro::flush_all`] for a chaining context.
+    pub fn flush_all_chained(&mut self, out: &mut impl ChainSink<P>) {
+        self.flush_where(None, &mut Chaining(out));
+    }
+
+    /// [`Gro::flush_older_than`] for a chaining context.
+    pub fn flush_older_than_chained(&mut self, now: u64, out: &mut impl ChainSink<P>) {
+        self.flush_where(Some(now), &mut Chaining(out));
+    }
+
+    /// Delivers the held runs oldest first: all (`flushed_batch_end`), or with
+    /// `now` those at least [`GroConfig::flush_age`] old (`flushed_age`).
+    fn flush_where(&mut self, now: Option<u64>, out: &mut impl Out<P>) {
+        let age = self.cfg.flush_age;
+        match now {
+            None => {
+                self.table
+                    .deliver_where(FlushReason::BatchEnd, |_| true, &mut self.counters, out)
+            }
+            Some(now) => self.table.deliver_where(
+                FlushReason::Age,
+                |born| now.saturating_sub(born) >= age,
+                &mut self.counters,
+                out,
+            ),
+        }
+    }
+
+    /// Takes a frame once its layout is known: `frame.0`, then `frame.1` (empty
+    /// unless the frame came in two parts), with `frame.2` its payload's handle
+    /// in a chaining context.
     fn receive_parsed(
         &mut self,
         now: u64,
-        frame: &[u8],
-        pay: &[u8],
+        frame: Parts<'_, P>,
         layout: &Layout,
         meta: &OffloadMeta,
-        out: &mut impl GroSink,
+        out: &mut impl Out<P>,
     ) {
-        let frame = Parts(frame, pay);
+        let Parts(head, pay, chained) = frame;
         // A datagram that looked like a tunnel but whose tunnel header or inner frame
         // is bad: refused for the reason the tunnel layer gives.
         if let Some(e) = &layout.tunnel_error {
             return self.refuse(frame, meta, parse_reason(e), None, out);
         }
-        let f = Frame {
-            b: frame.0,
-            l: layout,
-        };
-        if !f.fits(frame.0.len() + pay.len()) {
+        let f = Frame { b: head, l: layout };
+        if !f.fits(head.len() + pay.len()) {
             return self.refuse(frame, meta, FlushReason::Unparsed, None, out);
         }
         let p = match View::new(f, self.cfg.udp) {
@@ -443,13 +564,14 @@ impl Gro {
             }
         }
         // A checksum left for the copy is verified as the payload is appended or
-        // the frame held. Where the frame is not copied, or where something would
-        // be delivered before the copy, it is verified first, on its own: a bad
-        // frame changes nothing but its own refusal, as if it had been refused
-        // when it was checked.
+        // the frame held (in a chaining context, summed where it lies). Where the
+        // frame is not kept, or where something would be delivered before it is,
+        // it is verified first, on its own: a bad frame changes nothing but its
+        // own refusal, as if it had been refused when it was checked.
         match found {
             Some((slot, Ok((ids, then)))) => {
-                let Ok(flush) = self.append(slot, &p, csum.deferred, ids, then, limits) else {
+                let Ok(flush) = self.append(slot, &p, chained, csum.deferred, ids, then, limits)
+                else {
                     return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
                 };
                 self.counters.merged += 1;
@@ -500,7 +622,7 @@ impl Gro {
         let room = usize::from(layout.outer.l3_offset) + limits.0;
         if !self
             .table
-            .hold(slot, hash, now, &p, start, meta, csum, room)
+            .hold(slot, hash, now, &p, chained, start, meta, csum, room)
         {
             return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
         }
@@ -511,47 +633,20 @@ impl Gro {
         self.counters.csum_verified += u64::from(csum.software);
     }
 
-    /// [`Gro::receive`] for every frame of `batch`, then [`Gro::flush_all`].
-    pub fn receive_batch<'f>(
-        &mut self,
-        now: u64,
-        batch: impl IntoIterator<Item = (&'f [u8], OffloadMeta)>,
-        out: &mut impl GroSink,
-    ) {
-        for (frame, meta) in batch {
-            self.receive_ref(now, frame, &meta, out);
-        }
-        self.flush_all(out);
-    }
-
-    /// Delivers every held run, oldest first (`flushed_batch_end`).
-    pub fn flush_all(&mut self, out: &mut impl GroSink) {
-        self.table
-            .deliver_where(FlushReason::BatchEnd, |_| true, &mut self.counters, out);
-    }
-
-    /// Delivers the runs whose first segment arrived at least
-    /// [`GroConfig::flush_age`] before `now`, oldest first (`flushed_age`).
-    pub fn flush_older_than(&mut self, now: u64, out: &mut impl GroSink) {
-        let age = self.cfg.flush_age;
-        self.table.deliver_where(
-            FlushReason::Age,
-            |born| now.saturating_sub(born) >= age,
-            &mut self.counters,
-            out,
-        );
-    }
-
     /// Appends `p` to the run in `slot`, which [`judge`] let it join with ID modes
     /// `ids`, verifying its `deferred` checksum as the payload is copied
-    /// ([`walk::Csum::deferred`]). Returns why the run must now be delivered, if it
-    /// must: `then` (the transport's reason), the segment limit, or no room for
-    /// another segment; `Err` if the checksum is bad (nothing is appended).
+    /// ([`walk::Csum::deferred`]), or, chained (`chained` its payload's handle),
+    /// as the payload is summed where it lies. Returns why the run must now be
+    /// delivered, if it must: `then` (the transport's reason), the segment limit,
+    /// or no room for another segment; `Err` if the checksum is bad (nothing is
+    /// appended).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn append(
         &mut self,
         slot: usize,
         p: &View<'_>,
+        chained: Option<&P>,
         deferred: Option<u32>,
         ids: [IdMode; 2],
         then: Option<FlushReason>,
@@ -560,16 +655,32 @@ impl Gro {
         let Some(run) = self.table.run_mut(slot) else {
             return Ok(None);
         };
-        let room = usize::from(run.layout.outer.l3_offset) + max_len;
         let payload = p.payload();
-        let tail = run.tail(payload.len(), room);
-        let copied = match deferred {
-            None => bytes::copy(tail, payload),
-            Some(head) => {
-                checksum::copy_partial(tail, payload, head).is_some_and(walk::sums_to_ones)
+        let kept = match (chained, deferred) {
+            (Some(handle), deferred) => {
+                let good = deferred
+                    .is_none_or(|head| walk::sums_to_ones(checksum::partial(payload, head)));
+                if good {
+                    run.chain.push(handle.clone());
+                }
+                good
+            }
+            (None, deferred) => {
+                let room = usize::from(run.layout.outer.l3_offset) + max_len;
+                let tail = run.tail(payload.len(), room);
+                let copied = match deferred {
+                    None => bytes::copy(tail, payload),
+                    Some(head) => {
+                        checksum::copy_partial(tail, payload, head).is_some_and(walk::sums_to_ones)
+                    }
+                };
+                if copied {
+                    run.head += payload.len();
+                }
+                copied
             }
         };
-        if !copied {
+        if !kept {
             // Bad (or, which the room grown for it rules out, not copied whole):
             // the bytes written past the run are room, not the run.
             return Err(());
@@ -594,13 +705,13 @@ impl Gro {
     /// Delivers `frame` unchanged, counted as refused for `reason`, after the runs
     /// with flow hash `hash` (if given), so the flow stays in order.
     #[cold]
-    fn refuse<'f>(
+    fn refuse(
         &mut self,
-        frame: impl Into<Parts<'f>>,
+        frame: Parts<'_, P>,
         meta: &OffloadMeta,
         reason: FlushReason,
         hash: Option<u32>,
-        out: &mut impl GroSink,
+        out: &mut impl Out<P>,
     ) {
         if let Some(hash) = hash {
             self.table
@@ -608,10 +719,8 @@ impl Gro {
         }
         self.counters.refuse(reason);
         self.counters.delivered += 1;
-        match frame.into() {
-            Parts(frame, []) => out.frame(frame, meta),
-            Parts(head, payload) => out.frame_split(head, payload, meta),
-        }
+        let Parts(head, pay, chained) = frame;
+        out.frame(head, pay, chained, meta);
     }
 }
 
@@ -620,10 +729,10 @@ impl Gro {
 /// flush right after joining, if any; `Err` with the reason the run must be
 /// delivered without it.
 #[inline]
-fn judge(
+fn judge<P>(
     p: &View<'_>,
     h: &View<'_>,
-    run: &table::Run,
+    run: &table::Run<P>,
     max_len: usize,
 ) -> Result<([IdMode; 2], Option<FlushReason>), FlushReason> {
     let ids = walk::must_flush(p, h, &run.state)?;

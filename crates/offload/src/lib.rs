@@ -12,6 +12,6 @@ pub mod gso;
 pub mod virtio;
 
 pub use csum::{Verdict, complete, prepare_partial, verify};
-pub use gro::{FlushReason, Gro, GroConfig, GroCounters};
+pub use gro::{ChainSink, FlushReason, Gro, GroConfig, GroCounters, NoChain};
 pub use gso::{CsumMode, GsoError, SegmentBuf, Segmenter, ZeroCopyBuf};
 pub use virtio::VirtioNetHdr;

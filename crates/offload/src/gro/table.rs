@@ -8,9 +8,10 @@
 //! packet.
 
 use super::bytes;
+use super::chain::Out;
 use super::view::{Frame, View};
 use super::walk::{Csum, RunState};
-use super::{FlushReason, GroCounters, GroSink, walk};
+use super::{FlushReason, GroCounters, walk};
 use crate::meta::OffloadMeta;
 use core::ops::Range;
 use linerate_wire::checksum;
@@ -19,9 +20,11 @@ use linerate_wire::layout::Layout;
 /// Runs per bucket (Linux `MAX_GRO_SKBS`).
 pub(super) const PER_BUCKET: usize = 8;
 
-/// A held run: the first frame (headers and payload) with later payloads appended.
+/// A held run: the first frame (headers and payload) with later payloads
+/// appended; in a chaining context, the first frame's headers and the handles of
+/// every payload.
 #[derive(Debug)]
-pub(super) struct Run {
+pub(super) struct Run<P> {
     /// Hold order, for oldest-first delivery.
     order: u64,
     /// When the first segment arrived (the caller's clock).
@@ -35,13 +38,19 @@ pub(super) struct Run {
     /// The first frame, then the payloads of the segments that joined: the
     /// first `len` bytes. The rest is room already initialised, kept so that
     /// appending writes each byte once (no zero-filling as the run grows), and
-    /// so that a sink taking the buffer ([`GroSink::run`]) can hand it on whole.
+    /// so that a sink taking the buffer ([`GroSink::run`](super::GroSink::run))
+    /// can hand it on whole. A chaining run's holds only the first frame's
+    /// headers.
     pub(super) buf: Vec<u8>,
     /// Bytes of `buf` the run holds.
+    pub(super) head: usize,
+    /// Bytes of the run: `head`, and in a chaining run the payloads of `chain`.
     pub(super) len: usize,
+    /// A chaining run's payloads, in order (empty in a copying context).
+    pub(super) chain: Vec<P>,
 }
 
-impl Run {
+impl<P> Run<P> {
     /// The run's first frame (its headers), as the layers compare against it.
     #[inline]
     pub(super) fn frame(&self) -> Frame<'_> {
@@ -54,7 +63,7 @@ impl Run {
     /// The run's bytes.
     #[inline]
     pub(super) fn bytes(&self) -> &[u8] {
-        self.buf.get(..self.len).unwrap_or_default()
+        self.buf.get(..self.head).unwrap_or_default()
     }
 
     /// The `n` bytes after the run's, in room grown (zeroed) if short: to twice
@@ -62,22 +71,22 @@ impl Run {
     /// that a buffer is zeroed about once over its life, not once per run.
     #[inline]
     pub(super) fn tail(&mut self, n: usize, room: usize) -> &mut [u8] {
-        let end = self.len + n;
+        let end = self.head + n;
         if self.buf.len() < end {
             let grown = (2 * self.buf.len()).clamp(end, room.max(end));
             self.buf.resize(grown, 0);
         }
-        self.buf.get_mut(self.len..end).unwrap_or_default()
+        self.buf.get_mut(self.head..end).unwrap_or_default()
     }
 }
 
 /// The table of held runs.
 #[derive(Debug)]
-pub(super) struct Table {
+pub(super) struct Table<P> {
     /// Per slot: the flow hash of the run held there, or `None` when free.
     keys: Vec<Option<u32>>,
     /// Per slot: the run (kept when free, for its buffer).
-    pub(super) runs: Vec<Run>,
+    pub(super) runs: Vec<Run<P>>,
     /// Runs per bucket.
     per_bucket: usize,
     /// Number of buckets.
@@ -91,10 +100,10 @@ pub(super) struct Table {
     live: Vec<(usize, u64)>,
 }
 
-impl Table {
+impl<P: AsRef<[u8]> + Clone> Table<P> {
     /// A table for `max_flows` runs: buckets of eight (fewer if `max_flows` is
     /// smaller), `max_flows` rounded up to whole buckets.
-    pub(super) fn new(max_flows: usize) -> Table {
+    pub(super) fn new(max_flows: usize) -> Table<P> {
         let per_bucket = max_flows.clamp(1, PER_BUCKET);
         let buckets = max_flows.max(1).div_ceil(per_bucket);
         let slots = buckets * per_bucket;
@@ -105,7 +114,9 @@ impl Table {
             layout: Layout::default(),
             meta: OffloadMeta::plain(),
             buf: Vec::new(),
+            head: 0,
             len: 0,
+            chain: Vec::new(),
         };
         Table {
             keys: vec![None; slots],
@@ -156,13 +167,13 @@ impl Table {
 
     /// The run in `slot`.
     #[inline]
-    pub(super) fn run(&self, slot: usize) -> Option<&Run> {
+    pub(super) fn run(&self, slot: usize) -> Option<&Run<P>> {
         self.runs.get(slot)
     }
 
     /// The run in `slot`, mutably.
     #[inline]
-    pub(super) fn run_mut(&mut self, slot: usize) -> Option<&mut Run> {
+    pub(super) fn run_mut(&mut self, slot: usize) -> Option<&mut Run<P>> {
         self.runs.get_mut(slot)
     }
 
@@ -181,7 +192,7 @@ impl Table {
         &mut self,
         bucket: Range<usize>,
         counters: &mut GroCounters,
-        out: &mut impl GroSink,
+        out: &mut impl Out<P>,
     ) -> usize {
         if let Some(slot) = self.free_slot(bucket.clone()) {
             return slot;
@@ -195,10 +206,13 @@ impl Table {
     }
 
     /// Holds `p` as a new run in the free `slot`, with `meta` (its checksum state
-    /// set to `csum.state`), in a buffer of up to `room` bytes (grown if short). A
-    /// checksum `csum` left for the copy is verified as the frame is copied in; if
-    /// it is bad the slot stays free and this returns false (as it would if the
-    /// frame could not be copied whole, which the room grown for it rules out).
+    /// set to `csum.state`), in a buffer of up to `room` bytes (grown if short);
+    /// chained (`chained` its payload's handle, `p.b` its headers), the buffer
+    /// takes the headers and the run a clone of the handle. A checksum `csum` left
+    /// for the copy is verified as the frame is copied in (chained: summed where
+    /// it lies); if it is bad the slot stays free and this returns false (as it
+    /// would if the frame could not be copied whole, which the room grown for it
+    /// rules out).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn hold(
         &mut self,
@@ -206,6 +220,7 @@ impl Table {
         hash: u32,
         now: u64,
         p: &View<'_>,
+        chained: Option<&P>,
         state: RunState,
         meta: &OffloadMeta,
         csum: Csum,
@@ -215,24 +230,42 @@ impl Table {
         let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
             return true;
         };
-        run.len = 0;
-        let frame = run.tail(p.len(), room);
-        let copied = match csum.deferred {
-            None => frame
-                .split_at_mut_checked(p.b.len())
-                .is_some_and(|(head, pay)| bytes::copy(head, p.b) && bytes::copy(pay, p.pay)),
-            Some(head) => {
-                let at = usize::from(p.l.payload);
-                frame
-                    .split_at_mut_checked(at)
-                    .is_some_and(|(headers, payload)| {
-                        bytes::copy(headers, bytes::range(p.b, 0, at))
-                            && checksum::copy_partial(payload, p.payload(), head)
-                                .is_some_and(walk::sums_to_ones)
-                    })
+        run.head = 0;
+        run.chain.clear();
+        let kept = if let Some(handle) = chained {
+            let good = csum
+                .deferred
+                .is_none_or(|head| walk::sums_to_ones(checksum::partial(p.payload(), head)));
+            let headers = run.tail(p.b.len(), room);
+            let copied = good && bytes::copy(headers, p.b);
+            if copied {
+                run.head = p.b.len();
+                run.chain.push(handle.clone());
             }
+            copied
+        } else {
+            let frame = run.tail(p.len(), room);
+            let copied = match csum.deferred {
+                None => frame
+                    .split_at_mut_checked(p.b.len())
+                    .is_some_and(|(head, pay)| bytes::copy(head, p.b) && bytes::copy(pay, p.pay)),
+                Some(head) => {
+                    let at = usize::from(p.l.payload);
+                    frame
+                        .split_at_mut_checked(at)
+                        .is_some_and(|(headers, payload)| {
+                            bytes::copy(headers, bytes::range(p.b, 0, at))
+                                && checksum::copy_partial(payload, p.payload(), head)
+                                    .is_some_and(walk::sums_to_ones)
+                        })
+                }
+            };
+            if copied {
+                run.head = p.len();
+            }
+            copied
         };
-        if !copied {
+        if !kept {
             return false;
         }
         run.len = p.len();
@@ -260,7 +293,7 @@ impl Table {
         slot: usize,
         reason: FlushReason,
         counters: &mut GroCounters,
-        out: &mut impl GroSink,
+        out: &mut impl Out<P>,
     ) {
         let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
             return;
@@ -272,13 +305,14 @@ impl Table {
         counters.flush(reason);
         counters.delivered += 1;
         if run.state.segs <= 1 {
-            out.run(&mut run.buf, run.len, &run.meta);
+            out.run(&mut run.buf, run.head, &mut run.chain, &run.meta);
         } else {
             counters.coalesced += 1;
-            let frame = run.buf.get_mut(..run.len).unwrap_or_default();
-            let meta = walk::complete(frame, &mut run.layout, &run.state, &run.meta);
-            out.run(&mut run.buf, run.len, &meta);
+            let frame = run.buf.get_mut(..run.head).unwrap_or_default();
+            let meta = walk::complete(frame, run.len, &mut run.layout, &run.state, &run.meta);
+            out.run(&mut run.buf, run.head, &mut run.chain, &meta);
         }
+        run.chain.clear();
     }
 
     /// Delivers every held run whose hash is `hash` (all runs of a flow whose
@@ -288,7 +322,7 @@ impl Table {
         hash: u32,
         reason: FlushReason,
         counters: &mut GroCounters,
-        out: &mut impl GroSink,
+        out: &mut impl Out<P>,
     ) {
         if self.held == 0 {
             return;
@@ -306,7 +340,7 @@ impl Table {
         reason: FlushReason,
         mut due: impl FnMut(u64) -> bool,
         counters: &mut GroCounters,
-        out: &mut impl GroSink,
+        out: &mut impl Out<P>,
     ) {
         if self.held == 0 {
             self.live.clear();
@@ -331,7 +365,7 @@ impl Table {
 
 /// True if the `live` entry (slot, order) still names a held run.
 #[inline]
-fn is_live(keys: &[Option<u32>], runs: &[Run], slot: usize, order: u64) -> bool {
+fn is_live<P>(keys: &[Option<u32>], runs: &[Run<P>], slot: usize, order: u64) -> bool {
     keys.get(slot).is_some_and(Option::is_some) && runs.get(slot).is_some_and(|r| r.order == order)
 }
 
@@ -426,22 +460,22 @@ mod tests {
 
     #[test]
     fn tail_grows_by_doubling_up_to_the_room() {
-        let mut run = super::Table::new(1).runs.remove(0);
+        let mut run = super::Table::<super::super::NoChain>::new(1).runs.remove(0);
         assert_eq!(run.tail(10, 1000).len(), 10);
         assert_eq!(run.buf.len(), 10);
-        run.len = 10;
+        run.head = 10;
         assert_eq!(run.tail(15, 1000).len(), 15);
         assert_eq!(run.buf.len(), 25, "at least what is needed");
-        run.len = 25;
+        run.head = 25;
         assert_eq!(run.tail(1, 1000).len(), 1);
         assert_eq!(run.buf.len(), 50, "doubled");
-        run.len = 50;
+        run.head = 50;
         run.tail(500, 1000);
         assert_eq!(run.buf.len(), 550);
-        run.len = 550;
+        run.head = 550;
         run.tail(7, 1000);
         assert_eq!(run.buf.len(), 1000, "doubling capped at the room");
-        run.len = 1000;
+        run.head = 1000;
         assert_eq!(run.tail(7, 1000).len(), 7, "past the room when needed");
         assert_eq!(run.buf.len(), 1007);
     }

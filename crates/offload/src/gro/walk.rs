@@ -172,10 +172,11 @@ fn take_level(trusted: &mut u8) -> bool {
     }
 }
 
-/// Length from `from` to the end of `b`, as a header length field.
+/// Length from `from` to the end of a frame `total` bytes long, as a header
+/// length field.
 #[inline]
-fn len_from(b: &[u8], from: u16) -> u16 {
-    u16::try_from(b.len().saturating_sub(usize::from(from))).unwrap_or(u16::MAX)
+fn len_from(total: usize, from: u16) -> u16 {
+    u16::try_from(total.saturating_sub(usize::from(from))).unwrap_or(u16::MAX)
 }
 
 /// Length from `from` to the end of the frame `v` (both parts), as a header
@@ -405,14 +406,15 @@ pub(super) fn can_start(p: &View<'_>) -> Result<(), FlushReason> {
 /// own header) and returns the meta of the merged frame.
 pub(super) fn complete(
     b: &mut [u8],
+    total_len: usize,
     l: &mut Layout,
     st: &RunState,
     first: &OffloadMeta,
 ) -> OffloadMeta {
-    let total = len_from(b, l.outer.l3_offset);
+    let total = len_from(total_len, l.outer.l3_offset);
     ip_complete(b, &mut l.outer, total);
     // The merged frame has no padding: every transport segment ends with it.
-    let end = u32::try_from(b.len()).unwrap_or(u32::MAX);
+    let end = u32::try_from(total_len).unwrap_or(u32::MAX);
     l.outer.l4_end = end;
     if let Some(inner) = l.inner.as_mut() {
         inner.l4_end = end;
@@ -422,7 +424,7 @@ pub(super) fn complete(
         let o = l.outer;
         match t.kind {
             TunnelKind::Vxlan | TunnelKind::Geneve => {
-                let len = len_from(b, o.l4_offset);
+                let len = len_from(total_len, o.l4_offset);
                 let pseudo = ip_pseudo(b, &o, protocol::UDP, len);
                 tunnel = GsoTunnel::Udp {
                     outer_csum: udp_tunnel::header(b, &o).is_some_and(udp_tunnel::has_csum),
@@ -438,11 +440,11 @@ pub(super) fn complete(
         }
     }
     if let Some(inner) = l.inner.as_mut() {
-        let total = len_from(b, inner.l3_offset);
+        let total = len_from(total_len, inner.l3_offset);
         ip_complete(b, inner, total);
     }
     let h = *l.innermost();
-    let l4_len = len_from(b, h.l4_offset);
+    let l4_len = len_from(total_len, h.l4_offset);
     let pseudo = ip_pseudo(b, &h, h.protocol, l4_len);
     let (kind, ecn) = match st.l4 {
         L4::Tcp => {
