@@ -12,9 +12,10 @@
 //! they grow: that is the worst case; the `table1024` case gives GRO room for all.
 //!
 //! The `chain` cases are frag-list GRO ([`Gro::chaining`]): each frame lies in a
-//! shared, reference-counted buffer, as a pool's; the caller parses it (timed)
-//! and hands GRO its headers and a handle to its payload; runs keep the handles
-//! (a reference count each) instead of copying the payloads, and the sink takes
+//! shared, reference-counted buffer, as a pool's, split into headers and a
+//! handle to its payload as a scatter-gather frame comes; GRO parses it (timed)
+//! unless it continues the run last touched; runs keep the handles (a
+//! reference count each) instead of copying the payloads, and the sink takes
 //! each delivered chain.
 //!
 //! `cargo bench --bench gro`
@@ -123,9 +124,11 @@ fn bench_chain(c: &mut Criterion) {
         ("vxlan4-tcp4-chain/1", 1, true, true, 64),
     ];
     for &(name, flows, vxlan, verified, max_flows) in cases {
-        let frames: Vec<(Rc<Vec<u8>>, OffloadMeta)> = train(flows, vxlan, verified)
+        // Each frame in its buffer, split where its payload starts (as a
+        // scatter-gather frame comes: headers, then a reference to the payload).
+        let frames: Vec<(Rc<Vec<u8>>, usize, OffloadMeta)> = train(flows, vxlan, verified)
             .into_iter()
-            .map(|(f, m, _)| (Rc::new(f), m))
+            .map(|(f, m, l)| (Rc::new(f), usize::from(l.payload), m))
             .collect();
         let cfg = GroConfig {
             max_flows,
@@ -136,14 +139,12 @@ fn bench_chain(c: &mut Criterion) {
             b.iter(|| {
                 let mut sink = Count { bytes: 0 };
                 for batch in frames.chunks(BATCH) {
-                    for (f, m) in batch {
-                        let parsed = cfg.layout.parse(f);
-                        let at = parsed
-                            .as_ref()
-                            .map_or(f.len(), |l| usize::from(l.payload).min(f.len()));
-                        let pay = Pay(Rc::clone(f), at..f.len());
-                        let head = f.get(..at).unwrap_or_default();
-                        gro.receive_chained(0, head, &pay, parsed.as_ref(), m, &mut sink);
+                    for (f, at, m) in batch {
+                        let pay = Pay(Rc::clone(f), *at..f.len());
+                        let head = f.get(..*at).unwrap_or_default();
+                        // GRO parses only a frame that does not continue a run.
+                        let parse = || cfg.layout.parse(f);
+                        gro.receive_chained(0, head, &pay, parse, m, &mut sink);
                     }
                     gro.flush_all_chained(&mut sink);
                 }

@@ -152,6 +152,7 @@ mod chain;
 #[cfg(test)]
 mod csum_tests;
 mod eth;
+mod fast;
 mod geneve;
 mod gre;
 mod ipv4;
@@ -168,7 +169,7 @@ mod walk;
 pub use chain::{ChainSink, NoChain};
 pub use reason::{FlushReason, GroCounters};
 
-use crate::meta::OffloadMeta;
+use crate::meta::{Checksum, OffloadMeta};
 use chain::{Chaining, Copying, Out};
 use ipv4::IdMode;
 use linerate_wire::checksum;
@@ -277,6 +278,10 @@ pub struct Gro<P = NoChain> {
     cfg: GroConfig,
     table: Table<P>,
     counters: GroCounters,
+    /// The slot of the run last held or joined, which the fast path tries first.
+    last: usize,
+    /// The fast path is on (the default).
+    fast_on: bool,
 }
 
 impl<P: AsRef<[u8]> + Clone> Gro<P> {
@@ -290,12 +295,23 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         &self.counters
     }
 
+    /// The same context without the fast path for segments that continue the
+    /// run last touched: every frame takes the layers' full walk. The results
+    /// are the same (the tests compare the two); only the time differs.
+    #[doc(hidden)]
+    pub fn without_fast_path(mut self) -> Gro<P> {
+        self.fast_on = false;
+        self
+    }
+
     /// A context of `cfg` whose runs hold `P`s.
     fn with_table(cfg: GroConfig) -> Gro<P> {
         Gro {
             cfg,
             table: Table::new(cfg.max_flows),
             counters: GroCounters::default(),
+            last: 0,
+            fast_on: true,
         }
     }
 
@@ -342,6 +358,9 @@ impl Gro {
         if meta.gso.is_some() {
             return self.refuse(whole, meta, FlushReason::AlreadyGso, None, out);
         }
+        if self.fast(whole, meta, out) {
+            return;
+        }
         // Borrowed where the parser wrote it, not moved out of the `Result` (a
         // copy of a struct just written, which stalls on store forwarding).
         match &self.cfg.layout.parse(frame) {
@@ -368,6 +387,9 @@ impl Gro {
         let whole = Parts(frame, &[], None);
         if meta.gso.is_some() {
             return self.refuse(whole, meta, FlushReason::AlreadyGso, None, out);
+        }
+        if self.fast(whole, meta, out) {
+            return;
         }
         self.receive_parsed(now, whole, layout, meta, out);
     }
@@ -403,13 +425,10 @@ impl Gro {
             return false;
         }
         self.counters.received += 1;
-        self.receive_parsed(
-            now,
-            Parts(head, payload, None),
-            layout,
-            meta,
-            &mut Copying(out),
-        );
+        let (parts, out) = (Parts(head, payload, None), &mut Copying(out));
+        if !self.fast(parts, meta, out) {
+            self.receive_parsed(now, parts, layout, meta, out);
+        }
         true
     }
 
@@ -449,9 +468,10 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
     /// where the innermost payload starts, and `payload`, a handle to the rest:
     /// a run this frame starts or joins keeps a clone of the handle, and its
     /// bytes are read only to verify a checksum `meta` does not vouch for.
-    /// `layout` is the whole frame's as the caller parsed it (with the tunnel
-    /// ports of [`GroConfig::layout`]), or the parser's error, and is not
-    /// trusted. A frame whose layout does not end its headers where `head` ends
+    /// `layout` gives the whole frame's layout as the caller parses it (with the
+    /// tunnel ports of [`GroConfig::layout`]), or the parser's error; it is
+    /// called only if the frame does not simply continue the run GRO last
+    /// touched, and what it gives is not trusted. A frame whose layout does not end its headers where `head` ends
     /// is passed on as it came (`unparsed`). Frames leave through `out` in an
     /// order that keeps every flow's segments in order; merged or not, rules,
     /// counters and checksum states are those of a copying context given the
@@ -463,7 +483,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         now: u64,
         head: &[u8],
         payload: &P,
-        layout: Result<&Layout, &Error>,
+        layout: impl FnOnce() -> Result<Layout, Error>,
         meta: &OffloadMeta,
         out: &mut impl ChainSink<P>,
     ) {
@@ -473,7 +493,11 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         if meta.gso.is_some() {
             return self.refuse(parts, meta, FlushReason::AlreadyGso, None, out);
         }
-        let layout = match layout {
+        if self.fast(parts, meta, out) {
+            return;
+        }
+        let parsed = layout();
+        let layout = match &parsed {
             Ok(l) => l,
             Err(e) => return self.refuse(parts, meta, parse_reason(e), None, out),
         };
@@ -509,6 +533,109 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
                 out,
             ),
         }
+    }
+
+    /// The fast path ([`fast`]): merges `frame` into the run last held or joined
+    /// if it simply continues it, as [`Gro::receive_parsed`] would, and returns
+    /// true; false, having changed nothing, sends it down the full path.
+    #[inline]
+    fn fast(&mut self, frame: Parts<'_, P>, meta: &OffloadMeta, out: &mut impl Out<P>) -> bool {
+        let Parts(head, pay, chained) = frame;
+        if !self.fast_on {
+            return false;
+        }
+        let verify = match meta.csum {
+            Checksum::Verified { levels: 1.. } => false,
+            Checksum::None => true,
+            _ => return false,
+        };
+        let slot = self.last;
+        if !self.table.is_held(slot) {
+            return false;
+        }
+        let (max_len, max_segs) = (usize::from(self.cfg.max_len), self.cfg.max_segs);
+        let (Some(run), Some(t)) = (self.table.runs.get_mut(slot), self.table.fast.get(slot))
+        else {
+            return false;
+        };
+        let hdr_len = usize::from(t.len);
+        // In two parts, the head must end where the template's headers do.
+        if !pay.is_empty() && head.len() != hdr_len {
+            return false;
+        }
+        let st = run.state;
+        let first_id = bytes::be16(run.bytes(), t.l3() + 4);
+        let total = head.len() + pay.len();
+        let Some(hit) = fast::check(
+            t,
+            head,
+            total,
+            st.next_seq,
+            st.ids[0],
+            first_id,
+            st.segs,
+            st.size,
+            verify,
+        ) else {
+            return false;
+        };
+        // The size rule of `judge`.
+        let l3 = usize::from(run.layout.outer.l3_offset);
+        if run.len.saturating_sub(l3) + hit.len > max_len {
+            return false;
+        }
+        let payload = if pay.is_empty() {
+            bytes::range(head, hdr_len, head.len())
+        } else {
+            pay
+        };
+        let kept = match chained {
+            Some(handle) => {
+                let good = hit
+                    .deferred
+                    .is_none_or(|h| walk::sums_to_ones(checksum::partial(payload, h)));
+                if good {
+                    run.chain.push(handle.clone());
+                }
+                good
+            }
+            None => {
+                let tail = run.tail(payload.len(), l3 + max_len);
+                let copied = match hit.deferred {
+                    None => bytes::copy(tail, payload),
+                    Some(h) => {
+                        checksum::copy_partial(tail, payload, h).is_some_and(walk::sums_to_ones)
+                    }
+                };
+                if copied {
+                    run.head += payload.len();
+                }
+                copied
+            }
+        };
+        if !kept {
+            // A bad checksum: the full path refuses the frame.
+            return false;
+        }
+        run.len += payload.len();
+        run.state.segs = st.segs.saturating_add(1);
+        run.state.next_seq = st.next_seq.wrapping_add(payload.len() as u32);
+        self.counters.merged += 1;
+        self.counters.csum_verified += u64::from(verify);
+        // The flush rules of `append`, in its order.
+        let flush = if payload.len() < usize::from(st.size) {
+            Some(FlushReason::Short)
+        } else if run.state.segs >= max_segs {
+            Some(FlushReason::Segs)
+        } else if run.len.saturating_sub(l3) + usize::from(st.size) > max_len {
+            Some(FlushReason::Size)
+        } else {
+            None
+        };
+        if let Some(r) = flush {
+            self.table.deliver(slot, r, &mut self.counters, out);
+        }
+        true
     }
 
     /// Takes a frame once its layout is known: `frame.0`, then `frame.1` (empty
@@ -576,6 +703,10 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
                 };
                 self.counters.merged += 1;
                 self.counters.csum_verified += u64::from(csum.software);
+                self.last = slot;
+                if flush.is_none() {
+                    self.table.template(slot);
+                }
                 if let Some(r) = flush {
                     self.table.deliver(slot, r, &mut self.counters, out);
                 }
@@ -631,6 +762,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         }
         self.counters.held += 1;
         self.counters.csum_verified += u64::from(csum.software);
+        self.last = slot;
     }
 
     /// Appends `p` to the run in `slot`, which [`judge`] let it join with ID modes

@@ -7,6 +7,8 @@
 //! IPv4/IPv6), two flows interleaved at random, and corrupt bytes in headers or
 //! payloads (so the flush rules and checksum verification are exercised). Every
 //! handle GRO took is given back or dropped: none is held once GRO is flushed.
+//! The copying context runs without the fast path (`without_fast_path`), the
+//! chaining one with it, so the fast path is checked against the layers' walk.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 #[path = "common/mod.rs"]
@@ -77,7 +79,7 @@ fn segments(spec: &Spec) -> Vec<Vec<u8>> {
 /// output's chain lengths, and the handles' buffers (to count references).
 fn both(frames: &[Vec<u8>], meta: OffloadMeta) -> Both {
     let cfg = GroConfig::default();
-    let mut one = Gro::new(cfg);
+    let mut one = Gro::new(cfg).without_fast_path();
     let mut two = Gro::<Pay>::chaining(cfg);
     let mut a: Out = Vec::new();
     let mut b = Gather::default();
@@ -96,7 +98,7 @@ fn both(frames: &[Vec<u8>], meta: OffloadMeta) -> Both {
         buf.extend_from_slice(&f[at..]);
         let buf = Rc::new(buf);
         let pay = Pay(Rc::clone(&buf), 7..buf.len());
-        two.receive_chained(now, &f[..at], &pay, parsed.as_ref(), &meta, &mut b);
+        two.receive_chained(now, &f[..at], &pay, || cfg.layout.parse(f), &meta, &mut b);
         bufs.push(buf);
     }
     one.flush_all(&mut |x: &[u8], m: &OffloadMeta| a.push((x.to_vec(), *m)));
@@ -153,6 +155,7 @@ proptest! {
         verified in any::<bool>(),
         order in proptest::collection::vec(any::<bool>(), 0..200),
         corrupt in proptest::collection::vec((any::<u16>(), any::<u16>(), any::<u8>()), 0..3),
+        in_headers in proptest::collection::vec((any::<u16>(), 0u16..100, any::<u8>()), 0..3),
     ) {
         let mut f1 = segments(&spec(t1, v.0, v.1, len.0, mss, seeds.0));
         let mut f2 = segments(&spec(t2, v.2, v.3, len.1, mss, seeds.1.wrapping_add(1)));
@@ -166,7 +169,9 @@ proptest! {
                 None => break,
             }
         }
-        for &(which, at, bit) in &corrupt {
+        // Anywhere, and in the first 100 bytes, where the headers are (the fields
+        // a segment may change without ending its run among them).
+        for &(which, at, bit) in corrupt.iter().chain(&in_headers) {
             let i = usize::from(which) % frames.len();
             let j = usize::from(at) % frames[i].len();
             frames[i][j] ^= 1 << (bit % 8);

@@ -9,6 +9,7 @@
 
 use super::bytes;
 use super::chain::Out;
+use super::fast::Template;
 use super::view::{Frame, View};
 use super::walk::{Csum, RunState};
 use super::{FlushReason, GroCounters, walk};
@@ -87,6 +88,10 @@ pub(super) struct Table<P> {
     keys: Vec<Option<u32>>,
     /// Per slot: the run (kept when free, for its buffer).
     pub(super) runs: Vec<Run<P>>,
+    /// Per slot: the fast path's template of the run held there, built once the
+    /// run has three segments (see [`super::fast`]); apart from the runs, so
+    /// that runs of one or two segments never touch them.
+    pub(super) fast: Vec<Template>,
     /// Runs per bucket.
     per_bucket: usize,
     /// Number of buckets.
@@ -121,6 +126,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         Table {
             keys: vec![None; slots],
             runs: (0..slots).map(|_| empty()).collect(),
+            fast: vec![Template::NONE; slots],
             per_bucket,
             buckets,
             held: 0,
@@ -163,6 +169,24 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             .enumerate()
             .filter(move |(_, k)| **k == Some(hash))
             .map(move |(i, _)| start + i)
+    }
+
+    /// Builds the fast path's template for the run in `slot` once it has three
+    /// segments, if it has none yet.
+    #[inline]
+    pub(super) fn template(&mut self, slot: usize) {
+        if let (Some(run), Some(t)) = (self.runs.get(slot), self.fast.get_mut(slot))
+            && t.len == 0
+            && run.state.segs >= 3
+        {
+            *t = Template::of(run.bytes(), &run.layout);
+        }
+    }
+
+    /// True if a run is held in `slot`.
+    #[inline]
+    pub(super) fn is_held(&self, slot: usize) -> bool {
+        self.keys.get(slot).is_some_and(Option::is_some)
     }
 
     /// The run in `slot`.
@@ -269,6 +293,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             return false;
         }
         run.len = p.len();
+        if let Some(t) = self.fast.get_mut(slot) {
+            t.len = 0;
+        }
         *key = Some(hash);
         self.next_order += 1;
         run.order = order;
@@ -302,6 +329,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             return;
         }
         self.held -= 1;
+        if let Some(t) = self.fast.get_mut(slot) {
+            t.len = 0;
+        }
         counters.flush(reason);
         counters.delivered += 1;
         if run.state.segs <= 1 {

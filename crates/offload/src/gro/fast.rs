@@ -1,0 +1,251 @@
+//! The fast path: a plain TCP segment that continues the run GRO last touched.
+//!
+//! A bulk flow's segments differ from the first of their run in a few header
+//! fields only: the IP length, ID and header checksum, the TCP sequence number
+//! and checksum. When a plain TCP run (no tunnel, IPv4 without options or IPv6
+//! without extension headers) is held, its first frame's headers are kept as a
+//! template with a mask of the bytes every later segment must repeat. A frame
+//! that equals the template under the mask, has the sequence number the run
+//! expects, the IP ID its mode expects, lengths that match the frame, a good IPv4
+//! header checksum and a payload that fits joins the run at once, without a
+//! parse, a [`View`](super::view::View) or the layers' walks.
+//!
+//! Those conditions are exactly what the layers' rules would find for such a
+//! frame (see `Gro::fast`): the masked bytes cover everything `same_flow`,
+//! `check`, `must_flush` and `after_merge` compare against the first segment
+//! (MACs and VLAN tags, the IP version, TOS, DF and fragment bits, TTL, protocol
+//! and addresses, traffic class, flow label and hop limit, the ports, ACK,
+//! flags, window and options). Anything else takes the full path, which decides
+//! as it always did; the proptests run every stream both ways.
+
+use super::bytes;
+use super::ipv4::IdMode;
+use linerate_wire::checksum;
+use linerate_wire::layout::{L3Kind, L4Kind, Layout};
+use linerate_wire::tcp::Flags;
+
+/// Header bytes a template covers at most (16 words).
+const MAX: usize = 128;
+/// Words of a template.
+const WORDS: usize = MAX / 8;
+
+/// A run's first headers and the mask of the bytes later segments repeat.
+#[derive(Debug, Clone)]
+pub(super) struct Template {
+    /// Header bytes (where the payload starts); 0 when the run has none.
+    pub(super) len: u16,
+    /// Offset of the IP header.
+    l3: u16,
+    /// Offset of the TCP header.
+    l4: u16,
+    /// IPv4 (else IPv6).
+    v4: bool,
+    /// The first frame's header bytes, as native-order words (zero past `len`).
+    words: [u64; WORDS],
+    /// Ones where a later segment must equal the first.
+    mask: [u64; WORDS],
+}
+
+impl Template {
+    /// No template.
+    pub(super) const NONE: Template = Template {
+        len: 0,
+        l3: 0,
+        l4: 0,
+        v4: false,
+        words: [0; WORDS],
+        mask: [0; WORDS],
+    };
+
+    /// The template of a plain TCP run whose first frame `b` has layout `l`,
+    /// or `NONE` when the fast path does not cover it.
+    pub(super) fn of(b: &[u8], l: &Layout) -> Template {
+        let h = &l.outer;
+        let len = usize::from(l.payload);
+        let (l3, l4) = (usize::from(h.l3_offset), usize::from(h.l4_offset));
+        let v4 = match h.l3 {
+            L3Kind::Ipv4 if l4 == l3 + 20 => true,
+            L3Kind::Ipv6 if l4 == l3 + 40 => false,
+            _ => return Template::NONE,
+        };
+        if l.tunnel.is_some()
+            || l.inner.is_some()
+            || h.l4 != L4Kind::Tcp
+            || len > MAX
+            || len < l4 + 20
+            || b.len() < len
+        {
+            return Template::NONE;
+        }
+        // A first segment with CWR must not pass its CWR on to the run's later
+        // segments (a later CWR ends the run).
+        let flags = bytes::be16(b, l4 + 12) & 0x01ff;
+        if flags & Flags::CWR.bits() != 0 {
+            return Template::NONE;
+        }
+        let mut t = Template {
+            len: len as u16,
+            l3: l3 as u16,
+            l4: l4 as u16,
+            v4,
+            words: [0; WORDS],
+            mask: [0; WORDS],
+        };
+        let mut bytes_ = [0u8; MAX];
+        let mut mask = [0u8; MAX];
+        if let (Some(dst), Some(src), Some(m)) =
+            (bytes_.get_mut(..len), b.get(..len), mask.get_mut(..len))
+        {
+            dst.copy_from_slice(src);
+            m.fill(0xff);
+        }
+        let mut free = |from: usize, n: usize| {
+            if let Some(m) = mask.get_mut(from..from + n) {
+                m.fill(0);
+            }
+        };
+        if v4 {
+            free(l3 + 2, 4); // total length, ID
+            free(l3 + 10, 2); // header checksum
+        } else {
+            free(l3 + 4, 2); // payload length
+        }
+        free(l4 + 4, 4); // sequence number
+        free(l4 + 16, 2); // checksum
+        for i in 0..WORDS {
+            let at = i * 8;
+            let word = |a: &[u8; MAX]| {
+                a.get(at..at + 8)
+                    .and_then(|x| <[u8; 8]>::try_from(x).ok())
+                    .map_or(0, u64::from_ne_bytes)
+            };
+            let m = word(&mask);
+            t.mask[i] = m;
+            t.words[i] = word(&bytes_) & m;
+        }
+        t
+    }
+
+    /// Offset of the IP header.
+    pub(super) fn l3(&self) -> usize {
+        usize::from(self.l3)
+    }
+
+    /// True if `head` (at least `len` bytes) repeats the template's bytes.
+    #[inline]
+    fn matches(&self, head: &[u8]) -> bool {
+        let len = usize::from(self.len);
+        let Some(h) = head.get(..len) else {
+            return false;
+        };
+        let mut diff = 0u64;
+        let mut chunks = h.chunks_exact(8);
+        for (i, c) in chunks.by_ref().enumerate() {
+            let w = <[u8; 8]>::try_from(c).map_or(0, u64::from_ne_bytes);
+            diff |= (w ^ self.words.get(i).copied().unwrap_or(0))
+                & self.mask.get(i).copied().unwrap_or(0);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            if let Some(d) = last.get_mut(..rest.len()) {
+                d.copy_from_slice(rest);
+            }
+            let i = len / 8;
+            let w = u64::from_ne_bytes(last);
+            diff |= (w ^ self.words.get(i).copied().unwrap_or(0))
+                & self.mask.get(i).copied().unwrap_or(0);
+        }
+        diff == 0
+    }
+}
+
+/// What the fast path found for a frame that repeats a run's template.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hit {
+    /// Payload bytes.
+    pub(super) len: usize,
+    /// The pseudo-header and TCP header sum, when the checksum is to be verified
+    /// in software (over the payload then).
+    pub(super) deferred: Option<u32>,
+}
+
+/// Checks a frame of `total` bytes whose headers are `head` (the whole frame, or
+/// its first `t.len` bytes) against the template `t` of a run expecting sequence
+/// number `next_seq` and, with IPv4, ID `id` (for a run whose ID mode `mode` is
+/// decided), with payload at most `mss`. `verify` asks for the TCP checksum's
+/// header part. `None` sends the frame down the full path.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn check(
+    t: &Template,
+    head: &[u8],
+    total: usize,
+    next_seq: u32,
+    mode: IdMode,
+    first_id: u16,
+    segs: u16,
+    mss: u16,
+    verify: bool,
+) -> Option<Hit> {
+    if t.len == 0 || !t.matches(head) {
+        return None;
+    }
+    let (len, l3, l4) = (usize::from(t.len), usize::from(t.l3), usize::from(t.l4));
+    let payload = total.checked_sub(len)?;
+    if payload == 0 || payload > usize::from(mss) {
+        return None;
+    }
+    if bytes::be32(head, l4 + 4) != next_seq {
+        return None;
+    }
+    let ip_len = total - l3;
+    if t.v4 {
+        let ip = bytes::array::<20>(head, l3)?;
+        if usize::from(bytes::be16(ip, 2)) != ip_len {
+            return None;
+        }
+        let id = bytes::be16(ip, 4);
+        let want = match mode {
+            // IDs are compared against the first segment's.
+            IdMode::Fixed => first_id,
+            IdMode::Incrementing => first_id.wrapping_add(segs),
+            IdMode::Undecided => return None,
+        };
+        if id != want || checksum::fold(header_sum(ip)) != 0xffff {
+            return None;
+        }
+    } else if usize::from(bytes::be16(head, l3 + 4)) + 40 != ip_len {
+        return None;
+    }
+    let deferred = verify.then(|| {
+        let l4_len = (total - l4) as u32;
+        let pseudo = if t.v4 {
+            let a = |at: usize| {
+                bytes::array::<4>(head, l3 + at)
+                    .copied()
+                    .unwrap_or_default()
+            };
+            checksum::pseudo_ipv4(a(12), a(16), 6, l4_len as u16)
+        } else {
+            checksum::combine(
+                checksum::partial(bytes::range(head, l3 + 8, l3 + 40), 0),
+                l4_len + 6,
+            )
+        };
+        checksum::partial(bytes::range(head, l4, len), pseudo)
+    });
+    Some(Hit {
+        len: payload,
+        deferred,
+    })
+}
+
+/// The IPv4 header's unfolded one's-complement sum.
+#[inline]
+fn header_sum(ip: &[u8; 20]) -> u32 {
+    let w = |i: usize| u64::from(bytes::array::<4>(ip, i).map_or(0, |x| u32::from_ne_bytes(*x)));
+    let s = w(0) + w(4) + w(8) + w(12) + w(16);
+    let s = (s & 0xffff_ffff) + (s >> 32);
+    ((s & 0xffff_ffff) + (s >> 32)) as u32
+}

@@ -1,0 +1,203 @@
+//! GRO's fast path (a plain TCP segment that continues the run last touched
+//! joins it without the layers' walk) decides exactly as the full walk does:
+//! for streams of plain TCP segments over IPv4 and IPv6, with and without VLAN
+//! tags and TCP options, every single bit of every header byte of every segment
+//! is flipped in turn, and GRO with the fast path delivers the same frames,
+//! metas and counters as GRO without it, whole and in two parts, with checksums
+//! verified by the NIC and without.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::{Spec, Tunnel, build};
+use linerate_offload::{Checksum, CsumMode, Gro, GroConfig, OffloadMeta, SegmentBuf, Segmenter};
+
+type Out = Vec<(Vec<u8>, OffloadMeta)>;
+
+fn segments(v6: bool, vlan: bool, options: bool, fixed_id: bool) -> Vec<Vec<u8>> {
+    segments_of(
+        v6,
+        vlan,
+        options,
+        fixed_id,
+        12 * 500 + 200,
+        500,
+        0xffff_f000,
+        0xfffa,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn segments_of(
+    v6: bool,
+    vlan: bool,
+    options: bool,
+    fixed_id: bool,
+    payload: usize,
+    mss: u16,
+    seq: u32,
+    ip_id: u16,
+) -> Vec<Vec<u8>> {
+    let spec = Spec {
+        tunnel: Tunnel::None,
+        ip_v6: v6,
+        outer_v6: false,
+        udp: false,
+        payload,
+        mss,
+        outer_csum: false,
+        input_outer_csum: false,
+        fixed_id,
+        outer_fixed_id: fixed_id,
+        fin: false,
+        psh: false,
+        cwr: false,
+        ece: false,
+        tcp_options: options,
+        vlan,
+        partial: true,
+        seq,
+        ip_id,
+        outer_ip_id: ip_id,
+        seed: 3,
+    };
+    let sup = build(&spec);
+    let mut out = SegmentBuf::new();
+    Segmenter::new(CsumMode::Complete)
+        .segment(&sup.frame, &sup.meta, &mut out)
+        .unwrap();
+    out.iter().map(<[u8]>::to_vec).collect()
+}
+
+/// What GRO delivers for `frames`, whole or (`split`) in two parts at the
+/// payload, with or without the fast path, and its counters.
+fn run(frames: &[Vec<u8>], meta: OffloadMeta, fast: bool, split: bool) -> (Out, String) {
+    let cfg = GroConfig::default();
+    let mut gro = Gro::new(cfg);
+    if !fast {
+        gro = gro.without_fast_path();
+    }
+    let mut out: Out = Vec::new();
+    let mut sink = |x: &[u8], m: &OffloadMeta| out.push((x.to_vec(), *m));
+    for (i, f) in frames.iter().enumerate() {
+        let parsed = cfg.layout.parse(f);
+        let taken = split
+            && match &parsed {
+                Ok(l) if usize::from(l.payload) <= f.len() => {
+                    let (head, pay) = f.split_at(usize::from(l.payload));
+                    gro.receive_split(i as u64, head, pay, l, &meta, &mut sink)
+                }
+                _ => false,
+            };
+        if !taken {
+            gro.receive(i as u64, f, meta, &mut sink);
+        }
+    }
+    gro.flush_all(&mut sink);
+    (out, gro.counters().to_string())
+}
+
+#[test]
+fn every_header_bit_flipped_decides_as_the_full_walk() {
+    let verified = OffloadMeta {
+        csum: Checksum::Verified { levels: 1 },
+        ..OffloadMeta::plain()
+    };
+    let mut cases = 0;
+    let mut merged_fast = 0;
+    for (v6, vlan, options, fixed_id) in [
+        (false, false, false, false),
+        (false, true, true, false),
+        (false, false, true, true),
+        (true, false, false, false),
+        (true, true, true, false),
+    ] {
+        let frames = segments(v6, vlan, options, fixed_id);
+        assert_eq!(frames.len(), 13);
+        let hlen = cfg_payload(&frames[0]);
+        for meta in [OffloadMeta::plain(), verified] {
+            let clean = run(&frames, meta, true, false);
+            assert_eq!(clean, run(&frames, meta, false, false));
+            assert!(clean.1.contains("gro_merged: 12"), "{}", clean.1);
+            merged_fast += 1;
+            for i in 1..frames.len() {
+                for at in 0..hlen {
+                    for (bit, fix) in [(0, false), (3, false), (7, false), (0, true), (6, true)] {
+                        let mut bad = frames.clone();
+                        bad[i][at] ^= 1 << bit;
+                        // A sender that lies consistently: the IPv4 header checksum
+                        // made good again, so the other rules are what decide.
+                        if fix && !v6 {
+                            fix_ipv4_checksum(&mut bad[i]);
+                        }
+                        let split = (i + at) % 2 == 0;
+                        let with = run(&bad, meta, true, split);
+                        let without = run(&bad, meta, false, split);
+                        assert!(
+                            with == without,
+                            "v6 {v6} vlan {vlan} options {options} fixed {fixed_id} \
+                             {meta:?}: segment {i}, byte {at}, bit {bit} (fixed {fix}):\n{}\n{}",
+                            with.1,
+                            without.1
+                        );
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(cases > 5000 && merged_fast == 10);
+}
+
+/// A segment larger than the run's first (its MSS) ends the run, however far
+/// into the run it comes.
+#[test]
+fn a_segment_over_the_mss_ends_the_run() {
+    for v6 in [false, true] {
+        for at in 2..6u16 {
+            let first = segments_of(v6, false, false, false, 400 * usize::from(at), 400, 1000, 7);
+            let mut frames = first.clone();
+            let seq = 1000 + 400 * u32::from(at);
+            frames.extend(segments_of(v6, false, false, false, 2000, 500, seq, 7 + at));
+            let fast = run(&frames, OffloadMeta::plain(), true, false);
+            assert_eq!(fast, run(&frames, OffloadMeta::plain(), false, false));
+            assert!(fast.1.contains("gro_flushed_over_mss: 1"), "{}", fast.1);
+        }
+    }
+}
+
+/// Long streams end their runs at the size and segment limits alike.
+#[test]
+fn runs_end_at_the_limits_alike() {
+    for (mss, reason) in [(1448u16, "gro_flushed_size: "), (500, "gro_flushed_segs: ")] {
+        for v6 in [false, true] {
+            let frames = segments_of(v6, true, true, false, 200 * usize::from(mss), mss, 9, 1);
+            let fast = run(&frames, OffloadMeta::plain(), true, true);
+            assert_eq!(fast, run(&frames, OffloadMeta::plain(), false, false));
+            assert!(fast.1.contains(reason), "{}", fast.1);
+        }
+    }
+}
+
+/// Recomputes the IPv4 header checksum of `f`.
+fn fix_ipv4_checksum(f: &mut [u8]) {
+    let l3 = usize::from(
+        GroConfig::default()
+            .layout
+            .parse(f)
+            .map_or(14, |l| l.outer.l3_offset),
+    );
+    if f.len() < l3 + 20 {
+        return;
+    }
+    f[l3 + 10] = 0;
+    f[l3 + 11] = 0;
+    let c = linerate_wire::checksum::checksum(&f[l3..l3 + 20]);
+    f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+}
+
+/// Where the payload starts.
+fn cfg_payload(f: &[u8]) -> usize {
+    usize::from(GroConfig::default().layout.parse(f).unwrap().payload)
+}
