@@ -432,6 +432,31 @@ impl Gro {
         true
     }
 
+    /// [`Gro::receive_split`] with the layout given only when it is needed: a
+    /// segment that continues the run GRO last touched joins it without one
+    /// (see the fast path in the module docs), and `layout` is not called;
+    /// otherwise it is, and `None` (no layout) declines the frame as
+    /// [`Gro::receive_split`] declines what it cannot take: false, nothing done.
+    #[inline]
+    pub fn receive_split_with(
+        &mut self,
+        now: u64,
+        head: &[u8],
+        payload: &[u8],
+        layout: impl FnOnce() -> Option<Layout>,
+        meta: &OffloadMeta,
+        out: &mut impl GroSink,
+    ) -> bool {
+        if meta.gso.is_none() && self.fast(Parts(head, payload, None), meta, &mut Copying(out)) {
+            self.counters.received += 1;
+            return true;
+        }
+        match layout() {
+            Some(l) => self.receive_split(now, head, payload, &l, meta, out),
+            None => false,
+        }
+    }
+
     /// [`Gro::receive`] for every frame of `batch`, then [`Gro::flush_all`].
     pub fn receive_batch<'f>(
         &mut self,

@@ -941,7 +941,8 @@ impl<N: Nic> Shim<N> {
 /// fragment's bytes where they lie ([`Gro::receive_split`]), and returns false,
 /// having done nothing, if GRO cannot take it so.
 ///
-/// GRO needs the whole frame's layout. It is parsed from the head in place, as
+/// GRO needs the whole frame's layout unless the frame continues the run it
+/// last touched (its fast path). It is parsed from the head in place, as
 /// long as the frame: the head's storage past its end stands in for the payload
 /// (initialised bytes of the buffer, never read as payload). The parse reads
 /// headers only, and GRO takes the frame only if the headers end exactly where
@@ -965,16 +966,14 @@ fn receive_split(
     if f.frags.len() != 1 {
         return false;
     }
-    let Some(layout) = f
-        .buf
-        .with_tail(frag.len())
-        .and_then(|probe| parser.parse(probe).ok())
-    else {
-        return false;
+    let layout = || {
+        f.buf
+            .with_tail(frag.len())
+            .and_then(|probe| parser.parse(probe).ok())
     };
     let head = f.bytes();
     emit.current = (head.as_ptr(), head.len());
-    if !gro.receive_split(now, head, frag.bytes(), &layout, &f.meta, emit) {
+    if !gro.receive_split_with(now, head, frag.bytes(), layout, &f.meta, emit) {
         emit.current = (core::ptr::null(), 0);
         return false;
     }
