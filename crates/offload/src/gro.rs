@@ -574,10 +574,9 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
             Checksum::None => true,
             _ => return false,
         };
-        let slot = self.last;
-        if !self.table.is_held(slot) {
+        let Some(slot) = self.table.fast_slot(self.last, head) else {
             return false;
-        }
+        };
         let (max_len, max_segs) = (usize::from(self.cfg.max_len), self.cfg.max_segs);
         let (Some(run), Some(t)) = (self.table.runs.get_mut(slot), self.table.fast.get(slot))
         else {

@@ -20,6 +20,7 @@
 
 use super::bytes;
 use super::ipv4::IdMode;
+use super::view;
 use linerate_wire::checksum;
 use linerate_wire::layout::{L3Kind, L4Kind, Layout};
 use linerate_wire::tcp::Flags;
@@ -29,11 +30,41 @@ const MAX: usize = 128;
 /// Words of a template.
 const WORDS: usize = MAX / 8;
 
-/// A run's first headers and the mask of the bytes later segments repeat.
+/// Where a plain TCP frame's IP header and ports are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Shape {
+    l3: u16,
+    l4: u16,
+    v4: bool,
+}
+
+impl Shape {
+    /// The flow hash of a frame of this shape (addresses and ports where this
+    /// shape has them), as the layers compute it once the frame is parsed.
+    #[inline]
+    pub(super) fn hash(&self, head: &[u8]) -> u32 {
+        let l3 = usize::from(self.l3);
+        let addrs = if self.v4 {
+            bytes::be64(head, l3 + 12)
+        } else {
+            view::fold_v6(
+                bytes::be64(head, l3 + 8),
+                bytes::be64(head, l3 + 16),
+                bytes::be64(head, l3 + 24),
+                bytes::be64(head, l3 + 32),
+            )
+        };
+        view::hash(addrs, bytes::be32(head, usize::from(self.l4)))
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Template {
     /// Header bytes (where the payload starts); 0 when the run has none.
     pub(super) len: u16,
+    /// The run's frames were looked at (a run the fast path does not cover
+    /// keeps `len` 0 and is not looked at again).
+    pub(super) tried: bool,
     /// Offset of the IP header.
     l3: u16,
     /// Offset of the TCP header.
@@ -50,6 +81,7 @@ impl Template {
     /// No template.
     pub(super) const NONE: Template = Template {
         len: 0,
+        tried: false,
         l3: 0,
         l4: 0,
         v4: false,
@@ -60,13 +92,17 @@ impl Template {
     /// The template of a plain TCP run whose first frame `b` has layout `l`,
     /// or `NONE` when the fast path does not cover it.
     pub(super) fn of(b: &[u8], l: &Layout) -> Template {
+        let none = Template {
+            tried: true,
+            ..Template::NONE
+        };
         let h = &l.outer;
         let len = usize::from(l.payload);
         let (l3, l4) = (usize::from(h.l3_offset), usize::from(h.l4_offset));
         let v4 = match h.l3 {
             L3Kind::Ipv4 if l4 == l3 + 20 => true,
             L3Kind::Ipv6 if l4 == l3 + 40 => false,
-            _ => return Template::NONE,
+            _ => return none,
         };
         if l.tunnel.is_some()
             || l.inner.is_some()
@@ -75,16 +111,17 @@ impl Template {
             || len < l4 + 20
             || b.len() < len
         {
-            return Template::NONE;
+            return none;
         }
         // A first segment with CWR must not pass its CWR on to the run's later
         // segments (a later CWR ends the run).
         let flags = bytes::be16(b, l4 + 12) & 0x01ff;
         if flags & Flags::CWR.bits() != 0 {
-            return Template::NONE;
+            return none;
         }
         let mut t = Template {
             len: len as u16,
+            tried: true,
             l3: l3 as u16,
             l4: l4 as u16,
             v4,
@@ -112,7 +149,7 @@ impl Template {
         }
         free(l4 + 4, 4); // sequence number
         free(l4 + 16, 2); // checksum
-        for i in 0..WORDS {
+        for i in 0..len.div_ceil(8).min(WORDS) {
             let at = i * 8;
             let word = |a: &[u8; MAX]| {
                 a.get(at..at + 8)
@@ -131,9 +168,24 @@ impl Template {
         usize::from(self.l3)
     }
 
+    /// Where the template's addresses and ports are.
+    #[inline]
+    pub(super) fn shape(&self) -> Shape {
+        Shape {
+            l3: self.l3,
+            l4: self.l4,
+            v4: self.v4,
+        }
+    }
+}
+
+impl Template {
     /// True if `head` (at least `len` bytes) repeats the template's bytes.
     #[inline]
-    fn matches(&self, head: &[u8]) -> bool {
+    pub(super) fn matches(&self, head: &[u8]) -> bool {
+        if self.len == 0 {
+            return false;
+        }
         let len = usize::from(self.len);
         let Some(h) = head.get(..len) else {
             return false;
@@ -188,9 +240,7 @@ pub(super) fn check(
     mss: u16,
     verify: bool,
 ) -> Option<Hit> {
-    if t.len == 0 || !t.matches(head) {
-        return None;
-    }
+    // The caller found `t` matching `head` (`Template::matches`).
     let (len, l3, l4) = (usize::from(t.len), usize::from(t.l3), usize::from(t.l4));
     let payload = total.checked_sub(len)?;
     if payload == 0 || payload > usize::from(mss) {

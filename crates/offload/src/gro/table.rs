@@ -9,7 +9,7 @@
 
 use super::bytes;
 use super::chain::Out;
-use super::fast::Template;
+use super::fast::{Shape, Template};
 use super::view::{Frame, View};
 use super::walk::{Csum, RunState};
 use super::{FlushReason, GroCounters, walk};
@@ -92,6 +92,9 @@ pub(super) struct Table<P> {
     /// run has three segments (see [`super::fast`]); apart from the runs, so
     /// that runs of one or two segments never touch them.
     pub(super) fast: Vec<Template>,
+    /// The shape of the template last built or tried: where the fast path
+    /// reads a frame's addresses and ports to find its run by hash.
+    shape: Option<Shape>,
     /// Runs per bucket.
     per_bucket: usize,
     /// Number of buckets.
@@ -127,6 +130,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             keys: vec![None; slots],
             runs: (0..slots).map(|_| empty()).collect(),
             fast: vec![Template::NONE; slots],
+            shape: None,
             per_bucket,
             buckets,
             held: 0,
@@ -176,11 +180,42 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     #[inline]
     pub(super) fn template(&mut self, slot: usize) {
         if let (Some(run), Some(t)) = (self.runs.get(slot), self.fast.get_mut(slot))
-            && t.len == 0
+            && !t.tried
             && run.state.segs >= 3
         {
             *t = Template::of(run.bytes(), &run.layout);
+            if t.len != 0 {
+                self.shape = Some(t.shape());
+            }
         }
+    }
+
+    /// The slot of the held run whose template `head` matches: the run in
+    /// `last` (the one last held or joined), else one found by the flow hash
+    /// read from `head` where `last`'s template (or, if it has none, the last
+    /// one built) has its addresses and ports. A run whose template matches is
+    /// the run the layers would find for the frame: a template holds every byte
+    /// `same_flow` compares, and no two held runs are of one flow.
+    #[inline]
+    pub(super) fn fast_slot(&mut self, last: usize, head: &[u8]) -> Option<usize> {
+        if let Some(t) = self.fast.get(last)
+            && t.len != 0
+        {
+            if t.matches(head) && self.is_held(last) {
+                return Some(last);
+            }
+            self.shape = Some(t.shape());
+        }
+        let hash = self.shape?.hash(head);
+        let bucket = self.bucket(hash);
+        let keys = self.keys.get(bucket.clone())?;
+        for (i, k) in keys.iter().enumerate() {
+            let slot = bucket.start + i;
+            if *k == Some(hash) && self.fast.get(slot).is_some_and(|t| t.matches(head)) {
+                return Some(slot);
+            }
+        }
+        None
     }
 
     /// True if a run is held in `slot`.
@@ -293,9 +328,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             return false;
         }
         run.len = p.len();
-        if let Some(t) = self.fast.get_mut(slot) {
-            t.len = 0;
-        }
+        // The slot's template was cleared when its last run was delivered.
         *key = Some(hash);
         self.next_order += 1;
         run.order = order;
@@ -331,6 +364,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         self.held -= 1;
         if let Some(t) = self.fast.get_mut(slot) {
             t.len = 0;
+            t.tried = false;
         }
         counters.flush(reason);
         counters.delivered += 1;

@@ -236,14 +236,14 @@ pub(super) fn has_ports(f: Frame<'_>) -> bool {
 /// The flow hash of innermost addresses `addrs` (IPv4: source and destination;
 /// IPv6: both folded to 64 bits) and `ports`: one multiply, the high half kept.
 #[inline]
-const fn hash(addrs: u64, ports: u32) -> u32 {
+pub(super) const fn hash(addrs: u64, ports: u32) -> u32 {
     let x = addrs.rotate_left(17) ^ (ports as u64);
     (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32
 }
 
 /// IPv6 source and destination addresses (32 bytes) folded to 64 bits.
 #[inline]
-fn fold_v6(a: u64, b: u64, c: u64, d: u64) -> u64 {
+pub(super) fn fold_v6(a: u64, b: u64, c: u64, d: u64) -> u64 {
     a ^ b.rotate_left(16) ^ c.rotate_left(32) ^ d.rotate_left(48)
 }
 
