@@ -70,6 +70,36 @@
 //! appended. Buffers are kept when a run ends, so once warm nothing is allocated
 //! per packet.
 //!
+//! # Frag-list GRO
+//!
+//! A chaining context ([`Gro::chaining`], [`Gro::receive_chained`]) takes each
+//! frame as its headers and a handle to its payload (`P`, a reference into a
+//! buffer the caller owns and shares, as a pool's). Its runs copy only the first
+//! frame's headers and keep a clone of every payload's handle, as Linux chains
+//! the received buffers on `frag_list`; a run leaves as its completed headers
+//! and the chain ([`ChainSink::run`]). Payload bytes are read only to verify a
+//! checksum the NIC did not. Rules, counters and checksum states are those of
+//! the copying context, frame for frame (`tests/gro_chain.rs` gathers every
+//! chain and compares).
+//!
+//! # The fast path
+//!
+//! Once a plain TCP run (no tunnel; IPv4 without options or IPv6 without
+//! extension headers) has three segments, its first frame's headers become a
+//! template with a mask of the bytes every later segment must repeat: all but
+//! the IP length, ID and header checksum and the TCP sequence number and
+//! checksum. A frame that matches the template of the run GRO last touched, or
+//! of the run its flow hash (read where the template has addresses and ports)
+//! finds, and has the expected sequence number and IP ID, consistent lengths, a
+//! good IPv4 header checksum and a payload no larger than the run's MSS, joins
+//! that run without being parsed and without the layers' walk. The masked bytes
+//! cover everything the layers compare against the first segment, so the
+//! outcome is theirs; `tests/gro_fast.rs` flips every bit of every header byte
+//! of interleaved flows and compares with [`Gro::without_fast_path`]. The
+//! callers that parse before GRO ([`Gro::receive_split_with`],
+//! [`Gro::receive_chained`]) give the layout as a closure, called only when the
+//! fast path cannot take the frame.
+//!
 //! # What happens to a packet
 //!
 //! * **Refused** (`refused_<reason>`): it cannot be held (IP options, a fragment, a

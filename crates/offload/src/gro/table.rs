@@ -183,10 +183,17 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             && !t.tried
             && run.state.segs >= 3
         {
-            *t = Template::of(run.bytes(), &run.layout);
-            if t.len != 0 {
-                self.shape = Some(t.shape());
-            }
+            Self::build(run, t, &mut self.shape);
+        }
+    }
+
+    /// Builds `run`'s template into `t` (once per run: kept out of line).
+    #[cold]
+    #[inline(never)]
+    fn build(run: &Run<P>, t: &mut Template, shape: &mut Option<Shape>) {
+        *t = Template::of(run.bytes(), &run.layout);
+        if t.len != 0 {
+            *shape = Some(t.shape());
         }
     }
 

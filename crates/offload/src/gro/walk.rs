@@ -132,7 +132,7 @@ fn ip_complete(b: &mut [u8], h: &mut Headers, total: u16) {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn tunnel_check(v: &View<'_>, t: &Tun<'_>) -> Result<(), FlushReason> {
     let udp_len = v.len().saturating_sub(usize::from(v.l.outer.l4_offset));
     match *t {
@@ -145,7 +145,7 @@ fn tunnel_check(v: &View<'_>, t: &Tun<'_>) -> Result<(), FlushReason> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn tunnel_same_flow(p: &Tun<'_>, h: &Tun<'_>) -> Result<(), FlushReason> {
     match (*p, *h) {
         (Tun::Vxlan(pu, px), Tun::Vxlan(hu, hx)) => {
@@ -228,7 +228,7 @@ pub(super) fn sums_to_ones(sum: u32) -> bool {
 /// as in Linux's `csum_level`); the others are verified here in software, the
 /// innermost transport's only as far as its headers when `defer` (see
 /// [`Csum::deferred`]).
-#[inline]
+#[inline(always)]
 fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, FlushReason> {
     let as_came = Csum {
         state: csum,
@@ -317,7 +317,7 @@ fn verify_checksums(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
 /// The packet-level checks of every level, outer to inner, then the checksums
 /// (the innermost transport checksum left for the copy when `defer`, see
 /// [`Csum::deferred`]).
-#[inline]
+#[inline(always)]
 pub(super) fn check(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, FlushReason> {
     ip_check(v, &v.outer)?;
     if let Some((t, inner)) = &v.tunnel {
@@ -337,7 +337,7 @@ pub(super) fn check(v: &View<'_>, csum: Checksum, defer: bool) -> Result<Csum, F
 }
 
 /// Same flow: every level agrees, outer to inner; the first that does not says why.
-#[inline]
+#[inline(always)]
 pub(super) fn same_flow(p: &View<'_>, h: &View<'_>) -> Result<(), FlushReason> {
     level_same_flow(&p.outer, &h.outer)?;
     match (&p.tunnel, &h.tunnel) {
@@ -358,7 +358,7 @@ pub(super) fn same_flow(p: &View<'_>, h: &View<'_>) -> Result<(), FlushReason> {
 /// The flush rules of every level for `p` against the run `h` in state `st`
 /// (transport, then IP outer to inner). Returns the run's IPv4 ID modes if `p` may
 /// join.
-#[inline]
+#[inline(always)]
 pub(super) fn must_flush(
     p: &View<'_>,
     h: &View<'_>,
