@@ -23,6 +23,7 @@ fn replay_corpus() {
         .chain(toe_harness::TARGETS)
         .chain(tunnel_harness::TARGETS)
         .chain(linerate::tunnel::bridge::harness::TARGETS)
+        .chain(linerate::offload::harness::TARGETS)
     {
         let dir = corpus_dir(name);
         let mut n = 0;

@@ -9,6 +9,8 @@ pub use meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta, RssHash, RssHashT
 pub mod csum;
 pub mod gro;
 pub mod gso;
+#[doc(hidden)]
+pub mod harness;
 pub mod virtio;
 
 pub use csum::{Verdict, complete, prepare_partial, verify};

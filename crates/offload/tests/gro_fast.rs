@@ -226,3 +226,15 @@ fn fix_ipv4_checksum(f: &mut [u8]) {
 fn cfg_payload(f: &[u8]) -> usize {
     usize::from(GroConfig::default().layout.parse(f).unwrap().payload)
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// The fuzz target's invariants (copying GRO with and without the fast path
+    /// and frag-list GRO agree on bent streams of two flows) hold for random
+    /// inputs too.
+    #[test]
+    fn the_gro_fuzz_harness_holds(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 4..64)) {
+        linerate_offload::harness::gro(&data);
+    }
+}
