@@ -387,6 +387,49 @@ fn ece_reduces_cwnd_once_per_window_and_the_next_new_data_carries_cwr() {
     assert_eq!(r.e.counters().tcp_ecn_reductions, 2, "next window");
 }
 
+/// The reduction lasts until something above SND.MAX as it was at the
+/// reduction is acknowledged, not merely up to it (Linux's CWR state:
+/// "CWR is to be held something *above* high_seq is ACKed for CWR bit to
+/// reach receiver", `tcp_fastretrans_alert`). The ACK of exactly that
+/// point was sent before the receiver could see our CWR (which goes on the
+/// next new data, at that point), so its ECE still answers the old mark.
+/// Before, that ACK reduced cwnd a second time: two reductions per mark in
+/// ecn_sim as soon as the receiver acknowledged every second segment.
+#[test]
+fn an_ece_on_the_ack_of_the_reduced_window_itself_does_not_reduce_again() {
+    let (mut r, _, c, port, me) = active(EcnMode::On, false, true, false);
+    let seqs = send_window(&mut r, c, 10);
+    assert_eq!(seqs.len(), 10, "initial window");
+    let high = me + 10 * MSS as u32;
+    let ack = |r: &mut Raw, a: u32, ece: bool| {
+        let f = F {
+            ack: Some(a),
+            ece,
+            ..F::default()
+        };
+        r.input(&peer(80, port, 7001, f, NOT_ECT, &[], &[]));
+    };
+    ack(&mut r, me + MSS as u32, true);
+    assert_eq!(r.e.counters().tcp_ecn_reductions, 1);
+    // Nothing new is sent meanwhile (the application has nothing more).
+    let _ = sent(&mut r);
+    // The receiver acknowledges the whole window, still echoing: no CWR has
+    // reached it.
+    ack(&mut r, high, true);
+    assert_eq!(
+        r.e.counters().tcp_ecn_reductions,
+        1,
+        "the ACK of the reduced window answers the same mark"
+    );
+    // New data carries CWR; an ECE on an ACK above the old SND.MAX is a new
+    // mark: a new reduction.
+    r.e.tcp_send(c, &vec![4u8; 2 * MSS]).unwrap();
+    let d = sent(&mut r);
+    assert!(d.first().is_some_and(|s| s.cwr && s.seq == high), "{d:?}");
+    ack(&mut r, high + MSS as u32, true);
+    assert_eq!(r.e.counters().tcp_ecn_reductions, 2, "next window");
+}
+
 #[test]
 fn retransmissions_are_not_ect() {
     let (mut r, _, c, port, me) = active(EcnMode::On, false, true, false);

@@ -18,10 +18,12 @@
 //! * Sender (section 6.1.2): ECE reduces the congestion window as a loss would
 //!   (the congestion control's multiplicative decrease), without retransmitting,
 //!   at most once per window of data: further ECEs are ignored until SND.UNA
-//!   passes SND.MAX as it was at the reduction (Linux's CWR state ending at
-//!   `high_seq`). During loss recovery or after a retransmission timeout the
-//!   window was already reduced: the ECE only asks for a CWR. The next segment
-//!   with new data carries CWR; when that is a super-segment, the GSO
+//!   passes SND.MAX as it was at the reduction (Linux's CWR state ending
+//!   when something above `high_seq` is acknowledged: the ACK of exactly
+//!   that point left the receiver before our CWR could reach it). During
+//!   loss recovery or after a retransmission timeout the window was already
+//!   reduced: the ECE only asks for a CWR. The next segment with new data
+//!   carries CWR; when that is a super-segment, the GSO
 //!   metadata's `ecn` flag (`SKB_GSO_TCP_ECN`) says the CWR belongs on the
 //!   first wire segment only, which is what the software GSO of
 //!   `linerate-offload` and TSO-ECN hardware do.
@@ -152,7 +154,12 @@ impl Ecn {
         if !self.ok {
             return;
         }
-        if self.reduced_until.is_some_and(|end| snd.una >= end) {
+        // The reduction holds until something above its SND.MAX is
+        // acknowledged: our CWR goes on the next new data, at that point, so
+        // an ACK of exactly it was sent before the receiver could see the CWR
+        // and its ECE answers the same mark (Linux's CWR state ends only when
+        // `snd_una` is past `high_seq`, `tcp_fastretrans_alert`).
+        if self.reduced_until.is_some_and(|end| snd.una > end) {
             self.reduced_until = None;
         }
         if !flags.contains(Flags::ECE) || self.reduced_until.is_some() {

@@ -492,16 +492,23 @@ impl Conn {
             return;
         }
         rcv.unacked = rcv.unacked.saturating_add(written);
-        if !rcv.sack_ok && rcv.unacked >= 2 * rcv.seg_max {
-            // Without SACK, every second full-sized segment gets an ACK of its
-            // own even within one receive batch (RFC 5681 section 4.2), not
-            // one stretch ACK for the batch: such a sender has no tail loss
-            // probe (Linux's needs SACK), so the loss of the one ACK of a
-            // flight costs it a retransmission timeout (a Linux sender to
-            // linerate at 1 % loss took 3.6-5.3 s against 0.6 s to Linux).
-            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, None);
+        if rcv.unacked >= 2 * rcv.seg_max {
+            // Every second full-sized segment (every GRO super-segment) gets
+            // an ACK of its own even within one receive batch (RFC 5681
+            // section 4.2; Linux acknowledges each skb holding more than one
+            // MSS), not one stretch ACK for the batch. With one ACK per
+            // flight, the loss of that ACK idles the sender: without SACK
+            // until its retransmission timeout (a Linux sender to linerate at
+            // 1 % loss took 3.6-5.3 s against 0.6 s to Linux); with SACK until
+            // its tail loss probe, one new segment that then waits for our
+            // delayed-ACK timer, 40 ms, and inflates the sender's RTT (with 1 %
+            // of ACKs corrupted: 12 probes per 64 MiB against 1 to Linux, 1.1 s
+            // against 0.6 s). With an ACK per frame the earlier ones keep the
+            // sender going and its next flight covers the lost one.
+            let d = self.sack_owed.take_dsack().map(|(l, r)| (Seq(l), Seq(r)));
+            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, d);
             rcv.unacked = 0;
-        } else if rcv.quickack > 0 || rcv.unacked >= 2 * rcv.seg_max {
+        } else if rcv.quickack > 0 {
             rcv.ack_now = true;
         } else if rcv.ack_at.is_none() {
             rcv.ack_at = Some(now + delack);
