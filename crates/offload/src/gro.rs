@@ -202,7 +202,6 @@ pub use reason::{FlushReason, GroCounters};
 use crate::meta::{Checksum, OffloadMeta};
 use chain::{Chaining, Copying, Out};
 use ipv4::IdMode;
-use linerate_wire::checksum;
 use linerate_wire::error::{Error, Layer};
 use linerate_wire::layout::{self, Layout};
 use table::Table;
@@ -643,30 +642,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         } else {
             pay
         };
-        let kept = match chained {
-            Some(handle) => {
-                let good = hit
-                    .deferred
-                    .is_none_or(|h| walk::sums_to_ones(checksum::partial(payload, h)));
-                if good {
-                    run.chain.push(handle.clone());
-                }
-                good
-            }
-            None => {
-                let tail = run.tail(payload.len(), l3 + max_len);
-                let copied = match hit.deferred {
-                    None => bytes::copy(tail, payload),
-                    Some(h) => {
-                        checksum::copy_partial(tail, payload, h).is_some_and(walk::sums_to_ones)
-                    }
-                };
-                if copied {
-                    run.head += payload.len();
-                }
-                copied
-            }
-        };
+        let kept = run.keep(payload, chained, hit.deferred, l3 + max_len);
         if !kept {
             // A bad checksum: the full path refuses the frame.
             return false;
@@ -842,30 +818,8 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
             return Ok(None);
         };
         let payload = p.payload();
-        let kept = match (chained, deferred) {
-            (Some(handle), deferred) => {
-                let good = deferred
-                    .is_none_or(|head| walk::sums_to_ones(checksum::partial(payload, head)));
-                if good {
-                    run.chain.push(handle.clone());
-                }
-                good
-            }
-            (None, deferred) => {
-                let room = usize::from(run.layout.outer.l3_offset) + max_len;
-                let tail = run.tail(payload.len(), room);
-                let copied = match deferred {
-                    None => bytes::copy(tail, payload),
-                    Some(head) => {
-                        checksum::copy_partial(tail, payload, head).is_some_and(walk::sums_to_ones)
-                    }
-                };
-                if copied {
-                    run.head += payload.len();
-                }
-                copied
-            }
-        };
+        let room = usize::from(run.layout.outer.l3_offset) + max_len;
+        let kept = run.keep(payload, chained, deferred, room);
         if !kept {
             // Bad (or, which the room grown for it rules out, not copied whole):
             // the bytes written past the run are room, not the run.

@@ -10,22 +10,16 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "gro_streams/mod.rs"]
+mod gro_streams;
 
-use common::{Spec, Tunnel, build};
-use linerate_offload::{CsumMode, Gro, GroConfig, OffloadMeta, SegmentBuf, Segmenter};
+use common::Tunnel;
+use gro_streams::{segments, spec};
+use linerate_offload::{Gro, GroConfig, OffloadMeta};
 use linerate_wire::layout;
 use proptest::prelude::*;
 
 type Out = Vec<(Vec<u8>, OffloadMeta)>;
-
-fn segments(spec: &Spec) -> Vec<Vec<u8>> {
-    let sup = build(spec);
-    let mut out = SegmentBuf::new();
-    Segmenter::new(CsumMode::Complete)
-        .segment(&sup.frame, &sup.meta, &mut out)
-        .unwrap();
-    out.iter().map(<[u8]>::to_vec).collect()
-}
 
 /// Feeds `frames` to a GRO in one piece and to another in two parts where it can
 /// (falling back to one piece where `receive_split` declines), and returns both
@@ -66,76 +60,11 @@ fn both(frames: &[Vec<u8>]) -> ((Out, String), (Out, String), usize) {
     ((a, ca), (b, cb), split)
 }
 
-fn spec(tunnel: Tunnel, v6: bool, outer_v6: bool, payload: usize, mss: u16, seed: u8) -> Spec {
-    Spec {
-        tunnel,
-        ip_v6: v6,
-        outer_v6,
-        udp: false,
-        payload,
-        mss,
-        outer_csum: seed & 1 != 0,
-        input_outer_csum: false,
-        fixed_id: false,
-        outer_fixed_id: seed & 2 != 0,
-        fin: false,
-        psh: seed & 4 != 0,
-        cwr: false,
-        ece: false,
-        tcp_options: seed & 8 != 0,
-        vlan: seed & 16 != 0,
-        partial: true,
-        seq: u32::from(seed) << 20,
-        ip_id: u16::from(seed) * 7,
-        outer_ip_id: 1,
-        seed,
-    }
-}
-
-fn tunnel() -> impl Strategy<Value = Tunnel> {
-    prop_oneof![
-        Just(Tunnel::None),
-        Just(Tunnel::Vxlan),
-        (0u8..=3).prop_map(|options| Tunnel::Geneve { options }),
-        any::<bool>().prop_map(|csum| Tunnel::Nvgre { csum }),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
-    fn two_parts_behave_as_one(
-        t1 in tunnel(), t2 in tunnel(),
-        v in any::<(bool, bool, bool, bool)>(),
-        len in (1usize..30_000, 1usize..30_000),
-        mss in 536u16..=1400,
-        seeds in any::<(u8, u8)>(),
-        order in proptest::collection::vec(any::<bool>(), 0..200),
-        corrupt in proptest::collection::vec((any::<u16>(), any::<u16>(), any::<u8>()), 0..3),
-        in_headers in proptest::collection::vec((any::<u16>(), 0u16..100, any::<u8>()), 0..3),
-    ) {
-        let mut f1 = segments(&spec(t1, v.0, v.1, len.0, mss, seeds.0));
-        let mut f2 = segments(&spec(t2, v.2, v.3, len.1, mss, seeds.1.wrapping_add(1)));
-        // Two flows (different seeds: different sequence numbers; the layouts
-        // may be the same), interleaved as `order` says, each in its order.
-        f1.reverse();
-        f2.reverse();
-        let mut frames = Vec::new();
-        for pick in order.iter().copied().chain(std::iter::repeat(true)) {
-            let from = if pick { &mut f1 } else { &mut f2 };
-            match from.pop().or_else(|| f1.pop()).or_else(|| f2.pop()) {
-                Some(f) => frames.push(f),
-                None => break,
-            }
-        }
-        // Anywhere, and in the first 100 bytes, where the headers are (the fields
-        // a segment may change without ending its run among them).
-        for &(which, at, bit) in corrupt.iter().chain(&in_headers) {
-            let i = usize::from(which) % frames.len();
-            let j = usize::from(at) % frames[i].len();
-            frames[i][j] ^= 1 << (bit % 8);
-        }
+    fn two_parts_behave_as_one(frames in gro_streams::stream()) {
         let ((a, ca), (b, cb), split) = both(&frames);
         prop_assert!(split > 0 || frames.is_empty());
         prop_assert_eq!(ca, cb);

@@ -67,6 +67,42 @@ impl<P> Run<P> {
         self.buf.get(..self.head).unwrap_or_default()
     }
 
+    /// Appends `payload` to the run: a clone of its handle `chained` in a
+    /// chaining run, else its bytes copied into room of up to `room` bytes. A
+    /// checksum `deferred` (the sum of its pseudo-header and headers) is
+    /// verified on the way: summed where the payload lies, or as it is copied.
+    /// False, with nothing appended, if it is bad (or, which the room grown for
+    /// it rules out, the bytes could not be copied whole: those written past the
+    /// run are room, not the run).
+    #[inline]
+    pub(super) fn keep(
+        &mut self,
+        payload: &[u8],
+        chained: Option<&P>,
+        deferred: Option<u32>,
+        room: usize,
+    ) -> bool
+    where
+        P: Clone,
+    {
+        if let Some(handle) = chained {
+            let good = deferred.is_none_or(|h| walk::sums_to_ones(checksum::partial(payload, h)));
+            if good {
+                self.chain.push(handle.clone());
+            }
+            return good;
+        }
+        let tail = self.tail(payload.len(), room);
+        let copied = match deferred {
+            None => bytes::copy(tail, payload),
+            Some(h) => checksum::copy_partial(tail, payload, h).is_some_and(walk::sums_to_ones),
+        };
+        if copied {
+            self.head += payload.len();
+        }
+        copied
+    }
+
     /// The `n` bytes after the run's, in room grown (zeroed) if short: to twice
     /// the buffer, at least `n` more, at most `room` (unless `n` needs more), so
     /// that a buffer is zeroed about once over its life, not once per run.
