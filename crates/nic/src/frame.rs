@@ -18,56 +18,180 @@
 use crate::buf::{Frag, PacketBuf, SharedBuf};
 use linerate_offload::OffloadMeta;
 
-/// The payload fragments of a frame: none (a linear frame) or, in this version,
-/// one (a GSO segment's payload is one range of its super-frame). Kept inline, so
-/// a frame record needs no allocation.
-#[derive(Debug, Clone, Default)]
+/// The payload fragments of a frame: none (a linear frame), one (a GSO
+/// segment's payload is one range of its super-frame), or a chain (a run that
+/// frag-list GRO coalesced: each segment's payload where it was received, as
+/// Linux's `frag_list`). One fragment is kept inline, so a segment's record needs
+/// no allocation; a chain's vector comes from, and goes back to, a cache of this
+/// thread's, so a warm receive path allocates none either.
+#[derive(Debug, Default)]
 pub struct Frags {
-    one: Option<Frag>,
+    rep: Rep,
+}
+
+#[derive(Debug, Default)]
+enum Rep {
+    #[default]
+    None,
+    One(Frag),
+    /// Never empty.
+    Chain(Vec<Frag>),
+}
+
+impl Clone for Frags {
+    fn clone(&self) -> Frags {
+        let rep = match &self.rep {
+            Rep::None => Rep::None,
+            Rep::One(f) => Rep::One(f.clone()),
+            Rep::Chain(v) => {
+                let mut c = chain_box();
+                c.extend(v.iter().cloned());
+                Rep::Chain(c)
+            }
+        };
+        Frags { rep }
+    }
+}
+
+impl Drop for Frags {
+    fn drop(&mut self) {
+        if let Rep::Chain(v) = core::mem::take(&mut self.rep) {
+            keep_chain(v);
+        }
+    }
+}
+
+/// Chains kept per thread for reuse, at most.
+const CHAIN_CACHE: usize = 256;
+
+std::thread_local! {
+    static CHAINS: core::cell::RefCell<Vec<Vec<Frag>>> =
+        const { core::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty chain vector, from this thread's cache if it has one.
+fn chain_box() -> Vec<Frag> {
+    CHAINS
+        .try_with(|c| c.try_borrow_mut().ok().and_then(|mut c| c.pop()))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Drops the fragments of `v` (their references go) and keeps the vector.
+fn keep_chain(mut v: Vec<Frag>) {
+    v.clear();
+    let _ = CHAINS.try_with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut()
+            && c.len() < CHAIN_CACHE
+        {
+            c.push(v);
+        }
+    });
 }
 
 impl Frags {
     /// No fragments.
     pub const fn new() -> Frags {
-        Frags { one: None }
+        Frags { rep: Rep::None }
     }
 
-    /// Appends `frag`; gives it back if there is no room for another.
+    /// Appends `frag`. A second fragment makes the fragments a chain (its
+    /// vector from the thread's cache). Never fails; the `Result` is for
+    /// callers written when a frame held one fragment at most.
     pub fn push(&mut self, frag: Frag) -> Result<(), Frag> {
-        if self.one.is_some() {
-            return Err(frag);
-        }
-        self.one = Some(frag);
+        self.rep = match core::mem::take(&mut self.rep) {
+            Rep::None => Rep::One(frag),
+            Rep::One(first) => {
+                let mut c = chain_box();
+                c.push(first);
+                c.push(frag);
+                Rep::Chain(c)
+            }
+            Rep::Chain(mut c) => {
+                c.push(frag);
+                Rep::Chain(c)
+            }
+        };
         Ok(())
+    }
+
+    /// The fragments `chain` holds, in order, taking them and leaving `chain`
+    /// empty with room (the chain's vector is swapped with one of the thread's
+    /// cache, so a warm path allocates nothing).
+    pub fn from_chain(chain: &mut Vec<Frag>) -> Frags {
+        let rep = match chain.len() {
+            0 => Rep::None,
+            1 => chain.pop().map_or(Rep::None, Rep::One),
+            _ => {
+                let mut c = chain_box();
+                core::mem::swap(&mut c, chain);
+                Rep::Chain(c)
+            }
+        };
+        Frags { rep }
     }
 
     /// Number of fragments.
     #[inline]
     pub fn len(&self) -> usize {
-        usize::from(self.one.is_some())
+        match &self.rep {
+            Rep::None => 0,
+            Rep::One(_) => 1,
+            Rep::Chain(c) => c.len(),
+        }
     }
 
     /// True if there is none.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.one.is_none()
+        matches!(self.rep, Rep::None)
+    }
+
+    /// The fragments, in order.
+    #[inline]
+    pub fn as_slice(&self) -> &[Frag] {
+        match &self.rep {
+            Rep::None => &[],
+            Rep::One(f) => core::slice::from_ref(f),
+            Rep::Chain(c) => c,
+        }
     }
 
     /// The fragments, in order.
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = &Frag> + '_ {
-        self.one.iter()
+        self.as_slice().iter()
     }
 
     /// Bytes in all fragments.
     #[inline]
     pub fn total_len(&self) -> usize {
-        self.one.as_ref().map_or(0, Frag::len)
+        match &self.rep {
+            Rep::None => 0,
+            Rep::One(f) => f.len(),
+            Rep::Chain(c) => c.iter().map(Frag::len).sum(),
+        }
+    }
+
+    /// Takes the fragments, in order, handing each to `f` (the chain's vector
+    /// goes back to the thread's cache).
+    pub fn take_each(&mut self, mut f: impl FnMut(Frag)) {
+        match core::mem::take(&mut self.rep) {
+            Rep::None => {}
+            Rep::One(one) => f(one),
+            Rep::Chain(mut v) => {
+                v.drain(..).for_each(&mut f);
+                keep_chain(v);
+            }
+        }
     }
 
     /// Drops every fragment (their references go).
     pub fn clear(&mut self) {
-        self.one = None;
+        if let Rep::Chain(v) = core::mem::take(&mut self.rep) {
+            keep_chain(v);
+        }
     }
 }
 
@@ -104,7 +228,9 @@ impl Frame {
         Frame {
             buf: head,
             meta,
-            frags: Frags { one: Some(frag) },
+            frags: Frags {
+                rep: Rep::One(frag),
+            },
         }
     }
 
@@ -171,9 +297,13 @@ impl Frame {
     #[cold]
     #[inline(never)]
     fn gather_frags(&mut self) {
-        if let Some(frag) = self.frags.one.take() {
-            self.buf.extend_from_slice(frag.bytes());
+        let mut dst = self.buf.append(self.frags.total_len());
+        for frag in self.frags.iter() {
+            let (d, rest) = dst.split_at_mut(frag.len().min(dst.len()));
+            d.copy_from_slice(frag.bytes().get(..d.len()).unwrap_or_default());
+            dst = rest;
         }
+        self.frags.clear();
     }
 
     /// Copies the whole frame into the front of `out` and returns its length, or
@@ -305,11 +435,12 @@ mod tests {
     #[test]
     fn frame_record_is_small() {
         assert_eq!(size_of::<OffloadMeta>(), 24);
-        assert_eq!(size_of::<Frags>(), 16);
-        assert_eq!(size_of::<Frame>(), size_of::<PacketBuf>() + 24 + 16);
-        // 80 bytes before scatter-gather; 48 + 24 + 16 with `u32` buffer offsets.
+        assert_eq!(size_of::<Frags>(), 24);
+        assert_eq!(size_of::<Frame>(), size_of::<PacketBuf>() + 24 + 24);
+        // 80 bytes before scatter-gather; 48 + 24 + 16 with `u32` buffer
+        // offsets and one fragment; 8 more for a tag when chains came.
         #[cfg(target_pointer_width = "64")]
-        assert_eq!(size_of::<Frame>(), 88);
+        assert_eq!(size_of::<Frame>(), 96);
         println!(
             "Frame {} B, PacketBuf {} B, OffloadMeta {} B, Frags {} B",
             size_of::<Frame>(),
@@ -358,11 +489,57 @@ mod tests {
             free + 2,
             "clone's head and the shared buffer"
         );
+    }
+
+    /// A chain (frag-list GRO's run) reads as its pieces in order, gathers,
+    /// clones by reference, and lets every reference go when dropped, through
+    /// `push` and `from_chain` alike.
+    #[test]
+    fn chain_of_fragments() {
+        let pool = crate::Pool::default();
+        let s = SharedBuf::new(pool.alloc_from(b"0123456789"));
+        let piece = |off, len| Frag::new(s.clone(), off, len).unwrap();
         let mut frags = Frags::new();
-        let (g, _p) = sg(b"", b"ab", 0, 2);
-        let frag = g.frags.iter().next().unwrap().clone();
-        assert!(frags.push(frag.clone()).is_ok());
-        assert!(frags.push(frag).is_err());
+        assert!(frags.push(piece(0, 2)).is_ok());
         assert_eq!((frags.len(), frags.total_len()), (1, 2));
+        assert!(frags.push(piece(5, 3)).is_ok());
+        assert!(frags.push(piece(9, 1)).is_ok());
+        assert_eq!((frags.len(), frags.total_len()), (3, 6));
+        assert_eq!(s.ref_count(), 4);
+        let mut f = Frame::new(pool.alloc_from(b"H"), OffloadMeta::plain());
+        f.frags = frags;
+        let chunks: Vec<&[u8]> = f.chunks().collect();
+        assert_eq!(chunks, [&b"H"[..], b"01", b"567", b"9"]);
+        assert_eq!(f.len(), 7);
+        let c = f.clone();
+        assert_eq!(s.ref_count(), 7);
+        assert!(f.linearize());
+        assert_eq!(f.bytes(), b"H015679");
+        assert_eq!(s.ref_count(), 4, "the gathered frame let its pieces go");
+        drop(c);
+        assert_eq!(s.ref_count(), 1);
+
+        let mut v = vec![piece(1, 1), piece(3, 2)];
+        let room = v.capacity();
+        let g = Frags::from_chain(&mut v);
+        assert!(v.is_empty());
+        assert_eq!(g.as_slice().len(), 2);
+        assert_eq!(
+            g.iter().map(Frag::bytes).collect::<Vec<_>>(),
+            [&b"1"[..], b"34"]
+        );
+        let mut one = vec![piece(7, 2)];
+        let h = Frags::from_chain(&mut one);
+        assert_eq!((h.len(), h.total_len()), (1, 2));
+        assert!(Frags::from_chain(&mut Vec::new()).is_empty());
+        drop((g, h));
+        assert_eq!(s.ref_count(), 1);
+        assert!(room >= 2);
+        drop(s);
+        assert_eq!(
+            pool.stats().free,
+            2,
+            "the clone's head and the shared buffer"
+        );
     }
 }

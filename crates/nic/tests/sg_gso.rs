@@ -124,11 +124,12 @@ fn check(spec: &Spec, tx_csum: bool) {
 }
 
 /// GSO -> wire -> GRO between two shims, scatter-gather both ways (segments by
-/// reference, GRO in two parts) and copying both ways: the layer above receives
-/// the same frames, with the same metas, and the shims count the same, but
-/// for the frames gathered.
+/// reference, GRO in two parts), scatter-gather with frag-list GRO handing up
+/// chains (`set_rx_sg`), and copying both ways: the layer above receives the
+/// same frames (gathered), with the same metas, and the shims count the
+/// same, but for the frames gathered.
 fn round_trip_same_both_ways(sup: &Super, tx_csum: bool) {
-    let run = |sg: bool| {
+    let run = |sg: bool, chains: bool| {
         let (a, b) = MemNic::pair(caps(tx_csum), caps(tx_csum));
         let cfg = ShimConfig {
             tx_sg: sg,
@@ -137,6 +138,7 @@ fn round_trip_same_both_ways(sup: &Super, tx_csum: bool) {
         };
         let mut a = Shim::new(a, cfg.clone()).unwrap();
         let mut b = Shim::new(b, cfg).unwrap();
+        assert_eq!(b.set_rx_sg(chains), chains);
         let mut batch = Batch::new();
         batch.push(Frame::new(a.pool().alloc_from(&sup.frame), sup.meta));
         match a.transmit(0, &mut batch) {
@@ -145,20 +147,27 @@ fn round_trip_same_both_ways(sup: &Super, tx_csum: bool) {
             r => assert_eq!(r.unwrap(), 1),
         }
         b.receive(0, &mut batch, usize::MAX).unwrap();
-        let frames: Vec<_> = batch.iter().map(|f| (f.bytes().to_vec(), f.meta)).collect();
-        assert!(batch.iter().all(Frame::is_linear));
+        let frames: Vec<_> = gathered(&batch)
+            .into_iter()
+            .zip(batch.iter().map(|f| f.meta))
+            .collect();
+        assert!(chains || batch.iter().all(Frame::is_linear));
         Some((frames, b.counters().snapshot()))
     };
-    let (Some((sg, s1)), Some((copy, s2))) = (run(true), run(false)) else {
+    let (Some((sg, s1)), Some((copy, s2)), Some((chained, s3))) =
+        (run(true, false), run(false, false), run(true, true))
+    else {
         assert!(
-            run(true).is_none() && run(false).is_none(),
+            run(true, false).is_none() && run(false, false).is_none() && run(true, true).is_none(),
             "refused one way only"
         );
         return;
     };
     assert!(sg == copy, "the layer above received different frames");
+    assert!(chained == copy, "frag-list GRO's frames, gathered, differ");
     for c in Counter::ALL.iter().filter(|c| **c != Counter::SgLinearized) {
         assert_eq!(s1.by_name(c.name()), s2.by_name(c.name()), "{c:?}");
+        assert_eq!(s3.by_name(c.name()), s2.by_name(c.name()), "chained: {c:?}");
     }
 }
 

@@ -318,7 +318,11 @@ struct Host<N: Nic> {
 }
 
 impl<N: Nic> Host<N> {
-    fn new(i: u8, offloads: bool, nic: N) -> Host<N> {
+    fn new(i: u8, offloads: bool, mut nic: N) -> Host<N> {
+        // The engine takes scatter-gather frames, chains included: where the
+        // NIC can hand them up (the shim's frag-list GRO over a memory port),
+        // received payloads are read where they arrived.
+        nic.set_rx_sg(true);
         let mut cfg = Sim::host_config(i);
         cfg.offloads = offloads;
         cfg.mtu = nic.caps().mtu;

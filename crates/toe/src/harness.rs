@@ -42,7 +42,7 @@ use crate::engine::{Engine, Error, SocketHandle};
 use crate::sim::Sim;
 use crate::tcp::TcpState;
 use crate::time::Instant;
-use linerate_nic::{Batch, Frame, PacketBuf};
+use linerate_nic::{Batch, Frag, Frame, PacketBuf, SharedBuf};
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::etherparse::{TcpHeader, TcpOptionElement};
@@ -197,6 +197,24 @@ impl Harness {
         self.fed += 1;
         self.batch
             .push(Frame::new(PacketBuf::from_slice(frame), *meta));
+        self.e.handle_frames(self.now, &mut self.batch);
+    }
+
+    /// Hands the engine `frame` as a scatter-gather frame: its first `head`
+    /// bytes in the head, the rest as fragments of `piece` bytes (the last
+    /// shorter) of one shared buffer.
+    fn feed_chained(&mut self, frame: &[u8], head: usize, piece: usize, meta: &OffloadMeta) {
+        self.fed += 1;
+        let (h, rest) = frame.split_at(head.min(frame.len()));
+        let shared = SharedBuf::new(PacketBuf::from_slice(rest));
+        let mut f = Frame::new(PacketBuf::from_slice(h), *meta);
+        let mut at = 0;
+        while at < rest.len() {
+            let n = piece.min(rest.len() - at);
+            let _ = f.frags.push(Frag::new(shared.clone(), at, n).unwrap());
+            at += n;
+        }
+        self.batch.push(f);
         self.e.handle_frames(self.now, &mut self.batch);
     }
 
@@ -582,7 +600,14 @@ impl Harness {
             f[at] ^= inp.u8() | 1;
             self.tainted = true;
         }
-        self.feed(&f, &meta);
+        if meta_sel & 0x40 != 0 && meta.csum != Checksum::None && len >= 64 && f.len() > len {
+            // As frag-list GRO hands it up: the headers in the head, the
+            // payload a chain of fragments of chosen sizes in one shared buffer.
+            let piece = 1 + usize::from(inp.u16()) % 2048;
+            self.feed_chained(&f, f.len() - len, piece, &meta);
+        } else {
+            self.feed(&f, &meta);
+        }
         // The peer's stream position follows what it sent in order.
         if self.conns[k].peer_nxt == seq {
             let c = &mut self.conns[k];

@@ -267,6 +267,20 @@ impl Frag {
     pub fn shared(&self) -> &SharedBuf {
         &self.buf
     }
+
+    /// The shared buffer, and where the fragment lies in it (offset, length).
+    #[inline]
+    pub fn into_parts(self) -> (SharedBuf, usize, usize) {
+        let (off, len) = (self.off as usize, self.len());
+        (self.buf, off, len)
+    }
+}
+
+impl AsRef<[u8]> for Frag {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
 }
 
 #[cfg(test)]

@@ -104,11 +104,11 @@ use crate::buf::{Frag, PacketBuf, Pool, PoolConfig, SharedBuf};
 use crate::caps::{NicCaps, Offloads, RssCaps};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
-use crate::frame::{Batch, Frame};
+use crate::frame::{Batch, Frags, Frame};
 use crate::nic::{Nic, NicError, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
-use linerate_offload::gro::{Gro, GroConfig, GroSink};
+use linerate_offload::gro::{ChainSink, Gro, GroConfig, GroSink};
 use linerate_offload::gso::{CsumMode, GsoError, HeaderSink, SegmentSink, Segmenter};
 use linerate_offload::{Checksum, OffloadMeta, RssHash, csum};
 use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
@@ -223,6 +223,9 @@ struct QueueState {
     dispatched: VecDeque<Frame>,
     /// The queue's GRO context.
     gro: Gro,
+    /// The queue's frag-list GRO context, for scatter-gather frames when the
+    /// layer above takes chains ([`Nic::set_rx_sg`]); made when first asked for.
+    chain: Option<Box<Gro<Frag>>>,
     /// GRO's merge count at the last look.
     gro_merged: u64,
     /// GRO's coalesced count at the last look.
@@ -250,6 +253,11 @@ pub struct Shim<N: Nic> {
     tx_sg: bool,
     /// The backend hands up scatter-gather frames, for GRO to take in two parts.
     rx_sg: bool,
+    /// The layer above takes scatter-gather frames, chains included
+    /// ([`Nic::set_rx_sg`]): GRO chains the payloads of scatter-gather frames
+    /// instead of copying them.
+    up_sg: bool,
+    gro_config: GroConfig,
     queues: Vec<QueueState>,
     /// Software RSS, when more queues are presented than the backend has.
     steering: Option<Arc<Steering>>,
@@ -362,6 +370,7 @@ impl<N: Nic> Shim<N> {
                 pending: Batch::new(),
                 dispatched: VecDeque::new(),
                 gro: Gro::new(cfg.gro_config),
+                chain: None,
                 gro_merged: 0,
                 gro_coalesced: 0,
                 gro_verified: 0,
@@ -382,6 +391,8 @@ impl<N: Nic> Shim<N> {
             segmenter: Segmenter::new(CsumMode::Complete),
             tx_sg,
             rx_sg,
+            up_sg: false,
+            gro_config: cfg.gro_config,
             queues,
             steering,
             queue_len: cfg.queue_len.max(1),
@@ -749,6 +760,41 @@ impl<N: Nic> Nic for Shim<N> {
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         self.backend.set_recorder(recorder);
     }
+
+    /// Scatter-gather frames up: possible where the backend hands them to the
+    /// shim ([`ShimConfig::rx_sg`]) and the shim does GRO. GRO then keeps each
+    /// such frame's payload by reference and hands a run up as its headers and
+    /// a chain of the payloads (frag-list GRO, as Linux's `frag_list`), with
+    /// the checksums verified; a frame it passes on as it came goes up as it
+    /// came. Off (the default), every frame goes up linear.
+    fn set_rx_sg(&mut self, on: bool) -> bool {
+        self.up_sg = on && self.rx_sg;
+        if self.up_sg {
+            for q in &mut self.queues {
+                let cfg = self.gro_config;
+                q.chain.get_or_insert_with(|| Box::new(Gro::chaining(cfg)));
+            }
+        } else {
+            // Runs held as chains leave as they would at a batch's end.
+            for q in &mut self.queues {
+                if let Some(c) = q.chain.as_mut()
+                    && c.held() > 0
+                {
+                    c.flush_all_chained(&mut Discard);
+                }
+            }
+        }
+        self.up_sg
+    }
+}
+
+/// A sink that drops what it is given (runs left when chains are switched
+/// off between receives: there are none, as every receive ends with a flush).
+struct Discard;
+
+impl ChainSink<Frag> for Discard {
+    fn frame(&mut self, _: &[u8], _: &Frag, _: &OffloadMeta) {}
+    fn run(&mut self, _: &[u8], _: &mut Vec<Frag>, _: &OffloadMeta) {}
 }
 
 impl<N: Nic> Shim<N> {
@@ -905,14 +951,41 @@ impl<N: Nic> Shim<N> {
             verify_passed: false,
         };
         q.gro.flush_older_than(now, &mut emit);
+        if let Some(c) = q.chain.as_mut() {
+            c.flush_older_than_chained(now, &mut emit);
+        }
+        let chains = self.up_sg;
         for f in frames.iter_mut() {
             if !f.is_linear() {
+                if chains
+                    && f.frags.len() == 1
+                    && let Some(c) = q.chain.as_mut()
+                {
+                    // A flow's segments reach one context only while the other
+                    // holds nothing: its runs go first, so order is kept.
+                    if q.gro.held() > 0 {
+                        q.gro.flush_all(&mut emit);
+                    }
+                    if receive_chained(c, now, &parser, f, &mut emit) {
+                        continue;
+                    }
+                }
+                if let Some(c) = q.chain.as_mut()
+                    && c.held() > 0
+                {
+                    c.flush_all_chained(&mut emit);
+                }
                 if receive_split(&mut q.gro, now, &parser, f, &mut emit) {
                     continue;
                 }
                 // Not a frame GRO takes in two parts: gathered, and taken whole.
                 f.linearize();
                 emit.tally.add(Counter::SgLinearized, 1);
+            }
+            if let Some(c) = q.chain.as_mut()
+                && c.held() > 0
+            {
+                c.flush_all_chained(&mut emit);
             }
             emit.current = (f.bytes().as_ptr(), f.len());
             q.gro.receive_ref(now, f.bytes(), &f.meta, &mut emit);
@@ -927,14 +1000,82 @@ impl<N: Nic> Shim<N> {
         emit.current = (core::ptr::null(), 0);
         frames.clear();
         q.gro.flush_all(&mut emit);
+        if let Some(c) = q.chain.as_mut() {
+            c.flush_all_chained(&mut emit);
+        }
         let c = q.gro.counters();
-        tally.add(Counter::GroMerged, c.merged - q.gro_merged);
-        tally.add(Counter::GroFlushed, c.coalesced - q.gro_coalesced);
-        tally.add(Counter::CsumVerified, c.csum_verified - q.gro_verified);
-        q.gro_merged = c.merged;
-        q.gro_coalesced = c.coalesced;
-        q.gro_verified = c.csum_verified;
+        let (mut merged, mut coalesced, mut verified) = (c.merged, c.coalesced, c.csum_verified);
+        if let Some(ch) = q.chain.as_ref() {
+            let d = ch.counters();
+            merged += d.merged;
+            coalesced += d.coalesced;
+            verified += d.csum_verified;
+        }
+        tally.add(Counter::GroMerged, merged - q.gro_merged);
+        tally.add(Counter::GroFlushed, coalesced - q.gro_coalesced);
+        tally.add(Counter::CsumVerified, verified - q.gro_verified);
+        q.gro_merged = merged;
+        q.gro_coalesced = coalesced;
+        q.gro_verified = verified;
     }
+}
+
+/// Gives the scatter-gather frame `f` (one fragment) to the frag-list GRO
+/// context `gro`: its head, and its fragment by reference. Returns false,
+/// having done nothing, if the frame's head cannot be parsed as far as its
+/// payload (then it takes the copying way). A frame GRO passes on as it came
+/// goes up as it came, in the place GRO gave it, verified first (gathered) if
+/// GRO did not verify it and the shim does `rx_csum`.
+fn receive_chained(
+    gro: &mut Gro<Frag>,
+    now: u64,
+    parser: &layout::Config,
+    f: &mut Frame,
+    emit: &mut GroOut<'_>,
+) -> bool {
+    let Some(frag) = f.frags.iter().next() else {
+        return false;
+    };
+    let layout = || {
+        f.buf
+            .with_tail(frag.len())
+            .ok_or(linerate_wire::Error::Truncated {
+                layer: linerate_wire::error::Layer::Ethernet,
+                need: f.buf.len() + frag.len(),
+                have: f.buf.len(),
+            })
+            .and_then(|probe| parser.parse(probe))
+    };
+    let head = f.bytes();
+    emit.current = (head.as_ptr(), head.len());
+    gro.receive_chained(now, head, frag, layout, &f.meta, emit);
+    emit.current = (core::ptr::null(), 0);
+    if let Some(at) = emit.passed.take()
+        && let Some(slot) = emit.batch.get_mut(at)
+    {
+        slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
+        slot.frags = core::mem::take(&mut f.frags);
+        if core::mem::take(&mut emit.verify_passed) {
+            slot.linearize();
+            emit.tally.add(Counter::SgLinearized, 1);
+            let mut meta = slot.meta;
+            match csum::verify_meta(slot.bytes(), &mut meta) {
+                Ok(v) if !v.ok() => {
+                    emit.tally.add(Counter::CsumBad, 1);
+                    emit.tally.add(Counter::RxDroppedCsum, 1);
+                    emit.batch.remove(at);
+                }
+                Ok(v) => {
+                    if v.levels > 0 {
+                        emit.tally.add(Counter::CsumVerified, 1);
+                    }
+                    slot.meta = meta;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    true
 }
 
 /// Gives the scatter-gather frame `f` to `gro` in two parts, its head and its
@@ -1086,6 +1227,49 @@ impl GroOut<'_> {
     }
 }
 
+/// Frag-list GRO's output: a run goes up as its headers, copied into a small
+/// buffer, and the chain of its payloads by reference; a frame passed on as it
+/// came is the frame being received (moved up by [`receive_chained`]) or a run
+/// of one leaving GRO (its headers copied, its payload by reference).
+impl ChainSink<Frag> for GroOut<'_> {
+    fn frame(&mut self, head: &[u8], payload: &Frag, meta: &OffloadMeta) {
+        if self.passed.is_none() && (head.as_ptr(), head.len()) == self.current {
+            self.passed = Some(self.batch.len());
+            self.verify_passed = self.verify && matches!(meta.csum, Checksum::None);
+            self.batch
+                .push(Frame::new(PacketBuf::with_headroom(0, 0), *meta));
+            return;
+        }
+        let mut f = Frame::new(self.small.alloc_from(head), *meta);
+        let _ = f.frags.push(payload.clone());
+        if self.verify && matches!(meta.csum, Checksum::None) {
+            f.linearize();
+            self.tally.add(Counter::SgLinearized, 1);
+            let mut m = f.meta;
+            match csum::verify_meta(f.bytes(), &mut m) {
+                Ok(v) if !v.ok() => {
+                    self.tally.add(Counter::CsumBad, 1);
+                    self.tally.add(Counter::RxDroppedCsum, 1);
+                    return;
+                }
+                Ok(v) if v.levels > 0 => self.tally.add(Counter::CsumVerified, 1),
+                _ => {}
+            }
+            f.meta = m;
+        }
+        self.batch.push(f);
+    }
+
+    fn run(&mut self, head: &[u8], chain: &mut Vec<Frag>, meta: &OffloadMeta) {
+        let buf = self.small.alloc_from(head);
+        self.batch.push(Frame {
+            buf,
+            meta: *meta,
+            frags: Frags::from_chain(chain),
+        });
+    }
+}
+
 impl GroSink for GroOut<'_> {
     fn frame_split(&mut self, head: &[u8], payload: &[u8], meta: &OffloadMeta) {
         if self.passed.is_none() && (head.as_ptr(), head.len()) == self.current {
@@ -1108,7 +1292,7 @@ impl GroSink for GroOut<'_> {
         let mut buf = pool.alloc();
         buf.extend_from_slice(head);
         buf.extend_from_slice(payload);
-        self.frame(&buf, meta);
+        GroSink::frame(self, &buf, meta);
     }
 
     fn frame(&mut self, bytes: &[u8], meta: &OffloadMeta) {
@@ -1142,7 +1326,7 @@ impl GroSink for GroOut<'_> {
 
     fn run(&mut self, buf: &mut Vec<u8>, len: usize, meta: &OffloadMeta) {
         if len <= self.small.config().buf_len {
-            return self.frame(buf.get(..len).unwrap_or_default(), meta);
+            return GroSink::frame(self, buf.get(..len).unwrap_or_default(), meta);
         }
         // The whole storage goes up, GRO's room after the frame included: it is
         // initialised, so the pool takes it back as it is (no zero-filling), and

@@ -563,9 +563,18 @@ impl Tap {
         let head = out.get(..len).unwrap_or_default();
         // A scatter-gather frame goes out gathered by the kernel (writev): its
         // payload is copied once, into the kernel's skb, as a linear one is.
-        let written = match f.frags.iter().next() {
-            Some(frag) => sys::writev2(fd, head, frag.bytes()),
-            None => sys::write(fd, head),
+        let written = match f.frags.as_slice() {
+            [] => sys::write(fd, head),
+            [frag] => sys::writev2(fd, head, frag.bytes()),
+            chain => {
+                // A chain (a GRO run forwarded as it came): gathered here, once.
+                let mut whole = Vec::with_capacity(head.len() + f.frags.total_len());
+                whole.extend_from_slice(head);
+                for frag in chain {
+                    whole.extend_from_slice(frag.bytes());
+                }
+                sys::write(fd, &whole)
+            }
         };
         match written {
             Ok(Some(_)) => Ok(()),

@@ -18,7 +18,7 @@ use crate::tcp::input::Rst;
 use crate::tcp::recvbuf::OwnedFrame;
 use crate::tcp::segment::Segment;
 use crate::time::Instant;
-use linerate_nic::Batch;
+use linerate_nic::{Batch, Frag, Frame};
 use linerate_offload::{Checksum, GsoType, OffloadMeta};
 use linerate_wire::ethernet::{self, ethertype};
 use linerate_wire::icmp::ndp;
@@ -39,6 +39,10 @@ const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 struct From<'m> {
     mac: [u8; 6],
     meta: &'m OffloadMeta,
+    /// The frame's data past its head, a chain of fragments (frag-list GRO),
+    /// and its length; empty for a linear frame.
+    more: &'m [Frag],
+    more_len: usize,
 }
 
 impl Engine {
@@ -61,6 +65,8 @@ impl Engine {
         let from = From {
             mac: eth.src_addr(),
             meta,
+            more: &[],
+            more_len: 0,
         };
         match eth.ethertype() {
             ethertype::ARP => self.arp_input(now, eth.payload()),
@@ -74,8 +80,28 @@ impl Engine {
     /// payloads stay in their buffers until the application reads them (see
     /// `tcp::recvbuf`), the other buffers go back to their pool. Leaves the
     /// batch empty.
+    ///
+    /// A scatter-gather frame whose payload is a chain (frag-list GRO, from a
+    /// NIC the caller asked for such frames, [`linerate_nic::Nic::set_rx_sg`])
+    /// is taken as it is when it is a TCP/IPv4 or TCP/IPv6 segment to us with
+    /// its checksum verified below: its fragments become the connection's
+    /// receive storage, by reference, when the data is in order (copied once,
+    /// into the reader). Any other scatter-gather frame is gathered first.
     pub fn handle_frames(&mut self, now: Instant, batch: &mut Batch) {
-        for f in batch.drain(..) {
+        for mut f in batch.drain(..) {
+            if !f.frags.is_empty() {
+                if self.handle_chained(now, &f) {
+                    if let Some((idx, generation)) = self.adopted.take()
+                        && let Some(slot) = self.slots.get_mut(idx)
+                        && slot.generation == generation
+                        && let Some(conn) = slot.conn.as_mut()
+                    {
+                        conn.rx.fill_chain(&mut f.frags);
+                    }
+                    continue;
+                }
+                f.linearize();
+            }
             let bytes = f.buf.as_slice();
             self.rx_owned = Some(OwnedFrame {
                 addr: bytes.as_ptr().addr(),
@@ -92,6 +118,116 @@ impl Engine {
                 conn.rx.fill(f.buf);
             }
         }
+    }
+
+    /// A frame whose TCP data lies in its head and a chain of fragments:
+    /// Ethernet, then IPv4 without options or IPv6 without extension headers,
+    /// then TCP to one of our unicast addresses, its transport checksum
+    /// verified by the NIC layer (which read the fragments). Returns false,
+    /// having done nothing, for anything else: the caller gathers the frame and
+    /// takes it the usual way (which counts what it refuses).
+    fn handle_chained(&mut self, now: Instant, f: &Frame) -> bool {
+        if !matches!(
+            f.meta.csum,
+            Checksum::Verified { levels: 1.. } | Checksum::Partial { .. }
+        ) {
+            return false;
+        }
+        let head = f.bytes();
+        let more = f.frags.as_slice();
+        let more_len = f.frags.total_len();
+        let (Some(eth), Some(ip)) = (
+            head.get(..ethernet::HEADER_LEN),
+            head.get(ethernet::HEADER_LEN..),
+        ) else {
+            return false;
+        };
+        let Some(mac) = eth.first_chunk::<6>() else {
+            return false;
+        };
+        if *mac != self.cfg.mac {
+            return false;
+        }
+        let src_mac: [u8; 6] = eth
+            .get(6..12)
+            .and_then(|m| m.try_into().ok())
+            .unwrap_or_default();
+        let ethertype = eth.get(12..14).map(|t| u16::from_be_bytes([t[0], t[1]]));
+        let from = From {
+            mac: src_mac,
+            meta: &f.meta,
+            more,
+            more_len,
+        };
+        match ethertype {
+            Some(ethertype::IPV4) => {
+                let Some(me) = self.cfg.ipv4 else {
+                    return false;
+                };
+                let Some(h) = ip.first_chunk::<{ ipv4::HEADER_LEN }>() else {
+                    return false;
+                };
+                let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+                let flg_off = u16::from_be_bytes([h[6], h[7]]);
+                if h[0] != 0x45
+                    || total != ip.len() + more_len
+                    || h[9] != protocol::TCP
+                    || flg_off & 0x3fff != 0
+                    || !checksum::verify(h, 0)
+                    || Ipv4Addr::from([h[16], h[17], h[18], h[19]]) != me.addr
+                {
+                    return false;
+                }
+                let src = Ipv4Addr::from([h[12], h[13], h[14], h[15]]);
+                let tcp = ip.get(ipv4::HEADER_LEN..).unwrap_or_default();
+                let ce = h[1] & 0b11 == crate::tcp::ecn::CE;
+                self.counters.rx_frames += 1;
+                self.counters.ip_in_receives += 1;
+                self.counters.ip_in_delivers += 1;
+                self.clock = self.clock.max(now);
+                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(me.addr), tcp, from, ce);
+            }
+            Some(ethertype::IPV6) => {
+                let Some(me) = self.cfg.ipv6 else {
+                    return false;
+                };
+                let Some(h) = ip.first_chunk::<{ ipv6::HEADER_LEN }>() else {
+                    return false;
+                };
+                let plen = usize::from(u16::from_be_bytes([h[4], h[5]]));
+                let dst: [u8; 16] = h
+                    .get(24..40)
+                    .and_then(|a| a.try_into().ok())
+                    .unwrap_or_default();
+                let src: [u8; 16] = h
+                    .get(8..24)
+                    .and_then(|a| a.try_into().ok())
+                    .unwrap_or_default();
+                if h[0] >> 4 != 6
+                    || h[6] != protocol::TCP
+                    || plen != ip.len() - ipv6::HEADER_LEN + more_len
+                    || Ipv6Addr::from(dst) != me.addr
+                {
+                    return false;
+                }
+                let tcp = ip.get(ipv6::HEADER_LEN..).unwrap_or_default();
+                let ce = (h[1] >> 4) & 0b11 == crate::tcp::ecn::CE;
+                self.counters.rx_frames += 1;
+                self.counters.ip_in_receives += 1;
+                self.counters.ip_in_delivers += 1;
+                self.clock = self.clock.max(now);
+                self.tcp_input(
+                    now,
+                    IpAddr::V6(Ipv6Addr::from(src)),
+                    IpAddr::V6(me.addr),
+                    tcp,
+                    from,
+                    ce,
+                );
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// RFC 826 "packet reception": merge the sender if known, add it if the request
@@ -462,7 +598,7 @@ impl Engine {
         let segs = match from.meta.gso {
             Some(g) if matches!(g.kind, GsoType::TcpV4 | GsoType::TcpV6) && g.size > 0 => {
                 let hl = tcp::Packet::new_checked(data).map_or(0, |p| p.header_len());
-                data.len()
+                (data.len() + from.more_len)
                     .saturating_sub(hl)
                     .div_ceil(usize::from(g.size))
                     .max(1) as u32
@@ -477,6 +613,8 @@ impl Engine {
             return;
         };
         seg.frame = self.rx_owned;
+        seg.more = from.more;
+        seg.more_len = from.more_len;
         seg.ce = ce;
         self.counters.tcp_in_segs += u64::from(segs);
         let local = SocketAddr::new(dst, seg.dst_port);

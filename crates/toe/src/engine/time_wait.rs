@@ -203,7 +203,7 @@ impl TwRecord {
         }
         // Text is ignored in TIME-WAIT; a FIN at RCV.NXT is taken, acknowledged,
         // and restarts the 2 MSL timer (section 3.10.7.4, "eighth").
-        if seg.has(Flags::FIN) && seg.seq.plus(seg.payload.len()) == rcv_nxt {
+        if seg.has(Flags::FIN) && seg.seq.plus(seg.data_len()) == rcv_nxt {
             self.rcv_nxt = rcv_nxt.plus(1);
             self.expiry = now + two_msl;
             return TwAnswer::Ack;

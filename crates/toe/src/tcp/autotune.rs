@@ -165,7 +165,7 @@ impl RcvTune {
 impl Conn {
     /// Data arrived (after RCV.NXT moved): RTT samples for auto-tuning.
     pub(super) fn rcv_rtt_measure(&mut self, now: Instant, seg: &Segment<'_>) {
-        if seg.payload.is_empty() || self.rx.capacity() >= self.tune.max() {
+        if seg.data_len() == 0 || self.rx.capacity() >= self.tune.max() {
             return;
         }
         let ts_now = self.ts_now(now);
@@ -179,7 +179,7 @@ impl Conn {
             (t.tsecr_on, t.last_tsecr) = (true, tsecr);
             // Only full-sized segments: a small one may answer an old ACK.
             let ms = ts_now.wrapping_sub(tsecr) as i32;
-            if seg.payload.len() >= rcv.seg_max && ms > 0 && ms < MAX_TS_SAMPLE_MS {
+            if seg.data_len() >= rcv.seg_max && ms > 0 && ms < MAX_TS_SAMPLE_MS {
                 t.ts_sample(ms.unsigned_abs() as u64 * 1_000_000);
             }
         }

@@ -240,9 +240,9 @@ impl Conn {
                 // window: a duplicate ACK of its own, as for out-of-order data
                 // (Linux rate-limits only the dataless ones).
                 match self.state.rcv_mut() {
-                    Some(r) if !seg.payload.is_empty() => {
+                    Some(r) if seg.data_len() != 0 => {
                         // Wholly below RCV.NXT: a duplicate, reported (RFC 2883).
-                        let end = seg.seq.plus(seg.payload.len());
+                        let end = seg.seq.plus(seg.data_len());
                         let dsack = (end <= rcv_nxt).then_some((seg.seq, end));
                         owe_dup_ack(r, &self.asm, &mut self.sack_owed, dsack)
                     }
@@ -349,14 +349,14 @@ impl Conn {
         }
         // Seventh: text.
         if text_ok && self.state.accepts_text() {
-            let fresh = seg.seq.plus(seg.payload.len()) > rcv_nxt;
-            if self.app_closed && !seg.payload.is_empty() && fresh {
+            let fresh = seg.seq.plus(seg.data_len()) > rcv_nxt;
+            if self.app_closed && seg.data_len() != 0 && fresh {
                 // Nobody will read it (RFC 9293 section 3.10.7.4, RFC 2525 section 2.17).
                 let rst = self.state.snd_nxt().map(|s| Rst { seq: s, ack: None });
                 self.closed(CloseReason::Aborted);
                 return rst;
             }
-            let has_data = !seg.payload.is_empty();
+            let has_data = seg.data_len() != 0;
             if self.ecn.on_segment(seg.flags, seg.ce, has_data, c)
                 && let Some(r) = self.state.rcv_mut()
             {
@@ -367,7 +367,7 @@ impl Conn {
         }
         // Eighth: FIN.
         if text_ok && seg.has(Flags::FIN) {
-            let fin_at = seg.seq.plus(seg.payload.len());
+            let fin_at = seg.seq.plus(seg.data_len());
             if let Some(r) = self.state.rcv_mut()
                 && fin_at >= r.nxt
             {
@@ -415,18 +415,18 @@ impl Conn {
         let Some(rcv) = self.state.rcv_mut() else {
             return;
         };
-        if seg.payload.is_empty() {
+        if seg.data_len() == 0 {
             return;
         }
         let skip = rcv.nxt.since(seg.seq);
-        let data = seg.payload.get(skip..).unwrap_or_default();
-        if data.is_empty() {
+        let data_len = seg.data_len().saturating_sub(skip);
+        if data_len == 0 {
             // A duplicate: acknowledge at once so the sender learns it arrived.
-            let dsack = (seg.seq, seg.seq.plus(seg.payload.len()));
+            let dsack = (seg.seq, seg.seq.plus(seg.data_len()));
             owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, Some(dsack));
             return;
         }
-        let per_seg = seg.payload.len() / seg.segs.max(1) as usize;
+        let per_seg = seg.data_len() / seg.segs.max(1) as usize;
         rcv.seg_max = rcv.seg_max.max(per_seg);
         let start = seg.seq.plus(skip);
         let offset = start.since(rcv.nxt);
@@ -436,29 +436,34 @@ impl Conn {
             owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, None);
             return;
         }
-        let adopt = if offset == 0 && self.asm.is_empty() {
-            seg.frame
-                .filter(|f| self.rx.adoptable(f, data.len()))
-                .and_then(|f| f.range_of(data))
+        let in_order = offset == 0 && self.asm.is_empty();
+        let (written, adopted) = if seg.more.is_empty() {
+            let data = seg.payload.get(skip..).unwrap_or_default();
+            let adopt = if in_order {
+                seg.frame
+                    .filter(|f| self.rx.adoptable(f, data.len()))
+                    .and_then(|f| f.range_of(data))
+            } else {
+                None
+            };
+            if let Some(range) = adopt {
+                // In order, large, and the engine will hand over the frame: keep it
+                // instead of copying (`recvbuf`).
+                self.rx.adopt(range);
+                c.tcp_rx_adopted += 1;
+                (data.len(), true)
+            } else {
+                (self.rx.write_at(offset, data), false)
+            }
         } else {
-            None
+            place_chain(&mut self.rx, seg, skip, offset, in_order, c)
         };
-        let adopted = adopt.is_some();
-        let written = if let Some(range) = adopt {
-            // In order, large, and the engine will hand over the frame: keep it
-            // instead of copying (`recvbuf`).
-            self.rx.adopt(range);
-            c.tcp_rx_adopted += 1;
-            data.len()
-        } else {
-            self.rx.write_at(offset, data)
-        };
-        if written < data.len() {
+        if written < data_len {
             rcv.ack_now = true;
         }
         if offset > 0 {
             // Out of order. A part already held is a duplicate (RFC 2883).
-            let dsack = self.asm.overlap(start, start.plus(data.len()));
+            let dsack = self.asm.overlap(start, start.plus(data_len));
             // A range the assembler cannot track (it holds `MAX_RANGES`
             // already) is dropped: its bytes stay unaccounted in the ring.
             if written > 0 && !self.asm.insert(start, start.plus(written)) {
@@ -659,7 +664,7 @@ fn process_ack(
         // RFC 6298 sections 5.2 and 5.3.
         snd.rto_at = (snd.una != snd.max).then(|| now + snd.rtt.rto());
     } else if seg.ack == snd.una
-        && seg.payload.is_empty()
+        && seg.data_len() == 0
         && !seg.flags.intersects(Flags::SYN | Flags::FIN)
         && seg_wnd == snd.wnd
         && snd.max > snd.una
@@ -710,4 +715,45 @@ fn process_ack(
         snd.rack.pto_at = None;
     }
     AckResult::Ok { fin_acked }
+}
+
+/// Places the data of a segment whose payload is a chain of fragments
+/// (frag-list GRO), from `skip` bytes in, at `offset` past RCV.NXT; returns
+/// the bytes placed and whether they were adopted. In order and large, the
+/// fragments are kept by reference as the receive buffer's storage (read
+/// where they arrived, copied once, into the reader); otherwise each piece
+/// is copied into the ring. Bytes in the head (none after GRO, which leaves
+/// only headers there) rule out adoption: the adopted bytes are always
+/// in order, before the ring's.
+fn place_chain(
+    rx: &mut super::recvbuf::RecvBuf,
+    seg: &Segment<'_>,
+    skip: usize,
+    offset: usize,
+    in_order: bool,
+    c: &mut Counters,
+) -> (usize, bool) {
+    let len = seg.data_len().saturating_sub(skip);
+    if in_order && skip >= seg.payload.len() && rx.adoptable_chain(len) {
+        // The fragments follow when the engine has the frame back
+        // (`RecvBuf::fill_chain`): moved, not cloned.
+        rx.adopt_chain(skip - seg.payload.len(), len);
+        c.tcp_rx_adopted += 1;
+        return (len, true);
+    }
+    let (mut written, mut pos) = (0, 0);
+    for piece in seg.pieces() {
+        let from = skip.saturating_sub(pos).min(piece.len());
+        pos += piece.len();
+        let part = piece.get(from..).unwrap_or_default();
+        if part.is_empty() {
+            continue;
+        }
+        let n = rx.write_at(offset + written, part);
+        written += n;
+        if n < part.len() {
+            break;
+        }
+    }
+    (written, false)
 }

@@ -24,7 +24,7 @@
 //! buffer as soon as the engine gets it back, before anything can read.
 
 use super::ring::Ring;
-use linerate_nic::PacketBuf;
+use linerate_nic::{Frags, PacketBuf, SharedBuf};
 use std::collections::VecDeque;
 
 /// Payload bytes an adopted segment has at least: below this, copying is
@@ -51,25 +51,47 @@ impl OwnedFrame {
     }
 }
 
-/// An adopted frame and the range of it still to be read.
+/// What an adopted range lies in: a received frame, or a buffer the payloads
+/// of a chain (frag-list GRO) lie in, shared with whatever else refers to it.
+#[derive(Debug)]
+enum Kept {
+    /// A frame, between [`RecvBuf::adopt`] and [`RecvBuf::fill`].
+    Awaited,
+    /// A chain, between [`RecvBuf::adopt_chain`] and [`RecvBuf::fill_chain`]:
+    /// `start` is the bytes of the chain to skip, `end - start` its bytes.
+    AwaitedChain,
+    Frame(PacketBuf),
+    Shared(SharedBuf),
+}
+
+/// An adopted frame or shared range and the range of it still to be read.
 #[derive(Debug)]
 struct Held {
-    /// `None` between [`RecvBuf::adopt`] and [`RecvBuf::fill`].
-    buf: Option<PacketBuf>,
+    buf: Kept,
     start: usize,
     end: usize,
+    /// Storage charged for it: a frame's buffer, or the bytes of the fragments
+    /// it took (a chain's buffers are shared by its fragments, as pages are by
+    /// an skb's frags, and each fragment is charged its bytes).
+    charge: usize,
 }
 
 impl Held {
     fn bytes(&self) -> &[u8] {
-        self.buf
-            .as_ref()
-            .and_then(|b| b.as_slice().get(self.start..self.end))
-            .unwrap_or_default()
+        let all = match &self.buf {
+            Kept::Awaited | Kept::AwaitedChain => &[],
+            Kept::Frame(b) => b.as_slice(),
+            Kept::Shared(b) => b,
+        };
+        all.get(self.start..self.end).unwrap_or_default()
     }
 
     fn len(&self) -> usize {
         self.end - self.start
+    }
+
+    fn awaited(&self) -> bool {
+        matches!(self.buf, Kept::Awaited | Kept::AwaitedChain)
     }
 }
 
@@ -168,25 +190,96 @@ impl RecvBuf {
     pub(crate) fn adopt(&mut self, range: core::ops::Range<usize>) {
         self.held_len += range.len();
         self.held.push_back(Held {
-            buf: None,
+            buf: Kept::Awaited,
             start: range.start,
             end: range.end,
+            charge: 0,
         });
     }
 
-    /// True if an adopted range waits for its frame.
+    /// True if in-order data of `len` bytes in a chain of fragments may be
+    /// adopted now: as [`RecvBuf::adoptable`], each fragment charged its bytes.
+    pub(crate) fn adoptable_chain(&self, len: usize) -> bool {
+        self.ring.is_empty()
+            && len >= ADOPT_MIN
+            && len <= self.free()
+            && self.held_storage.saturating_add(len) <= self.cap.saturating_mul(2)
+    }
+
+    /// Accounts `len` bytes of the chain of the frame being processed, after
+    /// its first `skip` bytes, as readable; the fragments follow by
+    /// [`RecvBuf::fill_chain`].
+    pub(crate) fn adopt_chain(&mut self, skip: usize, len: usize) {
+        self.held_len += len;
+        self.held.push_back(Held {
+            buf: Kept::AwaitedChain,
+            start: skip,
+            end: skip + len,
+            charge: 0,
+        });
+    }
+
+    /// True if an adopted range waits for its frame or chain.
     pub(crate) fn awaits_frame(&self) -> bool {
-        self.held.back().is_some_and(|h| h.buf.is_none())
+        self.held.back().is_some_and(Held::awaited)
     }
 
     /// Hands over the frame of the last [`RecvBuf::adopt`].
     pub(crate) fn fill(&mut self, buf: PacketBuf) {
         if let Some(h) = self.held.back_mut()
-            && h.buf.is_none()
+            && matches!(h.buf, Kept::Awaited)
         {
-            self.held_storage += buf.storage();
-            h.buf = Some(buf);
+            h.charge = buf.storage();
+            self.held_storage += h.charge;
+            h.buf = Kept::Frame(buf);
         }
+    }
+
+    /// Hands over the fragments of the last [`RecvBuf::adopt_chain`], taking
+    /// them from `frags`. Fragments that continue the range held before them
+    /// in the same buffer (consecutive segments of one buffer, as a memory
+    /// wire's are) extend it, as Linux coalesces frags of one page.
+    pub(crate) fn fill_chain(&mut self, frags: &mut Frags) {
+        let Some(h) = self
+            .held
+            .back()
+            .filter(|h| matches!(h.buf, Kept::AwaitedChain))
+        else {
+            return;
+        };
+        let (mut skip, mut left) = (h.start, h.len());
+        self.held.pop_back();
+        frags.take_each(|frag| {
+            let (shared, off, len) = frag.into_parts();
+            let from = skip.min(len);
+            skip -= from;
+            let n = (len - from).min(left);
+            if n == 0 {
+                return;
+            }
+            left -= n;
+            let (start, end) = (off + from, off + from + n);
+            self.held_storage += n;
+            if let Some(last) = self.held.back_mut()
+                && let Kept::Shared(b) = &last.buf
+                && b.same(&shared)
+                && last.end == start
+            {
+                last.end = end;
+                last.charge += n;
+                return;
+            }
+            self.held.push_back(Held {
+                buf: Kept::Shared(shared),
+                start,
+                end,
+                charge: n,
+            });
+        });
+        // Bytes accounted that the fragments did not hold (cannot happen: the
+        // engine adopts what the segment's fragments hold) stay unreadable
+        // rather than read as anything else.
+        self.held_len -= left;
     }
 
     /// The readable bytes, in order, as slices.
@@ -206,8 +299,8 @@ impl RecvBuf {
             self.held_len -= k;
             n -= k;
             if h.start == h.end {
-                if let Some(b) = self.held.pop_front().and_then(|h| h.buf) {
-                    self.held_storage -= b.storage();
+                if let Some(h) = self.held.pop_front() {
+                    self.held_storage -= h.charge;
                 }
             } else {
                 return;
@@ -224,7 +317,7 @@ impl RecvBuf {
             if dst.is_empty() {
                 break;
             }
-            if h.buf.is_none() {
+            if h.awaited() {
                 // Never between adopt and fill: the engine fills before
                 // returning to the application. Read nothing rather than guess.
                 debug_assert!(false, "adopted range without its frame");

@@ -2,6 +2,7 @@
 //! section 3.2, RFC 7323 and RFC 2018), and a segment to send.
 
 use super::seq::Seq;
+use linerate_nic::Frag;
 use linerate_wire::tcp::options::{self, TcpOption};
 use linerate_wire::tcp::{self, Flags, SackBlocks, SynOptions};
 
@@ -18,7 +19,13 @@ pub(crate) struct Segment<'a> {
     pub opts: SynOptions,
     /// SACK blocks, when present.
     pub sack: SackBlocks,
+    /// The data in the frame's head (all of it for a linear frame).
     pub payload: &'a [u8],
+    /// The data after `payload`, by reference: a chain that frag-list GRO
+    /// made (empty for a linear frame).
+    pub more: &'a [Frag],
+    /// Bytes in `more`.
+    pub more_len: usize,
     /// Wire segments this stands for (more than one after GRO).
     pub segs: u32,
     /// The frame `payload` lies in, when the engine owns it and can hand it to
@@ -94,6 +101,8 @@ impl<'a> Segment<'a> {
             opts,
             sack: SackBlocks::new(),
             payload,
+            more: &[],
+            more_len: 0,
             segs: segs.max(1),
             frame: None,
             ce: false,
@@ -135,6 +144,8 @@ impl<'a> Segment<'a> {
             opts,
             sack,
             payload: bytes.get(hl..).unwrap_or_default(),
+            more: &[],
+            more_len: 0,
             segs: segs.max(1),
             frame: None,
             ce: false,
@@ -146,9 +157,20 @@ impl<'a> Segment<'a> {
         self.flags.contains(f)
     }
 
+    /// Data bytes: `payload` and `more`.
+    #[inline]
+    pub fn data_len(&self) -> usize {
+        self.payload.len() + self.more_len
+    }
+
+    /// The data as pieces, in order: `payload`, then each of `more`.
+    pub fn pieces(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        core::iter::once(self.payload).chain(self.more.iter().map(Frag::bytes))
+    }
+
     /// SEG.LEN: data plus one for SYN and one for FIN.
     pub fn len(&self) -> usize {
-        self.payload.len() + usize::from(self.has(Flags::SYN)) + usize::from(self.has(Flags::FIN))
+        self.data_len() + usize::from(self.has(Flags::SYN)) + usize::from(self.has(Flags::FIN))
     }
 }
 
