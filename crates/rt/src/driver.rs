@@ -70,6 +70,13 @@ pub trait Service {
         let _ = caps;
         Ok(())
     }
+
+    /// Whether the service takes scatter-gather frames, chains included
+    /// ([`Nic::set_rx_sg`]): the driver asks the NIC for them if so. By
+    /// default it does not, and every frame it gets is linear.
+    fn takes_chains(&self) -> bool {
+        false
+    }
 }
 
 impl Service for Engine {
@@ -91,6 +98,12 @@ impl Service for Engine {
     #[inline]
     fn handle_timeout(&mut self, now: Instant) {
         Engine::handle_timeout(self, now);
+    }
+
+    /// The engine takes chains: a shim's frag-list GRO then hands up runs
+    /// whose payloads the engine reads where they arrived.
+    fn takes_chains(&self) -> bool {
+        true
     }
 
     fn fits(&self, caps: &NicCaps) -> Result<(), RtError> {
@@ -170,6 +183,10 @@ impl<N: Nic, S: Service> Driver<N, S> {
             return Err(RtError::NoQueue { queue, queues });
         }
         service.fits(nic.caps())?;
+        let mut nic = nic;
+        if service.takes_chains() {
+            nic.set_rx_sg(true);
+        }
         let engine = service;
         let pool = nic.pool().clone();
         Ok(Driver {
