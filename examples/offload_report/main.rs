@@ -102,51 +102,84 @@ struct Options {
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
-    let mut o = Options {
-        quick: false,
-        only: None,
-        write: None,
-        out: PathBuf::from("target/offload-report"),
-        no_tunnel: false,
-        no_scaling: false,
-        no_vnic: false,
-        vnic_only: false,
-        pairs: None,
+    use clap::{Arg, ArgAction, Command, value_parser};
+    let stacks: Vec<&'static str> = Stack::ALL
+        .into_iter()
+        .chain(Stack::ZERO_COPY)
+        .map(Stack::name)
+        .collect();
+    let flag = |name: &'static str, help: &'static str| {
+        Arg::new(name)
+            .long(name)
+            .action(ArgAction::SetTrue)
+            .help(help)
     };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--quick" => o.quick = true,
-            "--only" => {
-                let name = args.next().unwrap_or_default();
-                o.only = Some(
-                    Stack::ALL
-                        .into_iter()
-                        .chain(Stack::ZERO_COPY)
-                        .find(|s| s.name() == name)
-                        .ok_or(format!(
-                            "--only takes linerate-on, linerate-hw, linerate-off, smoltcp, linerate-hw-zc or smoltcp-lend, not {name:?}"
-                        ))?,
-                );
-            }
-            "--write" => o.write = Some(args.next().unwrap_or_default().parse()?),
-            "--out" => {
-                o.out = PathBuf::from(args.next().ok_or("--out takes a directory")?);
-            }
-            "--no-tunnel" => o.no_tunnel = true,
-            "--no-scaling" => o.no_scaling = true,
-            "--no-vnic" => o.no_vnic = true,
-            "--vnic-only" => o.vnic_only = true,
-            "--pairs" => o.pairs = Some(args.next().unwrap_or_default().parse()?),
-            other => {
-                return Err(format!(
-                    "unknown option {other:?} (--quick, --only STACK, --write BYTES, --out DIR, --no-tunnel, --no-scaling, --no-vnic, --vnic-only, --pairs N)"
-                )
-                .into());
-            }
-        }
-    }
-    Ok(o)
+    let m = Command::new("offload_report")
+        .about(
+            "linerate's offload report: TCP bulk throughput and CPU per GB against write \
+             size, offloads on against off, linerate against smoltcp, through tunnels, \
+             across queues and virtual NICs, all over the in-memory backend",
+        )
+        .arg(flag("quick", "a tenth of the bytes per cell, one round"))
+        .arg(
+            Arg::new("only")
+                .long("only")
+                .value_name("STACK")
+                .value_parser(stacks)
+                .help("run one stack at one write size (for profiling one cell)"),
+        )
+        .arg(
+            Arg::new("write")
+                .long("write")
+                .value_name("BYTES")
+                .value_parser(value_parser!(usize))
+                .help("run only this write size"),
+        )
+        .arg(
+            Arg::new("out")
+                .long("out")
+                .value_name("DIR")
+                .value_parser(value_parser!(PathBuf))
+                .default_value("target/offload-report")
+                .help("where the charts and the CSV go"),
+        )
+        .arg(flag("no-tunnel", "skip the tunnel experiment"))
+        .arg(flag("no-scaling", "skip the queue-scaling experiment"))
+        .arg(flag("no-vnic", "skip the virtual NIC experiment"))
+        .arg(flag("vnic-only", "run only the virtual NIC experiment"))
+        .arg(
+            Arg::new("pairs")
+                .long("pairs")
+                .value_name("N")
+                .value_parser(value_parser!(usize))
+                .help("run the virtual NIC experiment at this pair count only"),
+        )
+        .try_get_matches()
+        .unwrap_or_else(|e| e.exit());
+    let only = match m.get_one::<String>("only") {
+        Some(name) => Some(
+            Stack::ALL
+                .into_iter()
+                .chain(Stack::ZERO_COPY)
+                .find(|s| s.name() == name)
+                .ok_or(format!("no stack {name:?}"))?,
+        ),
+        None => None,
+    };
+    Ok(Options {
+        quick: m.get_flag("quick"),
+        only,
+        write: m.get_one::<usize>("write").copied(),
+        out: m
+            .get_one::<PathBuf>("out")
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("target/offload-report")),
+        no_tunnel: m.get_flag("no-tunnel"),
+        no_scaling: m.get_flag("no-scaling"),
+        no_vnic: m.get_flag("no-vnic"),
+        vnic_only: m.get_flag("vnic-only"),
+        pairs: m.get_one::<usize>("pairs").copied(),
+    })
 }
 
 /// The zero-copy comparison: each stack with its least-copying socket calls,
