@@ -7,6 +7,9 @@
 pub struct Counters {
     /// Frames handed to the engine.
     pub rx_frames: u64,
+    /// Of those, TCP segments taken with their payload as a chain of
+    /// fragments (frag-list GRO), not gathered first (`Engine::handle_frames`).
+    pub rx_chained: u64,
     /// Frames the engine emitted.
     pub tx_frames: u64,
     /// Frames dropped: bad or truncated Ethernet header.

@@ -182,6 +182,7 @@ impl Engine {
                 let tcp = ip.get(ipv4::HEADER_LEN..).unwrap_or_default();
                 let ce = h[1] & 0b11 == crate::tcp::ecn::CE;
                 self.counters.rx_frames += 1;
+                self.counters.rx_chained += 1;
                 self.counters.ip_in_receives += 1;
                 self.counters.ip_in_delivers += 1;
                 self.clock = self.clock.max(now);
@@ -213,6 +214,7 @@ impl Engine {
                 let tcp = ip.get(ipv6::HEADER_LEN..).unwrap_or_default();
                 let ce = (h[1] >> 4) & 0b11 == crate::tcp::ecn::CE;
                 self.counters.rx_frames += 1;
+                self.counters.rx_chained += 1;
                 self.counters.ip_in_receives += 1;
                 self.counters.ip_in_delivers += 1;
                 self.clock = self.clock.max(now);
