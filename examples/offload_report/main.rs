@@ -261,7 +261,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     println!(
         "sw  = offloads on, the NIC layer doing GSO, GRO and checksums in software over \
-         plain ports (no offloads, MTU enforced on the wire)"
+         plain ports (no offloads, MTU enforced on the wire; segments by reference, \
+         frag-list GRO's chains kept by the engine)"
     );
     println!(
         "hw  = offloads on over ports that have them (TSO, LRO, checksums: veth-like), \
