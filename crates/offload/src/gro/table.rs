@@ -2,8 +2,9 @@
 //! buckets of `MAX_GRO_SKBS` = 8 per NAPI context), each run owning a reusable
 //! buffer into which its first frame is copied and later payloads appended.
 //!
-//! Lookup hashes into one bucket and scans at most eight slot keys (one cache line);
-//! when the bucket is full its oldest run is delivered (Linux `gro_flush_oldest`).
+//! Lookup hashes into one bucket and compares its eight slot keys at once (one
+//! cache line, no branch per slot), masked by the bucket's occupancy bits; when
+//! the bucket is full its oldest run is delivered (Linux `gro_flush_oldest`).
 //! Buffers stay allocated when a run ends, so once warm nothing is allocated per
 //! packet.
 
@@ -14,7 +15,6 @@ use super::view::{Frame, View};
 use super::walk::{Csum, RunState};
 use super::{FlushReason, GroCounters, walk};
 use crate::meta::OffloadMeta;
-use core::ops::Range;
 use linerate_wire::checksum;
 use linerate_wire::layout::Layout;
 
@@ -117,11 +117,16 @@ impl<P> Run<P> {
     }
 }
 
-/// The table of held runs.
+/// The table of held runs. Slot `8 * b + i` is run `i` of bucket `b`; a bucket
+/// of fewer than eight runs (a table for fewer than eight flows) leaves its
+/// last slots unused.
 #[derive(Debug)]
 pub(super) struct Table<P> {
-    /// Per slot: the flow hash of the run held there, or `None` when free.
-    keys: Vec<Option<u32>>,
+    /// Per bucket: the flow hash of the run held in each slot (stale where the
+    /// slot is free).
+    keys: Vec<[u32; PER_BUCKET]>,
+    /// Per bucket: bit `i` set when slot `i` holds a run.
+    occ: Vec<u8>,
     /// Per slot: the run (kept when free, for its buffer).
     pub(super) runs: Vec<Run<P>>,
     /// Per slot: the fast path's template of the run held there, built once the
@@ -131,8 +136,10 @@ pub(super) struct Table<P> {
     /// The shape of the template last built or tried: where the fast path
     /// reads a frame's addresses and ports to find its run by hash.
     shape: Option<Shape>,
-    /// Runs per bucket.
+    /// Runs per bucket (at most [`PER_BUCKET`]).
     per_bucket: usize,
+    /// The occupancy bits of a full bucket.
+    full: u8,
     /// Number of buckets.
     buckets: usize,
     /// Runs held.
@@ -150,7 +157,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     pub(super) fn new(max_flows: usize) -> Table<P> {
         let per_bucket = max_flows.clamp(1, PER_BUCKET);
         let buckets = max_flows.max(1).div_ceil(per_bucket);
-        let slots = buckets * per_bucket;
+        let slots = buckets * PER_BUCKET;
         let empty = || Run {
             order: 0,
             born: 0,
@@ -163,11 +170,13 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             chain: Vec::new(),
         };
         Table {
-            keys: vec![None; slots],
+            keys: vec![[0; PER_BUCKET]; buckets],
+            occ: vec![0; buckets],
             runs: (0..slots).map(|_| empty()).collect(),
             fast: vec![Template::NONE; slots],
             shape: None,
             per_bucket,
+            full: (((1u16 << per_bucket) - 1) & 0xff) as u8,
             buckets,
             held: 0,
             next_order: 0,
@@ -182,33 +191,34 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
 
     /// Total run capacity.
     pub(super) fn capacity(&self) -> usize {
-        self.keys.len()
+        self.buckets * self.per_bucket
     }
 
-    /// The slots of the bucket for `hash`.
+    /// The bucket for `hash`.
     #[inline]
-    pub(super) fn bucket(&self, hash: u32) -> Range<usize> {
+    pub(super) fn bucket(&self, hash: u32) -> usize {
         // Multiply-shift maps the hash onto 0..buckets without a division.
-        let b = ((u64::from(hash) * self.buckets as u64) >> 32) as usize;
-        let start = b * self.per_bucket;
-        start..start + self.per_bucket
+        ((u64::from(hash) * self.buckets as u64) >> 32) as usize
     }
 
-    /// The held runs in `bucket` whose hash is `hash`.
+    /// The occupancy bits of `bucket`'s slots whose run has hash `hash`.
     #[inline]
-    pub(super) fn candidates(
-        &self,
-        bucket: Range<usize>,
-        hash: u32,
-    ) -> impl Iterator<Item = usize> + '_ {
-        let start = bucket.start;
-        self.keys
-            .get(bucket)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-            .filter(move |(_, k)| **k == Some(hash))
-            .map(move |(i, _)| start + i)
+    fn matching(&self, bucket: usize, hash: u32) -> u8 {
+        let (Some(keys), Some(&occ)) = (self.keys.get(bucket), self.occ.get(bucket)) else {
+            return 0;
+        };
+        // Eight compares folded into a mask (vectorised), no branch per slot.
+        let mut m = 0u8;
+        for (i, &k) in keys.iter().enumerate() {
+            m |= u8::from(k == hash) << i;
+        }
+        m & occ
+    }
+
+    /// The held runs in `bucket` whose hash is `hash`, in slot order.
+    #[inline]
+    pub(super) fn candidates(&self, bucket: usize, hash: u32) -> Slots {
+        Slots(self.matching(bucket, hash), bucket * PER_BUCKET)
     }
 
     /// Builds the fast path's template for the run in `slot` once it has three
@@ -251,20 +261,14 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         }
         let hash = self.shape?.hash(head);
         let bucket = self.bucket(hash);
-        let keys = self.keys.get(bucket.clone())?;
-        for (i, k) in keys.iter().enumerate() {
-            let slot = bucket.start + i;
-            if *k == Some(hash) && self.fast.get(slot).is_some_and(|t| t.matches(head)) {
-                return Some(slot);
-            }
-        }
-        None
+        self.candidates(bucket, hash)
+            .find(|&slot| self.fast.get(slot).is_some_and(|t| t.matches(head)))
     }
 
     /// True if a run is held in `slot`.
     #[inline]
     pub(super) fn is_held(&self, slot: usize) -> bool {
-        self.keys.get(slot).is_some_and(Option::is_some)
+        is_held(&self.occ, slot)
     }
 
     /// The run in `slot`.
@@ -279,30 +283,28 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         self.runs.get_mut(slot)
     }
 
-    /// A free slot of `bucket`, if it has one.
+    /// A free slot of `bucket`, if it has one (the first).
     #[inline]
-    pub(super) fn free_slot(&self, bucket: Range<usize>) -> Option<usize> {
-        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
-        keys.iter()
-            .position(Option::is_none)
-            .map(|i| bucket.start + i)
+    pub(super) fn free_slot(&self, bucket: usize) -> Option<usize> {
+        let free = !self.occ.get(bucket)? & self.full;
+        (free != 0).then(|| bucket * PER_BUCKET + free.trailing_zeros() as usize)
     }
 
     /// A slot of `bucket` to hold a new run in: a free one, else the oldest run's,
     /// delivered first (counted as [`FlushReason::TableFull`]).
     pub(super) fn make_room(
         &mut self,
-        bucket: Range<usize>,
+        bucket: usize,
         counters: &mut GroCounters,
         out: &mut impl Out<P>,
     ) -> usize {
-        if let Some(slot) = self.free_slot(bucket.clone()) {
+        if let Some(slot) = self.free_slot(bucket) {
             return slot;
         }
-        let oldest = bucket
-            .clone()
+        let start = bucket * PER_BUCKET;
+        let oldest = (start..start + self.per_bucket)
             .min_by_key(|&s| self.runs.get(s).map_or(u64::MAX, |r| r.order))
-            .unwrap_or(bucket.start);
+            .unwrap_or(start);
         self.deliver(oldest, FlushReason::TableFull, counters, out);
         oldest
     }
@@ -329,7 +331,12 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         room: usize,
     ) -> bool {
         let order = self.next_order;
-        let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
+        let (b, i) = (slot / PER_BUCKET, slot % PER_BUCKET);
+        let (Some(key), Some(occ), Some(run)) = (
+            self.keys.get_mut(b).and_then(|k| k.get_mut(i)),
+            self.occ.get_mut(b),
+            self.runs.get_mut(slot),
+        ) else {
             return true;
         };
         run.head = 0;
@@ -372,7 +379,8 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         }
         run.len = p.len();
         // The slot's template was cleared when its last run was delivered.
-        *key = Some(hash);
+        *key = hash;
+        *occ |= 1 << i;
         self.next_order += 1;
         run.order = order;
         run.born = now;
@@ -381,9 +389,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         run.meta = *meta;
         run.meta.csum = csum.state;
         self.held += 1;
-        if self.live.len() >= 4 * self.keys.len() {
-            let (keys, runs) = (&self.keys, &self.runs);
-            self.live.retain(|&(s, o)| is_live(keys, runs, s, o));
+        if self.live.len() >= 4 * self.runs.len() {
+            let (occ, runs) = (&self.occ, &self.runs);
+            self.live.retain(|&(s, o)| is_live(occ, runs, s, o));
         }
         self.live.push((slot, order));
         true
@@ -398,12 +406,15 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         counters: &mut GroCounters,
         out: &mut impl Out<P>,
     ) {
-        let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
+        let bit = 1u8 << (slot % PER_BUCKET);
+        let (Some(occ), Some(run)) = (self.occ.get_mut(slot / PER_BUCKET), self.runs.get_mut(slot))
+        else {
             return;
         };
-        if key.take().is_none() {
+        if *occ & bit == 0 {
             return;
         }
+        *occ &= !bit;
         self.held -= 1;
         if let Some(t) = self.fast.get_mut(slot) {
             t.len = 0;
@@ -434,10 +445,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         if self.held == 0 {
             return;
         }
-        for slot in self.bucket(hash) {
-            if self.keys.get(slot).copied().flatten() == Some(hash) {
-                self.deliver(slot, reason, counters, out);
-            }
+        let bucket = self.bucket(hash);
+        for slot in self.candidates(bucket, hash) {
+            self.deliver(slot, reason, counters, out);
         }
     }
 
@@ -455,7 +465,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         }
         let mut live = core::mem::take(&mut self.live);
         live.retain(|&(slot, order)| {
-            if !is_live(&self.keys, &self.runs, slot, order) {
+            if !is_live(&self.occ, &self.runs, slot, order) {
                 return false;
             }
             let born = self.runs.get(slot).map_or(0, |r| r.born);
@@ -470,10 +480,35 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     }
 }
 
+/// True if a run is held in `slot`, by the occupancy bits `occ`.
+#[inline]
+fn is_held(occ: &[u8], slot: usize) -> bool {
+    occ.get(slot / PER_BUCKET)
+        .is_some_and(|&o| o & (1 << (slot % PER_BUCKET)) != 0)
+}
+
 /// True if the `live` entry (slot, order) still names a held run.
 #[inline]
-fn is_live<P>(keys: &[Option<u32>], runs: &[Run<P>], slot: usize, order: u64) -> bool {
-    keys.get(slot).is_some_and(Option::is_some) && runs.get(slot).is_some_and(|r| r.order == order)
+fn is_live<P>(occ: &[u8], runs: &[Run<P>], slot: usize, order: u64) -> bool {
+    is_held(occ, slot) && runs.get(slot).is_some_and(|r| r.order == order)
+}
+
+/// The slots of a bucket whose bits are set in a mask, lowest first: the mask
+/// and the bucket's first slot.
+pub(super) struct Slots(u8, usize);
+
+impl Iterator for Slots {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let i = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(self.1 + i)
+    }
 }
 
 #[cfg(test)]

@@ -129,11 +129,11 @@ fn level<'a>(b: &'a [u8], h: &'a Headers) -> Result<Level<'a>, FlushReason> {
 }
 
 impl<'a> View<'a> {
-    /// Resolves the headers of `f`, or says why the frame cannot be coalesced (not
-    /// IP, a fragment, not TCP or, with `udp_on`, UDP; a tunnel that does not carry
-    /// Ethernet).
+    /// Resolves the headers of `f` (followed by `pay`, for a frame in two parts),
+    /// or says why the frame cannot be coalesced (not IP, a fragment, not TCP
+    /// or, with `udp_on`, UDP; a tunnel that does not carry Ethernet).
     #[inline(always)]
-    pub(super) fn new(f: Frame<'a>, udp_on: bool) -> Result<View<'a>, FlushReason> {
+    pub(super) fn new(f: Frame<'a>, pay: &'a [u8], udp_on: bool) -> Result<View<'a>, FlushReason> {
         let (b, l) = (f.b, f.l);
         if l.outer.frag != Fragment::None || l.inner.is_some_and(|i| i.frag != Fragment::None) {
             return Err(FlushReason::Fragment);
@@ -169,7 +169,7 @@ impl<'a> View<'a> {
             outer,
             tunnel,
             l4: l4.ok_or(FlushReason::Unparsed)?,
-            pay: &[],
+            pay,
         })
     }
 
