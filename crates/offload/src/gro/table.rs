@@ -2,8 +2,10 @@
 //! buckets of `MAX_GRO_SKBS` = 8 per NAPI context), each run owning a reusable
 //! buffer into which its first frame is copied and later payloads appended.
 //!
-//! Lookup hashes into one bucket and compares its eight slot keys at once (one
-//! cache line, no branch per slot), masked by the bucket's occupancy bits; when
+//! Lookup hashes into one bucket and compares a byte of the hash with the
+//! bucket's eight at once (one 64-bit word, no branch per slot), masked by the
+//! bucket's occupancy bits; only slots whose byte matches have their whole key
+//! compared. When
 //! the bucket is full its oldest run is delivered (Linux `gro_flush_oldest`).
 //! Buffers stay allocated when a run ends, so once warm nothing is allocated per
 //! packet.
@@ -125,6 +127,8 @@ pub(super) struct Table<P> {
     /// Per bucket: the flow hash of the run held in each slot (stale where the
     /// slot is free).
     keys: Vec<[u32; PER_BUCKET]>,
+    /// Per bucket: byte `i` is the low byte of slot `i`'s key.
+    tags: Vec<u64>,
     /// Per bucket: bit `i` set when slot `i` holds a run.
     occ: Vec<u8>,
     /// Per slot: the run (kept when free, for its buffer).
@@ -171,6 +175,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         };
         Table {
             keys: vec![[0; PER_BUCKET]; buckets],
+            tags: vec![0; buckets],
             occ: vec![0; buckets],
             runs: (0..slots).map(|_| empty()).collect(),
             fast: vec![Template::NONE; slots],
@@ -204,15 +209,31 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     /// The occupancy bits of `bucket`'s slots whose run has hash `hash`.
     #[inline]
     fn matching(&self, bucket: usize, hash: u32) -> u8 {
-        let (Some(keys), Some(&occ)) = (self.keys.get(bucket), self.occ.get(bucket)) else {
+        const LSB: u64 = 0x0101_0101_0101_0101;
+        const MSB: u64 = 0x8080_8080_8080_8080;
+        let (Some(keys), Some(&tags), Some(&occ)) = (
+            self.keys.get(bucket),
+            self.tags.get(bucket),
+            self.occ.get(bucket),
+        ) else {
             return 0;
         };
-        // Eight compares folded into a mask (vectorised), no branch per slot.
-        let mut m = 0u8;
-        for (i, &k) in keys.iter().enumerate() {
-            m |= u8::from(k == hash) << i;
+        // Bytes equal to the hash's low byte: zero bytes of `x` (the lowest
+        // exactly; a byte above a zero one may show too, which the key
+        // comparison below removes).
+        let x = tags ^ (u64::from(hash as u8) * LSB);
+        let zero = x.wrapping_sub(LSB) & !x & MSB;
+        // Bit 7 of byte `i` gathered into bit `i`.
+        let mut maybe = ((zero >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8 & occ;
+        let mut m = maybe;
+        while maybe != 0 {
+            let i = maybe.trailing_zeros() as usize;
+            maybe &= maybe - 1;
+            if keys.get(i) != Some(&hash) {
+                m &= !(1 << i);
+            }
         }
-        m & occ
+        m
     }
 
     /// The held runs in `bucket` whose hash is `hash`, in slot order.
@@ -318,6 +339,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     /// would if the frame could not be copied whole, which the room grown for it
     /// rules out).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn hold(
         &mut self,
         slot: usize,
@@ -332,8 +354,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     ) -> bool {
         let order = self.next_order;
         let (b, i) = (slot / PER_BUCKET, slot % PER_BUCKET);
-        let (Some(key), Some(occ), Some(run)) = (
+        let (Some(key), Some(tags), Some(occ), Some(run)) = (
             self.keys.get_mut(b).and_then(|k| k.get_mut(i)),
+            self.tags.get_mut(b),
             self.occ.get_mut(b),
             self.runs.get_mut(slot),
         ) else {
@@ -380,6 +403,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         run.len = p.len();
         // The slot's template was cleared when its last run was delivered.
         *key = hash;
+        *tags = (*tags & !(0xff << (8 * i))) | (u64::from(hash as u8) << (8 * i));
         *occ |= 1 << i;
         self.next_order += 1;
         run.order = order;
@@ -597,6 +621,44 @@ mod tests {
                 g.flush_all(&mut t);
             });
             assert_eq!(t.out, reference);
+        }
+    }
+
+    /// The byte-wise lookup finds exactly the occupied slots whose key is the
+    /// hash, also where the bytes of other keys are one off the hash's (the
+    /// borrows of the zero-byte test).
+    #[test]
+    fn matching_is_exact() {
+        let mut t = super::Table::<super::super::NoChain>::new(8);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let hash = next() as u32;
+            let low = hash & 0xff;
+            for i in 0..8 {
+                let r = next();
+                // Mostly near the hash: equal, one off in the low byte, or equal
+                // in the low byte only.
+                let key = match r % 5 {
+                    0 => hash,
+                    1 => (hash & !0xff) | (low.wrapping_add(1) & 0xff),
+                    2 => (hash & !0xff) | (low.wrapping_sub(1) & 0xff),
+                    3 => hash ^ 0x100,
+                    _ => (r >> 8) as u32,
+                };
+                t.keys[0][i] = key;
+                t.tags[0] = (t.tags[0] & !(0xff << (8 * i))) | (u64::from(key as u8) << (8 * i));
+            }
+            t.occ[0] = next() as u8;
+            let want = (0..8).fold(0u8, |m, i| {
+                m | (u8::from(t.keys[0][i] == hash && t.occ[0] & (1 << i) != 0) << i)
+            });
+            assert_eq!(t.matching(0, hash), want);
         }
     }
 
