@@ -76,7 +76,7 @@ impl<P> Run<P> {
     /// False, with nothing appended, if it is bad (or, which the room grown for
     /// it rules out, the bytes could not be copied whole: those written past the
     /// run are room, not the run).
-    #[inline]
+    #[inline(always)]
     pub(super) fn keep(
         &mut self,
         payload: &[u8],
