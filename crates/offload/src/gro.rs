@@ -689,15 +689,18 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         if !f.fits(head.len() + pay.len()) {
             return self.refuse(frame, meta, FlushReason::Unparsed, None, out);
         }
-        let p = match View::new(f, self.cfg.udp) {
-            Ok(p) => View { pay, ..p },
+        // Borrowed where it was built, not moved out of the `Result`.
+        let view = View::new(f, pay, self.cfg.udp);
+        let p = match &view {
+            Ok(p) => p,
             Err(r) => {
+                let r = *r;
                 let hash = view::has_ports(f).then(|| view::flow_hash(f));
                 return self.refuse(frame, meta, r, hash, out);
             }
         };
         let hash = p.flow_hash();
-        let mut csum = match walk::check(&p, meta.csum, true) {
+        let mut csum = match walk::check(p, meta.csum, true) {
             Ok(c) => c,
             Err(r) => return self.refuse(frame, meta, r, Some(hash), out),
         };
@@ -705,16 +708,16 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         let limits = (usize::from(self.cfg.max_len), self.cfg.max_segs);
         let mut found = None;
         let mut split = None;
-        for slot in self.table.candidates(bucket.clone(), hash) {
+        for slot in self.table.candidates(bucket, hash) {
             let Some(run) = self.table.run(slot) else {
                 continue;
             };
-            let Ok(h) = View::new(run.frame(), true) else {
+            let Ok(h) = View::new(run.frame(), &[], true) else {
                 continue;
             };
-            match walk::same_flow(&p, &h) {
+            match walk::same_flow(p, &h) {
                 Ok(()) => {
-                    found = Some((slot, judge(&p, &h, run, limits.0)));
+                    found = Some((slot, judge(p, &h, run, limits.0)));
                     break;
                 }
                 Err(r) => split = split.or(Some(r)),
@@ -727,7 +730,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         // own refusal, as if it had been refused when it was checked.
         match found {
             Some((slot, Ok((ids, then)))) => {
-                let Ok(flush) = self.append(slot, &p, chained, csum.deferred, ids, then, limits)
+                let Ok(flush) = self.append(slot, p, chained, csum.deferred, ids, then, limits)
                 else {
                     return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
                 };
@@ -743,7 +746,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
                 return;
             }
             Some((slot, Err(r))) => {
-                if let Err(bad) = csum.settle(&p) {
+                if let Err(bad) = csum.settle(p) {
                     return self.refuse(frame, meta, bad, Some(hash), out);
                 }
                 self.table.deliver(slot, r, &mut self.counters, out);
@@ -751,8 +754,8 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
             }
             None => {}
         }
-        if let Err(r) = walk::can_start(&p) {
-            if let Err(bad) = csum.settle(&p) {
+        if let Err(r) = walk::can_start(p) {
+            if let Err(bad) = csum.settle(p) {
                 return self.refuse(frame, meta, bad, Some(hash), out);
             }
             if let Some(s) = split {
@@ -769,21 +772,21 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
             };
             return self.refuse(frame, &verified, r, None, out);
         }
-        let slot = match self.table.free_slot(bucket.clone()) {
+        let slot = match self.table.free_slot(bucket) {
             Some(slot) => slot,
             None => {
                 // Making room delivers a run: only for a good frame.
-                if let Err(bad) = csum.settle(&p) {
+                if let Err(bad) = csum.settle(p) {
                     return self.refuse(frame, meta, bad, Some(hash), out);
                 }
                 self.table.make_room(bucket, &mut self.counters, out)
             }
         };
-        let start = RunState::start(&p);
+        let start = RunState::start(p);
         let room = usize::from(layout.outer.l3_offset) + limits.0;
         if !self
             .table
-            .hold(slot, hash, now, &p, chained, start, meta, csum, room)
+            .hold(slot, hash, now, p, chained, start, meta, csum, room)
         {
             return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
         }

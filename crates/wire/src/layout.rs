@@ -13,7 +13,11 @@
 //! the offsets it gives. Lengths are validated here once (every header lies inside
 //! the frame; IP and UDP length fields lie inside the frame; the inner frame lies
 //! inside the outer datagram), so later field reads at these offsets cannot fail.
-//! Checksums are not verified here: that is the offload layer's work.
+//! Checksums are not verified here: that is the offload layer's work. The
+//! commonest frame, untagged TCP over IPv4 without options or over IPv6 without
+//! extension headers, is recognised by a few compares first and gets the same
+//! [`Layout`] the walk would give (the tests flip every bit of such frames and
+//! compare).
 //!
 //! What counts as an error: a malformed outer stack (Ethernet, VLAN, IP, transport)
 //! makes [`parse`] fail. A datagram that only *looks* like a tunnel (UDP to a tunnel
@@ -151,7 +155,25 @@ impl Config {
     };
 
     /// Parses `frame` with these tunnel ports.
+    #[inline]
     pub fn parse(&self, frame: &[u8]) -> Result<Layout> {
+        // The common case first: untagged Ethernet, IPv4 without options or
+        // IPv6 without extension headers, TCP. It cannot carry a tunnel.
+        if let Some(outer) = plain_tcp(frame) {
+            return Ok(Layout {
+                outer,
+                tunnel: None,
+                inner: None,
+                payload: outer.payload,
+                tunnel_error: None,
+            });
+        }
+        self.parse_general(frame)
+    }
+
+    /// [`Config::parse`] without its shortcut for plain TCP: every frame walks
+    /// the general parser (the tests compare the two).
+    fn parse_general(&self, frame: &[u8]) -> Result<Layout> {
         let outer = parse_headers(frame, 0)?;
         let mut layout = Layout {
             outer,
@@ -495,6 +517,67 @@ fn len32(at: usize) -> u32 {
     u32::try_from(at).unwrap_or(u32::MAX)
 }
 
+/// The headers of an untagged Ethernet frame carrying IPv4 without options or
+/// IPv6 without extension headers, not a fragment, and a whole TCP header, as
+/// [`parse_headers`] finds them; `None` for anything else (which that parser
+/// then decides, error or not). A few loads and compares instead of the walk.
+#[inline]
+fn plain_tcp(frame: &[u8]) -> Option<Headers> {
+    const L3: usize = ethernet::HEADER_LEN;
+    // Ethernet and the fixed IPv4 header (or IPv6's first 20 bytes): one
+    // bounds check, then constant offsets. The protocol first: a tunnel's
+    // UDP leaves at once.
+    let e = frame.first_chunk::<34>()?;
+    let (l4, total, ethertype) = match u16::from_be_bytes([e[12], e[13]]) {
+        ethertype::IPV4 => {
+            // Protocol TCP; version 4, IHL 5; MF clear and offset 0 (the
+            // reserved bit and DF do not make a fragment).
+            if e[L3 + 9] != protocol::TCP
+                || e[L3] != 0x45
+                || e[L3 + 6] & 0x3f != 0
+                || e[L3 + 7] != 0
+            {
+                return None;
+            }
+            let total = usize::from(u16::from_be_bytes([e[L3 + 2], e[L3 + 3]]));
+            (L3 + 20, total, ethertype::IPV4)
+        }
+        ethertype::IPV6 => {
+            // Next header TCP (so no extension header), version 6.
+            if e[L3 + 6] != protocol::TCP || e[L3] >> 4 != 6 {
+                return None;
+            }
+            let total = 40 + usize::from(u16::from_be_bytes([e[L3 + 4], e[L3 + 5]]));
+            (L3 + 40, total, ethertype::IPV6)
+        }
+        _ => return None,
+    };
+    let end = L3 + total;
+    // The packet lies in the frame and holds a whole TCP header.
+    let doff = usize::from(byte(frame, l4 + 12)? >> 4) * 4;
+    if end > frame.len() || doff < 20 || l4 + doff > end {
+        return None;
+    }
+    Some(Headers {
+        l2: 0,
+        vlan_tags: 0,
+        ethertype,
+        l3: if ethertype == ethertype::IPV4 {
+            L3Kind::Ipv4
+        } else {
+            L3Kind::Ipv6
+        },
+        l3_offset: L3 as u16,
+        l3_len: total as u32,
+        protocol: protocol::TCP,
+        frag: Fragment::None,
+        l4: L4Kind::Tcp,
+        l4_offset: l4 as u16,
+        payload: (l4 + doff) as u16,
+        l4_end: end as u32,
+    })
+}
+
 /// Parses Ethernet, VLAN tags, L3 and L4 starting at `start`; the frame ends at
 /// `frame.len()`.
 #[inline]
@@ -693,4 +776,67 @@ fn parse_l4(frame: &[u8], h: &mut Headers) -> Result<()> {
     h.l4 = kind;
     h.payload = off16(layer, l4 + hdr_len)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    // Test code: a panic is a failed test.
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::Config;
+    use crate::build::{FrameBuilder, Ip, L4};
+    use etherparse::TcpHeader;
+
+    /// The plain TCP shortcut gives what the general parser gives, for frames
+    /// with any bit of their first 80 bytes flipped, cut at any length, or
+    /// tagged, with options, or fragments.
+    #[test]
+    fn plain_tcp_shortcut_parses_as_the_general_parser() {
+        let mut tcp = TcpHeader::new(1000, 2000, 7, 512);
+        tcp.ack = true;
+        let with_opts = {
+            let mut t = tcp.clone();
+            t.set_options(&[etherparse::TcpOptionElement::Timestamp(1, 2)])
+                .unwrap();
+            t
+        };
+        let v4 = || Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]);
+        let v6 = || Ip::v6([1; 16], [2; 16]);
+        let bases = [
+            FrameBuilder::new(v4(), L4::Tcp(tcp.clone())).build(&[9; 100]),
+            FrameBuilder::new(v6(), L4::Tcp(tcp.clone())).build(&[9; 100]),
+            FrameBuilder::new(v4(), L4::Tcp(with_opts.clone())).build(&[9; 3]),
+            FrameBuilder::new(v6(), L4::Tcp(with_opts)).build(&[]),
+            FrameBuilder::new(v4(), L4::Tcp(tcp.clone()))
+                .vlan(7)
+                .build(&[9; 10]),
+            FrameBuilder::new(v4(), L4::udp(1, 4789)).build(&[0; 40]),
+        ];
+        let cfg = Config::DEFAULT;
+        let mut checked = 0;
+        for base in &bases {
+            for len in 0..=base.len() {
+                let f = &base[..len];
+                assert_eq!(cfg.parse(f), cfg.parse_general(f), "cut at {len}");
+            }
+            for at in 0..base.len().min(80) {
+                for bit in 0..8 {
+                    let mut f = base.clone();
+                    f[at] ^= 1 << bit;
+                    assert_eq!(cfg.parse(&f), cfg.parse_general(&f), "byte {at} bit {bit}");
+                    // Also with the frame one byte short and padded.
+                    let short = &f[..f.len() - 1];
+                    assert_eq!(cfg.parse(short), cfg.parse_general(short));
+                    f.push(0);
+                    assert_eq!(cfg.parse(&f), cfg.parse_general(&f));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 3000);
+        // The shortcut is taken for the plain frames (and gives their layouts).
+        assert!(super::plain_tcp(&bases[0]).is_some() && super::plain_tcp(&bases[1]).is_some());
+        assert!(super::plain_tcp(&bases[2]).is_some());
+        assert!(super::plain_tcp(&bases[4]).is_none());
+    }
 }

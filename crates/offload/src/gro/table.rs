@@ -2,8 +2,11 @@
 //! buckets of `MAX_GRO_SKBS` = 8 per NAPI context), each run owning a reusable
 //! buffer into which its first frame is copied and later payloads appended.
 //!
-//! Lookup hashes into one bucket and scans at most eight slot keys (one cache line);
-//! when the bucket is full its oldest run is delivered (Linux `gro_flush_oldest`).
+//! Lookup hashes into one bucket and compares a byte of the hash with the
+//! bucket's eight at once (one 64-bit word, no branch per slot), masked by the
+//! bucket's occupancy bits; only slots whose byte matches have their whole key
+//! compared. When
+//! the bucket is full its oldest run is delivered (Linux `gro_flush_oldest`).
 //! Buffers stay allocated when a run ends, so once warm nothing is allocated per
 //! packet.
 
@@ -14,7 +17,6 @@ use super::view::{Frame, View};
 use super::walk::{Csum, RunState};
 use super::{FlushReason, GroCounters, walk};
 use crate::meta::OffloadMeta;
-use core::ops::Range;
 use linerate_wire::checksum;
 use linerate_wire::layout::Layout;
 
@@ -74,7 +76,7 @@ impl<P> Run<P> {
     /// False, with nothing appended, if it is bad (or, which the room grown for
     /// it rules out, the bytes could not be copied whole: those written past the
     /// run are room, not the run).
-    #[inline]
+    #[inline(always)]
     pub(super) fn keep(
         &mut self,
         payload: &[u8],
@@ -117,11 +119,18 @@ impl<P> Run<P> {
     }
 }
 
-/// The table of held runs.
+/// The table of held runs. Slot `8 * b + i` is run `i` of bucket `b`; a bucket
+/// of fewer than eight runs (a table for fewer than eight flows) leaves its
+/// last slots unused.
 #[derive(Debug)]
 pub(super) struct Table<P> {
-    /// Per slot: the flow hash of the run held there, or `None` when free.
-    keys: Vec<Option<u32>>,
+    /// Per bucket: the flow hash of the run held in each slot (stale where the
+    /// slot is free).
+    keys: Vec<[u32; PER_BUCKET]>,
+    /// Per bucket: byte `i` is the low byte of slot `i`'s key.
+    tags: Vec<u64>,
+    /// Per bucket: bit `i` set when slot `i` holds a run.
+    occ: Vec<u8>,
     /// Per slot: the run (kept when free, for its buffer).
     pub(super) runs: Vec<Run<P>>,
     /// Per slot: the fast path's template of the run held there, built once the
@@ -131,8 +140,10 @@ pub(super) struct Table<P> {
     /// The shape of the template last built or tried: where the fast path
     /// reads a frame's addresses and ports to find its run by hash.
     shape: Option<Shape>,
-    /// Runs per bucket.
+    /// Runs per bucket (at most [`PER_BUCKET`]).
     per_bucket: usize,
+    /// The occupancy bits of a full bucket.
+    full: u8,
     /// Number of buckets.
     buckets: usize,
     /// Runs held.
@@ -150,7 +161,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     pub(super) fn new(max_flows: usize) -> Table<P> {
         let per_bucket = max_flows.clamp(1, PER_BUCKET);
         let buckets = max_flows.max(1).div_ceil(per_bucket);
-        let slots = buckets * per_bucket;
+        let slots = buckets * PER_BUCKET;
         let empty = || Run {
             order: 0,
             born: 0,
@@ -163,11 +174,14 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
             chain: Vec::new(),
         };
         Table {
-            keys: vec![None; slots],
+            keys: vec![[0; PER_BUCKET]; buckets],
+            tags: vec![0; buckets],
+            occ: vec![0; buckets],
             runs: (0..slots).map(|_| empty()).collect(),
             fast: vec![Template::NONE; slots],
             shape: None,
             per_bucket,
+            full: (((1u16 << per_bucket) - 1) & 0xff) as u8,
             buckets,
             held: 0,
             next_order: 0,
@@ -182,33 +196,50 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
 
     /// Total run capacity.
     pub(super) fn capacity(&self) -> usize {
-        self.keys.len()
+        self.buckets * self.per_bucket
     }
 
-    /// The slots of the bucket for `hash`.
+    /// The bucket for `hash`.
     #[inline]
-    pub(super) fn bucket(&self, hash: u32) -> Range<usize> {
+    pub(super) fn bucket(&self, hash: u32) -> usize {
         // Multiply-shift maps the hash onto 0..buckets without a division.
-        let b = ((u64::from(hash) * self.buckets as u64) >> 32) as usize;
-        let start = b * self.per_bucket;
-        start..start + self.per_bucket
+        ((u64::from(hash) * self.buckets as u64) >> 32) as usize
     }
 
-    /// The held runs in `bucket` whose hash is `hash`.
+    /// The occupancy bits of `bucket`'s slots whose run has hash `hash`.
     #[inline]
-    pub(super) fn candidates(
-        &self,
-        bucket: Range<usize>,
-        hash: u32,
-    ) -> impl Iterator<Item = usize> + '_ {
-        let start = bucket.start;
-        self.keys
-            .get(bucket)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-            .filter(move |(_, k)| **k == Some(hash))
-            .map(move |(i, _)| start + i)
+    fn matching(&self, bucket: usize, hash: u32) -> u8 {
+        const LSB: u64 = 0x0101_0101_0101_0101;
+        const MSB: u64 = 0x8080_8080_8080_8080;
+        let (Some(keys), Some(&tags), Some(&occ)) = (
+            self.keys.get(bucket),
+            self.tags.get(bucket),
+            self.occ.get(bucket),
+        ) else {
+            return 0;
+        };
+        // Bytes equal to the hash's low byte: zero bytes of `x` (the lowest
+        // exactly; a byte above a zero one may show too, which the key
+        // comparison below removes).
+        let x = tags ^ (u64::from(hash as u8) * LSB);
+        let zero = x.wrapping_sub(LSB) & !x & MSB;
+        // Bit 7 of byte `i` gathered into bit `i`.
+        let mut maybe = ((zero >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8 & occ;
+        let mut m = maybe;
+        while maybe != 0 {
+            let i = maybe.trailing_zeros() as usize;
+            maybe &= maybe - 1;
+            if keys.get(i) != Some(&hash) {
+                m &= !(1 << i);
+            }
+        }
+        m
+    }
+
+    /// The held runs in `bucket` whose hash is `hash`, in slot order.
+    #[inline]
+    pub(super) fn candidates(&self, bucket: usize, hash: u32) -> Slots {
+        Slots(self.matching(bucket, hash), bucket * PER_BUCKET)
     }
 
     /// Builds the fast path's template for the run in `slot` once it has three
@@ -251,20 +282,14 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         }
         let hash = self.shape?.hash(head);
         let bucket = self.bucket(hash);
-        let keys = self.keys.get(bucket.clone())?;
-        for (i, k) in keys.iter().enumerate() {
-            let slot = bucket.start + i;
-            if *k == Some(hash) && self.fast.get(slot).is_some_and(|t| t.matches(head)) {
-                return Some(slot);
-            }
-        }
-        None
+        self.candidates(bucket, hash)
+            .find(|&slot| self.fast.get(slot).is_some_and(|t| t.matches(head)))
     }
 
     /// True if a run is held in `slot`.
     #[inline]
     pub(super) fn is_held(&self, slot: usize) -> bool {
-        self.keys.get(slot).is_some_and(Option::is_some)
+        is_held(&self.occ, slot)
     }
 
     /// The run in `slot`.
@@ -279,30 +304,28 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         self.runs.get_mut(slot)
     }
 
-    /// A free slot of `bucket`, if it has one.
+    /// A free slot of `bucket`, if it has one (the first).
     #[inline]
-    pub(super) fn free_slot(&self, bucket: Range<usize>) -> Option<usize> {
-        let keys = self.keys.get(bucket.clone()).unwrap_or_default();
-        keys.iter()
-            .position(Option::is_none)
-            .map(|i| bucket.start + i)
+    pub(super) fn free_slot(&self, bucket: usize) -> Option<usize> {
+        let free = !self.occ.get(bucket)? & self.full;
+        (free != 0).then(|| bucket * PER_BUCKET + free.trailing_zeros() as usize)
     }
 
     /// A slot of `bucket` to hold a new run in: a free one, else the oldest run's,
     /// delivered first (counted as [`FlushReason::TableFull`]).
     pub(super) fn make_room(
         &mut self,
-        bucket: Range<usize>,
+        bucket: usize,
         counters: &mut GroCounters,
         out: &mut impl Out<P>,
     ) -> usize {
-        if let Some(slot) = self.free_slot(bucket.clone()) {
+        if let Some(slot) = self.free_slot(bucket) {
             return slot;
         }
-        let oldest = bucket
-            .clone()
+        let start = bucket * PER_BUCKET;
+        let oldest = (start..start + self.per_bucket)
             .min_by_key(|&s| self.runs.get(s).map_or(u64::MAX, |r| r.order))
-            .unwrap_or(bucket.start);
+            .unwrap_or(start);
         self.deliver(oldest, FlushReason::TableFull, counters, out);
         oldest
     }
@@ -316,6 +339,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     /// would if the frame could not be copied whole, which the room grown for it
     /// rules out).
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn hold(
         &mut self,
         slot: usize,
@@ -329,7 +353,13 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         room: usize,
     ) -> bool {
         let order = self.next_order;
-        let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
+        let (b, i) = (slot / PER_BUCKET, slot % PER_BUCKET);
+        let (Some(key), Some(tags), Some(occ), Some(run)) = (
+            self.keys.get_mut(b).and_then(|k| k.get_mut(i)),
+            self.tags.get_mut(b),
+            self.occ.get_mut(b),
+            self.runs.get_mut(slot),
+        ) else {
             return true;
         };
         run.head = 0;
@@ -372,7 +402,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         }
         run.len = p.len();
         // The slot's template was cleared when its last run was delivered.
-        *key = Some(hash);
+        *key = hash;
+        *tags = (*tags & !(0xff << (8 * i))) | (u64::from(hash as u8) << (8 * i));
+        *occ |= 1 << i;
         self.next_order += 1;
         run.order = order;
         run.born = now;
@@ -381,9 +413,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         run.meta = *meta;
         run.meta.csum = csum.state;
         self.held += 1;
-        if self.live.len() >= 4 * self.keys.len() {
-            let (keys, runs) = (&self.keys, &self.runs);
-            self.live.retain(|&(s, o)| is_live(keys, runs, s, o));
+        if self.live.len() >= 4 * self.runs.len() {
+            let (occ, runs) = (&self.occ, &self.runs);
+            self.live.retain(|&(s, o)| is_live(occ, runs, s, o));
         }
         self.live.push((slot, order));
         true
@@ -398,12 +430,15 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         counters: &mut GroCounters,
         out: &mut impl Out<P>,
     ) {
-        let (Some(key), Some(run)) = (self.keys.get_mut(slot), self.runs.get_mut(slot)) else {
+        let bit = 1u8 << (slot % PER_BUCKET);
+        let (Some(occ), Some(run)) = (self.occ.get_mut(slot / PER_BUCKET), self.runs.get_mut(slot))
+        else {
             return;
         };
-        if key.take().is_none() {
+        if *occ & bit == 0 {
             return;
         }
+        *occ &= !bit;
         self.held -= 1;
         if let Some(t) = self.fast.get_mut(slot) {
             t.len = 0;
@@ -434,10 +469,9 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         if self.held == 0 {
             return;
         }
-        for slot in self.bucket(hash) {
-            if self.keys.get(slot).copied().flatten() == Some(hash) {
-                self.deliver(slot, reason, counters, out);
-            }
+        let bucket = self.bucket(hash);
+        for slot in self.candidates(bucket, hash) {
+            self.deliver(slot, reason, counters, out);
         }
     }
 
@@ -455,7 +489,7 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
         }
         let mut live = core::mem::take(&mut self.live);
         live.retain(|&(slot, order)| {
-            if !is_live(&self.keys, &self.runs, slot, order) {
+            if !is_live(&self.occ, &self.runs, slot, order) {
                 return false;
             }
             let born = self.runs.get(slot).map_or(0, |r| r.born);
@@ -470,10 +504,35 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     }
 }
 
+/// True if a run is held in `slot`, by the occupancy bits `occ`.
+#[inline]
+fn is_held(occ: &[u8], slot: usize) -> bool {
+    occ.get(slot / PER_BUCKET)
+        .is_some_and(|&o| o & (1 << (slot % PER_BUCKET)) != 0)
+}
+
 /// True if the `live` entry (slot, order) still names a held run.
 #[inline]
-fn is_live<P>(keys: &[Option<u32>], runs: &[Run<P>], slot: usize, order: u64) -> bool {
-    keys.get(slot).is_some_and(Option::is_some) && runs.get(slot).is_some_and(|r| r.order == order)
+fn is_live<P>(occ: &[u8], runs: &[Run<P>], slot: usize, order: u64) -> bool {
+    is_held(occ, slot) && runs.get(slot).is_some_and(|r| r.order == order)
+}
+
+/// The slots of a bucket whose bits are set in a mask, lowest first: the mask
+/// and the bucket's first slot.
+pub(super) struct Slots(u8, usize);
+
+impl Iterator for Slots {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.0 == 0 {
+            return None;
+        }
+        let i = self.0.trailing_zeros() as usize;
+        self.0 &= self.0 - 1;
+        Some(self.1 + i)
+    }
 }
 
 #[cfg(test)]
@@ -562,6 +621,44 @@ mod tests {
                 g.flush_all(&mut t);
             });
             assert_eq!(t.out, reference);
+        }
+    }
+
+    /// The byte-wise lookup finds exactly the occupied slots whose key is the
+    /// hash, also where the bytes of other keys are one off the hash's (the
+    /// borrows of the zero-byte test).
+    #[test]
+    fn matching_is_exact() {
+        let mut t = super::Table::<super::super::NoChain>::new(8);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let hash = next() as u32;
+            let low = hash & 0xff;
+            for i in 0..8 {
+                let r = next();
+                // Mostly near the hash: equal, one off in the low byte, or equal
+                // in the low byte only.
+                let key = match r % 5 {
+                    0 => hash,
+                    1 => (hash & !0xff) | (low.wrapping_add(1) & 0xff),
+                    2 => (hash & !0xff) | (low.wrapping_sub(1) & 0xff),
+                    3 => hash ^ 0x100,
+                    _ => (r >> 8) as u32,
+                };
+                t.keys[0][i] = key;
+                t.tags[0] = (t.tags[0] & !(0xff << (8 * i))) | (u64::from(key as u8) << (8 * i));
+            }
+            t.occ[0] = next() as u8;
+            let want = (0..8).fold(0u8, |m, i| {
+                m | (u8::from(t.keys[0][i] == hash && t.occ[0] & (1 << i) != 0) << i)
+            });
+            assert_eq!(t.matching(0, hash), want);
         }
     }
 

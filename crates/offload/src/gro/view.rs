@@ -128,48 +128,62 @@ fn level<'a>(b: &'a [u8], h: &'a Headers) -> Result<Level<'a>, FlushReason> {
     })
 }
 
+/// The transport header at `h`, if GRO coalesces its kind (UDP only with
+/// `udp_on`).
+#[inline(always)]
+fn transport<'a>(b: &'a [u8], h: &Headers, udp_on: bool) -> Result<Trans<'a>, FlushReason> {
+    let l4 = match h.l4 {
+        L4Kind::Tcp => tcp::header(b, h).map(|t| Trans::Tcp(t, tcp::options(b, h))),
+        L4Kind::Udp if udp_on => udp::header(b, h).map(Trans::Udp),
+        L4Kind::Udp => return Err(FlushReason::UdpOff),
+        _ => return Err(FlushReason::Unsupported),
+    };
+    l4.ok_or(FlushReason::Unparsed)
+}
+
 impl<'a> View<'a> {
-    /// Resolves the headers of `f`, or says why the frame cannot be coalesced (not
-    /// IP, a fragment, not TCP or, with `udp_on`, UDP; a tunnel that does not carry
-    /// Ethernet).
+    /// Resolves the headers of `f` (followed by `pay`, for a frame in two parts),
+    /// or says why the frame cannot be coalesced (not IP, a fragment, not TCP
+    /// or, with `udp_on`, UDP; a tunnel that does not carry Ethernet).
     #[inline(always)]
-    pub(super) fn new(f: Frame<'a>, udp_on: bool) -> Result<View<'a>, FlushReason> {
+    pub(super) fn new(f: Frame<'a>, pay: &'a [u8], udp_on: bool) -> Result<View<'a>, FlushReason> {
         let (b, l) = (f.b, f.l);
         if l.outer.frag != Fragment::None || l.inner.is_some_and(|i| i.frag != Fragment::None) {
             return Err(FlushReason::Fragment);
         }
         let outer = level(b, &l.outer)?;
-        let tunnel = match (&l.tunnel, &l.inner) {
-            (None, _) => None,
-            (Some(t), Some(inner)) => {
-                let o = &l.outer;
-                let tun = match t.kind {
-                    TunnelKind::Vxlan => udp_tunnel::header(b, o)
-                        .zip(vxlan::header(b, t))
-                        .map(|(u, x)| Tun::Vxlan(u, x)),
-                    TunnelKind::Geneve => {
-                        udp_tunnel::header(b, o).map(|u| Tun::Geneve(u, geneve::whole(b, t)))
-                    }
-                    TunnelKind::Nvgre => Some(Tun::Gre(gre::header(b, t))),
-                };
-                Some((tun.ok_or(FlushReason::Unparsed)?, level(b, inner)?))
+        let (Some(t), Some(inner)) = (&l.tunnel, &l.inner) else {
+            if l.tunnel.is_some() {
+                return Err(FlushReason::Unsupported);
             }
-            (Some(_), None) => return Err(FlushReason::Unsupported),
+            // No tunnel: built apart, so that the tunnel's fields are not written.
+            return Ok(View {
+                b,
+                l,
+                outer,
+                tunnel: None,
+                l4: transport(b, l.innermost(), udp_on)?,
+                pay,
+            });
         };
-        let h = l.innermost();
-        let l4 = match h.l4 {
-            L4Kind::Tcp => tcp::header(b, h).map(|t| Trans::Tcp(t, tcp::options(b, h))),
-            L4Kind::Udp if udp_on => udp::header(b, h).map(Trans::Udp),
-            L4Kind::Udp => return Err(FlushReason::UdpOff),
-            _ => return Err(FlushReason::Unsupported),
+        let o = &l.outer;
+        let tun = match t.kind {
+            TunnelKind::Vxlan => udp_tunnel::header(b, o)
+                .zip(vxlan::header(b, t))
+                .map(|(u, x)| Tun::Vxlan(u, x)),
+            TunnelKind::Geneve => {
+                udp_tunnel::header(b, o).map(|u| Tun::Geneve(u, geneve::whole(b, t)))
+            }
+            TunnelKind::Nvgre => Some(Tun::Gre(gre::header(b, t))),
         };
+        let tunnel = Some((tun.ok_or(FlushReason::Unparsed)?, level(b, inner)?));
         Ok(View {
             b,
             l,
             outer,
             tunnel,
-            l4: l4.ok_or(FlushReason::Unparsed)?,
-            pay: &[],
+            l4: transport(b, l.innermost(), udp_on)?,
+            pay,
         })
     }
 
