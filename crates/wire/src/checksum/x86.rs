@@ -260,3 +260,41 @@ unsafe fn copy_sum_block(out: &mut [u8], block: &[u8]) -> u64 {
         _mm_cvtsi128_si64(s) as u64 + _mm_extract_epi64::<1>(s) as u64
     }
 }
+
+/// The sums of `data` cut into pieces of `size` bytes (the last may be
+/// shorter), as `super::partial_chunks` returns them, into `sums`; the number
+/// of pieces summed, or `None` if this CPU lacks AVX2. One feature check for
+/// all the pieces.
+#[inline]
+pub(super) fn chunk_sums(data: &[u8], size: usize, sums: &mut [u32]) -> Option<usize> {
+    if !available() {
+        return None;
+    }
+    if size == 0 {
+        return Some(0);
+    }
+    // SAFETY: AVX2 is available (checked just above), which is `chunk_sums_avx2`'s
+    // only requirement.
+    Some(unsafe { chunk_sums_avx2(data, size, sums) })
+}
+
+/// [`chunk_sums`] without the check; `size` is not zero.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn chunk_sums_avx2(data: &[u8], size: usize, sums: &mut [u32]) -> usize {
+    let mut n = 0;
+    for (out, chunk) in sums.iter_mut().zip(data.chunks(size)) {
+        let s = if chunk.len() < super::SMALL {
+            portable::sum(chunk)
+        } else {
+            // SAFETY: AVX2 is available (this function's contract).
+            unsafe { sum_avx2(chunk) }
+        };
+        *out = super::from_le_sum(s);
+        n += 1;
+    }
+    n
+}
