@@ -289,7 +289,7 @@ unsafe fn chunk_sums_avx2(data: &[u8], size: usize, sums: &mut [u32]) -> usize {
     for (out, chunk) in sums.iter_mut().zip(data.chunks(size)) {
         let s = if chunk.len() < super::SMALL {
             portable::sum(chunk)
-        } else if chunk.len() <= BLOCK && chunk.len() % 2 == 0 {
+        } else if chunk.len() <= BLOCK && chunk.len().is_multiple_of(2) {
             // SAFETY: AVX2 is available (this function's contract); the chunk
             // has an even length of at least 32 bytes and at most `BLOCK`.
             unsafe { piece_sum(chunk) }
@@ -327,7 +327,7 @@ static TAIL_MASK: [u8; 64] = {
 /// [`BLOCK`].
 #[target_feature(enable = "avx2")]
 unsafe fn piece_sum(data: &[u8]) -> u64 {
-    debug_assert!(data.len() % 2 == 0 && data.len() >= 32 && data.len() <= BLOCK);
+    debug_assert!(data.len().is_multiple_of(2) && data.len() >= 32 && data.len() <= BLOCK);
     let len = data.len();
     let whole = len / 32;
     let tail = len % 32;
