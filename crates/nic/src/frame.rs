@@ -28,11 +28,13 @@ pub struct Frags {
 
 impl Frags {
     /// No fragments.
+    #[inline]
     pub const fn new() -> Frags {
         Frags { one: None }
     }
 
     /// Appends `frag`; gives it back if there is no room for another.
+    #[inline]
     pub fn push(&mut self, frag: Frag) -> Result<(), Frag> {
         if self.one.is_some() {
             return Err(frag);
@@ -86,6 +88,7 @@ pub struct Frame {
 
 impl Frame {
     /// A linear frame of `buf` with `meta`.
+    #[inline]
     pub fn new(buf: PacketBuf, meta: OffloadMeta) -> Frame {
         Frame {
             buf,
