@@ -92,6 +92,7 @@ fn keep_chain(mut v: Vec<Frag>) {
 
 impl Frags {
     /// No fragments.
+    #[inline]
     pub const fn new() -> Frags {
         Frags { rep: Rep::None }
     }
@@ -99,7 +100,20 @@ impl Frags {
     /// Appends `frag`. A second fragment makes the fragments a chain (its
     /// vector from the thread's cache). Never fails; the `Result` is for
     /// callers written when a frame held one fragment at most.
+    #[inline]
     pub fn push(&mut self, frag: Frag) -> Result<(), Frag> {
+        if matches!(self.rep, Rep::None) {
+            // A GSO segment's one fragment: written in place.
+            self.rep = Rep::One(frag);
+        } else {
+            self.push_more(frag);
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_more(&mut self, frag: Frag) {
         self.rep = match core::mem::take(&mut self.rep) {
             Rep::None => Rep::One(frag),
             Rep::One(first) => {
@@ -113,7 +127,6 @@ impl Frags {
                 Rep::Chain(c)
             }
         };
-        Ok(())
     }
 
     /// The fragments `chain` holds, in order, taking them and leaving `chain`
@@ -210,6 +223,7 @@ pub struct Frame {
 
 impl Frame {
     /// A linear frame of `buf` with `meta`.
+    #[inline]
     pub fn new(buf: PacketBuf, meta: OffloadMeta) -> Frame {
         Frame {
             buf,

@@ -355,8 +355,9 @@ impl Segmenter {
         let (plan, hdrs, payload) = self.plan(frame, &gso)?;
         let n = plan.segments();
         let mut at = hdrs.len();
+        let mut sums = PayloadSums::new(payload, plan.mss, self.mode);
         for (i, chunk) in plan.chunks(payload).enumerate() {
-            let seg = plan.seg(i, chunk, self.mode);
+            let seg = plan.seg(i, chunk.len(), sums.get(i));
             let h = sink.header(hdrs.len()).ok_or(GsoError::NoBuffer)?;
             h.copy_from_slice(hdrs);
             plan.fix(h, &seg);
@@ -399,9 +400,7 @@ impl Segmenter {
                     0
                 }
             };
-            let mut seg = plan.seg(i, &[], CsumMode::LeavePartial);
-            seg.len = chunk.len();
-            seg.payload_sum = payload_sum;
+            let seg = plan.seg(i, chunk.len(), payload_sum);
             plan.fix(hdr, &seg);
             sink.commit();
         }
@@ -443,8 +442,9 @@ impl Segmenter {
         let n = plan.segments();
         out.reserve(n * hdrs.len() + payload.len(), n);
         out.csum = plan.csum_out;
+        let mut sums = PayloadSums::new(payload, plan.mss, self.mode);
         for (i, chunk) in plan.chunks(payload).enumerate() {
-            let seg = plan.seg(i, chunk, self.mode);
+            let seg = plan.seg(i, chunk.len(), sums.get(i));
             out.push_segment(hdrs, chunk, |h| plan.fix(h, &seg));
         }
         self.stats.super_frames += 1;
@@ -476,8 +476,9 @@ impl Segmenter {
         out.reserve(n * hdrs.len(), n);
         out.csum = plan.csum_out;
         let mut at = hdrs.len();
+        let mut sums = PayloadSums::new(payload, plan.mss, self.mode);
         for (i, chunk) in plan.chunks(payload).enumerate() {
-            let seg = plan.seg(i, chunk, self.mode);
+            let seg = plan.seg(i, chunk.len(), sums.get(i));
             let range = out.push_header(hdrs);
             if let Some(h) = out.header_mut(range.clone()) {
                 plan.fix(h, &seg);
@@ -519,21 +520,69 @@ fn request(meta: &OffloadMeta) -> Option<Gso> {
 }
 
 impl Plan {
-    /// The per-segment context of segment `i`, whose payload is `chunk`.
+    /// The per-segment context of segment `i`, whose payload is `len` bytes
+    /// summing to `payload_sum` (0 when the checksum is left partial).
     #[inline]
-    fn seg(&self, i: usize, chunk: &[u8], mode: CsumMode) -> Seg {
-        let payload_sum = match mode {
-            CsumMode::Complete => checksum::partial(chunk, 0),
-            CsumMode::LeavePartial => 0,
-        };
+    fn seg(&self, i: usize, len: usize, payload_sum: u32) -> Seg {
         Seg {
             index: i as u32,
             first: i == 0,
             last: i + 1 == self.segments(),
             offset: (i * self.mss) as u32,
-            len: chunk.len(),
+            len,
             payload_sum,
         }
+    }
+}
+
+/// Segments whose payload sums one call of the checksum kernel makes.
+const SUM_BATCH: usize = 64;
+
+/// The payload sums of a super-frame's segments in [`CsumMode::Complete`] (all
+/// zero in [`CsumMode::LeavePartial`]), made [`SUM_BATCH`] segments at a time by
+/// one pass of [`checksum::partial_chunks`] over their payloads instead of one
+/// checksum call per segment. Lives on the stack: nothing is allocated.
+struct PayloadSums<'p> {
+    payload: &'p [u8],
+    mss: usize,
+    complete: bool,
+    sums: [u32; SUM_BATCH],
+    /// The segment whose sum is `sums[0]`.
+    first: usize,
+    /// Sums held in `sums`.
+    held: usize,
+}
+
+impl<'p> PayloadSums<'p> {
+    fn new(payload: &'p [u8], mss: usize, mode: CsumMode) -> PayloadSums<'p> {
+        PayloadSums {
+            payload,
+            mss: mss.max(1),
+            complete: mode == CsumMode::Complete,
+            sums: [0; SUM_BATCH],
+            first: 0,
+            held: 0,
+        }
+    }
+
+    /// The sum of segment `i`'s payload (0 past the end, or when partial).
+    #[inline]
+    fn get(&mut self, i: usize) -> u32 {
+        if !self.complete {
+            return 0;
+        }
+        let k = i.wrapping_sub(self.first);
+        if k < self.held {
+            return self.sums.get(k).copied().unwrap_or(0);
+        }
+        let from = i.saturating_mul(self.mss);
+        let rest = self.payload.get(from..).unwrap_or_default();
+        self.held = checksum::partial_chunks(rest, self.mss, &mut self.sums);
+        self.first = i;
+        if self.held == 0 {
+            return 0;
+        }
+        self.sums.first().copied().unwrap_or(0)
     }
 }
 

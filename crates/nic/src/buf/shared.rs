@@ -225,6 +225,7 @@ pub struct Frag {
 impl Frag {
     /// The `len` bytes at `off` of `buf`, or `None` if they are not all in it or
     /// `len` is 0.
+    #[inline]
     pub fn new(buf: SharedBuf, off: usize, len: usize) -> Option<Frag> {
         let end = off.checked_add(len)?;
         if end > buf.len() {

@@ -610,7 +610,12 @@ struct SgSink<'a> {
 impl HeaderSink for SgSink<'_> {
     fn header(&mut self, len: usize) -> Option<&mut [u8]> {
         if !self.open {
-            self.out.push(Frame::new(self.pool.alloc(), self.meta));
+            // Room first, then the frame made where it stays: `push` builds it
+            // on the stack before the capacity check and copies it over, and
+            // that copy stalls on store forwarding (perf).
+            let (pool, meta) = (self.pool, self.meta);
+            let n = self.out.len() + 1;
+            self.out.resize_with(n, || Frame::new(pool.alloc(), meta));
             self.open = true;
         }
         let f = self.out.last_mut()?;

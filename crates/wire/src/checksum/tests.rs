@@ -38,11 +38,51 @@ impl Rng {
 fn kernels() -> &'static [Implementation] {
     let imps = available();
     #[cfg(target_arch = "x86_64")]
-    assert_eq!(
-        imps.contains(&Implementation::Avx2),
-        std::arch::is_x86_feature_detected!("avx2")
-    );
+    {
+        assert_eq!(
+            imps.contains(&Implementation::Avx2),
+            std::arch::is_x86_feature_detected!("avx2")
+        );
+        assert_eq!(
+            imps.contains(&Implementation::Avx512),
+            std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+        );
+    }
     imps
+}
+
+/// Every kernel this build knows, with those the CPU lacks reported as skipped.
+fn chunk_kernels() -> Vec<Implementation> {
+    let imps = kernels();
+    for imp in Implementation::ALL {
+        if !imps.contains(imp) {
+            println!("{}: skipped (this CPU lacks it)", imp.name());
+        }
+    }
+    imps.to_vec()
+}
+
+/// `partial_chunks_with(imp, data, size, ..)` against the naive sum of each piece.
+fn check_chunks(imp: Implementation, data: &[u8], size: usize, slots: usize, what: &str) {
+    let mut sums = vec![0x5a5a_5a5a; slots];
+    let got = partial_chunks_with(imp, data, size, &mut sums);
+    let pieces = if size == 0 {
+        0
+    } else {
+        data.len().div_ceil(size)
+    };
+    let n = pieces.min(slots);
+    assert_eq!(got, Some(n), "{imp:?} {what}: pieces");
+    for (k, sum) in sums.iter().enumerate() {
+        if k < n {
+            let piece = &data[k * size..((k + 1) * size).min(data.len())];
+            assert_eq!(fold(*sum), naive(piece, 0), "{imp:?} {what}: piece {k}");
+        } else {
+            assert_eq!(*sum, 0x5a5a_5a5a, "{imp:?} {what}: slot {k} written");
+        }
+    }
 }
 
 #[test]
@@ -336,4 +376,99 @@ fn copy_partial_across_blocks_and_into_short_buffers() {
         short.iter().all(|&b| b == 0),
         "a refused copy writes nothing"
     );
+}
+
+#[test]
+fn chunk_sums_match_naive_per_piece() {
+    // Random lengths, piece sizes (odd ones included, so pieces start at odd
+    // offsets) and alignments, every kernel the CPU has, and `partial_chunks`.
+    let imps = chunk_kernels();
+    let mut rng = Rng(4);
+    let buf = rng.bytes(12_000 + 128);
+    for round in 0..1500 {
+        let size = match round % 4 {
+            0 => 1 + rng.below(80),
+            1 => 1 + rng.below(3000),
+            2 => 1448 + rng.below(3),
+            _ => 64 * (1 + rng.below(40)) + rng.below(2),
+        };
+        let len = rng.below(12_000);
+        let off = rng.below(128);
+        // Ends where its allocation ends (see every_length_and_alignment_matches_naive).
+        let owned = buf[..off + len].to_vec();
+        let data = &owned[off..];
+        let slots = data.len().div_ceil(size) + rng.below(3);
+        let what = format!("len {len} size {size} offset {off}");
+        for &imp in &imps {
+            check_chunks(imp, data, size, slots, &what);
+        }
+        let mut sums = vec![0; slots];
+        let n = partial_chunks(data, size, &mut sums);
+        assert_eq!(n, data.len().div_ceil(size), "partial_chunks {what}");
+        for (k, piece) in data.chunks(size).enumerate() {
+            assert_eq!(
+                fold(sums[k]),
+                naive(piece, 0),
+                "partial_chunks {what}: piece {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn chunk_sums_stop_at_the_slots_and_take_edge_cases() {
+    let imps = chunk_kernels();
+    let mut rng = Rng(5);
+    let buf = rng.bytes(5000);
+    for &imp in &imps {
+        // Fewer slots than pieces: the first ones only, nothing written after.
+        check_chunks(imp, &buf[3..], 1448, 2, "two slots");
+        check_chunks(imp, &buf[3..], 1448, 0, "no slot");
+        // No pieces: size 0, or nothing to cut.
+        check_chunks(imp, &buf, 0, 4, "size 0");
+        check_chunks(imp, &[], 1448, 4, "empty");
+        // One piece longer than the data, and pieces of one byte.
+        check_chunks(imp, &buf[1..4000], 1 << 20, 2, "one piece");
+        check_chunks(imp, &buf[1..200], 1, 200, "bytes");
+    }
+}
+
+#[test]
+fn chunk_sums_of_extreme_bytes_match_naive() {
+    // All 0xff maximises every lane; all zero must stay zero (not 0xffff).
+    let imps = chunk_kernels();
+    let mut rng = Rng(6);
+    for fill in [0x00, 0xff] {
+        let buf = vec![fill; 70_000];
+        for _ in 0..40 {
+            let off = rng.below(64);
+            let size = 1 + rng.below(4000);
+            let data = &buf[off..off + 60_000 + rng.below(5000)];
+            let slots = data.len().div_ceil(size);
+            for &imp in &imps {
+                check_chunks(
+                    imp,
+                    data,
+                    size,
+                    slots,
+                    &format!("fill {fill:#x} size {size}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn chunk_sums_of_pieces_longer_than_a_block_match_naive() {
+    // Pieces longer than the AVX-512 kernel's block (1 MiB), nearly all 0xff.
+    let imps = chunk_kernels();
+    let mut rng = Rng(7);
+    let mut buf = vec![0xff; (3 << 20) + 100];
+    for _ in 0..100 {
+        let i = rng.below(buf.len());
+        buf[i] = rng.next() as u8;
+    }
+    for &imp in &imps {
+        check_chunks(imp, &buf[1..], (1 << 20) + 3, 3, "long pieces");
+    }
 }

@@ -260,3 +260,115 @@ unsafe fn copy_sum_block(out: &mut [u8], block: &[u8]) -> u64 {
         _mm_cvtsi128_si64(s) as u64 + _mm_extract_epi64::<1>(s) as u64
     }
 }
+
+/// The sums of `data` cut into pieces of `size` bytes (the last may be
+/// shorter), as `super::partial_chunks` returns them, into `sums`; the number
+/// of pieces summed, or `None` if this CPU lacks AVX2. One feature check for
+/// all the pieces.
+#[inline]
+pub(super) fn chunk_sums(data: &[u8], size: usize, sums: &mut [u32]) -> Option<usize> {
+    if !available() {
+        return None;
+    }
+    if size == 0 {
+        return Some(0);
+    }
+    // SAFETY: AVX2 is available (checked just above), which is `chunk_sums_avx2`'s
+    // only requirement.
+    Some(unsafe { chunk_sums_avx2(data, size, sums) })
+}
+
+/// [`chunk_sums`] without the check; `size` is not zero.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn chunk_sums_avx2(data: &[u8], size: usize, sums: &mut [u32]) -> usize {
+    let mut n = 0;
+    for (out, chunk) in sums.iter_mut().zip(data.chunks(size)) {
+        let s = if chunk.len() < super::SMALL {
+            portable::sum(chunk)
+        } else if chunk.len() <= BLOCK && chunk.len().is_multiple_of(2) {
+            // SAFETY: AVX2 is available (this function's contract); the chunk
+            // has an even length of at least 32 bytes and at most `BLOCK`.
+            unsafe { piece_sum(chunk) }
+        } else {
+            // SAFETY: AVX2 is available (this function's contract).
+            unsafe { sum_avx2(chunk) }
+        };
+        *out = super::from_le_sum(s);
+        n += 1;
+    }
+    n
+}
+
+/// 32 zero bytes, then 32 bytes of ones: the 32 bytes from index `t` keep the
+/// last `t` bytes of a vector.
+static TAIL_MASK: [u8; 64] = {
+    let mut m = [0u8; 64];
+    let mut i = 32;
+    while i < 64 {
+        m[i] = 0xff;
+        i += 1;
+    }
+    m
+};
+
+/// The sum of one GSO-sized piece, with no scalar work at its end: whole
+/// vectors from its start, then the last 32 bytes loaded once more with the
+/// bytes already summed masked off (an even length keeps the words of that
+/// vector aligned with the piece's). Unaligned loads: the piece is summed
+/// where it lies.
+///
+/// # Safety
+///
+/// The CPU must support AVX2; `data.len()` is even, at least 32 and at most
+/// [`BLOCK`].
+#[target_feature(enable = "avx2")]
+unsafe fn piece_sum(data: &[u8]) -> u64 {
+    debug_assert!(data.len().is_multiple_of(2) && data.len() >= 32 && data.len() <= BLOCK);
+    let len = data.len();
+    let whole = len / 32;
+    let tail = len % 32;
+    // SAFETY: vector `v` is read at `p + 32 * v` for `v < whole`, and
+    // `32 * whole <= len`; the tail vector at `p + len - 32`, inside `data`
+    // as `len >= 32`; the mask at `TAIL_MASK + tail` with `tail < 32`, inside
+    // the 64-byte table. `loadu` has no alignment requirement. AVX2 is available
+    // (this function's contract).
+    unsafe {
+        let p = data.as_ptr().cast::<__m256i>();
+        let mask = _mm256_set1_epi32(0xffff);
+        let zero = _mm256_setzero_si256();
+        let (mut l0, mut l1, mut h0, mut h1) = (zero, zero, zero, zero);
+        let mut v = 0;
+        while v + 2 <= whole {
+            let x0 = _mm256_loadu_si256(p.add(v));
+            let x1 = _mm256_loadu_si256(p.add(v + 1));
+            l0 = _mm256_add_epi32(l0, _mm256_and_si256(x0, mask));
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32::<16>(x0));
+            l1 = _mm256_add_epi32(l1, _mm256_and_si256(x1, mask));
+            h1 = _mm256_add_epi32(h1, _mm256_srli_epi32::<16>(x1));
+            v += 2;
+        }
+        if v < whole {
+            let x = _mm256_loadu_si256(p.add(v));
+            l0 = _mm256_add_epi32(l0, _mm256_and_si256(x, mask));
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32::<16>(x));
+        }
+        if tail != 0 {
+            let last = data.as_ptr().add(len - 32).cast::<__m256i>();
+            let keep = TAIL_MASK.as_ptr().add(tail).cast::<__m256i>();
+            let x = _mm256_and_si256(_mm256_loadu_si256(last), _mm256_loadu_si256(keep));
+            l1 = _mm256_add_epi32(l1, _mm256_and_si256(x, mask));
+            h1 = _mm256_add_epi32(h1, _mm256_srli_epi32::<16>(x));
+        }
+        // At most `BLOCK / 32 + 1` adds of up to 0xffff per lane across all four
+        // accumulators: below 2^32, as in `sum_block`.
+        let s = _mm256_add_epi32(_mm256_add_epi32(l0, l1), _mm256_add_epi32(h0, h1));
+        let mask32 = _mm256_set1_epi64x(0xffff_ffff);
+        let s = _mm256_add_epi64(_mm256_and_si256(s, mask32), _mm256_srli_epi64::<32>(s));
+        let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        _mm_cvtsi128_si64(s) as u64 + _mm_extract_epi64::<1>(s) as u64
+    }
+}
