@@ -1055,32 +1055,44 @@ fn receive_chained(
     emit.current = (head.as_ptr(), head.len());
     gro.receive_chained(now, head, frag, layout, &f.meta, emit);
     emit.current = (core::ptr::null(), 0);
-    if let Some(at) = emit.passed.take()
-        && let Some(slot) = emit.batch.get_mut(at)
-    {
-        slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
-        slot.frags = core::mem::take(&mut f.frags);
-        if core::mem::take(&mut emit.verify_passed) {
-            slot.linearize();
-            emit.tally.add(Counter::SgLinearized, 1);
-            let mut meta = slot.meta;
-            match csum::verify_meta(slot.bytes(), &mut meta) {
-                Ok(v) if !v.ok() => {
-                    emit.tally.add(Counter::CsumBad, 1);
-                    emit.tally.add(Counter::RxDroppedCsum, 1);
-                    emit.batch.remove(at);
-                }
-                Ok(v) => {
-                    if v.levels > 0 {
-                        emit.tally.add(Counter::CsumVerified, 1);
-                    }
-                    slot.meta = meta;
-                }
-                Err(_) => {}
-            }
-        }
+    if let Some(at) = emit.passed.take() {
+        pass_up(emit, at, f, false);
     }
     true
+}
+
+/// Moves `f`, the frame being received, into the place GRO gave it in the
+/// batch (`at`): gathered if `gather` (a layer above that takes linear frames
+/// only) or to be verified, and verified if GRO passed it on unverified and the
+/// shim does `rx_csum` (dropped, and counted, if bad).
+fn pass_up(emit: &mut GroOut<'_>, at: usize, f: &mut Frame, gather: bool) {
+    let Some(slot) = emit.batch.get_mut(at) else {
+        return;
+    };
+    slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
+    slot.frags = core::mem::take(&mut f.frags);
+    let verify = core::mem::take(&mut emit.verify_passed);
+    if (gather || verify) && slot.linearize() {
+        emit.tally.add(Counter::SgLinearized, 1);
+    }
+    if !verify {
+        return;
+    }
+    let mut meta = slot.meta;
+    match csum::verify_meta(slot.bytes(), &mut meta) {
+        Ok(v) if !v.ok() => {
+            emit.tally.add(Counter::CsumBad, 1);
+            emit.tally.add(Counter::RxDroppedCsum, 1);
+            emit.batch.remove(at);
+        }
+        Ok(v) => {
+            if v.levels > 0 {
+                emit.tally.add(Counter::CsumVerified, 1);
+            }
+            slot.meta = meta;
+        }
+        Err(_) => {}
+    }
 }
 
 /// Gives the scatter-gather frame `f` to `gro` in two parts, its head and its
@@ -1124,30 +1136,8 @@ fn receive_split(
         return false;
     }
     emit.current = (core::ptr::null(), 0);
-    if let Some(at) = emit.passed.take()
-        && let Some(slot) = emit.batch.get_mut(at)
-    {
-        slot.buf = core::mem::replace(&mut f.buf, PacketBuf::with_headroom(0, 0));
-        slot.frags = core::mem::take(&mut f.frags);
-        slot.linearize();
-        emit.tally.add(Counter::SgLinearized, 1);
-        if core::mem::take(&mut emit.verify_passed) {
-            let mut meta = slot.meta;
-            match csum::verify_meta(slot.bytes(), &mut meta) {
-                Ok(v) if !v.ok() => {
-                    emit.tally.add(Counter::CsumBad, 1);
-                    emit.tally.add(Counter::RxDroppedCsum, 1);
-                    emit.batch.remove(at);
-                }
-                Ok(v) => {
-                    if v.levels > 0 {
-                        emit.tally.add(Counter::CsumVerified, 1);
-                    }
-                    slot.meta = meta;
-                }
-                Err(_) => {}
-            }
-        }
+    if let Some(at) = emit.passed.take() {
+        pass_up(emit, at, f, true);
     }
     true
 }

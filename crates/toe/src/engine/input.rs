@@ -159,7 +159,7 @@ impl Engine {
             more,
             more_len,
         };
-        match ethertype {
+        let (src, dst, tcp, ce) = match ethertype {
             Some(ethertype::IPV4) => {
                 let Some(me) = self.cfg.ipv4 else {
                     return false;
@@ -181,12 +181,7 @@ impl Engine {
                 let src = Ipv4Addr::from([h[12], h[13], h[14], h[15]]);
                 let tcp = ip.get(ipv4::HEADER_LEN..).unwrap_or_default();
                 let ce = h[1] & 0b11 == crate::tcp::ecn::CE;
-                self.counters.rx_frames += 1;
-                self.counters.rx_chained += 1;
-                self.counters.ip_in_receives += 1;
-                self.counters.ip_in_delivers += 1;
-                self.clock = self.clock.max(now);
-                self.tcp_input(now, IpAddr::V4(src), IpAddr::V4(me.addr), tcp, from, ce);
+                (IpAddr::V4(src), IpAddr::V4(me.addr), tcp, ce)
             }
             Some(ethertype::IPV6) => {
                 let Some(me) = self.cfg.ipv6 else {
@@ -213,22 +208,21 @@ impl Engine {
                 }
                 let tcp = ip.get(ipv6::HEADER_LEN..).unwrap_or_default();
                 let ce = (h[1] >> 4) & 0b11 == crate::tcp::ecn::CE;
-                self.counters.rx_frames += 1;
-                self.counters.rx_chained += 1;
-                self.counters.ip_in_receives += 1;
-                self.counters.ip_in_delivers += 1;
-                self.clock = self.clock.max(now);
-                self.tcp_input(
-                    now,
+                (
                     IpAddr::V6(Ipv6Addr::from(src)),
                     IpAddr::V6(me.addr),
                     tcp,
-                    from,
                     ce,
-                );
+                )
             }
             _ => return false,
-        }
+        };
+        self.counters.rx_frames += 1;
+        self.counters.rx_chained += 1;
+        self.counters.ip_in_receives += 1;
+        self.counters.ip_in_delivers += 1;
+        self.clock = self.clock.max(now);
+        self.tcp_input(now, src, dst, tcp, from, ce);
         true
     }
 
