@@ -2,8 +2,11 @@
 //! 3, RFC 7323 section 4), against a hand-driven peer that decides which
 //! segments arrive and when: a lost tail is repaired by a tail loss probe, a lost
 //! retransmission is found by RACK, reordering within the reordering window
-//! costs no retransmission (and beyond it does), and the ACK of a spurious
-//! retransmission that echoes the original's timestamp does not inflate the RTO.
+//! costs no retransmission (and beyond it does), the ACK of a spurious
+//! retransmission that echoes the original's timestamp does not inflate the RTO,
+//! and many segments found lost at once are retransmitted at the pace of
+//! proportional rate reduction (RFC 6937), stopped by an ACK that shows an
+//! original arrived, and released after an SRTT if no ACK comes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -299,4 +302,66 @@ fn ack_echoing_the_original_after_a_spurious_retransmission_does_not_inflate_the
     let again = p.advance(Duration::from_millis(250));
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0].at - sent, Duration::from_millis(200));
+}
+
+#[test]
+fn many_segments_found_lost_at_once_go_a_few_per_ack_and_stop_when_an_original_shows_up() {
+    // Timestamps on, so that an ACK can show it was sent for an original.
+    let mut p = established(true, true);
+    let data = common::pattern(10 * p.seg as usize, 4);
+    p.r.e.tcp_send(p.c, &data).unwrap();
+    let o = p.out();
+    assert_eq!(p.data(&o), (0..10).collect::<Vec<_>>());
+    let original_ts = o[0].opts.timestamps.unwrap().0;
+    // Segment 9 overtakes the other nine (reordering, as netem's `reorder`):
+    // once the reordering window passes they are all marked lost together.
+    p.later(RTT);
+    p.ack(0, &[(9, 10)], None);
+    let first = p.advance(Duration::from_millis(5));
+    let c = p.r.e.counters().clone();
+    assert_eq!((c.tcp_rack_lost, c.tcp_fast_retransmits), (9, 1), "{c:?}");
+    // Proportional rate reduction (RFC 6937): two segments now, not the whole
+    // of cwnd = ssthresh (seven) in one burst.
+    assert_eq!(p.data(&first), vec![0, 1], "{first:?}");
+    // The originals arrive after all: an ACK of 0 echoing its timestamp.
+    // While a retransmission (1) is still out nothing more goes (Linux's
+    // tcp_try_undo_partial): the rest of the marks came from the same
+    // reordering.
+    p.ack(1, &[(9, 10)], Some(original_ts));
+    let held = p.out();
+    assert!(p.data(&held).is_empty(), "{held:?}");
+    // Past the retransmissions: the episode is undone.
+    p.ack(5, &[(9, 10)], Some(original_ts));
+    let held = p.out();
+    assert!(p.data(&held).is_empty(), "{held:?}");
+    // Everything arrives; nothing else went.
+    p.ack(10, &[], Some(original_ts));
+    let rest = p.advance(Duration::from_secs(1));
+    assert!(p.data(&rest).is_empty(), "{rest:?}");
+    let c = p.r.e.counters();
+    assert_eq!((c.tcp_retrans_segs, c.tcp_timeouts), (2, 0), "{c:?}");
+}
+
+#[test]
+fn what_rate_reduction_holds_back_goes_after_an_srtt_without_acks() {
+    let mut p = established(true, false);
+    let data = common::pattern(10 * MSS as usize, 5);
+    p.r.e.tcp_send(p.c, &data).unwrap();
+    assert_eq!(p.out().len(), 10);
+    // As above: nine segments marked lost together, two retransmitted at once.
+    p.later(RTT);
+    p.ack(0, &[(9, 10)], None);
+    let first = p.advance(Duration::from_millis(5));
+    assert_eq!(p.data(&first), vec![0, 1], "{first:?}");
+    // No ACK comes to clock out the rest (the whole flight was lost): about
+    // an SRTT later the rest of cwnd = ssthresh goes, not at the RTO.
+    let marked_at = first[0].at;
+    let more = p.advance(Duration::from_millis(100));
+    assert_eq!(p.data(&more), vec![2, 3, 4, 5, 6], "{more:?}");
+    let waited = more[0].at - marked_at;
+    assert!(
+        waited >= Duration::from_millis(9) && waited <= Duration::from_millis(12),
+        "{waited:?}"
+    );
+    assert_eq!(p.r.e.counters().tcp_timeouts, 0);
 }

@@ -594,6 +594,8 @@ fn process_ack(
     }
     let seg_wnd = usize::from(seg.wnd) << snd.shift;
     let blocks = seg.sack.as_slice();
+    // RFC 6937's DeliveredData: SND.UNA's advance plus the change in SACKed bytes.
+    let (una_before, sacked_before) = (snd.una, snd.sack.sacked_bytes());
     let new_sack = snd.sack_ok
         && !blocks.is_empty()
         && snd.sack.update_with(snd.una, snd.max, blocks, |l, r| {
@@ -680,6 +682,9 @@ fn process_ack(
     if snd.sack_ok {
         // RACK replaces the duplicate ACK count and IsLost (RFC 8985 section 6).
         snd.rack_on_ack(now, dsack, una_moved, new_sack, c);
+        let delivered =
+            (snd.una.since(una_before) + snd.sack.sacked_bytes()).saturating_sub(sacked_before);
+        snd.prr_on_ack(now, delivered);
     } else {
         snd.tlp_outcome_without_sack();
         if snd.recovery.is_none() && snd.max > snd.una && snd.persist.is_none() && snd.dupacks >= 3

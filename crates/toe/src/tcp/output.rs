@@ -350,6 +350,7 @@ fn choose(
         let pipe = snd.rack.pipe(&snd.sack, snd.una, snd.nxt);
         let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
         if (cwnd_room > 0 || rec.rexmit_first)
+            && !rec.hold
             && let Some((start, hole_end)) = snd.rack.next_lost(&snd.sack, snd.nxt)
         {
             let cwnd_room = if rec.rexmit_first {
@@ -366,6 +367,7 @@ fn choose(
             if data_len > 0 || fin {
                 rec.rexmit_first = false;
                 rec.high_rxt = rec.high_rxt.max(start.plus(data_len + usize::from(fin)));
+                rec.prr_out = rec.prr_out.saturating_add(data_len);
                 snd.recovery = Some(rec);
                 if snd.rto_at.is_none() {
                     snd.rto_at = Some(now + snd.rtt.rto());
@@ -459,6 +461,7 @@ fn choose(
         return None;
     }
     let seq = snd.nxt;
+    snd.prr_sent(len);
     let retransmit = seq < snd.max;
     if retransmit && snd.timed.is_some_and(|(s, _)| s >= seq) {
         snd.timed = None;

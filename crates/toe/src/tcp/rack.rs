@@ -694,10 +694,68 @@ impl Snd {
             recover: self.max,
             high_rxt: self.una,
             rexmit_first: true,
+            hold: false,
+            recover_fs: flight,
+            prr_delivered: 0,
+            prr_out: 0,
+            stall_at: None,
         });
         self.timed = None;
         self.rack.pto_at = None;
         c.tcp_fast_retransmits += 1;
+    }
+
+    /// Proportional Rate Reduction (RFC 6937, PRR-SSRB; Linux's
+    /// `tcp_cwnd_reduction`) at an ACK in SACK recovery that delivered
+    /// `delivered` bytes (cumulatively acknowledged or newly SACKed): cwnd
+    /// becomes pipe plus what may go now. Without it cwnd drops to ssthresh at
+    /// once, and when RACK marks much of the window lost (a reordered segment
+    /// SACKed ahead of half a window still on its way) all of it is
+    /// retransmitted in one burst before the ACKs that show the originals
+    /// arrived; with it, a segment or two per ACK go, as in Linux, and the
+    /// first of those ACKs stops the rest (`Recovery::hold`, the undo).
+    pub(crate) fn prr_on_ack(&mut self, now: Instant, delivered: usize) {
+        if !self.sack_ok {
+            return;
+        }
+        let Some(rec) = &mut self.recovery else {
+            return;
+        };
+        let mss = self.mss.max(1);
+        rec.prr_delivered = rec.prr_delivered.saturating_add(delivered);
+        let pipe = self.rack.pipe(&self.sack, self.una, self.nxt);
+        let ssthresh = self.cc.ssthresh();
+        let sndcnt = if pipe > ssthresh {
+            // Proportional part: ceil(prr_delivered * ssthresh / RecoverFS) - prr_out.
+            let fs = rec.recover_fs.max(1) as u128;
+            let want = (rec.prr_delivered as u128 * ssthresh as u128).div_ceil(fs);
+            usize::try_from(want)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(rec.prr_out)
+        } else {
+            // Slow-start reduction bound.
+            let limit = rec
+                .prr_delivered
+                .saturating_sub(rec.prr_out)
+                .max(delivered)
+                .saturating_add(mss);
+            (ssthresh - pipe).min(limit)
+        };
+        self.cc.set_cwnd(pipe.saturating_add(sndcnt).max(mss));
+        rec.stall_at = None;
+        if pipe.saturating_add(sndcnt) < ssthresh {
+            let wait = self.rtt.srtt().unwrap_or(Duration::from_millis(1));
+            let at = now + wait;
+            rec.stall_at = Some(at);
+            self.rack.reo_at = Some(self.rack.reo_at.map_or(at, |t| t.min(at)));
+        }
+    }
+
+    /// Bytes sent in recovery (PRR's prr_out).
+    pub(crate) fn prr_sent(&mut self, len: usize) {
+        if let Some(rec) = &mut self.recovery {
+            rec.prr_out = rec.prr_out.saturating_add(len);
+        }
     }
 
     /// RACK's part of an ACK (SACK connections): the ranges it delivered were
@@ -743,7 +801,11 @@ impl Snd {
             }
         }
         let rack = &self.rack;
-        if rack.advanced && (!self.sack.is_empty() || self.recovery.is_some() || rack.by_retrans) {
+        let hold = self.recovery.is_some_and(|r| r.hold);
+        if rack.advanced
+            && !hold
+            && (!self.sack.is_empty() || self.recovery.is_some() || rack.by_retrans)
+        {
             self.rack_detect(now, c);
         }
         self.rack.advanced = false;
@@ -842,7 +904,26 @@ impl Snd {
     pub(crate) fn on_rack_timers(&mut self, now: Instant, c: &mut Counters) {
         if self.rack.reo_at.is_some_and(|t| t <= now) {
             self.rack.reo_at = None;
+            let was = self.recovery.is_some();
             self.rack_detect(now, c);
+            if !was {
+                // Recovery begun by the timer: PRR as for an ACK of one segment
+                // (Linux's `tcp_rack_reo_timeout`).
+                self.prr_on_ack(now, self.mss);
+            } else if let Some(rec) = &mut self.recovery
+                && let Some(at) = rec.stall_at
+            {
+                if at <= now {
+                    // No ACK came to clock out what PRR held back.
+                    rec.stall_at = None;
+                    let ss = self.cc.ssthresh();
+                    if self.cc.cwnd() < ss {
+                        self.cc.set_cwnd(ss);
+                    }
+                } else {
+                    self.rack.reo_at = Some(self.rack.reo_at.map_or(at, |t| t.min(at)));
+                }
+            }
         }
         if self.rack.pto_at.is_some_and(|t| t <= now) {
             self.rack.pto_at = None;

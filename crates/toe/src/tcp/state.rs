@@ -27,6 +27,21 @@ pub(crate) struct Recovery {
     /// Retransmit the first hole now whatever pipe says (RFC 6675 section 5 step
     /// 4.3 on entry; RFC 6582 section 3.2 step 4 on a partial ACK).
     pub rexmit_first: bool,
+    /// The last ACK showed a hole filled by a delayed original while
+    /// retransmissions are still out (Linux's `tcp_try_undo_partial` returning
+    /// early): until an ACK says otherwise, nothing more is marked lost or
+    /// retransmitted; new data still goes.
+    pub hold: bool,
+    /// RFC 6937 (PRR) with SACK: the flight when recovery began (RecoverFS),
+    /// bytes delivered since (prr_delivered) and sent since (prr_out).
+    pub recover_fs: usize,
+    pub prr_delivered: usize,
+    pub prr_out: usize,
+    /// PRR held cwnd below ssthresh at the last ACK: if no ACK comes by then
+    /// (an SRTT later) to clock more out, cwnd goes to ssthresh, so what was
+    /// held back (lost ranges, or new data that would reveal a lost
+    /// retransmission) goes without waiting for the retransmission timeout.
+    pub stall_at: Option<Instant>,
 }
 
 /// Zero-window probing (RFC 9293 section 3.8.6.1).

@@ -86,6 +86,9 @@ impl Snd {
         tsecr: Option<u32>,
         una_moved: bool,
     ) -> bool {
+        if let Some(rec) = &mut self.recovery {
+            rec.hold = false;
+        }
         let u = &mut self.undo;
         if !u.active {
             return false;
@@ -106,12 +109,19 @@ impl Snd {
         // no retransmission is left above SND.UNA (Linux's partial undo):
         // before that, the echo may be of an original while a retransmission
         // still repairs a real loss further on.
-        let eifel = una_moved
-            && (self.recovery.is_none() || self.una >= u.rtx_high)
+        let delayed = una_moved
             && u.first_rtx_ts
                 .zip(tsecr)
                 .is_some_and(|(first, e)| e != 0 && (e.wrapping_sub(first) as i32) < 0);
+        let eifel = delayed && (self.recovery.is_none() || self.una >= u.rtx_high);
         if !(all_dsacked || eifel) {
+            // Linux's partial undo with retransmissions still out: the hole was
+            // filled by a delayed original, so the reordering is deeper than
+            // RACK allowed for; no more is marked lost or retransmitted on this
+            // ACK (the marks made from the same reordering would be spurious too).
+            if let Some(rec) = &mut self.recovery {
+                rec.hold = delayed;
+            }
             return false;
         }
         let (cwnd, ssthresh) = (u.prior_cwnd, u.prior_ssthresh);
