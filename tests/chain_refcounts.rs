@@ -7,6 +7,9 @@
 //! window, duplicates). Both directions at once, so data frames (chained) and
 //! pure ACKs (linear) meet in one receive path. Every byte read must be the
 //! byte sent (a buffer freed or reused while referenced would show here), and
+//! the engines send their super-segments as headers plus references to their
+//! send buffers (`TxSink::takes_frags`), so received chains point into the
+//! sender's send buffer, across its chunk boundaries;
 //! once everything is dropped, every buffer of every pool must be back (none
 //! leaked).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
@@ -36,8 +39,10 @@ struct Host {
 impl Host {
     fn pump(&mut self, now: Instant) -> usize {
         let mut moved = 0;
-        self.e
-            .poll_transmit_into(now, &mut PoolSink::new(self.nic.pool(), &mut self.batch));
+        self.e.poll_transmit_into(
+            now,
+            &mut PoolSink::new(self.nic.pool(), &mut self.batch).with_frags(self.nic.tx_sg()),
+        );
         if !self.batch.is_empty() {
             moved += self.nic.transmit(0, &mut self.batch).unwrap();
             self.batch.clear();
@@ -148,14 +153,17 @@ fn run(seed: u64, v6: bool) {
         }
     }
     let chained: u64 = hosts.iter().map(|h| h.e.counters().tcp_rx_adopted).sum();
+    let by_ref: u64 = hosts.iter().map(|h| h.e.counters().tcp_out_by_ref).sum();
     let lost: u64 = hosts
         .iter()
         .map(|h| h.nic.backend().counters().total(Counter::WireLost))
         .sum();
     println!(
-        "seed {seed} (IPv6 {v6}): frames taken as chains {chained}, frames the wire dropped {lost}"
+        "seed {seed} (IPv6 {v6}): frames taken as chains {chained}, super-segments sent by \
+         reference {by_ref}, frames the wire dropped {lost}"
     );
     assert!(chained > 0, "no frame was taken as a chain");
+    assert!(by_ref > 0, "no super-segment referenced its send buffer");
     // Everything dropped: engines first (their receive storage), then every
     // frame still on the wire or in a shim.
     let stats = hosts.map(|mut h| {

@@ -259,8 +259,10 @@ impl Host {
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             self.engine.handle_timeout(now);
         }
-        self.engine
-            .poll_transmit_into(now, &mut PoolSink::new(self.nic.pool(), &mut self.tx));
+        self.engine.poll_transmit_into(
+            now,
+            &mut PoolSink::new(self.nic.pool(), &mut self.tx).with_frags(self.nic.tx_sg()),
+        );
         if !self.tx.is_empty() {
             let before = self.tx.len();
             let _ = self.nic.transmit(0, &mut self.tx);

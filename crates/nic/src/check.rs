@@ -47,10 +47,14 @@ pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicErr
     if gso.size == 0 {
         return Err(invalid("segment size 0"));
     }
-    if !frame.is_linear() {
-        return Err(invalid("a super-frame must be linear"));
+    // A scatter-gather super-frame is parsed in its head, against its whole
+    // length; its headers must all be there.
+    let layout = frame
+        .with_probe(linerate_wire::layout::parse)
+        .map_err(malformed)?;
+    if layout.header_len() > frame.head_len() {
+        return Err(invalid("a super-frame's headers must be in its head"));
     }
-    let layout = linerate_wire::layout::parse(bytes).map_err(malformed)?;
     let inner = layout.innermost();
     let kind_ok = match gso.kind {
         GsoType::TcpV4 => inner.l3 == L3Kind::Ipv4 && inner.l4 == L4Kind::Tcp,

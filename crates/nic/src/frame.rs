@@ -208,6 +208,15 @@ impl Frags {
     }
 }
 
+/// The longest frame [`Frame::with_probe`] makes a probe for: more than any
+/// super-frame (an IP packet's length is 16 bits; 64 KiB of payload behind
+/// tunnel headers).
+pub const PROBE_MAX: usize = 128 * 1024;
+
+std::thread_local! {
+    static PROBE: core::cell::RefCell<Vec<u8>> = const { core::cell::RefCell::new(Vec::new()) };
+}
+
 /// One Ethernet frame (from the destination MAC on, no FCS) and what travels with it.
 #[derive(Debug, Clone)]
 pub struct Frame {
@@ -277,6 +286,42 @@ impl Frame {
     #[inline]
     pub fn head_len(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Calls `f` with a slice as long as the whole frame ([`Frame::len`]) that
+    /// begins with the head; what follows the head is unspecified (not the
+    /// fragments' bytes). For parsing the headers of a scatter-gather frame,
+    /// held in its head, against the frame's length without gathering its
+    /// payload. A linear frame is its own probe; otherwise the head is copied
+    /// into a probe buffer of this thread's (grown as needed, up to
+    /// [`PROBE_MAX`]; `f` gets the head alone for a longer frame).
+    pub fn with_probe<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        if self.frags.is_empty() {
+            return f(self.bytes());
+        }
+        let (head, len) = (self.bytes(), self.len());
+        if len > PROBE_MAX {
+            return f(head);
+        }
+        PROBE.with(|p| match p.try_borrow_mut() {
+            Ok(mut p) => {
+                if p.len() < len {
+                    p.resize(len, 0);
+                }
+                if let Some(d) = p.get_mut(..head.len()) {
+                    d.copy_from_slice(head);
+                }
+                f(p.get(..len).unwrap_or_default())
+            }
+            // Called from within `f`: a probe of its own.
+            Err(_) => {
+                let mut v = vec![0; len];
+                if let Some(d) = v.get_mut(..head.len()) {
+                    d.copy_from_slice(head);
+                }
+                f(&v)
+            }
+        })
     }
 
     /// True for an empty frame.

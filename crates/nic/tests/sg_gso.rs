@@ -5,14 +5,19 @@
 //! VLAN; checksums completed or left partial); in complete mode they also pass
 //! the offload crate's independent (etherparse) checker. And through GRO on the
 //! far side (scatter-gather segments coalesced in two parts) the layer above
-//! receives exactly what the copying path delivers.
+//! receives exactly what the copying path delivers. A super-frame that is
+//! itself scatter-gather (headers in its head, payload in pieces, as an
+//! engine's super-segment referencing its send buffer) is segmented with its
+//! payload referenced where it lies, into the same frames.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 #[path = "../../offload/tests/common/mod.rs"]
 mod common;
 
 use common::{Spec, Super, Tunnel, build, check_segments};
-use linerate_nic::{Batch, Counter, Frame, MemNic, Nic, NicCaps, NicError, Shim, ShimConfig};
+use linerate_nic::{
+    Batch, Counter, Frag, Frame, MemNic, Nic, NicCaps, NicError, SharedBuf, Shim, ShimConfig,
+};
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};
 use proptest::prelude::*;
 
@@ -121,6 +126,245 @@ fn check(spec: &Spec, tx_csum: bool) {
         "{}: copying differs",
         spec.name()
     );
+}
+
+/// `sup` as a scatter-gather super-frame through a scatter-gather shim: its
+/// headers in a head of the shim's pool, its payload in pieces cut at `cuts`
+/// (fractions of the payload, in 1/1000), each a fragment at an offset of a
+/// buffer of its own (half of them `Bytes`, half pool buffers). The segments,
+/// handed up by the peer port as they travelled, must be the copying
+/// segmenter's frames; nothing gathered on the way; each segment's payload a
+/// reference into the piece that holds it, or one buffer of its own where it
+/// spans two.
+fn check_pieces(spec: &Spec, tx_csum: bool, cuts: &[u16]) {
+    let sup = build(spec);
+    let mode = if tx_csum {
+        CsumMode::LeavePartial
+    } else {
+        CsumMode::Complete
+    };
+    let mut reference = SegmentBuf::new();
+    let n = Segmenter::new(mode)
+        .segment(&sup.frame, &sup.meta, &mut reference)
+        .unwrap();
+    let want: Vec<Vec<u8>> = reference.iter().map(<[u8]>::to_vec).collect();
+    let hdr_len = sup.frame.len() - sup.payload.len();
+    let (a, mut b) = MemNic::pair(caps(tx_csum), caps(tx_csum));
+    assert!(b.set_rx_sg(true));
+    let mut a = Shim::new(a, ShimConfig::all()).unwrap();
+    assert!(
+        a.tx_sg(),
+        "the shim takes scatter-gather frames over a port that does"
+    );
+    let mut frame = Frame::new(a.pool().alloc_from(&sup.frame[..hdr_len]), sup.meta);
+    let payload = &sup.frame[hdr_len..];
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .map(|&c| payload.len() * usize::from(c.min(1000)) / 1000)
+        .collect();
+    points.push(0);
+    points.push(payload.len());
+    points.sort_unstable();
+    points.dedup();
+    let mut pieces = Vec::new();
+    for (i, w) in points.windows(2).enumerate() {
+        let part = &payload[w[0]..w[1]];
+        // Each piece at offset 3 of its buffer, so offsets are exercised.
+        let mut store = vec![0xee; 3];
+        store.extend_from_slice(part);
+        store.push(0xee);
+        let shared = if i % 2 == 0 {
+            SharedBuf::from_bytes(bytes::Bytes::from(store))
+        } else {
+            SharedBuf::new(a.pool().alloc_from(&store))
+        };
+        pieces.push((shared.clone(), w[0]..w[1]));
+        frame
+            .frags
+            .push(Frag::new(shared, 3, part.len()).unwrap())
+            .unwrap();
+    }
+    let mut batch = Batch::new();
+    batch.push(frame);
+    match a.transmit(0, &mut batch) {
+        Err(NicError::Oversize { .. }) => return,
+        r => assert_eq!(r.unwrap(), 1),
+    }
+    assert_eq!(
+        a.counters().total(Counter::SgLinearized),
+        0,
+        "{}",
+        spec.name()
+    );
+    let mut got = Batch::new();
+    b.receive(0, &mut got, usize::MAX).unwrap();
+    assert_eq!(b.counters().total(Counter::SgLinearized), 0);
+    assert_eq!(got.len(), n, "{}", spec.name());
+    let mut at = 0;
+    for f in got.iter() {
+        assert_eq!(f.meta.csum, reference.csum(), "{}", spec.name());
+        assert_eq!(
+            f.frags.len(),
+            1,
+            "{}: one fragment per segment",
+            spec.name()
+        );
+        let frag = &f.frags.as_slice()[0];
+        let end = at + frag.len();
+        let holder = pieces.iter().find(|(_, r)| r.start <= at && end <= r.end);
+        match holder {
+            Some((shared, _)) => assert!(
+                frag.shared().same(shared),
+                "{}: a segment within one piece must reference it",
+                spec.name()
+            ),
+            None => assert!(pieces.iter().all(|(s, _)| !frag.shared().same(s))),
+        }
+        at = end;
+    }
+    let sg_bytes = gathered(&got);
+    assert!(
+        sg_bytes == want,
+        "{}: segments of a scatter-gather super-frame differ from the copying segmenter's",
+        spec.name()
+    );
+    if mode == CsumMode::Complete {
+        check_segments(spec, &sup, &sg_bytes);
+    }
+}
+
+/// A super-frame's headers must be in its head: one whose head holds part of
+/// the payload too is gathered and segmented as a linear one, with the same
+/// result; one whose head is short of its headers is refused as malformed by
+/// a port that segments itself, and segmented after gathering by the shim.
+#[test]
+fn a_head_not_exactly_the_headers_is_gathered() {
+    let spec = Spec {
+        tunnel: Tunnel::None,
+        ip_v6: false,
+        outer_v6: false,
+        udp: false,
+        payload: 20_000,
+        mss: 1400,
+        outer_csum: false,
+        input_outer_csum: false,
+        fixed_id: false,
+        outer_fixed_id: false,
+        fin: false,
+        psh: true,
+        cwr: false,
+        ece: false,
+        tcp_options: true,
+        vlan: false,
+        partial: true,
+        seq: 1,
+        ip_id: 9,
+        outer_ip_id: 0,
+        seed: 5,
+    };
+    let sup = build(&spec);
+    let hdr_len = sup.frame.len() - sup.payload.len();
+    let mut reference = SegmentBuf::new();
+    Segmenter::new(CsumMode::Complete)
+        .segment(&sup.frame, &sup.meta, &mut reference)
+        .unwrap();
+    let want: Vec<Vec<u8>> = reference.iter().map(<[u8]>::to_vec).collect();
+    for split in [hdr_len + 10, hdr_len - 4] {
+        let (a, mut b) = MemNic::pair(caps(false), caps(false));
+        assert!(b.set_rx_sg(true));
+        let mut a = Shim::new(a, ShimConfig::all()).unwrap();
+        let mut frame = Frame::new(a.pool().alloc_from(&sup.frame[..split]), sup.meta);
+        let rest = SharedBuf::new(a.pool().alloc_from(&sup.frame[split..]));
+        let len = rest.len();
+        frame.frags.push(Frag::new(rest, 0, len).unwrap()).unwrap();
+        let mut batch = Batch::new();
+        batch.push(frame);
+        assert_eq!(a.transmit(0, &mut batch).unwrap(), 1, "split at {split}");
+        let mut got = Batch::new();
+        b.receive(0, &mut got, usize::MAX).unwrap();
+        assert!(gathered(&got) == want, "split at {split}");
+    }
+    // A port with TSO takes a scatter-gather super-frame as it is, if its
+    // headers are all in the head.
+    let mut tso = NicCaps::full();
+    tso.mtu = 9600;
+    for (split, ok) in [(hdr_len, true), (hdr_len - 4, false)] {
+        let (mut a, _b) = MemNic::pair(tso, tso);
+        let mut frame = Frame::new(a.pool().alloc_from(&sup.frame[..split]), sup.meta);
+        let rest = SharedBuf::new(a.pool().alloc_from(&sup.frame[split..]));
+        let len = rest.len();
+        frame.frags.push(Frag::new(rest, 0, len).unwrap()).unwrap();
+        let mut batch = Batch::new();
+        batch.push(frame);
+        assert_eq!(a.transmit(0, &mut batch).is_ok(), ok, "split at {split}");
+    }
+}
+
+/// Over ports with every offload (the shim reads no payload on receive), a
+/// layer above that takes scatter-gather frames gets a scatter-gather
+/// super-frame as it was sent: nothing gathered, the payload where the sender
+/// put it.
+#[test]
+fn a_shim_with_nothing_to_do_passes_scatter_gather_frames_up() {
+    let mut tso = NicCaps::full();
+    tso.mtu = 9600;
+    let spec = Spec {
+        tunnel: Tunnel::None,
+        ip_v6: true,
+        outer_v6: false,
+        udp: false,
+        payload: 30_000,
+        mss: 1400,
+        outer_csum: false,
+        input_outer_csum: false,
+        fixed_id: false,
+        outer_fixed_id: false,
+        fin: false,
+        psh: true,
+        cwr: false,
+        ece: false,
+        tcp_options: true,
+        vlan: false,
+        partial: true,
+        seq: 1,
+        ip_id: 9,
+        outer_ip_id: 0,
+        seed: 6,
+    };
+    let sup = build(&spec);
+    let hdr_len = sup.frame.len() - sup.payload.len();
+    for takes in [true, false] {
+        let (a, b) = MemNic::pair(tso, tso);
+        let mut a = Shim::new(a, ShimConfig::all()).unwrap();
+        let mut b = Shim::new(b, ShimConfig::all()).unwrap();
+        assert_eq!(b.set_rx_sg(takes), takes);
+        let mut frame = Frame::new(a.pool().alloc_from(&sup.frame[..hdr_len]), sup.meta);
+        let payload = SharedBuf::from_bytes(bytes::Bytes::from(sup.payload.clone()));
+        let len = payload.len();
+        frame
+            .frags
+            .push(Frag::new(payload.clone(), 0, len).unwrap())
+            .unwrap();
+        let mut batch = Batch::new();
+        batch.push(frame);
+        assert_eq!(a.transmit(0, &mut batch).unwrap(), 1);
+        let mut got = Batch::new();
+        assert_eq!(b.receive(0, &mut got, 8).unwrap(), 1);
+        let f = &got[0];
+        assert_eq!(f.meta.gso, sup.meta.gso, "a super-frame, as sent");
+        let mut whole = Vec::new();
+        f.gather_to_vec(&mut whole);
+        assert!(whole == sup.frame);
+        if takes {
+            assert_eq!(f.frags.len(), 1);
+            assert!(f.frags.as_slice()[0].shared().same(&payload), "not copied");
+        } else {
+            assert!(
+                f.is_linear(),
+                "gathered for a layer that takes linear frames"
+            );
+        }
+    }
 }
 
 /// GSO -> wire -> GRO between two shims, scatter-gather both ways (segments by
@@ -270,6 +514,17 @@ proptest! {
     #[test]
     fn scatter_gather_equals_copying(spec in spec(), tx_csum in any::<bool>()) {
         check(&spec, tx_csum);
+    }
+
+    /// A scatter-gather super-frame, cut anywhere, segments into the same
+    /// frames, its payload referenced where it lies.
+    #[test]
+    fn scatter_gather_super_frames_segment_by_reference(
+        spec in spec(),
+        tx_csum in any::<bool>(),
+        cuts in proptest::collection::vec(0u16..=1000, 0..4),
+    ) {
+        check_pieces(&spec, tx_csum, &cuts);
     }
 
     /// The round trip through GRO delivers the same either way.

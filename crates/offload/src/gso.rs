@@ -128,6 +128,10 @@ pub enum GsoError {
     Checksum(CsumError),
     /// The [`SegmentSink`] had no buffer for the next segment.
     NoBuffer,
+    /// A super-frame given as headers and payload pieces
+    /// ([`Segmenter::segment_pieces_to`]) whose headers are not exactly the
+    /// head, or whose pieces do not hold exactly its payload.
+    Split,
 }
 
 impl fmt::Display for GsoError {
@@ -151,6 +155,9 @@ impl fmt::Display for GsoError {
             ),
             GsoError::Checksum(e) => write!(f, "checksum completion failed: {e}"),
             GsoError::NoBuffer => f.write_str("no buffer for the next segment"),
+            GsoError::Split => {
+                f.write_str("headers and payload pieces do not divide the super-frame")
+            }
         }
     }
 }
@@ -330,6 +337,67 @@ impl Segmenter {
             self.stats.errors += 1;
         }
         r
+    }
+
+    /// [`Segmenter::segment_headers_to`] for a super-frame whose payload is not
+    /// in one slice (a scatter-gather frame: its headers in a head buffer, its
+    /// payload in fragments). `probe` starts with the `head_len` bytes of
+    /// headers and is as long as the whole frame (what follows the headers is
+    /// never read: the headers are parsed and their lengths checked against
+    /// it); `pieces` hold the payload, in order. The ranges handed to the sink
+    /// are offsets in the whole frame, as `segment_headers_to`'s (from
+    /// `head_len`); a segment's may span pieces. The payload is only read, to
+    /// sum it with [`CsumMode::Complete`], each segment's where it lies.
+    ///
+    /// Only a frame with a GSO request; [`GsoError::Split`] if it has none, if
+    /// its headers are not exactly `head_len` bytes, or if the pieces do not
+    /// hold its payload exactly.
+    pub fn segment_pieces_to<P: AsRef<[u8]>>(
+        &mut self,
+        probe: &[u8],
+        head_len: usize,
+        pieces: &[P],
+        meta: &OffloadMeta,
+        sink: &mut impl HeaderSink,
+    ) -> Result<(usize, Checksum), GsoError> {
+        let r = self.segment_pieces(probe, head_len, pieces, meta, sink);
+        if r.is_err() {
+            self.stats.errors += 1;
+        }
+        r
+    }
+
+    fn segment_pieces<P: AsRef<[u8]>>(
+        &mut self,
+        probe: &[u8],
+        head_len: usize,
+        pieces: &[P],
+        meta: &OffloadMeta,
+        sink: &mut impl HeaderSink,
+    ) -> Result<(usize, Checksum), GsoError> {
+        let gso = request(meta).ok_or(GsoError::Split)?;
+        let (plan, hdrs, _) = self.plan(probe, &gso)?;
+        let total: usize = pieces.iter().map(|p| p.as_ref().len()).sum();
+        if hdrs.len() != head_len || total != plan.payload_len {
+            return Err(GsoError::Split);
+        }
+        let n = plan.segments();
+        let mut at = hdrs.len();
+        let mut sums = PieceSums::new(pieces, plan.mss, self.mode);
+        for i in 0..n {
+            let len = plan
+                .mss
+                .min(plan.payload_len - (i * plan.mss).min(plan.payload_len));
+            let seg = plan.seg(i, len, sums.next(i, len));
+            let h = sink.header(hdrs.len()).ok_or(GsoError::NoBuffer)?;
+            h.copy_from_slice(hdrs);
+            plan.fix(h, &seg);
+            sink.commit(at..at + len);
+            at += len;
+        }
+        self.stats.super_frames += 1;
+        self.stats.segments += n as u64;
+        Ok((n, plan.csum_out))
     }
 
     fn segment_headers(
@@ -583,6 +651,98 @@ impl<'p> PayloadSums<'p> {
             return 0;
         }
         self.sums.first().copied().unwrap_or(0)
+    }
+}
+
+/// The payload sums of consecutive segments of a payload held in pieces: the
+/// segments that lie within one piece summed a batch at a time, as
+/// [`PayloadSums`] does over one slice; a segment spanning pieces summed piece
+/// by piece (each part at an odd offset in the segment byte-swapped, RFC 1071).
+struct PieceSums<'p, P> {
+    pieces: &'p [P],
+    /// The piece the next segment starts in, and where in it.
+    piece: usize,
+    pos: usize,
+    /// Sums of the segments from `base` on, over the current piece from the
+    /// start of segment `base`.
+    run: PayloadSums<'p>,
+    base: usize,
+    complete: bool,
+}
+
+impl<'p, P: AsRef<[u8]>> PieceSums<'p, P> {
+    fn new(pieces: &'p [P], mss: usize, mode: CsumMode) -> PieceSums<'p, P> {
+        let first = pieces.first().map_or(&[][..], AsRef::as_ref);
+        PieceSums {
+            pieces,
+            piece: 0,
+            pos: 0,
+            run: PayloadSums::new(first, mss, mode),
+            base: 0,
+            complete: mode == CsumMode::Complete,
+        }
+    }
+
+    fn piece(&self, i: usize) -> &'p [u8] {
+        self.pieces.get(i).map_or(&[][..], AsRef::as_ref)
+    }
+
+    /// The sum of segment `i` (the one after the last asked for), `len` bytes.
+    fn next(&mut self, i: usize, len: usize) -> u32 {
+        let cur = self.piece(self.piece);
+        if self.pos + len <= cur.len() {
+            let sum = if self.complete {
+                self.run.get(i - self.base)
+            } else {
+                0
+            };
+            self.pos += len;
+            if self.pos == cur.len() {
+                self.enter(self.piece + 1, 0, i + 1);
+            }
+            return sum;
+        }
+        // Across pieces: each part summed on its own.
+        let (mut sum, mut done) = (0u32, 0usize);
+        while done < len && self.piece < self.pieces.len() {
+            let cur = self.piece(self.piece);
+            let part = cur.get(self.pos..).unwrap_or_default();
+            let part = part.get(..(len - done).min(part.len())).unwrap_or_default();
+            if self.complete {
+                let s = checksum::partial(part, 0);
+                let s = if done % 2 == 1 {
+                    checksum::shift_odd(s)
+                } else {
+                    s
+                };
+                sum = checksum::combine(sum, s);
+            }
+            done += part.len();
+            self.pos += part.len();
+            if self.pos >= cur.len() {
+                self.piece += 1;
+                self.pos = 0;
+            }
+        }
+        self.enter(self.piece, self.pos, i + 1);
+        sum
+    }
+
+    /// The next segment, `seg`, starts at `pos` in piece `piece`.
+    fn enter(&mut self, piece: usize, pos: usize, seg: usize) {
+        self.piece = piece;
+        self.pos = pos;
+        self.base = seg;
+        let rest = self.piece(piece).get(pos..).unwrap_or_default();
+        self.run = PayloadSums::new(rest, self.run.mss, self.mode());
+    }
+
+    fn mode(&self) -> CsumMode {
+        if self.complete {
+            CsumMode::Complete
+        } else {
+            CsumMode::LeavePartial
+        }
     }
 }
 

@@ -21,7 +21,7 @@
 
 use super::RtError;
 use linerate_nic::NicCaps;
-use linerate_nic::{Batch, DEFAULT_BATCH, Frame, Nic, NicError, PacketBuf, Pool, Readiness};
+use linerate_nic::{Batch, DEFAULT_BATCH, Frags, Frame, Nic, NicError, PacketBuf, Pool, Readiness};
 use linerate_offload::OffloadMeta;
 use linerate_toe::Instant;
 use linerate_toe::{Engine, TxSink};
@@ -417,6 +417,19 @@ impl<N: Nic> TxSink for DriverSink<'_, N> {
             return;
         };
         self.push(Frame::new(buf, *meta));
+    }
+
+    fn takes_frags(&self) -> bool {
+        self.nic.tx_sg()
+    }
+
+    fn commit_frags(&mut self, meta: &OffloadMeta, frags: Frags) {
+        let Some(buf) = self.pending.take() else {
+            return;
+        };
+        let mut f = Frame::new(buf, *meta);
+        f.frags = frags;
+        self.push(f);
     }
 
     fn push_frame(&mut self, frame: Frame) -> Result<(), Frame> {

@@ -343,7 +343,10 @@ impl<N: Nic> Host<N> {
         let Host {
             engine, nic, tx, ..
         } = self;
-        engine.poll_transmit_into(now, &mut PoolSink::new(nic.pool(), tx));
+        engine.poll_transmit_into(
+            now,
+            &mut PoolSink::new(nic.pool(), tx).with_frags(nic.tx_sg()),
+        );
         let before = tx.len();
         if !tx.is_empty() {
             nic.transmit(0, tx)?;

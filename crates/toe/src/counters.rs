@@ -12,6 +12,10 @@ pub struct Counters {
     pub rx_chained: u64,
     /// Frames the engine emitted.
     pub tx_frames: u64,
+    /// Of those, TCP super-segments sent as their headers plus references to
+    /// the send buffer, the payload not copied (a sink that takes
+    /// scatter-gather frames, `TxSink::takes_frags`).
+    pub tcp_out_by_ref: u64,
     /// Frames dropped: bad or truncated Ethernet header.
     pub rx_bad_ethernet: u64,
     /// Frames dropped: not for our MAC, broadcast or a group we listen to.

@@ -147,8 +147,10 @@ impl<N: Port> Pair<N> {
         self.iface
             .poll(smol_time(now), &mut self.smol, &mut self.sockets);
         app(self);
-        self.engine
-            .poll_transmit_into(now, &mut PoolSink::new(self.nic.pool(), &mut self.tx));
+        self.engine.poll_transmit_into(
+            now,
+            &mut PoolSink::new(self.nic.pool(), &mut self.tx).with_frags(self.nic.tx_sg()),
+        );
         if !self.tx.is_empty() {
             self.nic.transmit(0, &mut self.tx).unwrap();
         }

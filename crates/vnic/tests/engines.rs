@@ -48,8 +48,10 @@ impl Host {
             moved += n;
             self.engine.handle_frames(now, &mut self.rx);
         }
-        self.engine
-            .poll_transmit_into(now, &mut PoolSink::new(self.nic.pool(), &mut self.tx));
+        self.engine.poll_transmit_into(
+            now,
+            &mut PoolSink::new(self.nic.pool(), &mut self.tx).with_frags(self.nic.tx_sg()),
+        );
         moved += self.tx.len();
         while !self.tx.is_empty() {
             if self.nic.transmit(0, &mut self.tx).unwrap_or(1) == 0 {

@@ -2,6 +2,9 @@
 //! scatter-gather frames (as Linux's skb frags share pages).
 //!
 //! A super-frame that software GSO cuts into segments becomes one `SharedBuf`;
+//! so does a chunk of a TCP send buffer ([`SharedBuf::from_bytes`]: a
+//! [`Bytes`]), which the frames sent from it reference instead of copying it,
+//! as Linux's `tcp_sendmsg` fills pages that skbs then point into;
 //! each segment is a small header buffer plus a [`Frag`] naming the range of the
 //! shared buffer that is its payload. Cloning a `SharedBuf` counts a reference
 //! (one atomic increment); the buffer goes back to its [`crate::Pool`] when the
@@ -18,6 +21,7 @@
 //! ([`SharedBuf::boxes_allocated`]).
 
 use super::{PacketBuf, lock};
+use bytes::Bytes;
 use core::num::NonZeroU32;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,18 +36,34 @@ pub const BOX_BATCH: usize = BOX_CACHE / 2;
 /// Most empty boxes the shared depot keeps (more are freed).
 const DEPOT_MAX: usize = 1024;
 
+/// What a [`SharedBuf`] shares: a pool's buffer, or bytes another owner holds.
+enum Store {
+    Packet(PacketBuf),
+    Bytes(Bytes),
+}
+
+impl Store {
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Store::Packet(b) => b.as_slice(),
+            Store::Bytes(b) => b,
+        }
+    }
+}
+
 thread_local! {
-    static BOXES: RefCell<Vec<Arc<PacketBuf>>> = const { RefCell::new(Vec::new()) };
+    static BOXES: RefCell<Vec<Arc<Store>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Empty boxes shared between threads.
-static DEPOT: Mutex<Vec<Arc<PacketBuf>>> = Mutex::new(Vec::new());
+static DEPOT: Mutex<Vec<Arc<Store>>> = Mutex::new(Vec::new());
 
 /// Boxes allocated fresh, all threads.
 static ALLOCATED: AtomicU64 = AtomicU64::new(0);
 
 /// An empty box from this thread's cache, refilled from the depot when empty.
-fn take_box() -> Option<Arc<PacketBuf>> {
+fn take_box() -> Option<Arc<Store>> {
     BOXES
         .try_with(|c| {
             let mut c = c.try_borrow_mut().ok()?;
@@ -60,7 +80,7 @@ fn take_box() -> Option<Arc<PacketBuf>> {
 
 /// Keeps the empty box `arc` in this thread's cache, moving a batch to the
 /// depot first when the cache is full (freeing it if the depot is full too).
-fn keep_box(arc: Arc<PacketBuf>) {
+fn keep_box(arc: Arc<Store>) {
     let _ = BOXES.try_with(|c| {
         let Ok(mut c) = c.try_borrow_mut() else {
             return;
@@ -84,13 +104,14 @@ fn empty() -> PacketBuf {
     PacketBuf::from_vec(Vec::new())
 }
 
-/// A [`PacketBuf`] shared by reference counting; read-only while shared.
+/// A [`PacketBuf`] (or [`Bytes`]) shared by reference counting; read-only while
+/// shared.
 ///
 /// Dereferences to the buffer's frame bytes.
 pub struct SharedBuf {
     /// Always `Some` until dropped (an `Option` so that `Drop` can move the box
     /// into the cache).
-    inner: Option<Arc<PacketBuf>>,
+    inner: Option<Arc<Store>>,
 }
 
 impl core::fmt::Debug for SharedBuf {
@@ -105,23 +126,35 @@ impl core::fmt::Debug for SharedBuf {
 impl SharedBuf {
     /// Shares `buf` (in a recycled box when one is free, see the module docs).
     pub fn new(buf: PacketBuf) -> SharedBuf {
+        SharedBuf::boxed(Store::Packet(buf))
+    }
+
+    /// Shares `bytes` (in a recycled box, as [`SharedBuf::new`]): a reference
+    /// to memory another owner manages, such as a chunk of a send buffer. The
+    /// bytes are released (one reference of `Bytes` dropped) with the last
+    /// reference; [`SharedBuf::try_unwrap`] never yields them.
+    pub fn from_bytes(bytes: Bytes) -> SharedBuf {
+        SharedBuf::boxed(Store::Bytes(bytes))
+    }
+
+    fn boxed(store: Store) -> SharedBuf {
         let inner = match take_box() {
             Some(mut arc) => match Arc::get_mut(&mut arc) {
                 Some(slot) => {
-                    *slot = buf;
+                    *slot = store;
                     arc
                 }
                 // Cannot happen: only unique boxes are kept.
-                None => SharedBuf::fresh(buf),
+                None => SharedBuf::fresh(store),
             },
-            None => SharedBuf::fresh(buf),
+            None => SharedBuf::fresh(store),
         };
         SharedBuf { inner: Some(inner) }
     }
 
-    fn fresh(buf: PacketBuf) -> Arc<PacketBuf> {
+    fn fresh(store: Store) -> Arc<Store> {
         ALLOCATED.fetch_add(1, Ordering::Relaxed);
-        Arc::new(buf)
+        Arc::new(store)
     }
 
     /// Boxes allocated fresh so far, by every thread of the process: a warm data
@@ -133,7 +166,7 @@ impl SharedBuf {
     /// The shared bytes (the buffer's frame).
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        self.inner.as_deref().map_or(&[], PacketBuf::as_slice)
+        self.inner.as_deref().map_or(&[], Store::as_slice)
     }
 
     /// Length of the shared bytes.
@@ -162,14 +195,15 @@ impl SharedBuf {
         }
     }
 
-    /// The buffer itself if this is the only reference, else `self` back.
+    /// The buffer itself if this is the only reference to a [`PacketBuf`], else
+    /// `self` back (always for shared [`Bytes`]).
     pub fn try_unwrap(mut self) -> Result<PacketBuf, SharedBuf> {
         let Some(arc) = self.inner.as_mut() else {
             return Err(self);
         };
         match Arc::get_mut(arc) {
-            Some(buf) => Ok(core::mem::replace(buf, empty())),
-            None => Err(self),
+            Some(Store::Packet(buf)) => Ok(core::mem::replace(buf, empty())),
+            _ => Err(self),
         }
     }
 }
@@ -204,10 +238,10 @@ impl Drop for SharedBuf {
         }
         // The last reference: the buffer goes back to its pool now, and the
         // box, empty, into this thread's cache.
-        let Some(buf) = Arc::get_mut(&mut arc) else {
+        let Some(store) = Arc::get_mut(&mut arc) else {
             return;
         };
-        drop(core::mem::replace(buf, empty()));
+        drop(core::mem::replace(store, Store::Packet(empty())));
         keep_box(arc);
     }
 }
@@ -309,6 +343,28 @@ mod tests {
         assert_eq!(b.bytes(), b"56789");
         drop(b);
         assert_eq!(pool.stats().free, 1);
+    }
+
+    #[test]
+    fn shared_bytes_are_released_with_the_last_reference() {
+        let mut owner = bytes::BytesMut::with_capacity(64);
+        owner.extend_from_slice(b"0123456789");
+        let bytes = owner.split().freeze();
+        let probe = bytes.clone();
+        let s = SharedBuf::from_bytes(bytes);
+        let a = Frag::new(s.clone(), 3, 4).unwrap();
+        assert_eq!(a.bytes(), b"3456");
+        assert_eq!(a.bytes().as_ptr(), probe[3..].as_ptr(), "no copy");
+        assert!(Frag::new(s.clone(), 8, 3).is_none());
+        // The owner writes on past what is shared, in its own part.
+        owner.extend_from_slice(b"abc");
+        assert_eq!(&owner[..], b"abc");
+        drop(owner);
+        let s = s.try_unwrap().unwrap_err();
+        drop(s);
+        assert!(!probe.is_unique(), "a fragment still holds the bytes");
+        drop(a);
+        assert!(probe.is_unique(), "the last reference let go of the bytes");
     }
 
     #[test]

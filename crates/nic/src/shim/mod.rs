@@ -253,6 +253,11 @@ pub struct Shim<N: Nic> {
     tx_sg: bool,
     /// The backend hands up scatter-gather frames, for GRO to take in two parts.
     rx_sg: bool,
+    /// Nothing on the receive path reads payload in software (no GRO, no
+    /// checksum verification, no dispatch; the backend does LRO): the backend's
+    /// scatter-gather frames can go up as they are to a layer above that takes
+    /// them ([`Nic::set_rx_sg`] is passed on).
+    pass_sg: bool,
     /// The layer above takes scatter-gather frames, chains included
     /// ([`Nic::set_rx_sg`]): GRO chains the payloads of scatter-gather frames
     /// instead of copying them.
@@ -380,6 +385,8 @@ impl<N: Nic> Shim<N> {
         // payload where it lies), so their payload is copied once, into the run;
         // software dispatch reads frames whole first, so it takes them linear.
         let rx_sg = cfg.rx_sg && soft.lro && steering.is_none() && backend.set_rx_sg(true);
+        let pass_sg =
+            cfg.rx_sg && !soft.lro && !soft.rx_csum && steering.is_none() && bcaps.offloads.lro;
         Ok(Shim {
             backend,
             caps,
@@ -391,6 +398,7 @@ impl<N: Nic> Shim<N> {
             segmenter: Segmenter::new(CsumMode::Complete),
             tx_sg,
             rx_sg,
+            pass_sg,
             up_sg: false,
             gro_config: cfg.gro_config,
             queues,
@@ -419,7 +427,7 @@ impl<N: Nic> Shim<N> {
     /// up linear frames again if the shim had asked it for scatter-gather ones.
     pub fn into_backend(self) -> N {
         let mut backend = self.backend;
-        if self.rx_sg {
+        if self.rx_sg || (self.pass_sg && self.up_sg) {
             backend.set_rx_sg(false);
         }
         backend
@@ -470,17 +478,29 @@ impl<N: Nic> Shim<N> {
         let Some(q) = self.queues.get_mut(queue) else {
             return Ok(());
         };
-        // The shim takes linear frames ([`Nic::tx_sg`] is false); one that is not
-        // is gathered first, so checksums and segmentation see all of it.
-        if frame.linearize() {
-            tally.add(Counter::SgLinearized, 1);
+        // A scatter-gather frame keeps its fragments where the backend takes
+        // them and nothing needs their bytes in one piece: software GSO
+        // (headers per segment, payload referenced where it lies) or a frame
+        // passed on whose checksum needs no completing. Anything else is
+        // gathered first, so checksums and segmentation see all of it.
+        if !frame.is_linear() {
+            let soft_gso = frame
+                .meta
+                .gso
+                .is_some_and(|g| !b.segments(&g) && self.can_segment.segments(&g));
+            let completes = matches!(frame.meta.csum, Checksum::Partial { .. })
+                && !b.tx_csum
+                && self.soft.tx_csum;
+            if !(self.tx_sg && (soft_gso || !completes)) && frame.linearize() {
+                tally.add(Counter::SgLinearized, 1);
+            }
         }
         if let Some(gso) = frame.meta.gso
             && !b.segments(&gso)
             && self.can_segment.segments(&gso)
         {
             // Check the request against the presented caps first (sizes, kind).
-            check_tx(&self.caps, &frame)?;
+            checked(&self.caps, &mut frame, tally)?;
             let partial_in = frame.meta.csum;
             let mode = if b.tx_csum {
                 CsumMode::LeavePartial
@@ -535,12 +555,31 @@ impl<N: Nic> Shim<N> {
             frame.meta.csum = done;
             tally.add(Counter::CsumCompleted, 1);
         }
-        check_tx(&bcaps, &frame)?;
+        checked(&bcaps, &mut frame, tally)?;
         if frame.meta.gso.is_some() {
             tally.add(Counter::TxGsoPackets, 1);
         }
         q.pending.push(frame);
         Ok(())
+    }
+}
+
+/// [`check_tx`] of `frame` against `caps`; a scatter-gather frame refused (its
+/// headers not all in its head, say) is gathered and checked again, as a linear
+/// frame (`sg_linearized`).
+fn checked(
+    caps: &NicCaps,
+    frame: &mut Frame,
+    tally: &mut Tally,
+) -> Result<(), (NicError, Counter)> {
+    match check_tx(caps, frame) {
+        Ok(_) => Ok(()),
+        Err(e) if frame.is_linear() => Err(e),
+        Err(_) => {
+            frame.linearize();
+            tally.add(Counter::SgLinearized, 1);
+            check_tx(caps, frame).map(|_| ())
+        }
     }
 }
 
@@ -570,12 +609,59 @@ pub fn segment_sg(
         gso: None,
         rss: frame.meta.rss,
     };
-    let shared = SharedBuf::new(frame.buf);
     let first = out.len();
+    let mut frame = frame;
+    if !frame.is_linear() {
+        // Headers in the head, payload in fragments (an engine's super-segment
+        // referencing its send buffer): each segment references the part of
+        // the fragments that is its payload.
+        let head_len = frame.head_len();
+        let mut sink = SgSink {
+            pool,
+            out,
+            payload: Payload::Pieces {
+                head_len,
+                frags: frame.frags.as_slice(),
+                idx: 0,
+                base: head_len,
+            },
+            meta,
+            open: false,
+        };
+        let made = frame.with_probe(|probe| {
+            segmenter.segment_pieces_to(
+                probe,
+                head_len,
+                frame.frags.as_slice(),
+                &frame.meta,
+                &mut sink,
+            )
+        });
+        let out = sink.out;
+        match made {
+            Ok((n, csum)) => {
+                for f in out.iter_mut().skip(first) {
+                    f.meta.csum = csum;
+                }
+                return Ok((n, csum));
+            }
+            // Headers not all in the head: gathered, and segmented as linear.
+            Err(GsoError::Split) => {
+                out.truncate(first);
+                frame.linearize();
+                return segment_sg(segmenter, pool, out, frame);
+            }
+            Err(e) => {
+                out.truncate(first);
+                return Err(e);
+            }
+        }
+    }
+    let shared = SharedBuf::new(frame.buf);
     let mut sink = SgSink {
         pool,
         out,
-        shared: &shared,
+        payload: Payload::Linear(&shared),
         meta,
         open: false,
     };
@@ -598,16 +684,93 @@ pub fn segment_sg(
 /// Where [`segment_sg`] builds segments: each a frame pushed onto `out` when its
 /// head is lent (a buffer of `pool`, the headers written there in place), given
 /// its payload as a fragment of `shared` when committed.
-struct SgSink<'a> {
+struct SgSink<'a, 'p> {
     pool: &'a Pool,
     out: &'a mut Batch,
-    shared: &'a SharedBuf,
+    payload: Payload<'p>,
     meta: OffloadMeta,
     /// The last frame of `out` was lent and not committed yet.
     open: bool,
 }
 
-impl HeaderSink for SgSink<'_> {
+/// Where the super-frame [`SgSink`] segments holds its payload.
+enum Payload<'a> {
+    /// In one shared buffer with the headers: a range of it is a range of the
+    /// frame.
+    Linear(&'a SharedBuf),
+    /// In fragments after a head of `head_len` bytes; the segments' ranges
+    /// come in order, so a cursor remembers fragment `idx` starting at frame
+    /// offset `base`.
+    Pieces {
+        head_len: usize,
+        frags: &'a [Frag],
+        idx: usize,
+        base: usize,
+    },
+}
+
+impl Payload<'_> {
+    /// Pushes onto `frags` a reference to the frame's bytes `range`: one
+    /// fragment always, so that a receiver's frag-list GRO can chain the
+    /// segment. A range that spans pieces (a segment across two chunks of a
+    /// send buffer, once per chunk boundary) is gathered into a buffer of
+    /// `pool` of its own, the one copy this makes.
+    fn refer(&mut self, range: core::ops::Range<usize>, frags: &mut crate::Frags, pool: &Pool) {
+        match self {
+            Payload::Linear(shared) => {
+                if let Some(frag) = Frag::new((*shared).clone(), range.start, range.len()) {
+                    let _ = frags.push(frag);
+                }
+            }
+            Payload::Pieces {
+                head_len,
+                frags: pieces,
+                idx,
+                base,
+            } => {
+                if range.start < *base {
+                    (*idx, *base) = (0, *head_len);
+                }
+                let mut pos = range.start;
+                let mut gathered: Option<PacketBuf> = None;
+                while pos < range.end {
+                    let Some(p) = pieces.get(*idx) else { break };
+                    if pos >= *base + p.len() {
+                        *base += p.len();
+                        *idx += 1;
+                        continue;
+                    }
+                    let from = pos - *base;
+                    let k = (p.len() - from).min(range.end - pos);
+                    if gathered.is_none() && k == range.end - pos && pos == range.start {
+                        // Within one piece: referenced where it lies.
+                        if let Some(frag) = Frag::new(p.shared().clone(), p.offset() + from, k) {
+                            let _ = frags.push(frag);
+                        }
+                        return;
+                    }
+                    let bytes = p.bytes().get(from..from + k).unwrap_or_default();
+                    gathered
+                        .get_or_insert_with(|| {
+                            let mut b = pool.alloc();
+                            b.clear();
+                            b
+                        })
+                        .extend_from_slice(bytes);
+                    pos += k;
+                }
+                if let Some(b) = gathered {
+                    let len = b.len();
+                    if let Some(frag) = Frag::new(SharedBuf::new(b), 0, len) {
+                        let _ = frags.push(frag);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl HeaderSink for SgSink<'_, '_> {
     fn header(&mut self, len: usize) -> Option<&mut [u8]> {
         if !self.open {
             // Room first, then the frame made where it stays: `push` builds it
@@ -628,10 +791,7 @@ impl HeaderSink for SgSink<'_> {
         let Some(f) = self.out.last_mut() else {
             return;
         };
-        if let Some(frag) = Frag::new(self.shared.clone(), payload.start, payload.len()) {
-            // A fresh frame: its fragment list is empty, so this cannot fail.
-            let _ = f.frags.push(frag);
-        }
+        self.payload.refer(payload, &mut f.frags, self.pool);
         if f.head_len() == 0 {
             // A segment without headers of its own (a frame passed through):
             // its headers are in the payload, and a head must hold them.
@@ -772,7 +932,20 @@ impl<N: Nic> Nic for Shim<N> {
     /// a chain of the payloads (frag-list GRO, as Linux's `frag_list`), with
     /// the checksums verified; a frame it passes on as it came goes up as it
     /// came. Off (the default), every frame goes up linear.
+    /// True if the backend takes scatter-gather frames (and
+    /// [`ShimConfig::tx_sg`] is on): the shim then takes them too, segments
+    /// their payload by reference and passes them on without gathering them
+    /// where nothing needs their bytes in one piece.
+    fn tx_sg(&self) -> bool {
+        self.tx_sg
+    }
+
     fn set_rx_sg(&mut self, on: bool) -> bool {
+        if self.pass_sg {
+            // Passed through: the backend's frames go up as they come.
+            self.up_sg = self.backend.set_rx_sg(on) && on;
+            return self.up_sg;
+        }
         self.up_sg = on && self.rx_sg;
         if self.up_sg {
             for q in &mut self.queues {
@@ -809,9 +982,12 @@ impl<N: Nic> Shim<N> {
     /// frames GRO passes on unverified ([`Shim::deliver`]).
     fn prepare(&mut self, frames: &mut Batch, tally: &mut Tally) {
         // Scatter-gather frames go on only to GRO (which takes them in two
-        // parts); any other is gathered here, before anything reads its bytes.
+        // parts), or up as they are where the shim reads no payload on receive
+        // and the layer above takes them; any other is gathered here, before
+        // anything reads its bytes.
         for f in frames.iter_mut() {
-            if !f.is_linear() && (!self.rx_sg || f.meta.gso.is_some()) && f.linearize() {
+            let pass = self.pass_sg && self.up_sg;
+            if !f.is_linear() && !pass && (!self.rx_sg || f.meta.gso.is_some()) && f.linearize() {
                 tally.add(Counter::SgLinearized, 1);
             }
         }

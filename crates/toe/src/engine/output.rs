@@ -18,6 +18,7 @@ use crate::net::neighbor::{Lookup, Queued};
 use crate::tcp::conn::Conn;
 use crate::tcp::segment::Outgoing;
 use crate::time::Instant;
+use linerate_nic::Frags;
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate_wire::checksum;
 use linerate_wire::ethernet::{self, ethertype};
@@ -30,6 +31,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// Largest TCP data per super-segment: the IPv4 total length (and IPv6 payload
 /// length) is 16 bits, so 65535 less the largest IP and TCP headers.
 pub(crate) const MAX_SUPER_DATA: usize = 65_535 - ipv4::HEADER_LEN - tcp::MAX_HEADER_LEN;
+
+/// Most chunks of the send buffer one super-segment references (more, from
+/// many short writes, and it is copied instead).
+const MAX_TX_FRAGS: usize = 4;
 
 /// Hop limit / TTL of the datagrams we originate.
 pub(super) const HOP_LIMIT: u8 = 64;
@@ -172,6 +177,16 @@ impl Engine {
             conn.state.snd().map_or(1, |s| s.mss.max(1))
         };
         let o = conn.poll_output(now, max_data, &mut self.counters)?;
+        // A super-segment to a sink that takes scatter-gather frames goes as its
+        // headers plus references to the send buffer: its payload is not copied
+        // here (nor, over a memory wire, anywhere before the reader's copy).
+        let mut frags = Frags::new();
+        let by_ref = offloads
+            && o.data_len > o.mss
+            && sink.takes_frags()
+            && conn
+                .tx
+                .frags(o.data_off, o.data_len, MAX_TX_FRAGS, &mut frags);
         let conn = &*conn;
         let remote = conn.remote;
         let segments = o.wire_segments();
@@ -192,6 +207,18 @@ impl Engine {
             Lookup::Hit(mac) => Some(mac),
             Lookup::Miss => None,
         };
+        if by_ref
+            && let Some(dst_mac) = hit
+            && let Some(buf) = sink.buffer(total - o.data_len)
+        {
+            // The headers only: build_tcp's copy of the data copies nothing.
+            let macs = (dst_mac, src_mac);
+            let meta = build_tcp(buf, macs, conn, &o, opts, id, offloads)?;
+            sink.commit_frags(&meta, frags);
+            self.counters.tcp_out_by_ref += 1;
+            return Some(());
+        }
+        drop(frags);
         if let Some(dst_mac) = hit
             && let Some(buf) = sink.buffer(total)
         {
@@ -421,8 +448,9 @@ impl Engine {
 }
 
 /// Writes the frame for segment `o` of `conn` into `buf` (exactly the frame's
-/// length): Ethernet with `macs` (destination, source), IP, TCP with `opts`, and
-/// the data copied from the send buffer. Every header byte is written, so `buf`
+/// length, or its headers' only when the data goes by reference): Ethernet with
+/// `macs` (destination, source), IP, TCP with `opts`, and the data copied from
+/// the send buffer. Every header byte is written, so `buf`
 /// may hold anything before. Returns the frame's offload metadata.
 fn build_tcp(
     buf: &mut [u8],

@@ -7,8 +7,15 @@
 //! ([`PoolSink`]), so a super-segment's payload is copied once on its way out of the
 //! socket, with no intermediate frame. [`Engine::poll_transmit`](super::Engine::poll_transmit)
 //! is the same over a reused scratch buffer, for callers that take `&[u8]`.
+//!
+//! A sink over a NIC that takes scatter-gather frames ([`Nic::tx_sg`],
+//! [`PoolSink::with_frags`]) may take a super-segment as its headers in the
+//! area and its payload as references to the send buffer
+//! ([`TxSink::commit_frags`]): then no payload byte is copied on the way out.
+//!
+//! [`Nic::tx_sg`]: linerate_nic::Nic::tx_sg
 
-use linerate_nic::{Batch, Frame, PacketBuf, Pool};
+use linerate_nic::{Batch, Frags, Frame, PacketBuf, Pool};
 use linerate_offload::OffloadMeta;
 
 /// Takes the frames an engine sends.
@@ -22,6 +29,21 @@ pub trait TxSink {
     /// The area last handed out by [`TxSink::buffer`] holds a whole frame, to be
     /// sent with `meta`.
     fn commit(&mut self, meta: &OffloadMeta);
+
+    /// True if the sink takes frames whose payload follows their headers as
+    /// fragments ([`TxSink::commit_frags`]). False by default.
+    fn takes_frags(&self) -> bool {
+        false
+    }
+
+    /// The area last handed out by [`TxSink::buffer`] holds a frame's headers,
+    /// and `frags` its payload: to be sent together with `meta`. Called only if
+    /// [`TxSink::takes_frags`]; the default, for sinks that do not, sends the
+    /// headers alone, which no caller asks for.
+    fn commit_frags(&mut self, meta: &OffloadMeta, frags: Frags) {
+        drop(frags);
+        self.commit(meta);
+    }
 
     /// Takes a whole frame that already lives in a buffer (a frame a forwarding
     /// service received and sends on), or gives it back if the sink has no room
@@ -46,6 +68,7 @@ pub struct PoolSink<'a> {
     batch: &'a mut Batch,
     pending: Option<PacketBuf>,
     limit: usize,
+    frags: bool,
 }
 
 impl<'a> PoolSink<'a> {
@@ -56,7 +79,16 @@ impl<'a> PoolSink<'a> {
             batch,
             pending: None,
             limit: usize::MAX,
+            frags: false,
         }
+    }
+
+    /// Takes super-segments with their payload referenced in the send buffer
+    /// (`on`), for a NIC that takes scatter-gather frames (pass its
+    /// [`linerate_nic::Nic::tx_sg`]); by default every frame is linear.
+    pub fn with_frags(mut self, on: bool) -> PoolSink<'a> {
+        self.frags = on;
+        self
     }
 
     /// Refuses buffers once the batch holds `limit` frames.
@@ -79,6 +111,18 @@ impl TxSink for PoolSink<'_> {
     fn commit(&mut self, meta: &OffloadMeta) {
         if let Some(buf) = self.pending.take() {
             self.batch.push(Frame::new(buf, *meta));
+        }
+    }
+
+    fn takes_frags(&self) -> bool {
+        self.frags
+    }
+
+    fn commit_frags(&mut self, meta: &OffloadMeta, frags: Frags) {
+        if let Some(buf) = self.pending.take() {
+            let mut f = Frame::new(buf, *meta);
+            f.frags = frags;
+            self.batch.push(f);
         }
     }
 

@@ -5,13 +5,17 @@
 //! copied in ([`SendBuf::push`]) fill a growing tail chunk; buffers handed over
 //! whole ([`SendBuf::push_bytes`], the zero-copy send) are queued as they are,
 //! by reference, and never copied until output copies them into a frame
-//! ([`SendBuf::peek`]). Acknowledged bytes are dropped from the front
+//! ([`SendBuf::peek`]). Output over a NIC that takes scatter-gather frames
+//! copies nothing: the frame references the bytes where they lie
+//! ([`SendBuf::frags`]), as Linux's skbs point into the pages `tcp_sendmsg`
+//! filled. Acknowledged bytes are dropped from the front
 //! ([`SendBuf::consume`]), and a chunk's memory goes back to the allocator (or
 //! to its owner) as soon as its last byte is acknowledged; the smallest tail
 //! chunk goes to the per-thread cache (`tcp::pool`) instead, for the next
 //! connection's first write.
 
 use bytes::{Buf, Bytes, BytesMut};
+use linerate_nic::{Frag, Frags, SharedBuf};
 use linerate_wire::checksum;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -200,6 +204,68 @@ impl SendBuf {
         self.set_cursor(idx, start);
     }
 
+    /// Appends to `out` references to the `len` bytes at `offset` from the
+    /// front, one fragment per chunk they span, and returns true; false (and
+    /// `out` as it was) if the buffer does not hold them all, `len` is 0, or
+    /// they span more than `max` chunks (many short writes: copying them is
+    /// cheaper than a fragment each).
+    ///
+    /// Bytes still in the tail are sealed first: the tail's written part
+    /// becomes a chunk of its own, sharing its allocation with the tail, which
+    /// keeps its spare room for the writes that follow (`BytesMut::split`: the
+    /// two never overlap). Nothing is copied; the chunks live until the last
+    /// frame referencing them is dropped, however soon [`SendBuf::consume`]
+    /// lets go of them.
+    pub fn frags(&mut self, offset: usize, len: usize, max: usize, out: &mut Frags) -> bool {
+        let Some(end) = offset.checked_add(len) else {
+            return false;
+        };
+        if len == 0 || end > self.len {
+            return false;
+        }
+        let (mut idx, mut start) = self.cursor();
+        if start > offset {
+            (idx, start) = (0, 0);
+        }
+        // Count the chunks first (the tail as one), so that a refusal seals
+        // nothing.
+        let (mut i, mut at, mut spanned) = (idx, start, 0);
+        while at < end {
+            let Some(c) = self.chunk(i) else { break };
+            if offset < at + c.len() {
+                spanned += 1;
+            }
+            at += c.len();
+            i += 1;
+        }
+        if spanned > max {
+            return false;
+        }
+        if end > self.len - self.tail.len() {
+            self.seal();
+        }
+        let mut pos = offset;
+        while pos < end {
+            let Some(c) = self.chunks.get(idx) else {
+                break;
+            };
+            if pos >= start + c.len() {
+                start += c.len();
+                idx += 1;
+                continue;
+            }
+            let from = pos - start;
+            let k = (c.len() - from).min(end - pos);
+            let shared = SharedBuf::from_bytes(c.slice(from..from + k));
+            if let Some(frag) = Frag::new(shared, 0, k) {
+                let _ = out.push(frag);
+            }
+            pos += k;
+        }
+        self.set_cursor(idx, start);
+        pos == end
+    }
+
     fn cursor(&self) -> (usize, usize) {
         (
             self.cursor_idx.load(Relaxed),
@@ -352,6 +418,89 @@ mod tests {
         b.push_bytes(Bytes::from_static(b"small"));
         assert_eq!(b.chunk_count(), 3);
         assert_eq!(&all(&b)[4104..], b"small");
+    }
+
+    /// Fragments reference the chunks (no copy), across chunk boundaries and
+    /// into the tail, which goes on filling its spare room afterwards.
+    #[test]
+    fn fragments_reference_the_bytes_where_they_lie() {
+        let mut b = SendBuf::new(1 << 20);
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + i / 255) as u8).collect();
+        b.push(&data[..5_000]);
+        let big = Bytes::from(data[5_000..15_000].to_vec());
+        let big_ptr = big.as_ptr();
+        b.push_bytes(big);
+        b.push(&data[15_000..16_000]);
+        let mut f = Frags::new();
+        assert!(b.frags(4_000, 11_500, 4, &mut f));
+        let got: Vec<u8> = f.iter().flat_map(|x| x.bytes().to_vec()).collect();
+        assert_eq!(got, &data[4_000..15_500]);
+        assert_eq!(f.len(), 3, "one fragment per chunk spanned");
+        assert_eq!(f.as_slice()[1].bytes().as_ptr(), big_ptr, "not copied");
+        // The tail was sealed; writing on does not disturb what is referenced.
+        b.push(&data[16_000..20_000]);
+        assert_eq!(all(&b), &data[..20_000]);
+        let got: Vec<u8> = f.iter().flat_map(|x| x.bytes().to_vec()).collect();
+        assert_eq!(got, &data[4_000..15_500]);
+        // Acknowledged bytes go from the buffer; the fragments keep theirs.
+        b.consume(16_000);
+        assert_eq!(all(&b), &data[16_000..20_000]);
+        assert_eq!(
+            got,
+            f.iter()
+                .flat_map(|x| x.bytes().to_vec())
+                .collect::<Vec<u8>>()
+        );
+        let mut g = Frags::new();
+        assert!(!b.frags(3_000, 1_001, 4, &mut g), "past the end");
+        assert!(!b.frags(0, 0, 4, &mut g));
+        assert!(g.is_empty());
+        assert!(b.frags(3_000, 1_000, 4, &mut g));
+        // Too many chunks: refused, and the tail is not sealed for it.
+        b.push(&data[..100]);
+        let chunks = b.chunk_count();
+        assert!(!b.frags(0, 4_050, 1, &mut g));
+        assert!(b.frags(3_990, 20, 2, &mut g));
+        assert_eq!(
+            b.chunk_count(),
+            chunks,
+            "sealing an empty tail changes nothing"
+        );
+        assert_eq!(b.chunk_count(), chunks);
+        assert_eq!(g.as_slice()[0].bytes(), &data[19_000..20_000]);
+    }
+
+    proptest! {
+        /// Any range, after any writes and acknowledgements, as fragments reads
+        /// as the same range copied.
+        #[test]
+        fn fragments_equal_the_copy(
+            ops in proptest::collection::vec((0usize..3, 1usize..9_000), 1..24),
+            cut in (0usize..40_000, 0usize..40_000),
+        ) {
+            let mut b = SendBuf::new(64 * 1024);
+            let mut n = 0u32;
+            let mut next = |len: usize| -> Vec<u8> {
+                (0..len).map(|_| { n = n.wrapping_add(1); (n % 251) as u8 }).collect()
+            };
+            for (op, len) in ops {
+                match op {
+                    0 => { let d = next(len); b.push(&d); }
+                    1 => { let d = next(len); b.push_bytes(Bytes::from(d)); }
+                    _ => {
+                        let (off, l) = (cut.0 % (b.len() + 1), cut.1 % (b.len() + 1));
+                        let l = l.min(b.len() - off);
+                        let mut f = Frags::new();
+                        prop_assert_eq!(b.frags(off, l, usize::MAX, &mut f), l > 0);
+                        let got: Vec<u8> = f.iter().flat_map(|x| x.bytes().to_vec()).collect();
+                        let mut want = vec![0; l];
+                        b.peek(off, &mut want);
+                        prop_assert_eq!(got, want);
+                        b.consume(len.min(b.len()));
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -138,7 +138,10 @@ impl<N: Nic> Host<N> {
             rx,
             ..
         } = self;
-        engine.poll_transmit_into(now, &mut PoolSink::new(nic.pool(), tx));
+        engine.poll_transmit_into(
+            now,
+            &mut PoolSink::new(nic.pool(), tx).with_frags(nic.tx_sg()),
+        );
         let mut moved = tx.len();
         while !tx.is_empty() {
             match nic.transmit(0, tx) {
