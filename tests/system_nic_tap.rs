@@ -28,7 +28,8 @@
 use linerate::nic::pcap::MemoryRecorder;
 use linerate::nic::tap::{Tap, TapConfig, TapOffloads};
 use linerate::nic::{
-    Batch, Counter, Frame, Nic, Offloads, PcapRecorder, Readiness, Shim, ShimConfig,
+    Batch, Counter, Frag, Frame, Nic, Offloads, PcapRecorder, Readiness, SharedBuf, Shim,
+    ShimConfig,
 };
 use linerate::offload::virtio::HdrLen;
 use linerate::offload::{Checksum, Gso, GsoType, OffloadMeta};
@@ -96,8 +97,26 @@ impl Link {
     }
 
     fn send(&mut self, frame: Vec<u8>, meta: OffloadMeta) {
+        self.send_pieces(frame, meta, 0, 1);
+    }
+
+    /// Sends `frame` as a scatter-gather frame: its first `head` bytes in the
+    /// head, the rest in `pieces` fragments of one shared buffer (linear if
+    /// `head` is 0).
+    fn send_pieces(&mut self, frame: Vec<u8>, meta: OffloadMeta, head: usize, pieces: usize) {
         let mut batch = Batch::new();
-        batch.push(Frame::new(self.tap.pool().alloc_from(&frame), meta));
+        if head == 0 {
+            batch.push(Frame::new(self.tap.pool().alloc_from(&frame), meta));
+        } else {
+            let mut f = Frame::new(self.tap.pool().alloc_from(&frame[..head]), meta);
+            let rest = SharedBuf::from_bytes(frame[head..].to_vec().into());
+            let (len, step) = (rest.len(), rest.len().div_ceil(pieces));
+            for at in (0..len).step_by(step) {
+                let frag = Frag::new(rest.clone(), at, step.min(len - at)).unwrap();
+                f.frags.push(frag).unwrap();
+            }
+            batch.push(f);
+        }
         assert_eq!(self.tap.transmit(0, &mut batch).unwrap(), 1);
     }
 
@@ -505,18 +524,22 @@ fn without_tso_the_kernel_hands_over_mtu_sized_frames() {
 
 #[test]
 fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
-    let mut link = Link::new(1, TapOffloads::TSO);
-    let rec = Arc::new(MemoryRecorder::new());
-    link.tap.set_recorder(Some(rec.clone()));
-    send_super_frame(&mut link, 5002);
-    let wire = rec.take();
-    assert!(
-        wire.iter().any(|r| r.frame.len() > 1514),
-        "handed over whole"
-    );
-    let s = link.tap.counters().snapshot();
-    assert_eq!(s.total(Counter::TxGsoPackets), 1);
-    assert_eq!(s.total(Counter::GsoSegments), 0);
+    // Linear, then scatter-gather (headers in the head, the payload in one,
+    // three and twenty pieces: written with writev, or gathered past its limit).
+    for (port, pieces) in [(5002, 0), (5012, 1), (5013, 3), (5014, 20)] {
+        let mut link = Link::new(1, TapOffloads::TSO);
+        let rec = Arc::new(MemoryRecorder::new());
+        link.tap.set_recorder(Some(rec.clone()));
+        send_super_frame(&mut link, port, pieces);
+        let wire = rec.take();
+        assert!(
+            wire.iter().any(|r| r.frame.len() > 1514),
+            "handed over whole"
+        );
+        let s = link.tap.counters().snapshot();
+        assert_eq!(s.total(Counter::TxGsoPackets), 1);
+        assert_eq!(s.total(Counter::GsoSegments), 0);
+    }
 }
 
 #[test]
@@ -528,7 +551,7 @@ fn shim_segments_accepted_by_the_kernel_when_the_tap_does_no_tso() {
     assert!(link.tap.caps().offloads.tso4 && link.tap.software().tx_csum);
     let rec = Arc::new(MemoryRecorder::new());
     link.tap.set_recorder(Some(rec.clone()));
-    let n = send_super_frame(&mut link, 5003);
+    let n = send_super_frame(&mut link, 5003, 2);
     let wire: Vec<_> = rec
         .take()
         .into_iter()
@@ -561,9 +584,10 @@ fn tap_uses_the_tunnel_header_where_the_kernel_has_tunnel_gso() {
     }
 }
 
-/// Connects to a kernel socket on `port`, sends one 40 KiB super-frame and a
-/// FIN, and checks the socket read exactly the bytes; returns the payload size.
-fn send_super_frame(link: &mut Link, port: u16) -> usize {
+/// Connects to a kernel socket on `port`, sends one 40 KiB super-frame (its
+/// payload in `pieces` fragments, or in its head if 0) and a FIN, and checks
+/// the socket read exactly the bytes; returns the payload size.
+fn send_super_frame(link: &mut Link, port: u16, pieces: usize) -> usize {
     let listener = link
         .ns
         .run(move || TcpListener::bind(("10.213.0.1", port)))
@@ -619,7 +643,8 @@ fn send_super_frame(link: &mut Link, port: u16) -> usize {
     let pseudo = checksum::pseudo_ipv4(OUR_IP, KERNEL_IP, 6, (20 + n) as u16);
     frame[34 + 16..34 + 18].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
     assert!(frame.len() > 1514);
-    link.send(
+    let head = if pieces == 0 { 0 } else { 14 + 20 + 20 };
+    link.send_pieces(
         frame,
         OffloadMeta {
             csum: Checksum::Partial {
@@ -629,6 +654,8 @@ fn send_super_frame(link: &mut Link, port: u16) -> usize {
             gso: Some(Gso::new(GsoType::TcpV4, 1460)),
             ..OffloadMeta::plain()
         },
+        head,
+        pieces.max(1),
     );
     let fin_seq = ISS + 1 + n as u32;
     link.send(

@@ -116,6 +116,51 @@ pub(crate) fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
 
 /// One writev(2) of `a` then `b` (a scatter-gather frame: its header and head,
 /// then its payload where it lies); `Ok(None)` when it would block.
+/// Most buffers [`writev_all`] passes to the kernel in one call.
+pub(crate) const MAX_IOV: usize = 16;
+
+/// `writev(2)` of `head` then every one of `rest` (at most `MAX_IOV - 1`:
+/// `EINVAL` if more): one write of their concatenation, gathered by the
+/// kernel. `Ok(None)` if the fd would block.
+pub(crate) fn writev_all<T: AsRef<[u8]>>(
+    fd: &OwnedFd,
+    head: &[u8],
+    rest: &[T],
+) -> io::Result<Option<usize>> {
+    if rest.len() >= MAX_IOV {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let empty = libc::iovec {
+        iov_base: core::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let mut iov = [empty; MAX_IOV];
+    let bufs = core::iter::once(head).chain(rest.iter().map(AsRef::as_ref));
+    for (v, b) in iov.iter_mut().zip(bufs) {
+        *v = libc::iovec {
+            iov_base: b.as_ptr().cast_mut().cast(),
+            iov_len: b.len(),
+        };
+    }
+    let count = 1 + rest.len();
+    loop {
+        #[allow(unsafe_code)]
+        // SAFETY: the first `count` iovecs of `iov` each point at a borrowed
+        // slice valid for reads of its length, which outlives the call;
+        // writev only reads them.
+        let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), count as libc::c_int) };
+        if n >= 0 {
+            return Ok(Some(n.unsigned_abs()));
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => continue,
+            io::ErrorKind::WouldBlock => return Ok(None),
+            _ => return Err(e),
+        }
+    }
+}
+
 pub(crate) fn writev2(fd: &OwnedFd, a: &[u8], b: &[u8]) -> io::Result<Option<usize>> {
     let iov = [
         libc::iovec {

@@ -530,16 +530,27 @@ impl Tap {
         check_tx(&self.caps, f).map_err(|(e, c)| WriteFail::Refused(e, c))?;
         let frame_len = f.len();
         let plain = f.meta.gso.is_none() && f.meta.rss.is_none() && f.meta.csum == Checksum::None;
-        if !plain {
-            // The header is read from the frame's bytes: gathered first (the copy
-            // a linear sender would have made).
-            f.linearize();
+        if !plain && !f.is_linear() {
+            // The header is read from the frame's headers: they must be in its
+            // head, and the pieces few enough for one writev; else gathered
+            // here, once.
+            let head = f.head_len();
+            let in_head = f.with_probe(|p| {
+                linerate_wire::layout::parse(p).is_ok_and(|l| l.header_len() <= head)
+            });
+            if !in_head || f.frags.len() >= sys::MAX_IOV {
+                f.linearize();
+            }
         }
         let hdr = if plain {
             // Nothing to say: skip parsing the frame.
             Ok(VirtioNetHdr::default())
         } else {
-            VirtioNetHdr::from_meta(&f.meta, f.bytes())
+            // The header is read from the frame's headers, in its head (a
+            // scatter-gather super-frame's are: `check_tx`), parsed against
+            // its whole length; the payload stays where it is.
+            let meta = f.meta;
+            f.with_probe(|probe| VirtioNetHdr::from_meta(&meta, probe))
         };
         let hdr = hdr.map_err(|e| {
             let counter = match e {
@@ -566,6 +577,7 @@ impl Tap {
         let written = match f.frags.as_slice() {
             [] => sys::write(fd, head),
             [frag] => sys::writev2(fd, head, frag.bytes()),
+            chain if chain.len() < sys::MAX_IOV => sys::writev_all(fd, head, chain),
             chain => {
                 // A chain (a GRO run forwarded as it came): gathered here, once.
                 let mut whole = Vec::with_capacity(head.len() + f.frags.total_len());
