@@ -126,6 +126,12 @@ pub struct Measurement {
     pub stack_frames: u64,
     /// Idle time skipped by jumping to timers.
     pub skipped: Duration,
+    /// TCP super-segments the engines sent as headers plus references to
+    /// their send buffers (`tcp_out_by_ref`); 0 for smoltcp.
+    pub by_ref: u64,
+    /// TCP segments the engines took with their payload as a chain of
+    /// references (`rx_chained`); 0 for smoltcp.
+    pub chained: u64,
 }
 
 impl Measurement {
@@ -558,6 +564,8 @@ fn linerate_over<N: Nic + WireCount>(
         wire_frames,
         stack_frames: tx.delivered + rx.delivered,
         skipped: clock.skipped,
+        by_ref: tx.engine.counters().tcp_out_by_ref + rx.engine.counters().tcp_out_by_ref,
+        chained: tx.engine.counters().rx_chained + rx.engine.counters().rx_chained,
     })
 }
 
@@ -707,6 +715,8 @@ fn smoltcp(
         stack_frames: packets(tx.port.nic(), Counter::RxPackets)
             + packets(rx.port.nic(), Counter::RxPackets),
         skipped: clock.skipped,
+        by_ref: 0,
+        chained: 0,
     })
 }
 

@@ -175,12 +175,29 @@ impl Template {
         }
     }
 
-    /// Encapsulates `frame` (an inner Ethernet frame, `hlen` bytes of headroom
-    /// already prepended in front of it: `frame[..self.len]` is written) with
-    /// `meta`; returns the new meta, or `None` if a length does not fit.
-    pub fn write(&mut self, frame: &mut [u8], meta: &OffloadMeta) -> Option<OffloadMeta> {
+    /// True if encapsulating a frame with `meta` reads its payload (an outer
+    /// UDP checksum summed over a frame whose inner checksum is complete):
+    /// a scatter-gather frame is then gathered first.
+    pub fn reads_payload(&self, meta: &OffloadMeta) -> bool {
+        self.udp && self.csum && !matches!(meta.csum, Checksum::Partial { .. })
+    }
+
+    /// Encapsulates a frame `total` bytes long whose first bytes are `frame`
+    /// (an inner Ethernet frame, `hlen` bytes of headroom already prepended in
+    /// front of it: `frame[..self.len]` is written; all of it, or the head of
+    /// a scatter-gather frame, holding the inner headers) with `meta`; returns
+    /// the new meta, or `None` if a length does not fit or, for a head,
+    /// encapsulating would read the payload ([`Template::reads_payload`]).
+    pub fn write_head(
+        &mut self,
+        frame: &mut [u8],
+        total: usize,
+        meta: &OffloadMeta,
+    ) -> Option<OffloadMeta> {
+        if total != frame.len() && self.reads_payload(meta) {
+            return None;
+        }
         let hl = self.len;
-        let total = frame.len();
         let (hdr, inner) = frame.split_at_mut_checked(hl)?;
         let (tc, hash) = inner_facts(inner);
         hdr.copy_from_slice(self.bytes.get(..hl)?);

@@ -74,6 +74,11 @@ struct Vtep {
     probes: Vec<IpAddr>,
     /// Next hops resolved since [`TunnelNic::take_neighbors`], when shared.
     resolved: Option<Vec<(IpAddr, [u8; 6])>>,
+    /// VNIs whose layer above takes scatter-gather frames
+    /// ([`Nic::set_rx_sg`]); while there is one, the underlay is asked for
+    /// them, and `underlay_sg` says whether it hands them up.
+    sg_users: usize,
+    underlay_sg: bool,
 }
 
 /// One VNI's overlay NIC: inner Ethernet frames in and out, carried over the
@@ -98,6 +103,11 @@ pub struct TunnelNic {
     overlay_queue: usize,
     scratch: Batch,
     sources: Vec<IpAddr>,
+    /// The underlay takes scatter-gather frames: so does this NIC (the
+    /// tunnel's headers go into the head, the payload stays where it is).
+    tx_sg: bool,
+    /// The layer above takes scatter-gather frames ([`Nic::set_rx_sg`]).
+    up_sg: bool,
 }
 
 impl core::fmt::Debug for TunnelNic {
@@ -237,6 +247,7 @@ impl Tunnel {
         let caps = overlay_caps(underlay.caps(), hlen, vtep.offloads, &vtep.encap, csum)
             .ok_or(ConfigError::Mtu)?;
         let pool = underlay.pool().clone();
+        let tx_sg = underlay.tx_sg();
         let vcounters = TunnelCounters::new();
         let rx = RxConfig {
             local_ip: vtep.local_ip,
@@ -262,6 +273,8 @@ impl Tunnel {
             probes: Vec::new(),
             resolved: None,
             pool: pool.clone(),
+            sg_users: 0,
+            underlay_sg: false,
         }));
         Ok(nics
             .into_iter()
@@ -281,6 +294,8 @@ impl Tunnel {
                 overlay_queue: 0,
                 scratch: Batch::new(),
                 sources: Vec::new(),
+                tx_sg,
+                up_sg: false,
             })
             .collect())
     }
@@ -422,7 +437,32 @@ impl Vtep {
     /// for and the outer source address, or `None` when it was refused,
     /// handled or counted (drop it).
     fn decap(&mut self, f: &mut Frame, now: Instant) -> Option<(usize, IpAddr)> {
-        let d: Decap = match decap::classify(f.bytes(), &f.meta, &self.rx) {
+        if !f.is_linear() {
+            // A scatter-gather frame (an underlay that hands them up, for a
+            // layer above that takes them) is decapsulated in its head, if
+            // nothing needs its payload: the outer checksum trusted (partial or
+            // verified below), the tunnel's and the inner headers in the head,
+            // nothing past the outer packet. Otherwise gathered first.
+            let (meta, head) = (f.meta, f.head_len());
+            let rx = &self.rx;
+            let in_head = !matches!(meta.csum, Checksum::None)
+                && f.with_probe(|b| {
+                    // The inner IP header's first 20 bytes (its ECN field,
+                    // and an IPv4 header's checksum) must be in the head.
+                    decap::classify(b, &meta, rx)
+                        .is_ok_and(|d| d.end == b.len() && d.hlen + 14 + 20 <= head)
+                });
+            if !in_head {
+                f.linearize();
+            }
+        }
+        let classified = if f.is_linear() {
+            decap::classify(f.bytes(), &f.meta, &self.rx)
+        } else {
+            let (meta, rx) = (f.meta, &self.rx);
+            f.with_probe(|b| decap::classify(b, &meta, rx))
+        };
+        let d: Decap = match classified {
             Ok(d) => d,
             Err(Refused::Counted(c)) => {
                 self.counters.add(c, 1);
@@ -474,7 +514,8 @@ impl Vtep {
                 EcnDecap::Forward(_) => {}
             }
         }
-        if f.buf.truncate(d.end).is_err() || f.buf.strip_front(d.hlen).is_err() {
+        let cut = f.is_linear() && f.buf.truncate(d.end).is_err();
+        if cut || f.buf.strip_front(d.hlen).is_err() {
             self.counters.add(TunnelCounter::RxTruncated, 1);
             return None;
         }
@@ -534,6 +575,10 @@ impl TunnelNic {
                 if let Some(s) = sources.as_deref_mut() {
                     s.push(src);
                 }
+                let mut f = f;
+                if !self.up_sg {
+                    f.linearize();
+                }
                 bytes += f.len() as u64;
                 packets += 1;
                 batch.push(f);
@@ -560,6 +605,9 @@ impl TunnelNic {
                     Some((i, src)) if i == index => {
                         if let Some(s) = sources.as_deref_mut() {
                             s.push(src);
+                        }
+                        if !self.up_sg {
+                            f.linearize();
                         }
                         bytes += f.len() as u64;
                         packets += 1;
@@ -678,10 +726,15 @@ impl TunnelNic {
                 stop = i;
                 break;
             }
+            if !f.is_linear() && p.template.reads_payload(&f.meta) {
+                // The outer checksum sums the inner frame: gathered for it.
+                f.linearize();
+            }
             let meta = match f.buf.prepend(self.hlen) {
                 Ok(_) => {
                     let m = f.meta;
-                    p.template.write(f.bytes_mut(), &m)
+                    let total = f.len();
+                    p.template.write_head(f.bytes_mut(), total, &m)
                 }
                 Err(e) => {
                     err = Some(NicError::Buffer(e));
@@ -844,5 +897,35 @@ impl Nic for TunnelNic {
 
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         self.lock().underlay.set_recorder(recorder);
+    }
+
+    /// True if the underlay takes scatter-gather frames: a frame's payload
+    /// stays where it is, the tunnel's headers go into its head (gathered
+    /// only where the outer UDP checksum must sum the inner frame).
+    fn tx_sg(&self) -> bool {
+        self.tx_sg
+    }
+
+    /// Asks the underlay for scatter-gather frames while any VNI's layer
+    /// above takes them; this VNI's frames go up as they came when its layer
+    /// does, gathered otherwise.
+    fn set_rx_sg(&mut self, on: bool) -> bool {
+        if on == self.up_sg {
+            return on;
+        }
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let was = g.sg_users;
+        g.sg_users = if on { was + 1 } else { was.saturating_sub(1) };
+        if (was == 0) != (g.sg_users == 0) {
+            let want = g.sg_users > 0;
+            g.underlay_sg = g.underlay.set_rx_sg(want) && want;
+        }
+        // Counted as a user either way, so that turning it off balances.
+        self.up_sg = on;
+        on && g.underlay_sg
     }
 }

@@ -137,5 +137,7 @@ pub(super) fn both_ways<N: Nic + WireCount>(
         wire_frames: a.nic.wire_frames() + b.nic.wire_frames(),
         stack_frames: a.delivered + b.delivered,
         skipped: clock.skipped,
+        by_ref: a.engine.counters().tcp_out_by_ref + b.engine.counters().tcp_out_by_ref,
+        chained: a.engine.counters().rx_chained + b.engine.counters().rx_chained,
     })
 }

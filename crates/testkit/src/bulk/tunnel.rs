@@ -221,6 +221,11 @@ mod tests {
                     let want = if both { 2 << 20 } else { 1 << 20 };
                     assert_eq!(m.bytes, want, "{kind:?} {mode:?} both {both}");
                     assert!(m.wire_frames > 0);
+                    // With offloads the super-segments go by reference, through
+                    // the tunnels too, and arrive as chains; without, neither.
+                    let offloads = mode != Offload::Off;
+                    assert_eq!(m.by_ref > 0, offloads, "{kind:?} {mode:?} both {both}");
+                    assert_eq!(m.chained > 0, offloads, "{kind:?} {mode:?} both {both}");
                 }
             }
         }
