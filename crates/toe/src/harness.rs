@@ -38,11 +38,12 @@
 
 use crate::config::Config;
 use crate::counters::Counters;
+use crate::engine::PoolSink;
 use crate::engine::{Engine, Error, SocketHandle};
 use crate::sim::Sim;
 use crate::tcp::TcpState;
 use crate::time::Instant;
-use linerate_nic::{Batch, Frag, Frame, PacketBuf, SharedBuf};
+use linerate_nic::{Batch, Frag, Frame, PacketBuf, Pool, PoolConfig, SharedBuf};
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::etherparse::{TcpHeader, TcpOptionElement};
@@ -139,6 +140,10 @@ struct Harness {
     next_port: u16,
     /// The frame being handed to the engine (reused).
     batch: Batch,
+    /// With offloads, output goes to a sink that takes super-segments by
+    /// reference to the send buffer (`PoolSink::with_frags`), gathered to
+    /// be read: buffers from here.
+    pool: Pool,
 }
 
 /// Segment fields as the peer sends them.
@@ -188,6 +193,7 @@ impl Harness {
             tainted: false,
             next_port: 20_000,
             batch: Batch::new(),
+            pool: Pool::new(PoolConfig::mtu()),
         }
     }
 
@@ -262,9 +268,20 @@ impl Harness {
     /// sent-bytes oracle.
     fn drain(&mut self) {
         let mut frames = Vec::new();
-        let n = self
-            .e
-            .poll_transmit(self.now, &mut |f, _| frames.push(f.to_vec()));
+        let n = if self.cfg.offloads {
+            let mut out = Batch::new();
+            let sink = &mut PoolSink::new(&self.pool, &mut out).with_frags(true);
+            let n = self.e.poll_transmit_into(self.now, sink);
+            for f in out.iter() {
+                let mut v = Vec::new();
+                f.gather_to_vec(&mut v);
+                frames.push(v);
+            }
+            n
+        } else {
+            self.e
+                .poll_transmit(self.now, &mut |f, _| frames.push(f.to_vec()))
+        };
         assert_eq!(n, frames.len());
         self.emitted += n as u64;
         for f in &frames {
