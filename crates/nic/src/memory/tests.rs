@@ -303,6 +303,43 @@ fn full_rings_drop_and_count() {
     assert_eq!(b.counters().total(Counter::RxDroppedRingFull), 12);
 }
 
+/// A batch moves into the ring as one run (`Wire::push_batch`): frames come
+/// out in order, `max` at a time, across batches, with the sender's hash gone.
+#[test]
+fn batches_arrive_whole_in_order_and_unhashed() {
+    let (mut a, mut b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let mut batch = Batch::new();
+    for range in [0..10, 10..25] {
+        for s in range {
+            let mut f = Frame::plain(a.pool().alloc_from(&seq_frame(s)));
+            f.meta.rss = Some(linerate_offload::RssHash {
+                value: s,
+                kind: linerate_offload::RssHashType::Ipv4,
+            });
+            batch.push(f);
+        }
+        let n = batch.len();
+        assert_eq!(a.transmit(0, &mut batch).unwrap(), n);
+        assert!(batch.is_empty());
+    }
+    assert_eq!(b.pending(0), 25);
+    let mut seqs = Vec::new();
+    let mut got = Batch::new();
+    loop {
+        let n = b.receive(0, &mut got, 3).unwrap();
+        assert!(n <= 3);
+        if n == 0 {
+            break;
+        }
+        for f in got.drain(..) {
+            assert_eq!(f.meta.rss, None);
+            seqs.push(decode(f.bytes()).0);
+        }
+    }
+    assert_eq!(seqs, (0..25).collect::<Vec<_>>());
+    assert_eq!(b.counters().total(Counter::RxPackets), 25);
+}
+
 /// What a receiver measured of a faulty wire.
 #[derive(Debug, Default)]
 struct Measured {
