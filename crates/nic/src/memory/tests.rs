@@ -338,6 +338,33 @@ fn batches_arrive_whole_in_order_and_unhashed() {
     }
     assert_eq!(seqs, (0..25).collect::<Vec<_>>());
     assert_eq!(b.counters().total(Counter::RxPackets), 25);
+    // A whole batch into an empty ring and out to an empty batch (storage
+    // exchanged both ways), twice, then onto frames still waiting.
+    for round in 0..3u32 {
+        for s in 0..7 {
+            batch.push(Frame::plain(
+                a.pool().alloc_from(&seq_frame(100 * round + s)),
+            ));
+        }
+        assert_eq!(a.transmit(0, &mut batch).unwrap(), 7);
+        assert!(batch.is_empty());
+        if round < 2 {
+            assert_eq!(b.receive(0, &mut got, 64).unwrap(), 7);
+            let seqs: Vec<u32> = got.drain(..).map(|f| decode(f.bytes()).0).collect();
+            assert_eq!(seqs, (0..7).map(|s| 100 * round + s).collect::<Vec<_>>());
+        }
+    }
+    for s in 0..3 {
+        batch.push(Frame::plain(a.pool().alloc_from(&seq_frame(300 + s))));
+    }
+    assert_eq!(a.transmit(0, &mut batch).unwrap(), 3);
+    got.push(Frame::plain(a.pool().alloc_from(&seq_frame(999))));
+    assert_eq!(b.receive(0, &mut got, 64).unwrap(), 10);
+    let seqs: Vec<u32> = got.drain(..).map(|f| decode(f.bytes()).0).collect();
+    assert_eq!(
+        seqs,
+        [999, 200, 201, 202, 203, 204, 205, 206, 300, 301, 302]
+    );
 }
 
 /// What a receiver measured of a faulty wire.

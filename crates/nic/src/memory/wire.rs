@@ -110,7 +110,15 @@ impl Rings {
         }
         let arrival = r.arrival_after(now);
         r.arrivals.extend(core::iter::repeat_n(arrival, n));
-        r.frames.extend(batch.drain(..n));
+        if r.frames.is_empty() && n == batch.len() {
+            // The whole batch into an empty ring: its storage becomes the
+            // ring's, and the ring's (empty) storage the batch's, so no frame
+            // record moves at all (as veth hands over the skb).
+            let spare = Vec::from(core::mem::take(&mut r.frames));
+            r.frames = VecDeque::from(core::mem::replace(&mut **batch, spare));
+        } else {
+            r.frames.extend(batch.drain(..n));
+        }
         r.fresh = true;
     }
 }
@@ -225,8 +233,19 @@ impl Wire {
             .take(max)
             .take_while(|&&at| at <= now)
             .count();
-        r.arrivals.drain(..n);
-        batch.extend(r.frames.drain(..n));
+        if n > 0 && n == r.frames.len() && batch.is_empty() {
+            // Every frame has arrived and the batch is empty: the ring's
+            // storage becomes the batch's, and the batch's (empty) storage the
+            // ring's. Contiguous when the frames came in by `deliver_batch`'s
+            // exchange, so nothing moves.
+            r.arrivals.clear();
+            let got = Vec::from(core::mem::take(&mut r.frames));
+            let spare = core::mem::replace(&mut **batch, got);
+            r.frames = VecDeque::from(spare);
+        } else {
+            r.arrivals.drain(..n);
+            batch.extend(r.frames.drain(..n));
+        }
         n
     }
 
