@@ -233,15 +233,19 @@ impl Wire {
             .take(max)
             .take_while(|&&at| at <= now)
             .count();
-        if n > 0 && n == r.frames.len() && batch.is_empty() {
-            // Every frame has arrived and the batch is empty: the ring's
-            // storage becomes the batch's, and the batch's (empty) storage the
-            // ring's. Contiguous when the frames came in by `deliver_batch`'s
-            // exchange, so nothing moves.
-            r.arrivals.clear();
+        if n > 0 && batch.is_empty() {
+            // The batch is empty: the ring's storage becomes the batch's, and
+            // the batch's (empty) storage the ring's. Contiguous when the
+            // frames came in by `deliver_batch`'s exchange, so nothing moves;
+            // frames past the first `n` (not arrived yet, or over `max`) go
+            // back into the ring as one run.
+            r.arrivals.drain(..n);
             let got = Vec::from(core::mem::take(&mut r.frames));
             let spare = core::mem::replace(&mut **batch, got);
             r.frames = VecDeque::from(spare);
+            if batch.len() > n {
+                r.frames.extend(batch.drain(n..));
+            }
         } else {
             r.arrivals.drain(..n);
             batch.extend(r.frames.drain(..n));
