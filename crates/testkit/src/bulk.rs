@@ -18,6 +18,20 @@
 //! * [`Stack::Smoltcp`]: smoltcp 0.14 on both ends ([`crate::smol::SmolPort`]),
 //!   checksums in smoltcp.
 //!
+//! The off and smoltcp cells do not acknowledge alike. smoltcp's
+//! `Interface::poll` takes every frame waiting before it sends anything, and
+//! its socket sends at most one ACK per poll, so its receiver answers a whole
+//! window of segments with one stretch ACK: at 64 KiB writes (384 MiB) it puts
+//! 277,678 frames on the wire for 275,790 data segments, about 1,900 ACKs.
+//! linerate acknowledges every second full-sized segment even within a batch
+//! (`tcp::input`'s `process_text` says why): 417,121 frames for 278,076 data
+//! segments (1448 bytes each beside timestamps, against smoltcp's 1460), about
+//! 139,000 ACKs, each built, carried, verified and processed. A linerate built
+//! to acknowledge once per poll as smoltcp does (an experiment, not a setting)
+//! put 278,858 frames on the wire and needed about a fifth less CPU per byte.
+//! smoltcp here also runs no congestion control (its `socket-tcp-cubic` and
+//! `-reno` features are off), no SACK and no timestamps.
+//!
 //! The application writes `write` bytes per call (`tcp_send` / `send_slice`)
 //! whenever the socket takes them, and reads up to [`READ_LEN`] bytes per call,
 //! comparing every byte read with what was sent. Time is the real monotonic clock,

@@ -104,6 +104,28 @@ fn gro_frames_kept_in_the_receive_buffer_with_faults() {
 }
 
 #[test]
+fn mss_segments_kept_in_the_receive_buffer() {
+    // Offloads off at MTU 1500: full-sized segments (1448 bytes of data, in
+    // 2 KiB buffers) are kept in their frames like super-segments, not copied
+    // into the ring; with faults too, every byte still comes out in order.
+    let sim = run(false, LinkConfig::default(), V4, 2 << 20, 35);
+    let rx = sim.engines[1].counters();
+    let data_segs = (2 << 20) / 1448;
+    assert!(rx.tcp_rx_adopted * 10 > data_segs * 9, "{rx:?}");
+    for seed in 36..38 {
+        let sim = run(
+            false,
+            faulty(seed),
+            if seed == 37 { V6 } else { V4 },
+            1 << 20,
+            seed,
+        );
+        let rx = sim.engines[1].counters();
+        assert!(rx.tcp_rx_adopted > 0, "{rx:?}");
+    }
+}
+
+#[test]
 fn slow_reader_mixes_kept_frames_and_copies() {
     // A reader that takes a few KiB now and then, by copying and lending reads:
     // frames are kept while the ring is empty, copied behind them otherwise,

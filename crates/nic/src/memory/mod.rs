@@ -440,7 +440,7 @@ impl Nic for MemNic {
         let now = self.clock.now_ns();
         match &mut self.outbound {
             Outbound::Wire(w) => match Inbound::wire(w, queue) {
-                Some(w) => lock(w).push(queue, batch.drain(..ok), now),
+                Some(w) => lock(w).push_batch(queue, batch, ok, now),
                 None => drop(batch.drain(..ok)),
             },
             Outbound::Switch(up) => up.forward(queue, batch.drain(..ok), now),

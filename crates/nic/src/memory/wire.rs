@@ -9,11 +9,30 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A receive ring: frames in flight or waiting, in arrival order.
+///
+/// Arrival times are kept beside the frames, not paired with them: a batch
+/// then moves between the transmitter's batch, the ring and the receiver's
+/// batch as one run of frame records (no per-frame pair built and copied on
+/// the way, which cost as much as the rest of the ring's work), and the
+/// receive side finds the frames that have arrived by reading only the times.
+/// Times never decrease (each is at least the one before it).
 #[derive(Debug, Default)]
 struct Ring {
-    frames: VecDeque<(u64, Frame)>,
+    frames: VecDeque<Frame>,
+    /// `arrivals[i]` is when `frames[i]` arrives (virtual nanoseconds).
+    arrivals: VecDeque<u64>,
     /// Frames delivered since the receiver was last notified.
     fresh: bool,
+}
+
+impl Ring {
+    /// The arrival time a frame sent at `arrival` gets: no earlier than the
+    /// frame before it (the ring is a FIFO).
+    fn arrival_after(&self, arrival: u64) -> u64 {
+        self.arrivals
+            .back()
+            .map_or(arrival, |&last| last.max(arrival))
+    }
 }
 
 /// The receiver's side of a wire: its rings, limits and counters.
@@ -53,11 +72,53 @@ impl Deliver for Rings {
             }
             return;
         }
-        let arrival = r
-            .frames
-            .back()
-            .map_or(arrival, |&(last, _)| last.max(arrival));
-        r.frames.push_back((arrival, frame));
+        let arrival = r.arrival_after(arrival);
+        r.arrivals.push_back(arrival);
+        r.frames.push_back(frame);
+        r.fresh = true;
+    }
+}
+
+impl Rings {
+    /// [`Deliver::deliver`] for the first `n` frames of `batch`, taking them,
+    /// all sent at `now`. When every one of them fits the receiver's MTU (or is
+    /// a super-frame) and its ring has room for them all, as on a bulk path,
+    /// they move into the ring as one run; otherwise one by one, each checked
+    /// and counted as `deliver` does.
+    fn deliver_batch(&mut self, ring: usize, now: u64, batch: &mut Batch, n: usize) {
+        let n = n.min(batch.len());
+        let caps = &self.caps;
+        let max_len = caps.max_frame_len(0);
+        let room = self
+            .rings
+            .get(ring)
+            .map_or(0, |r| self.ring_len.saturating_sub(r.frames.len()));
+        let frames = batch.get_mut(..n).unwrap_or_default();
+        let whole = n <= room
+            && frames
+                .iter()
+                .all(|f| f.meta.gso.is_some() || f.len() <= max_len || !oversize(f, caps));
+        let Some(r) = self.rings.get_mut(ring).filter(|_| whole && n > 0) else {
+            for f in batch.drain(..n) {
+                self.deliver(ring, now, f);
+            }
+            return;
+        };
+        for f in frames {
+            // The receiver hashes for itself.
+            f.meta.rss = None;
+        }
+        let arrival = r.arrival_after(now);
+        r.arrivals.extend(core::iter::repeat_n(arrival, n));
+        if r.frames.is_empty() && n == batch.len() {
+            // The whole batch into an empty ring: its storage becomes the
+            // ring's, and the ring's (empty) storage the batch's, so no frame
+            // record moves at all (as veth hands over the skb).
+            let spare = Vec::from(core::mem::take(&mut r.frames));
+            r.frames = VecDeque::from(core::mem::replace(&mut **batch, spare));
+        } else {
+            r.frames.extend(batch.drain(..n));
+        }
         r.fresh = true;
     }
 }
@@ -117,6 +178,19 @@ impl Wire {
         self.finish_push();
     }
 
+    /// [`Wire::push`] of the first `n` frames of `batch`, taking them: over a
+    /// wire without faults they move into the receiver's ring as one run.
+    pub(crate) fn push_batch(&mut self, queue: usize, batch: &mut Batch, n: usize, now: u64) {
+        if !self.stage.is_transparent() {
+            let n = n.min(batch.len());
+            self.push(queue, batch.drain(..n), now);
+            return;
+        }
+        let ring = queue % self.rx.rings.len().max(1);
+        self.rx.deliver_batch(ring, now, batch, n);
+        self.finish_push();
+    }
+
     fn finish_push(&mut self) {
         let Rings {
             rings,
@@ -141,8 +215,8 @@ impl Wire {
         let ready = |rx: &Rings| {
             rx.rings
                 .get(ring)
-                .and_then(|r| r.frames.front())
-                .is_some_and(|&(at, _)| at <= now)
+                .and_then(|r| r.arrivals.front())
+                .is_some_and(|&at| at <= now)
         };
         if !ready(&self.rx) && self.stage.held() > 0 {
             self.stage.release(ring, &mut self.rx);
@@ -151,16 +225,30 @@ impl Wire {
         let Some(r) = self.rx.rings.get_mut(ring) else {
             return 0;
         };
-        let mut n = 0;
-        while n < max {
-            match r.frames.front() {
-                Some(&(at, _)) if at <= now => {}
-                _ => break,
+        // Arrival times never decrease: the frames that have arrived are a
+        // prefix, taken as one run.
+        let n = r
+            .arrivals
+            .iter()
+            .take(max)
+            .take_while(|&&at| at <= now)
+            .count();
+        if n > 0 && batch.is_empty() {
+            // The batch is empty: the ring's storage becomes the batch's, and
+            // the batch's (empty) storage the ring's. Contiguous when the
+            // frames came in by `deliver_batch`'s exchange, so nothing moves;
+            // frames past the first `n` (not arrived yet, or over `max`) go
+            // back into the ring as one run.
+            r.arrivals.drain(..n);
+            let got = Vec::from(core::mem::take(&mut r.frames));
+            let spare = core::mem::replace(&mut **batch, got);
+            r.frames = VecDeque::from(spare);
+            if batch.len() > n {
+                r.frames.extend(batch.drain(n..));
             }
-            if let Some((_, f)) = r.frames.pop_front() {
-                batch.push(f);
-                n += 1;
-            }
+        } else {
+            r.arrivals.drain(..n);
+            batch.extend(r.frames.drain(..n));
         }
         n
     }
@@ -170,8 +258,8 @@ impl Wire {
         self.rx
             .rings
             .get(ring)
-            .and_then(|r| r.frames.front())
-            .map(|&(at, _)| at)
+            .and_then(|r| r.arrivals.front())
+            .copied()
     }
 
     /// Frames in flight or waiting on `ring`.

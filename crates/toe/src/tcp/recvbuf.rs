@@ -31,6 +31,15 @@ use std::collections::VecDeque;
 /// cheaper than keeping a frame.
 pub const ADOPT_MIN: usize = 2048;
 
+/// A smaller payload, down to this, is kept too when it fills at least half
+/// of its frame's buffer: a full-sized segment at MTU 1500 (1448 or 1460
+/// bytes in a 2 KiB pool buffer). In the offloads-off bulk cell of the offload
+/// report (64 KiB writes) keeping such segments rather than copying them into
+/// the ring cost 1.6 % less CPU per byte (0.374 against 0.368 s/GB, medians
+/// of 8 alternating runs). The same payload in a large buffer (a backend's
+/// 64 KiB receive buffers) is still copied.
+pub const ADOPT_MIN_DENSE: usize = 1024;
+
 /// Where a received frame lies, for a segment whose frame the engine owns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OwnedFrame {
@@ -174,13 +183,15 @@ impl RecvBuf {
 
     /// True if `len` in-order payload bytes in a frame of `frame.storage` bytes
     /// may be adopted now: the ring is empty (the caller knows nothing waits
-    /// out of order), the payload is large and fits, and the buffers held stay
+    /// out of order), the payload is large ([`ADOPT_MIN`], or
+    /// [`ADOPT_MIN_DENSE`] filling half its buffer) and fits, and the buffers held stay
     /// within twice the capacity (frames from a backend with large fixed
     /// buffers may carry much less than they hold; past the bound they are
     /// copied, as Linux collapses socket buffers under memory pressure).
     pub(crate) fn adoptable(&self, frame: &OwnedFrame, len: usize) -> bool {
+        let dense = len >= ADOPT_MIN_DENSE && len.saturating_mul(2) >= frame.storage;
         self.ring.is_empty()
-            && len >= ADOPT_MIN
+            && (len >= ADOPT_MIN || dense)
             && len <= self.free()
             && self.held_storage.saturating_add(frame.storage) <= self.cap.saturating_mul(2)
     }
@@ -409,6 +420,39 @@ mod tests {
         assert!(r.storage() > 0, "ring storage until released");
         r.release();
         assert_eq!(r.storage(), 0);
+    }
+
+    /// A full-sized segment at MTU 1500 in a pool-sized buffer is kept; the
+    /// same payload in a 64 KiB buffer, or a smaller one, is copied.
+    #[test]
+    fn adopts_mss_segments_that_fill_half_their_buffer() {
+        let offer_in = |r: &mut RecvBuf, payload: &[u8], storage: usize| {
+            let mut buf = PacketBuf::with_headroom(128, storage - 128);
+            buf.extend_from_slice(&[0xee; 54]);
+            buf.extend_from_slice(payload);
+            let s = buf.as_slice();
+            let of = OwnedFrame {
+                addr: s.as_ptr().addr(),
+                len: s.len(),
+                storage: buf.storage(),
+            };
+            let data = &s[54..];
+            r.adoptable(&of, data.len())
+        };
+        let mut r = RecvBuf::new(64 * 1024);
+        assert!(offer_in(&mut r, &[1; 1448], 2176));
+        assert!(offer_in(&mut r, &[1; 1460], 2176));
+        assert!(
+            !offer_in(&mut r, &[1; 1448], 64 * 1024),
+            "large buffer: copy"
+        );
+        assert!(!offer_in(&mut r, &[1; 1000], 2176), "below ADOPT_MIN_DENSE");
+        assert!(
+            offer_in(&mut r, &[1; 3000], 64 * 1024),
+            "ADOPT_MIN as before"
+        );
+        assert!(offer(&mut r, &[5; 1448], 54));
+        assert_eq!(r.len(), 1448);
     }
 
     #[test]
