@@ -197,6 +197,44 @@ fn sg_frames(c: &mut Criterion<CpuTime>) {
     g.finish();
 }
 
+/// Scatter-gather GSO of a scatter-gather super-frame (an engine's
+/// super-segment referencing its send buffer): a head holding the headers,
+/// the payload in two fragments of a shared `Bytes` (a chunk boundary in the
+/// middle); per segment a pooled head and a reference to its payload (the
+/// segment across the boundary gathered into a buffer of its own), checksums
+/// completed by summing the payload where it lies.
+fn sg_pieces(c: &mut Criterion<CpuTime>) {
+    use linerate_nic::shim::segment_sg;
+    use linerate_nic::{Batch, Frag, Frame, Pool, SharedBuf};
+    let mut g = c.benchmark_group("gso/sg-pieces");
+    for mut spec in layouts() {
+        spec.payload = 60_000;
+        let sup = build(&spec);
+        g.throughput(Throughput::Bytes(sup.payload.len() as u64));
+        let pool = Pool::default();
+        let mut seg = Segmenter::new(CsumMode::Complete);
+        let mut out = Batch::with_capacity(64);
+        let hdr = sup.frame.len() - sup.payload.len();
+        let payload = SharedBuf::from_bytes(sup.frame[hdr..].to_vec().into());
+        let cut = payload.len() / 2 + 7;
+        let halves = [(0, cut), (cut, payload.len() - cut)];
+        g.bench_function(BenchmarkId::from_parameter(spec.name()), |b| {
+            b.iter(|| {
+                let mut frame = Frame::new(pool.alloc_from(&sup.frame[..hdr]), sup.meta);
+                for (at, len) in halves {
+                    if let Some(f) = Frag::new(payload.clone(), at, len) {
+                        let _ = frame.frags.push(f);
+                    }
+                }
+                let n = segment_sg(&mut seg, &pool, &mut out, frame).unwrap();
+                out.clear();
+                n
+            })
+        });
+    }
+    g.finish();
+}
+
 /// The shim's software GSO end to end onto a plain memory port (no TSO, no
 /// checksum offload): transmit one 64 KiB super-frame, take its segments off
 /// the peer port (scatter-gather frames as they are) and drop them. Each round
@@ -303,6 +341,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
-    targets = gso, sg_frames, shim, completion
+    targets = gso, sg_frames, sg_pieces, shim, completion
 }
 criterion_main!(benches);
