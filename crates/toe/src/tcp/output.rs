@@ -144,8 +144,10 @@ impl Conn {
                     snd.rack.on_send(ch.seq, end, now, ts_now);
                     if ch.tlp {
                         c.tcp_tlp_probes += 1;
-                    } else if !ch.retransmit {
-                        // RFC 8985 section 7.2: new data (re)starts the probe timer.
+                    } else if !ch.retransmit || snd.recovery.is_some() {
+                        // RFC 8985 section 7.2: new data (re)starts the probe
+                        // timer; in recovery a retransmission too (it may be
+                        // the last thing sent: `Snd::recovery_probe_allowed`).
                         snd.arm_pto_after_send(now, delack);
                     }
                 }
