@@ -179,3 +179,42 @@ fn the_engine_wide_budget_is_exceeded_by_less_than_one_segment() {
     assert_eq!(got.len(), 11_000);
     assert_eq!(got, x.stream[..11_000]);
 }
+
+/// Duplicate ACKs keep the window they started with while a hole waits, even
+/// if the reader frees space between them: a sender counts an ACK as a
+/// duplicate only if its window is unchanged (RFC 5681 section 2; Linux takes
+/// any change as a window update), and without SACK it needs three of them to
+/// retransmit before its timeout. Once the hole is filled the window opens.
+#[test]
+fn duplicate_acks_keep_their_window_while_the_reader_frees_space() {
+    let mut rx = Rx::new(64 << 10, |_| {});
+    for k in 0..20 {
+        rx.send(k * 1000, (k + 1) * 1000);
+    }
+    let (ack, wnd) = rx.last_ack().unwrap();
+    assert_eq!(ack, 20_000);
+    // Segment 20 is lost; 21.. arrive, and the application reads between them.
+    let mut dups = Vec::new();
+    for k in 21..25 {
+        rx.send(k * 1000, (k + 1) * 1000);
+        dups.extend(rx.r.segments());
+        if k == 21 {
+            assert_eq!(rx.read().len(), 20_000);
+        }
+    }
+    assert_eq!(dups.len(), 4, "{dups:?}");
+    for d in &dups {
+        assert_eq!(d.ack.wrapping_sub(rx.base), 20_000, "{dups:?}");
+        assert_eq!(
+            usize::from(d.wnd),
+            wnd,
+            "a duplicate ACK moved the window: {dups:?}"
+        );
+    }
+    // The hole is filled: the ACK moves and the window opens to the buffer.
+    rx.send(20_000, 21_000);
+    let (ack, open) = rx.last_ack().unwrap();
+    assert_eq!(ack, 25_000);
+    assert!(open > wnd, "{open} after {wnd}");
+    assert_eq!(rx.read(), rx.stream[20_000..25_000]);
+}

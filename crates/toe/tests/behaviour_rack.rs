@@ -356,12 +356,88 @@ fn what_rate_reduction_holds_back_goes_after_an_srtt_without_acks() {
     // No ACK comes to clock out the rest (the whole flight was lost): about
     // an SRTT later the rest of cwnd = ssthresh goes, not at the RTO.
     let marked_at = first[0].at;
-    let more = p.advance(Duration::from_millis(100));
+    let more = p.advance(Duration::from_millis(15));
     assert_eq!(p.data(&more), vec![2, 3, 4, 5, 6], "{more:?}");
     let waited = more[0].at - marked_at;
     assert!(
         waited >= Duration::from_millis(9) && waited <= Duration::from_millis(12),
         "{waited:?}"
     );
+    // Still nothing back: a PTO (2 SRTT + 2 ms) after the last of them, the
+    // recovery probe resends the lowest un-SACKed segment, not the RTO.
+    let probe = p.advance(Duration::from_millis(100));
+    assert_eq!(p.data(&probe), vec![0], "{probe:?}");
+    assert_eq!(probe[0].at - more[4].at, 2 * RTT + Duration::from_millis(2));
     assert_eq!(p.r.e.counters().tcp_timeouts, 0);
+}
+
+/// Segment 3 lost; 4..=9 SACKed one by one: the retransmission of 3 and new
+/// data go. Returns the segments sent in that round.
+fn recovery_with_a_retransmission(p: &mut Peer) -> Vec<u32> {
+    p.later(RTT);
+    p.ack(3, &[], None);
+    let mut round = p.out();
+    for k in 4..10 {
+        p.ack(3, &[(4, k + 1)], None);
+        round.extend(p.out());
+    }
+    let sent = p.data(&round);
+    assert_eq!(sent.iter().filter(|&&k| k == 3).count(), 1, "{sent:?}");
+    sent
+}
+
+#[test]
+fn a_lost_ack_at_the_end_of_a_recovery_costs_a_probe_not_the_rto() {
+    let mut p = established(true, false);
+    let data = common::pattern(40 * MSS as usize, 6);
+    p.r.e.tcp_send(p.c, &data).unwrap();
+    assert_eq!(p.out().len(), 10);
+    let sent = recovery_with_a_retransmission(&mut p);
+    let top = sent.iter().max().unwrap() + 1;
+    let last_sent = p.r.now;
+    // Everything arrives, the retransmission last; the receiver answers all of
+    // it with one ACK (as a Linux receiver compressing its SACKs does), and that
+    // ACK is lost. Nothing else comes back.
+    let probe = p.advance(Duration::from_millis(150));
+    // Before: nothing until the retransmission timer (200 ms at least).
+    assert!(!probe.is_empty(), "no probe within 150 ms");
+    let got = p.data(&probe);
+    assert!(got.iter().all(|&k| k >= top), "new data probes: {got:?}");
+    let waited = probe[0].at - last_sent;
+    assert!(
+        waited >= 2 * RTT && waited < Duration::from_millis(60),
+        "probe after {waited:?}"
+    );
+    // Its ACK acknowledges everything: recovery is over, no timeout.
+    let high = got.iter().max().unwrap() + 1;
+    p.later(RTT);
+    p.ack(high, &[], None);
+    let c = p.r.e.counters().clone();
+    assert_eq!(c.tcp_timeouts, 0, "{c:?}");
+    assert_eq!(c.tcp_tlp_probes, 1, "{c:?}");
+    // And sending goes on with cwnd as recovery left it, not one segment.
+    let next = p.out();
+    assert!(p.data(&next).len() >= 2, "{next:?}");
+}
+
+#[test]
+fn a_lost_last_retransmission_with_no_new_data_is_probed_before_the_rto() {
+    let mut p = established(true, false);
+    let data = common::pattern(10 * MSS as usize, 7);
+    p.r.e.tcp_send(p.c, &data).unwrap();
+    assert_eq!(p.out().len(), 10);
+    let sent = recovery_with_a_retransmission(&mut p);
+    assert_eq!(sent, vec![3], "no new data to send");
+    // The retransmission is lost: nothing was sent after it, so no SACK can
+    // show RACK the loss. The probe is segment 3 again, well before the RTO.
+    let probe = p.advance(Duration::from_millis(150));
+    assert_eq!(p.data(&probe), vec![3], "{probe:?}");
+    let at = (3 * MSS) as usize;
+    assert_eq!(probe[0].payload, data[at..at + MSS as usize]);
+    p.later(RTT);
+    p.ack(10, &[], None);
+    assert!(p.advance(Duration::from_secs(2)).is_empty());
+    assert_eq!(p.r.e.tcp_info(p.c).unwrap().unacked, 0);
+    let c = p.r.e.counters();
+    assert_eq!((c.tcp_timeouts, c.tcp_tlp_probes), (0, 1), "{c:?}");
 }

@@ -127,7 +127,7 @@ pub(crate) fn print_recovery_counters(ns: &Netns) {
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let keys = [
-        "Undo", "Reorder", "Recovery", "DSACK", "Lost", "Spurious", "Probe",
+        "Undo", "Reorder", "Recovery", "DSACK", "Lost", "Spurious", "Probe", "Timeout",
     ];
     for line in text.lines().filter(|l| keys.iter().any(|k| l.contains(k))) {
         let mut f = line.split_whitespace();

@@ -714,9 +714,11 @@ fn process_ack(
         // The probe byte was not taken: send it again on the next probe.
         snd.nxt = snd.una;
     }
-    if una_moved {
+    if una_moved || (new_sack && snd.recovery.is_some()) {
+        // In recovery new SACK information is progress too: the recovery
+        // probe is for ACKs that stopped, not for a long recovery.
         snd.arm_pto(now, delack);
-    } else if !snd.probe_allowed() {
+    } else if !snd.any_probe_allowed() {
         snd.rack.pto_at = None;
     }
     AckResult::Ok { fin_acked }

@@ -112,7 +112,7 @@ impl Conn {
         let free = self.rx.free();
         let seq = self.state.snd_nxt()?.minus(1);
         let rcv = self.state.rcv_mut()?;
-        let wnd = window_field(rcv, free);
+        let wnd = window_field(rcv, free, false);
         let ts = rcv.ts_ok.then_some((ts_now, rcv.ts_recent));
         let ack = rcv.nxt;
         rcv.acked();
