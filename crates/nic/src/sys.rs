@@ -96,12 +96,11 @@ pub(crate) fn ioctl_val(
     check(rc).map(|_| ())
 }
 
-/// One read(2) into `buf`; `Ok(None)` when it would block.
-pub(crate) fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+/// Runs `call` (a system call returning a byte count or -1) until it is not
+/// interrupted: `Ok(Some(n))` for `n` bytes, `Ok(None)` when it would block.
+fn retry(mut call: impl FnMut() -> isize) -> io::Result<Option<usize>> {
     loop {
-        #[allow(unsafe_code)]
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = call();
         if n >= 0 {
             return Ok(Some(n.unsigned_abs()));
         }
@@ -114,8 +113,17 @@ pub(crate) fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     }
 }
 
-/// One writev(2) of `a` then `b` (a scatter-gather frame: its header and head,
-/// then its payload where it lies); `Ok(None)` when it would block.
+/// One read(2) into `buf`; `Ok(None)` when it would block.
+pub(crate) fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    retry(|| {
+        #[allow(unsafe_code)]
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+        unsafe {
+            libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+        }
+    })
+}
+
 /// Most buffers [`writev_all`] passes to the kernel in one call.
 pub(crate) const MAX_IOV: usize = 16;
 
@@ -143,66 +151,24 @@ pub(crate) fn writev_all<T: AsRef<[u8]>>(
         };
     }
     let count = 1 + rest.len();
-    loop {
+    retry(|| {
         #[allow(unsafe_code)]
         // SAFETY: the first `count` iovecs of `iov` each point at a borrowed
         // slice valid for reads of its length, which outlives the call;
         // writev only reads them.
-        let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), count as libc::c_int) };
-        if n >= 0 {
-            return Ok(Some(n.unsigned_abs()));
+        unsafe {
+            libc::writev(fd.as_raw_fd(), iov.as_ptr(), count as libc::c_int)
         }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(None),
-            _ => return Err(e),
-        }
-    }
-}
-
-pub(crate) fn writev2(fd: &OwnedFd, a: &[u8], b: &[u8]) -> io::Result<Option<usize>> {
-    let iov = [
-        libc::iovec {
-            iov_base: a.as_ptr().cast_mut().cast(),
-            iov_len: a.len(),
-        },
-        libc::iovec {
-            iov_base: b.as_ptr().cast_mut().cast(),
-            iov_len: b.len(),
-        },
-    ];
-    loop {
-        #[allow(unsafe_code)]
-        // SAFETY: `iov` holds two iovecs, each valid for reads of its length
-        // (borrowed slices that outlive the call); writev only reads them.
-        let n = unsafe { libc::writev(fd.as_raw_fd(), iov.as_ptr(), 2) };
-        if n >= 0 {
-            return Ok(Some(n.unsigned_abs()));
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(None),
-            _ => return Err(e),
-        }
-    }
+    })
 }
 
 /// One write(2) of `buf`; `Ok(None)` when it would block.
 pub(crate) fn write(fd: &OwnedFd, buf: &[u8]) -> io::Result<Option<usize>> {
-    loop {
+    retry(|| {
         #[allow(unsafe_code)]
         // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(Some(n.unsigned_abs()));
+        unsafe {
+            libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len())
         }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::Interrupted => continue,
-            io::ErrorKind::WouldBlock => return Ok(None),
-            _ => return Err(e),
-        }
-    }
+    })
 }

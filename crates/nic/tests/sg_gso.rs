@@ -70,7 +70,9 @@ fn gathered(frames: &[Frame]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn check(spec: &Spec, tx_csum: bool) {
+/// `spec`'s super-frame, the checksum mode a port with (`tx_csum`) or without
+/// checksum offload gets, and the copying segmenter's frames in that mode.
+fn copying(spec: &Spec, tx_csum: bool) -> (Super, CsumMode, SegmentBuf) {
     let sup = build(spec);
     let mode = if tx_csum {
         CsumMode::LeavePartial
@@ -78,9 +80,15 @@ fn check(spec: &Spec, tx_csum: bool) {
         CsumMode::Complete
     };
     let mut reference = SegmentBuf::new();
-    let n = Segmenter::new(mode)
+    Segmenter::new(mode)
         .segment(&sup.frame, &sup.meta, &mut reference)
         .unwrap();
+    (sup, mode, reference)
+}
+
+fn check(spec: &Spec, tx_csum: bool) {
+    let (sup, mode, reference) = copying(spec, tx_csum);
+    let n = reference.len();
     let want: Vec<Vec<u8>> = reference.iter().map(<[u8]>::to_vec).collect();
 
     // Scatter-gather, handed up as it travelled: headers in the head, payload
@@ -137,16 +145,8 @@ fn check(spec: &Spec, tx_csum: bool) {
 /// reference into the piece that holds it, or one buffer of its own where it
 /// spans two.
 fn check_pieces(spec: &Spec, tx_csum: bool, cuts: &[u16]) {
-    let sup = build(spec);
-    let mode = if tx_csum {
-        CsumMode::LeavePartial
-    } else {
-        CsumMode::Complete
-    };
-    let mut reference = SegmentBuf::new();
-    let n = Segmenter::new(mode)
-        .segment(&sup.frame, &sup.meta, &mut reference)
-        .unwrap();
+    let (sup, mode, reference) = copying(spec, tx_csum);
+    let n = reference.len();
     let want: Vec<Vec<u8>> = reference.iter().map(<[u8]>::to_vec).collect();
     let hdr_len = sup.frame.len() - sup.payload.len();
     let (a, mut b) = MemNic::pair(caps(tx_csum), caps(tx_csum));
@@ -240,27 +240,8 @@ fn check_pieces(spec: &Spec, tx_csum: bool, cuts: &[u16]) {
 #[test]
 fn a_head_not_exactly_the_headers_is_gathered() {
     let spec = Spec {
-        tunnel: Tunnel::None,
-        ip_v6: false,
-        outer_v6: false,
-        udp: false,
-        payload: 20_000,
-        mss: 1400,
-        outer_csum: false,
-        input_outer_csum: false,
-        fixed_id: false,
-        outer_fixed_id: false,
-        fin: false,
-        psh: true,
-        cwr: false,
-        ece: false,
-        tcp_options: true,
-        vlan: false,
-        partial: true,
-        seq: 1,
-        ip_id: 9,
-        outer_ip_id: 0,
         seed: 5,
+        ..Spec::new(Tunnel::None, 20_000, 1400)
     };
     let sup = build(&spec);
     let hdr_len = sup.frame.len() - sup.payload.len();
@@ -309,27 +290,9 @@ fn a_shim_with_nothing_to_do_passes_scatter_gather_frames_up() {
     let mut tso = NicCaps::full();
     tso.mtu = 9600;
     let spec = Spec {
-        tunnel: Tunnel::None,
         ip_v6: true,
-        outer_v6: false,
-        udp: false,
-        payload: 30_000,
-        mss: 1400,
-        outer_csum: false,
-        input_outer_csum: false,
-        fixed_id: false,
-        outer_fixed_id: false,
-        fin: false,
-        psh: true,
-        cwr: false,
-        ece: false,
-        tcp_options: true,
-        vlan: false,
-        partial: true,
-        seq: 1,
-        ip_id: 9,
-        outer_ip_id: 0,
         seed: 6,
+        ..Spec::new(Tunnel::None, 30_000, 1400)
     };
     let sup = build(&spec);
     let hdr_len = sup.frame.len() - sup.payload.len();

@@ -576,7 +576,6 @@ impl Tap {
         // payload is copied once, into the kernel's skb, as a linear one is.
         let written = match f.frags.as_slice() {
             [] => sys::write(fd, head),
-            [frag] => sys::writev2(fd, head, frag.bytes()),
             chain if chain.len() < sys::MAX_IOV => sys::writev_all(fd, head, chain),
             chain => {
                 // A chain (a GRO run forwarded as it came): gathered here, once.
