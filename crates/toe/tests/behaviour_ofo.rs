@@ -218,3 +218,42 @@ fn duplicate_acks_keep_their_window_while_the_reader_frees_space() {
     assert!(open > wnd, "{open} after {wnd}");
     assert_eq!(rx.read(), rx.stream[20_000..25_000]);
 }
+
+/// While a hole waits and the window is held, a read that frees space sends
+/// no window update: it could only repeat the held window, and to a sender
+/// without SACK an ACK that repeats the last one is one more duplicate, more
+/// than the segments it has out (Linux then takes it for reordering, raises
+/// its duplicate threshold and waits for its timer: SACK off, 1 % loss,
+/// kernel to linerate, offloads off, reordering 90 and 8 timeouts where Linux
+/// to Linux saw 3 and 2). One duplicate ACK per segment that arrives.
+#[test]
+fn a_read_while_a_hole_waits_sends_no_extra_duplicate() {
+    let mut rx = Rx::new(64 << 10, |_| {});
+    // 44 KB in: the window left (20.5 KiB) is under half the buffer.
+    for k in 0..44 {
+        rx.send(k * 1000, (k + 1) * 1000);
+    }
+    let (ack, wnd) = rx.last_ack().unwrap();
+    assert_eq!(ack, 44_000);
+    // Segment 44 is lost; 45.. arrive, and the application reads 15 KB
+    // between them: the held window is still at least half the free space.
+    let mut dups = Vec::new();
+    for k in 45..49 {
+        rx.send(k * 1000, (k + 1) * 1000);
+        dups.extend(rx.r.segments());
+        if k == 46 {
+            let mut buf = vec![0u8; 15_000];
+            assert_eq!(rx.r.e.tcp_recv(rx.c, &mut buf).unwrap(), 15_000);
+            dups.extend(rx.r.segments());
+        }
+    }
+    assert_eq!(dups.len(), 4, "one duplicate per segment: {dups:?}");
+    for d in &dups {
+        assert_eq!(d.ack.wrapping_sub(rx.base), 44_000, "{dups:?}");
+        assert_eq!(usize::from(d.wnd), wnd, "{dups:?}");
+    }
+    rx.send(44_000, 45_000);
+    let (ack, open) = rx.last_ack().unwrap();
+    assert_eq!(ack, 49_000);
+    assert!(open > wnd, "{open} after {wnd}");
+}

@@ -325,11 +325,21 @@ impl Conn {
     /// RFC 9293 section 3.8.6.2.2: after the application reads, announce the
     /// larger window if the advertised one had shrunk below half the buffer and
     /// the right edge can move by at least min(buffer / 2, MSS).
+    ///
+    /// Not while out-of-order data waits for a hole and the window is held
+    /// (`window_field`): the update could only repeat the last ACK, and to a
+    /// sender without SACK that is one more duplicate ACK than segments
+    /// arrived (Linux's sender takes the excess for reordering and raises its
+    /// duplicate threshold). The ACK that fills the hole opens the window.
     pub(super) fn maybe_window_update(&mut self) {
         let cap = self.rx.capacity();
         let free = self.rx.free();
+        let hole = !self.asm.is_empty();
         if let Some(rcv) = self.state.rcv_mut() {
             let advertised = rcv.adv_right.since(rcv.nxt);
+            if hole && super::output::holds_window(rcv, free) {
+                return;
+            }
             let new_right = rcv.nxt.plus(free);
             let gain = new_right.since(rcv.adv_right);
             if advertised < cap / 2 && gain >= (cap / 2).min(rcv.seg_max.max(1)) {

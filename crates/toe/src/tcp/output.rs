@@ -248,9 +248,7 @@ fn bare(seq: Seq, ack: Seq, flags: Flags, wnd: u16) -> Outgoing {
 /// for its retransmission timeout instead (SACK off, 1 % loss, offloads on:
 /// 33 of linerate's duplicate ACKs in 4 MiB changed the window, 1 of Linux's).
 pub(super) fn window_field(rcv: &mut Rcv, free: usize, hold: bool) -> u16 {
-    // Held only while it is at least half of what the buffer could offer, so
-    // that a long episode cannot starve the sender of window.
-    if hold && rcv.adv_right > rcv.nxt && rcv.adv_right.since(rcv.nxt) >= free / 2 {
+    if hold && holds_window(rcv, free) {
         let field = (rcv.adv_right.since(rcv.nxt) >> rcv.shift).min(65_535);
         return field as u16;
     }
@@ -259,6 +257,14 @@ pub(super) fn window_field(rcv: &mut Rcv, free: usize, hold: bool) -> u16 {
     let field = (wnd >> rcv.shift).min(65_535);
     rcv.adv_right = rcv.adv_right.max(rcv.nxt.plus(field << rcv.shift));
     field as u16
+}
+
+/// True if a window advertised while a hole waits stays where it was
+/// ([`window_field`] with `hold`): only while it is at least half of what the
+/// buffer could offer (`free`), so that a long episode cannot starve the
+/// sender of window.
+pub(super) fn holds_window(rcv: &Rcv, free: usize) -> bool {
+    rcv.adv_right > rcv.nxt && rcv.adv_right.since(rcv.nxt) >= free / 2
 }
 
 /// Bytes in flight per RFC 6675 SetPipe: outstanding, less SACKed (estimated from
