@@ -408,3 +408,56 @@ fn with_sack_each_frame_of_a_batch_holding_two_segments_gets_its_own_ack() {
     assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
     assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
 }
+
+/// A receive batch holding more frames than the engine keeps owed ACKs for
+/// (40 plain full-sized segments, in order, nothing lost: 20 ACKs owed): every ACK sent
+/// acknowledges more than the one before, the last one everything. Before, the
+/// ACKs owed beyond the 16 the engine keeps went out with the final
+/// acknowledgment number, all alike: four identical ACKs, which a sender without
+/// SACK counts as duplicates (a Linux sender to linerate with SACK off and 1 %
+/// loss saw more duplicate ACKs than it had segments out, raised its
+/// reordering estimate to 44-92 and retransmitted up to 2.6 times what it
+/// retransmitted toward a Linux receiver).
+#[test]
+fn a_batch_longer_than_the_owed_acks_sends_no_duplicate_ack() {
+    for mut p in [Peer::new(), Peer::sack()] {
+        p.spend_quickack();
+        p.r.now += Duration::from_millis(500);
+        let start = p.seq;
+        // 40 segments (the connection's 64 KiB window): 20 ACKs owed.
+        for _ in 0..40 {
+            p.send(MSS as usize);
+        }
+        p.read();
+        let acks = p.acks_now();
+        assert!(acks.len() >= 2, "{acks:?}");
+        assert!(
+            acks.windows(2).all(|w| w[1].wrapping_sub(w[0]) as i32 > 0),
+            "ACKs of a batch in order, each past the one before: {:?}",
+            acks.iter()
+                .map(|a| a.wrapping_sub(start))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(acks.last(), Some(&p.seq), "the last one acknowledges all");
+        assert!(p.r.advance(DELACK * 2).is_empty());
+
+        // Out of order beyond the ring: duplicates, never more than the frames
+        // out of order; the hole filled, everything acknowledged at once.
+        p.r.now += Duration::from_millis(500);
+        let hole_at = p.seq;
+        let lost = p.frame(MSS as usize);
+        for _ in 0..40 {
+            p.send(MSS as usize);
+        }
+        let dups = p.acks_now();
+        assert!(
+            (3..=40).contains(&dups.len()) && dups.iter().all(|&a| a == hole_at),
+            "{dups:?}"
+        );
+        p.r.input(&lost);
+        p.read();
+        assert_eq!(p.acks_now(), vec![p.seq]);
+        assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
+        assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
+    }
+}

@@ -4,7 +4,7 @@ use super::line::DelayLine;
 use super::model::{ImpairCounters, Impairment, Model};
 use linerate_nic::buf::Pool;
 use linerate_nic::notify::Readiness;
-use linerate_nic::pcap::Recorder;
+use linerate_nic::pcap::{Direction, Record, Recorder};
 use linerate_nic::{Batch, Counters, Frame, Nic, NicCaps, NicError};
 use linerate_offload::OffloadMeta;
 use linerate_offload::gro::{Gro, GroConfig};
@@ -73,6 +73,9 @@ pub struct Impaired<N: Nic> {
     rx: Batch,
     tx: Batch,
     stats: ImpairedStats,
+    /// Records frames as the caller sees them (after the inbound line, before
+    /// the outbound one); the inner NIC's recorder sees the other side.
+    view: Option<Arc<dyn Recorder>>,
 }
 
 impl<N: Nic> core::fmt::Debug for Impaired<N> {
@@ -118,6 +121,28 @@ impl<N: Nic> Impaired<N> {
             rx: Batch::new(),
             tx: Batch::new(),
             stats: ImpairedStats::default(),
+            view: None,
+        }
+    }
+
+    /// Records every frame the caller receives and transmits, as it sees them
+    /// (the inner NIC's [`Nic::set_recorder`] sees the other side of the lines).
+    pub fn set_view_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.view = recorder;
+    }
+
+    fn record_view(&self, dir: Direction, frames: &[Frame]) {
+        if let Some(r) = &self.view {
+            let time = Duration::from_nanos(nanos_since(self.epoch));
+            for f in frames {
+                r.record(&Record {
+                    dir,
+                    queue: 0,
+                    frame: f.bytes(),
+                    meta: &f.meta,
+                    time,
+                });
+            }
         }
     }
 
@@ -272,12 +297,18 @@ impl<N: Nic> Nic for Impaired<N> {
         } else {
             inbound.release(now, max, |f| push(f, &OffloadMeta::plain()));
         }
+        if self.view.is_some() {
+            self.record_view(Direction::Rx, batch.get(before..).unwrap_or_default());
+        }
         Ok(batch.len() - before)
     }
 
     fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
         let now = nanos_since(self.epoch);
         let n = batch.len();
+        if self.view.is_some() {
+            self.record_view(Direction::Tx, batch);
+        }
         for f in batch.drain(..) {
             Self::offer(
                 &mut self.seg,

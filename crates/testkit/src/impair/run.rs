@@ -97,6 +97,15 @@ pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
         }
         None => None,
     };
+    // What the engine receives and sends (after and before the impairment).
+    let view = match std::env::var_os("LINERATE_IMPAIR_PCAP_VIEW") {
+        Some(path) => {
+            let r = Arc::new(PcapRecorder::create(path)?);
+            h.driver.nic_mut().set_view_recorder(Some(r.clone()));
+            Some(r)
+        }
+        None => None,
+    };
     let end = std::time::Instant::now() + cfg.limit;
     let (secs, sender_retrans, info) = match cfg.direction {
         Direction::KernelToLinerate => {
@@ -128,6 +137,9 @@ pub fn linerate(cfg: &RunConfig) -> io::Result<RunResult> {
         }
     };
     if let Some(r) = pcap {
+        r.flush()?;
+    }
+    if let Some(r) = view {
         r.flush()?;
     }
     let nic = h.driver.nic();

@@ -29,8 +29,14 @@ use super::seq::Seq;
 use super::state::Rcv;
 use linerate_wire::tcp::SackBlocks;
 
-/// Snapshots kept; ACKs owed beyond that carry the acknowledgment number and
-/// blocks of the moment they are sent.
+/// Snapshots kept, and so ACKs owed at most: one owed beyond that replaces the
+/// newest (that ACK is dropped, as a lost ACK would be; the one kept covers
+/// both). Before, the extra ones were counted and went out with the final
+/// acknowledgment number, all alike: a batch of 64 in-order segments with no
+/// hole sent 16 identical ACKs after the 16 it should, and a sender without
+/// SACK counted them as duplicates (a Linux sender to linerate, SACK off, 1 %
+/// loss: reordering estimate 44-92, `TCPRenoReorder` up to 184, and up to 2.6
+/// times the retransmissions toward a Linux receiver).
 const SLOTS: usize = 16;
 
 /// Owed ACKs' acknowledgment numbers and SACK blocks, oldest first.
@@ -46,22 +52,24 @@ pub(crate) struct OwedSacks {
 }
 
 impl OwedSacks {
-    /// Records an ACK just owed: its acknowledgment number and blocks (a full
-    /// ring keeps what it holds, and a D-SACK block it cannot keep waits for
-    /// the next ACK).
-    pub fn push(&mut self, ack: Seq, blocks: SackBlocks, dsack: Option<(u32, u32)>) {
-        if self.len >= SLOTS {
-            if dsack.is_some() {
-                self.dsack = dsack;
-            }
-            return;
+    /// Records an ACK just owed: its acknowledgment number and blocks. Returns
+    /// whether it takes an ACK of its own; in a full ring it replaces the
+    /// newest one instead (and a D-SACK block of it waits for the next ACK not
+    /// owed, as the blocks it replaces may have carried one of their own).
+    pub fn push(&mut self, ack: Seq, blocks: SackBlocks, dsack: Option<(u32, u32)>) -> bool {
+        let full = self.len >= SLOTS;
+        if full && dsack.is_some() {
+            self.dsack = dsack;
         }
-        let i = (self.head + self.len) % SLOTS;
+        let i = (self.head + self.len.min(SLOTS) + SLOTS - usize::from(full)) % SLOTS;
         if let (Some(slot), Some(a)) = (self.ring.get_mut(i), self.acks.get_mut(i)) {
             *slot = blocks;
             *a = ack.0;
+        }
+        if !full {
             self.len += 1;
         }
+        !full
     }
 
     /// Keeps a D-SACK block for the next ACK sent.
@@ -114,14 +122,17 @@ pub(crate) fn owe_dup_ack(
     owed: &mut OwedSacks,
     dsack: Option<(Seq, Seq)>,
 ) {
-    rcv.owe_dup_ack();
     let d = dsack.map(|(l, r)| (l.0, r.0));
     let blocks = if rcv.sack_ok {
         blocks_now(asm, d, rcv.ts_ok)
     } else {
         SackBlocks::new()
     };
-    owed.push(rcv.nxt, blocks, d);
+    if owed.push(rcv.nxt, blocks, d) {
+        rcv.owe_dup_ack();
+    } else {
+        rcv.ack_now = true;
+    }
 }
 
 #[cfg(test)]
@@ -132,17 +143,22 @@ mod tests {
     fn fifo_and_bounded() {
         let mut o = OwedSacks::default();
         for k in 0..20u32 {
-            o.push(
+            let own = o.push(
                 Seq(100 + k),
                 SackBlocks::from_slice(&[(k, k + 1)]).unwrap(),
                 None,
             );
+            assert_eq!(own, k < 16);
         }
-        for k in 0..16u32 {
+        for k in 0..15u32 {
             let (ack, b) = o.pop().unwrap();
             assert_eq!(ack, Seq(100 + k));
             assert_eq!(b.as_slice(), &[(k, k + 1)]);
         }
+        // The newest replaced by each owed beyond the ring: the last one's.
+        let (ack, b) = o.pop().unwrap();
+        assert_eq!(ack, Seq(119));
+        assert_eq!(b.as_slice(), &[(19, 20)]);
         assert!(o.pop().is_none());
         assert!(o.take_dsack().is_none());
     }
@@ -151,9 +167,9 @@ mod tests {
     fn a_dsack_that_does_not_fit_stays_pending() {
         let mut o = OwedSacks::default();
         for k in 0..16u32 {
-            o.push(Seq(k), SackBlocks::new(), None);
+            assert!(o.push(Seq(k), SackBlocks::new(), None));
         }
-        o.push(Seq(16), SackBlocks::new(), Some((1, 2)));
+        assert!(!o.push(Seq(16), SackBlocks::new(), Some((1, 2))));
         assert_eq!(o.take_dsack(), Some((1, 2)));
         assert_eq!(o.take_dsack(), None);
     }
