@@ -457,6 +457,30 @@ fn a_batch_longer_than_the_owed_acks_sends_no_duplicate_ack() {
         p.r.input(&lost);
         p.read();
         assert_eq!(p.acks_now(), vec![p.seq]);
+
+        // Both in one batch: 34 segments in order (17 ACKs owed), a hole, five
+        // out of order. The five duplicate ACKs all go out (a sender without
+        // SACK needs three), after ACKs that each moved further.
+        p.r.now += Duration::from_millis(500);
+        for _ in 0..34 {
+            p.send(MSS as usize);
+        }
+        let hole_at = p.seq;
+        let lost = p.frame(MSS as usize);
+        for _ in 0..5 {
+            p.send(MSS as usize);
+        }
+        let acks = p.acks_now();
+        let (adv, dups) = acks.split_at(acks.len() - 5);
+        assert_eq!(dups, [hole_at; 5], "{acks:?}");
+        assert!(
+            adv.windows(2).all(|w| w[1].wrapping_sub(w[0]) as i32 > 0)
+                && adv.last() == Some(&hole_at),
+            "{acks:?}"
+        );
+        p.r.input(&lost);
+        p.read();
+        assert_eq!(p.acks_now(), vec![p.seq]);
         assert_eq!(p.got, p.data[..p.got.len()], "byte-exact");
         assert_eq!(p.got.len(), (p.seq - 10_000) as usize);
     }
