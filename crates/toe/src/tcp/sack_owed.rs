@@ -32,7 +32,7 @@ use linerate_wire::tcp::SackBlocks;
 /// Snapshots kept, and so ACKs owed at most. One owed beyond that takes the
 /// place of an ACK that only moved the acknowledgment number on between two
 /// that moved it further (dropped as a lost ACK would be: the next covers it),
-/// so that a long batch of in-order data keeps its last ACK (covering all) and
+/// or else of a duplicate beyond the third of its run, so that a long batch of in-order data keeps its last ACK (covering all) and
 /// out-of-order frames after it keep their duplicate ACKs. Before, the extra
 /// ones were counted and went out with the final acknowledgment number, all
 /// alike: a batch of 64 in-order segments with no hole sent 16 identical ACKs
@@ -71,11 +71,16 @@ impl OwedSacks {
         }
         let at =
             |o: &OwedSacks, k: usize| Seq(o.acks.get((o.head + k) % SLOTS).copied().unwrap_or(0));
-        // The newest ACK that only moved on between two that moved further.
-        let spare = (1..SLOTS).rev().find(|&k| {
-            let next = if k + 1 == SLOTS { ack } else { at(self, k + 1) };
-            at(self, k - 1) < at(self, k) && at(self, k) < next
-        });
+        // The newest ACK that only moved on between two that moved further;
+        // else a duplicate of a run holding more than three (the oldest such
+        // run: a sender without SACK retransmits at the third).
+        let spare = (1..SLOTS)
+            .rev()
+            .find(|&k| {
+                let next = if k + 1 == SLOTS { ack } else { at(self, k + 1) };
+                at(self, k - 1) < at(self, k) && at(self, k) < next
+            })
+            .or_else(|| (4..SLOTS).find(|&k| (k - 4..k).all(|j| at(self, j) == at(self, k))));
         match spare {
             Some(k) => {
                 for j in k..SLOTS - 1 {
@@ -203,11 +208,12 @@ mod tests {
     #[test]
     fn a_dsack_that_does_not_fit_stays_pending() {
         let mut o = OwedSacks::default();
-        // Sixteen duplicates owed: a seventeenth has no place.
-        for _ in 0..16u32 {
-            assert!(o.push(Seq(5), SackBlocks::new(), None));
+        // Four ACK numbers, each with three duplicates: a duplicate more has
+        // no place.
+        for k in 0..16u32 {
+            assert!(o.push(Seq(k / 4), SackBlocks::new(), None));
         }
-        assert!(!o.push(Seq(5), SackBlocks::new(), Some((1, 2))));
+        assert!(!o.push(Seq(3), SackBlocks::new(), Some((1, 2))));
         assert_eq!(o.take_dsack(), Some((1, 2)));
         assert_eq!(o.take_dsack(), None);
     }
@@ -231,5 +237,43 @@ mod tests {
         want.extend([160; 14]);
         want.push(500);
         assert_eq!(acks, want);
+    }
+
+    proptest::proptest! {
+        /// Any batch of owed ACKs (each moving the acknowledgment number on or
+        /// repeating it): what goes out is a subsequence of what was owed, in
+        /// order, never more than [`SLOTS`], ending with the last one owed;
+        /// with up to four ACK numbers, each keeps up to three duplicates.
+        #[test]
+        fn owed_acks_overflow_into_a_subsequence(steps in proptest::collection::vec(0u32..3, 1..80)) {
+            let mut o = OwedSacks::default();
+            let mut ack = 1000u32;
+            let mut owed = Vec::new();
+            let mut counted = 0;
+            for &s in &steps {
+                ack += s * 100;
+                owed.push(ack);
+                if o.push(Seq(ack), SackBlocks::new(), None) {
+                    counted += 1;
+                }
+            }
+            let sent: Vec<u32> = std::iter::from_fn(|| o.pop()).map(|(a, _)| a.0).collect();
+            proptest::prop_assert_eq!(sent.len(), counted);
+            proptest::prop_assert!(sent.len() == owed.len().min(SLOTS));
+            proptest::prop_assert_eq!(sent.last(), owed.last());
+            let mut it = owed.iter();
+            proptest::prop_assert!(sent.iter().all(|a| it.any(|b| b == a)), "{:?} from {:?}", sent, owed);
+            // With four ACK numbers at most, each keeps its first ACK and three
+            // duplicates (all it has, if fewer).
+            let mut values = owed.clone();
+            values.dedup();
+            if values.len() <= 4 {
+                for v in values {
+                    let n_owed = owed.iter().filter(|&&a| a == v).count();
+                    let n_sent = sent.iter().filter(|&&a| a == v).count();
+                    proptest::prop_assert!(n_sent >= n_owed.min(4), "{} in {:?} from {:?}", v, sent, owed);
+                }
+            }
+        }
     }
 }
