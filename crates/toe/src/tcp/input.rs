@@ -20,6 +20,9 @@ use crate::time::Instant;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
 
+/// The RTO a connection with no RTT sample yet would arm (RFC 6298 section 2.1).
+const INITIAL_RTO: Duration = Duration::from_secs(1);
+
 /// An RST to send in reply to a segment (RFC 9293 section 3.10.7.1 "reset
 /// generation").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,6 +247,11 @@ impl Conn {
                         // Wholly below RCV.NXT: a duplicate, reported (RFC 2883).
                         let end = seg.seq.plus(seg.data_len());
                         let dsack = (end <= rcv_nxt).then_some((seg.seq, end));
+                        if seg.seq < rcv_nxt {
+                            // The sender retransmitted: quick ACKs for what
+                            // follows (`process_text` says why).
+                            r.quickack = r.quickack.max(QUICKACKS);
+                        }
                         owe_dup_ack(r, &self.asm, &mut self.sack_owed, dsack)
                     }
                     _ => self.want_ack(),
@@ -412,16 +420,32 @@ impl Conn {
     /// segment, otherwise after the delayed-ACK timeout (RFC 9293 section 3.8.6.3).
     fn process_text(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) {
         let delack = self.params.tcp.delayed_ack;
+        let rto = self.state.snd().map_or(INITIAL_RTO, |s| s.rtt.rto());
         let Some(rcv) = self.state.rcv_mut() else {
             return;
         };
         if seg.data_len() == 0 {
             return;
         }
+        // Quick ACKs again after a gap in the data longer than the RTO: the
+        // sender is likely restarting from a timeout with a window of one or
+        // two segments, which a delayed ACK would hold up by its timer each
+        // round trip (Linux's `tcp_event_data_recv`: "sender failed to restart
+        // window, so that we send ACKs quickly").
+        if rcv
+            .data_at
+            .is_some_and(|t| now.saturating_duration_since(t) > rto)
+        {
+            rcv.quickack = rcv.quickack.max(QUICKACKS);
+        }
+        rcv.data_at = Some(now);
         let skip = rcv.nxt.since(seg.seq);
         let data_len = seg.data_len().saturating_sub(skip);
         if data_len == 0 {
-            // A duplicate: acknowledge at once so the sender learns it arrived.
+            // A duplicate: acknowledge at once so the sender learns it arrived,
+            // and the data after it at once too (Linux enters quick-ACK mode
+            // here: the sender retransmitted, its window is small).
+            rcv.quickack = rcv.quickack.max(QUICKACKS);
             let dsack = (seg.seq, seg.seq.plus(seg.data_len()));
             owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, Some(dsack));
             return;

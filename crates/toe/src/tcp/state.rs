@@ -170,13 +170,20 @@ pub(crate) struct Rcv {
     pub dup_owed: u8,
     /// Delayed ACK deadline.
     pub ack_at: Option<Instant>,
-    /// Segments still to be acknowledged at once (quick ACK at the start).
+    /// Segments still to be acknowledged at once: at the start, after a gap in
+    /// the data longer than the RTO, after a duplicate (Linux's quick-ACK mode).
     pub quickack: u32,
+    /// When data last arrived (a gap longer than the RTO re-enters quick ACK).
+    pub data_at: Option<Instant>,
     /// A FIN that arrived above a hole, waiting for the data below it.
     pub fin_at: Option<Seq>,
     /// The largest segment received (to tell full-sized ones).
     pub seg_max: usize,
 }
+
+/// Segments acknowledged at once in quick-ACK mode (Linux's
+/// `TCP_MAX_QUICKACKS`).
+pub const QUICKACKS: u32 = 16;
 
 impl Rcv {
     /// Receive state after a handshake with initial receive sequence `irs`.
@@ -193,7 +200,8 @@ impl Rcv {
             ack_now: false,
             dup_owed: 0,
             ack_at: None,
-            quickack: 16,
+            quickack: QUICKACKS,
+            data_at: None,
             fin_at: None,
             seg_max: negotiated.rcv_mss.min(536),
         }
