@@ -524,11 +524,8 @@ fn quick_acks_return_after_a_gap_longer_than_the_rto_and_after_a_duplicate() {
     // Spend them again, then a duplicate: acknowledged at once, and so is the
     // lone segment after it.
     p.spend_quickack();
-    let old = {
-        p.seq -= MSS;
-        let f = p.frame(MSS as usize);
-        f
-    };
+    p.seq -= MSS;
+    let old = p.frame(MSS as usize);
     p.r.input(&old);
     assert_eq!(p.acks_now(), vec![p.seq], "the duplicate's ACK");
     p.send(MSS as usize);
