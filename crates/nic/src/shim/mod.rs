@@ -744,9 +744,7 @@ impl Payload<'_> {
                     let k = (p.len() - from).min(range.end - pos);
                     if gathered.is_none() && k == range.end - pos && pos == range.start {
                         // Within one piece: referenced where it lies.
-                        if let Some(frag) = Frag::new(p.shared().clone(), p.offset() + from, k) {
-                            let _ = frags.push(frag);
-                        }
+                        frags.push_slice(p, from, k);
                         return;
                     }
                     let bytes = p.bytes().get(from..from + k).unwrap_or_default();
@@ -775,11 +773,16 @@ impl HeaderSink for SgSink<'_, '_> {
         if !self.open {
             // Room first, then the frame made where it stays: `push` builds it
             // on the stack before the capacity check and copies it over, and
-            // that copy stalls on store forwarding (perf).
-            let (pool, meta) = (self.pool, self.meta);
+            // that copy stalls on store forwarding (perf). Made with an empty
+            // head (constants), which then becomes the pool's buffer in place
+            // (`alloc_into_empty`; a buffer moved in would stall the same way).
+            let meta = self.meta;
             let n = self.out.len() + 1;
-            self.out.resize_with(n, || Frame::new(pool.alloc(), meta));
+            self.out
+                .resize_with(n, || Frame::new(PacketBuf::from_vec(Vec::new()), meta));
             self.open = true;
+            let f = self.out.last_mut()?;
+            self.pool.alloc_into_empty(&mut f.buf);
         }
         let f = self.out.last_mut()?;
         f.buf.clear();
