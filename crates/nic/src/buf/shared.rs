@@ -227,23 +227,35 @@ impl core::ops::Deref for SharedBuf {
 }
 
 impl Drop for SharedBuf {
+    /// Inline, the last reference's work out of line: most drops (a segment's
+    /// fragment of a send-buffer chunk, say) let go of one reference of many,
+    /// and made in a call of their own they paid its frame for the last one's
+    /// work too.
+    #[inline]
     fn drop(&mut self) {
-        let Some(mut arc) = self.inner.take() else {
+        let Some(arc) = self.inner.take() else {
             return;
         };
         // Not the last reference (the common case, one load): just let go.
-        // `get_mut` below decides for certain when this looks like the last.
+        // `get_mut` in `release` decides for certain when this looks like
+        // the last.
         if Arc::strong_count(&arc) > 1 {
             return;
         }
-        // The last reference: the buffer goes back to its pool now, and the
-        // box, empty, into this thread's cache.
-        let Some(store) = Arc::get_mut(&mut arc) else {
-            return;
-        };
-        drop(core::mem::replace(store, Store::Packet(empty())));
-        keep_box(arc);
+        release(arc);
     }
+}
+
+/// The last reference to `arc` (if it is: else just dropped): the buffer goes
+/// back to its pool now, and the box, empty, into this thread's cache.
+#[cold]
+#[inline(never)]
+fn release(mut arc: Arc<Store>) {
+    let Some(store) = Arc::get_mut(&mut arc) else {
+        return;
+    };
+    drop(core::mem::replace(store, Store::Packet(empty())));
+    keep_box(arc);
 }
 
 /// A payload fragment of a scatter-gather frame: `len` bytes at `off` in a
