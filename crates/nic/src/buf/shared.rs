@@ -312,6 +312,23 @@ impl Frag {
         })
     }
 
+    /// Grows this fragment by `next` if `next` continues it: the bytes right
+    /// after it in the same buffer. True if it did (then `next` is not needed
+    /// to hold those bytes); false, changing nothing, if `next` lies elsewhere
+    /// or the length would not fit a fragment's.
+    #[inline]
+    pub fn extend(&mut self, next: &Frag) -> bool {
+        let continues = self.buf.same(&next.buf)
+            && u64::from(self.off) + u64::from(self.len.get()) == u64::from(next.off);
+        match self.len.checked_add(next.len.get()) {
+            Some(len) if continues => {
+                self.len = len;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The fragment's bytes.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
@@ -381,6 +398,20 @@ mod tests {
         assert!(b.slice(usize::MAX, 1).is_none());
         assert_eq!(s.ref_count(), 4);
         drop(c);
+        // Growing by what follows in the same buffer; nothing else.
+        let mut g = Frag::new(s.clone(), 0, 2).unwrap();
+        assert!(!g.extend(&b), "a gap");
+        assert!(
+            !Frag::new(s.clone(), 1, 2).unwrap().extend(&a),
+            "an overlap"
+        );
+        assert!(g.extend(&a) && g.bytes() == b"01234");
+        assert!(g.extend(&b) && g.bytes() == b"0123456789");
+        let other = SharedBuf::new(PacketBuf::from_slice(b"0123456789"));
+        let mut h = Frag::new(other, 0, 5).unwrap();
+        assert!(!h.extend(&b), "another buffer");
+        assert_eq!(h.bytes(), b"01234");
+        drop((g, h));
         assert_eq!(s.ref_count(), 3);
         assert!(a.shared().same(&s));
         drop(s);

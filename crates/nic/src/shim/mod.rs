@@ -1434,6 +1434,21 @@ impl ChainSink<Frag> for GroOut<'_> {
         self.batch.push(f);
     }
 
+    /// A joining segment's payload grows the chain's last fragment when it
+    /// continues it in the same buffer (consecutive GSO segments of one
+    /// super-frame, over a memory wire), else is pushed: a run of a
+    /// super-frame's segments goes up as one fragment per buffer it spans,
+    /// with no reference counted per segment.
+    #[inline]
+    fn chain(&mut self, chain: &mut Vec<Frag>, next: &Frag) {
+        if let Some(last) = chain.last_mut()
+            && last.extend(next)
+        {
+            return;
+        }
+        chain.extend_from_slice(core::slice::from_ref(next));
+    }
+
     fn run(&mut self, head: &[u8], chain: &mut Vec<Frag>, meta: &OffloadMeta) {
         let buf = self.small.alloc_from(head);
         self.batch.push(Frame {

@@ -69,8 +69,8 @@ impl<P> Run<P> {
         self.buf.get(..self.head).unwrap_or_default()
     }
 
-    /// Appends `payload` to the run: a clone of its handle `chained` in a
-    /// chaining run, else its bytes copied into room of up to `room` bytes. A
+    /// Appends `payload` to the run: its handle `chained` in a chaining run
+    /// (as `out` chains it, [`Out::chain`]), else its bytes copied into room of up to `room` bytes. A
     /// checksum `deferred` (the sum of its pseudo-header and headers) is
     /// verified on the way: summed where the payload lies, or as it is copied.
     /// False, with nothing appended, if it is bad (or, which the room grown for
@@ -83,18 +83,12 @@ impl<P> Run<P> {
         chained: Option<&P>,
         deferred: Option<u32>,
         room: usize,
-    ) -> bool
-    where
-        P: Clone,
-    {
+        out: &mut impl Out<P>,
+    ) -> bool {
         if let Some(handle) = chained {
             let good = deferred.is_none_or(|h| walk::sums_to_ones(checksum::partial(payload, h)));
             if good {
-                // Cloned where it goes: `push(handle.clone())` makes the clone
-                // on the stack and hands it to an out-of-line push by address,
-                // whose wide load of it stalls on store forwarding (1.4 % of
-                // the software-offload bulk cell in perf).
-                self.chain.extend_from_slice(core::slice::from_ref(handle));
+                out.chain(&mut self.chain, handle);
             }
             return good;
         }
