@@ -533,8 +533,11 @@ impl<N: Nic> Shim<N> {
                     return Err((gso_error(e), Counter::TxDroppedInvalid));
                 }
             };
-            for f in q.pending.iter_mut().skip(first) {
-                f.meta.csum = seg_csum;
+            if !self.tx_sg {
+                // (`segment_sg` has set them.)
+                for f in q.pending.iter_mut().skip(first) {
+                    f.meta.csum = seg_csum;
+                }
             }
             tally.add(Counter::GsoPackets, 1);
             tally.add(Counter::GsoSegments, n as u64);
@@ -988,14 +991,19 @@ impl<N: Nic> Shim<N> {
         // parts), or up as they are where the shim reads no payload on receive
         // and the layer above takes them; any other is gathered here, before
         // anything reads its bytes.
+        // One pass over the records: gathering, and whether any is a
+        // super-frame.
+        let pass = self.pass_sg && self.up_sg;
+        let mut any_gso = false;
         for f in frames.iter_mut() {
-            let pass = self.pass_sg && self.up_sg;
-            if !f.is_linear() && !pass && (!self.rx_sg || f.meta.gso.is_some()) && f.linearize() {
+            let gso = f.meta.gso.is_some();
+            any_gso |= gso;
+            if !f.is_linear() && !pass && (!self.rx_sg || gso) && f.linearize() {
                 tally.add(Counter::SgLinearized, 1);
             }
         }
         let verify = self.soft.rx_csum && !self.soft.lro;
-        let resegment = !self.caps.offloads.lro && frames.iter().any(|f| f.meta.gso.is_some());
+        let resegment = !self.caps.offloads.lro && any_gso;
         if verify {
             frames.retain_mut(|f| {
                 if !matches!(f.meta.csum, Checksum::None) {
