@@ -85,7 +85,7 @@
 //! # The fast path
 //!
 //! Once a plain TCP run (no tunnel; IPv4 without options or IPv6 without
-//! extension headers) has three segments, its first frame's headers become a
+//! extension headers) has two segments, its first frame's headers become a
 //! template with a mask of the bytes every later segment must repeat: all but
 //! the IP length, ID and header checksum and the TCP sequence number and
 //! checksum. A frame that matches the template of the run GRO last touched, or
