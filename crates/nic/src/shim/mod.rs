@@ -734,39 +734,67 @@ impl Payload<'_> {
                 if range.start < *base {
                     (*idx, *base) = (0, *head_len);
                 }
-                let mut pos = range.start;
-                let mut gathered: Option<PacketBuf> = None;
-                while pos < range.end {
-                    let Some(p) = pieces.get(*idx) else { break };
-                    if pos >= *base + p.len() {
-                        *base += p.len();
-                        *idx += 1;
-                        continue;
-                    }
-                    let from = pos - *base;
-                    let k = (p.len() - from).min(range.end - pos);
-                    if gathered.is_none() && k == range.end - pos && pos == range.start {
-                        // Within one piece: referenced where it lies.
-                        frags.push_slice(p, from, k);
-                        return;
-                    }
-                    let bytes = p.bytes().get(from..from + k).unwrap_or_default();
-                    gathered
-                        .get_or_insert_with(|| {
-                            let mut b = pool.alloc();
-                            b.clear();
-                            b
-                        })
-                        .extend_from_slice(bytes);
-                    pos += k;
+                // The piece the range starts in.
+                while let Some(p) = pieces.get(*idx)
+                    && range.start >= *base + p.len()
+                {
+                    *base += p.len();
+                    *idx += 1;
                 }
-                if let Some(b) = gathered {
-                    let len = b.len();
-                    if let Some(frag) = Frag::new(SharedBuf::new(b), 0, len) {
-                        let _ = frags.push(frag);
-                    }
+                let Some(p) = pieces.get(*idx) else {
+                    return;
+                };
+                if range.end - *base <= p.len() {
+                    // Within one piece: referenced where it lies.
+                    frags.push_slice(p, range.start - *base, range.len());
+                    return;
                 }
+                gather(pieces, idx, base, range, frags, pool);
             }
+        }
+    }
+}
+
+/// The frame's bytes `range`, which span pieces from piece `idx` (at frame
+/// offset `base`) on, gathered into a buffer of `pool` and pushed onto
+/// `frags` as one fragment; the cursor left at the last piece read. Out of
+/// line: it happens once per boundary between pieces (send-buffer chunks),
+/// and inline it weighed on every segment's commit.
+#[cold]
+#[inline(never)]
+fn gather(
+    pieces: &[Frag],
+    idx: &mut usize,
+    base: &mut usize,
+    range: core::ops::Range<usize>,
+    frags: &mut crate::Frags,
+    pool: &Pool,
+) {
+    let mut pos = range.start;
+    let mut gathered: Option<PacketBuf> = None;
+    while pos < range.end {
+        let Some(p) = pieces.get(*idx) else { break };
+        if pos >= *base + p.len() {
+            *base += p.len();
+            *idx += 1;
+            continue;
+        }
+        let from = pos - *base;
+        let k = (p.len() - from).min(range.end - pos);
+        let bytes = p.bytes().get(from..from + k).unwrap_or_default();
+        gathered
+            .get_or_insert_with(|| {
+                let mut b = pool.alloc();
+                b.clear();
+                b
+            })
+            .extend_from_slice(bytes);
+        pos += k;
+    }
+    if let Some(b) = gathered {
+        let len = b.len();
+        if let Some(frag) = Frag::new(SharedBuf::new(b), 0, len) {
+            let _ = frags.push(frag);
         }
     }
 }
