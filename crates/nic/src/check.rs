@@ -15,7 +15,27 @@ use linerate_wire::{Layer, ethernet};
 ///
 /// Returns the frame's layout when it had to parse it (super-frames); on
 /// refusal, also says which `tx_dropped_<reason>` counter to bump.
+///
+/// Inline for the common frame (no segmentation request, no partial checksum,
+/// its head an Ethernet header at least, within the MTU): a backend checks
+/// every wire frame, software GSO's segments included, and a call per frame
+/// was 1.3 % of the software-offload bulk cell (perf). Anything else takes
+/// the full check, out of line.
+#[inline]
 pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicError, Counter)> {
+    if frame.meta.gso.is_none()
+        && !matches!(frame.meta.csum, linerate_offload::Checksum::Partial { .. })
+        && frame.bytes().len() >= ethernet::HEADER_LEN
+        && frame.len() <= caps.max_frame_len(0)
+    {
+        return Ok(None);
+    }
+    check_tx_full(caps, frame)
+}
+
+/// [`check_tx`] of any frame.
+#[inline(never)]
+fn check_tx_full(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicError, Counter)> {
     let bytes = frame.bytes();
     let len = frame.len();
     let malformed = |e| (NicError::Malformed(e), Counter::TxDroppedInvalid);

@@ -216,8 +216,10 @@ pub fn count(tally: &mut Tally, frames: &[crate::Frame], tx: bool) {
     } else {
         (Counter::RxPackets, Counter::RxBytes, Counter::RxGsoPackets)
     };
-    let bytes: usize = frames.iter().map(crate::Frame::len).sum();
-    let gso = frames.iter().filter(|f| f.meta.gso.is_some()).count();
+    // One pass over the records (two cost a second walk of every frame).
+    let (bytes, gso) = frames.iter().fold((0usize, 0usize), |(b, g), f| {
+        (b + f.len(), g + usize::from(f.meta.gso.is_some()))
+    });
     tally.add(p, frames.len() as u64);
     tally.add(b, bytes as u64);
     tally.add(g, gso as u64);

@@ -103,12 +103,43 @@ impl Frags {
     #[inline]
     pub fn push(&mut self, frag: Frag) -> Result<(), Frag> {
         if matches!(self.rep, Rep::None) {
-            // A GSO segment's one fragment: written in place.
-            self.rep = Rep::One(frag);
+            // A GSO segment's one fragment: written in place. Swapped in, not
+            // assigned: an assignment calls the drop glue of the old value
+            // (empty, but a call), across which the fragment waits on the
+            // stack, to be read back by one wide load that stalls on store
+            // forwarding (half of software GSO's per-segment commit in perf).
+            // What comes out is `Rep::None`, which owns nothing.
+            core::mem::forget(core::mem::replace(&mut self.rep, Rep::One(frag)));
         } else {
             self.push_more(frag);
         }
         Ok(())
+    }
+
+    /// Appends a reference to `len` bytes of `of` from `from` on
+    /// ([`Frag::slice`]); false, appending nothing, if they are not all in it
+    /// or `len` is 0.
+    ///
+    /// [`Frags::push`] of the slice, but where there is no fragment yet (a GSO
+    /// segment's) the new one is made where it stays: made before the branch,
+    /// it waits on the stack for whichever branch takes it, and its copy into
+    /// place stalls on store forwarding.
+    #[inline(always)]
+    pub fn push_slice(&mut self, of: &Frag, from: usize, len: usize) -> bool {
+        if matches!(self.rep, Rep::None) {
+            let Some(frag) = of.slice(from, len) else {
+                return false;
+            };
+            core::mem::forget(core::mem::replace(&mut self.rep, Rep::One(frag)));
+            return true;
+        }
+        match of.slice(from, len) {
+            Some(frag) => {
+                self.push_more(frag);
+                true
+            }
+            None => false,
+        }
     }
 
     #[cold]

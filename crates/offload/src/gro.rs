@@ -85,7 +85,7 @@
 //! # The fast path
 //!
 //! Once a plain TCP run (no tunnel; IPv4 without options or IPv6 without
-//! extension headers) has three segments, its first frame's headers become a
+//! extension headers) has two segments, its first frame's headers become a
 //! template with a mask of the bytes every later segment must repeat: all but
 //! the IP length, ID and header checksum and the TCP sequence number and
 //! checksum. A frame that matches the template of the run GRO last touched, or
@@ -642,7 +642,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         } else {
             pay
         };
-        let kept = run.keep(payload, chained, hit.deferred, l3 + max_len);
+        let kept = run.keep(payload, chained, hit.deferred, l3 + max_len, out);
         if !kept {
             // A bad checksum: the full path refuses the frame.
             return false;
@@ -730,7 +730,8 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         // own refusal, as if it had been refused when it was checked.
         match found {
             Some((slot, Ok((ids, then)))) => {
-                let Ok(flush) = self.append(slot, p, chained, csum.deferred, ids, then, limits)
+                let Ok(flush) =
+                    self.append(slot, p, chained, csum.deferred, ids, then, limits, out)
                 else {
                     return self.refuse(frame, meta, FlushReason::CsumBad, Some(hash), out);
                 };
@@ -816,13 +817,14 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         ids: [IdMode; 2],
         then: Option<FlushReason>,
         (max_len, max_segs): (usize, u16),
+        out: &mut impl Out<P>,
     ) -> Result<Option<FlushReason>, ()> {
         let Some(run) = self.table.run_mut(slot) else {
             return Ok(None);
         };
         let payload = p.payload();
         let room = usize::from(run.layout.outer.l3_offset) + max_len;
-        let kept = run.keep(payload, chained, deferred, room);
+        let kept = run.keep(payload, chained, deferred, room, out);
         if !kept {
             // Bad (or, which the room grown for it rules out, not copied whole):
             // the bytes written past the run are room, not the run.

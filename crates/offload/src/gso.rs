@@ -390,7 +390,7 @@ impl Segmenter {
                 .min(plan.payload_len - (i * plan.mss).min(plan.payload_len));
             let seg = plan.seg(i, len, sums.next(i, len));
             let h = sink.header(hdrs.len()).ok_or(GsoError::NoBuffer)?;
-            h.copy_from_slice(hdrs);
+            copy_headers(h, hdrs);
             plan.fix(h, &seg);
             sink.commit(at..at + len);
             at += len;
@@ -427,7 +427,7 @@ impl Segmenter {
         for (i, chunk) in plan.chunks(payload).enumerate() {
             let seg = plan.seg(i, chunk.len(), sums.get(i));
             let h = sink.header(hdrs.len()).ok_or(GsoError::NoBuffer)?;
-            h.copy_from_slice(hdrs);
+            copy_headers(h, hdrs);
             plan.fix(h, &seg);
             sink.commit(at..at + chunk.len());
             at += chunk.len();
@@ -460,7 +460,7 @@ impl Segmenter {
         for (i, chunk) in plan.chunks(payload).enumerate() {
             let buf = sink.buffer(h + chunk.len()).ok_or(GsoError::NoBuffer)?;
             let (hdr, data) = buf.split_at_mut(h);
-            hdr.copy_from_slice(hdrs);
+            copy_headers(hdr, hdrs);
             let payload_sum = match self.mode {
                 CsumMode::Complete => checksum::copy_partial(data, chunk, 0).unwrap_or(0),
                 CsumMode::LeavePartial => {
@@ -579,6 +579,34 @@ impl Segmenter {
                 actual: frame.len(),
             })?;
         Ok((plan, hdrs, payload))
+    }
+}
+
+/// Copies a segment's headers, `src`, into `dst` (as long). From 16 bytes on
+/// the copy is 16-byte blocks, the last one overlapping the one before: a few
+/// inline moves, where `copy_from_slice` of a length known only at run time is
+/// a call to `memcpy` for every segment (2.5 % of the software-offload bulk
+/// cell in perf, for 66 bytes).
+#[inline(always)]
+fn copy_headers(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if n < 16 || dst.len() != n {
+        dst.copy_from_slice(src);
+        return;
+    }
+    for (d, s) in dst.chunks_exact_mut(16).zip(src.chunks_exact(16)) {
+        d.copy_from_slice(s);
+    }
+    if !n.is_multiple_of(16) {
+        let d = dst
+            .get_mut(n - 16..)
+            .and_then(|d| <&mut [u8; 16]>::try_from(d).ok());
+        let s = src
+            .get(n - 16..)
+            .and_then(|s| <&[u8; 16]>::try_from(s).ok());
+        if let (Some(d), Some(s)) = (d, s) {
+            *d = *s;
+        }
     }
 }
 

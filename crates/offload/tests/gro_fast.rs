@@ -238,3 +238,62 @@ proptest::proptest! {
         linerate_offload::harness::gro(&data);
     }
 }
+
+/// A bulk stream whose checksums GRO verifies itself: from the template on
+/// (built at a run's second segment), every segment joins by the fast path,
+/// so the layout (asked for only when a frame does not simply continue the
+/// run) is asked for the first two segments alone; a segment with a bad
+/// checksum is not taken there, and goes down the full path to be refused.
+/// A fast path whose header sum were wrong would send every segment down the
+/// full path (same outcome, by design), which only this count shows.
+#[test]
+fn verified_segments_take_the_fast_path_from_the_third_on() {
+    for (v6, vlan, options, fixed_id) in [
+        (false, false, true, false),
+        (false, true, false, true),
+        (true, false, true, false),
+    ] {
+        let frames = segments(v6, vlan, options, fixed_id);
+        assert_eq!(frames.len(), 13);
+        let cfg = GroConfig::default();
+        for bad in [None, Some(7usize)] {
+            let mut frames = frames.clone();
+            if let Some(i) = bad {
+                let last = frames[i].len() - 1;
+                frames[i][last] ^= 0x10;
+            }
+            let mut gro = Gro::new(cfg);
+            let mut out: Out = Vec::new();
+            let mut sink = |x: &[u8], m: &OffloadMeta| out.push((x.to_vec(), *m));
+            let mut asked = 0;
+            for (i, f) in frames.iter().enumerate() {
+                let l = cfg.layout.parse(f).unwrap();
+                let (head, pay) = f.split_at(usize::from(l.payload));
+                let layout = || {
+                    asked += 1;
+                    Some(l)
+                };
+                let meta = OffloadMeta::plain();
+                assert!(gro.receive_split_with(i as u64, head, pay, layout, &meta, &mut sink));
+            }
+            gro.flush_all(&mut sink);
+            let c = gro.counters();
+            match bad {
+                None => {
+                    assert_eq!(asked, 2, "v6 {v6} vlan {vlan} options {options}");
+                    assert_eq!((out.len(), c.merged, c.csum_verified), (1, 12, 13));
+                }
+                Some(_) => {
+                    // The bad segment, the one after it (its sequence number
+                    // no longer continues the run, which leaves: it starts
+                    // another) and that run's second take the full path.
+                    assert_eq!(asked, 5, "v6 {v6} vlan {vlan} options {options}");
+                    assert_eq!(c.csum_verified, 12);
+                    // Two runs, and the bad segment between them as it came.
+                    assert_eq!(out.len(), 3);
+                    assert_eq!(out[1].1.csum, Checksum::None);
+                }
+            }
+        }
+    }
+}

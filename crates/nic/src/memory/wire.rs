@@ -94,20 +94,20 @@ impl Rings {
             .get(ring)
             .map_or(0, |r| self.ring_len.saturating_sub(r.frames.len()));
         let frames = batch.get_mut(..n).unwrap_or_default();
+        // One pass over the records: the hash cleared (the receiver hashes for
+        // itself; `deliver` clears it too, whichever way the frames go) while
+        // the sizes are checked.
         let whole = n <= room
-            && frames
-                .iter()
-                .all(|f| f.meta.gso.is_some() || f.len() <= max_len || !oversize(f, caps));
+            && frames.iter_mut().fold(true, |ok, f| {
+                f.meta.rss = None;
+                ok && (f.meta.gso.is_some() || f.len() <= max_len || !oversize(f, caps))
+            });
         let Some(r) = self.rings.get_mut(ring).filter(|_| whole && n > 0) else {
             for f in batch.drain(..n) {
                 self.deliver(ring, now, f);
             }
             return;
         };
-        for f in frames {
-            // The receiver hashes for itself.
-            f.meta.rss = None;
-        }
         let arrival = r.arrival_after(now);
         r.arrivals.extend(core::iter::repeat_n(arrival, n));
         if r.frames.is_empty() && n == batch.len() {

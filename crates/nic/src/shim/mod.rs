@@ -533,8 +533,11 @@ impl<N: Nic> Shim<N> {
                     return Err((gso_error(e), Counter::TxDroppedInvalid));
                 }
             };
-            for f in q.pending.iter_mut().skip(first) {
-                f.meta.csum = seg_csum;
+            if !self.tx_sg {
+                // (`segment_sg` has set them.)
+                for f in q.pending.iter_mut().skip(first) {
+                    f.meta.csum = seg_csum;
+                }
             }
             tally.add(Counter::GsoPackets, 1);
             tally.add(Counter::GsoSegments, n as u64);
@@ -731,41 +734,67 @@ impl Payload<'_> {
                 if range.start < *base {
                     (*idx, *base) = (0, *head_len);
                 }
-                let mut pos = range.start;
-                let mut gathered: Option<PacketBuf> = None;
-                while pos < range.end {
-                    let Some(p) = pieces.get(*idx) else { break };
-                    if pos >= *base + p.len() {
-                        *base += p.len();
-                        *idx += 1;
-                        continue;
-                    }
-                    let from = pos - *base;
-                    let k = (p.len() - from).min(range.end - pos);
-                    if gathered.is_none() && k == range.end - pos && pos == range.start {
-                        // Within one piece: referenced where it lies.
-                        if let Some(frag) = Frag::new(p.shared().clone(), p.offset() + from, k) {
-                            let _ = frags.push(frag);
-                        }
-                        return;
-                    }
-                    let bytes = p.bytes().get(from..from + k).unwrap_or_default();
-                    gathered
-                        .get_or_insert_with(|| {
-                            let mut b = pool.alloc();
-                            b.clear();
-                            b
-                        })
-                        .extend_from_slice(bytes);
-                    pos += k;
+                // The piece the range starts in.
+                while let Some(p) = pieces.get(*idx)
+                    && range.start >= *base + p.len()
+                {
+                    *base += p.len();
+                    *idx += 1;
                 }
-                if let Some(b) = gathered {
-                    let len = b.len();
-                    if let Some(frag) = Frag::new(SharedBuf::new(b), 0, len) {
-                        let _ = frags.push(frag);
-                    }
+                let Some(p) = pieces.get(*idx) else {
+                    return;
+                };
+                if range.end - *base <= p.len() {
+                    // Within one piece: referenced where it lies.
+                    frags.push_slice(p, range.start - *base, range.len());
+                    return;
                 }
+                gather(pieces, idx, base, range, frags, pool);
             }
+        }
+    }
+}
+
+/// The frame's bytes `range`, which span pieces from piece `idx` (at frame
+/// offset `base`) on, gathered into a buffer of `pool` and pushed onto
+/// `frags` as one fragment; the cursor left at the last piece read. Out of
+/// line: it happens once per boundary between pieces (send-buffer chunks),
+/// and inline it weighed on every segment's commit.
+#[cold]
+#[inline(never)]
+fn gather(
+    pieces: &[Frag],
+    idx: &mut usize,
+    base: &mut usize,
+    range: core::ops::Range<usize>,
+    frags: &mut crate::Frags,
+    pool: &Pool,
+) {
+    let mut pos = range.start;
+    let mut gathered: Option<PacketBuf> = None;
+    while pos < range.end {
+        let Some(p) = pieces.get(*idx) else { break };
+        if pos >= *base + p.len() {
+            *base += p.len();
+            *idx += 1;
+            continue;
+        }
+        let from = pos - *base;
+        let k = (p.len() - from).min(range.end - pos);
+        let bytes = p.bytes().get(from..from + k).unwrap_or_default();
+        gathered
+            .get_or_insert_with(|| {
+                let mut b = pool.alloc();
+                b.clear();
+                b
+            })
+            .extend_from_slice(bytes);
+        pos += k;
+    }
+    if let Some(b) = gathered {
+        let len = b.len();
+        if let Some(frag) = Frag::new(SharedBuf::new(b), 0, len) {
+            let _ = frags.push(frag);
         }
     }
 }
@@ -775,11 +804,16 @@ impl HeaderSink for SgSink<'_, '_> {
         if !self.open {
             // Room first, then the frame made where it stays: `push` builds it
             // on the stack before the capacity check and copies it over, and
-            // that copy stalls on store forwarding (perf).
-            let (pool, meta) = (self.pool, self.meta);
+            // that copy stalls on store forwarding (perf). Made with an empty
+            // head (constants), which then becomes the pool's buffer in place
+            // (`alloc_into_empty`; a buffer moved in would stall the same way).
+            let meta = self.meta;
             let n = self.out.len() + 1;
-            self.out.resize_with(n, || Frame::new(pool.alloc(), meta));
+            self.out
+                .resize_with(n, || Frame::new(PacketBuf::from_vec(Vec::new()), meta));
             self.open = true;
+            let f = self.out.last_mut()?;
+            self.pool.alloc_into_empty(&mut f.buf);
         }
         let f = self.out.last_mut()?;
         f.buf.clear();
@@ -985,14 +1019,19 @@ impl<N: Nic> Shim<N> {
         // parts), or up as they are where the shim reads no payload on receive
         // and the layer above takes them; any other is gathered here, before
         // anything reads its bytes.
+        // One pass over the records: gathering, and whether any is a
+        // super-frame.
+        let pass = self.pass_sg && self.up_sg;
+        let mut any_gso = false;
         for f in frames.iter_mut() {
-            let pass = self.pass_sg && self.up_sg;
-            if !f.is_linear() && !pass && (!self.rx_sg || f.meta.gso.is_some()) && f.linearize() {
+            let gso = f.meta.gso.is_some();
+            any_gso |= gso;
+            if !f.is_linear() && !pass && (!self.rx_sg || gso) && f.linearize() {
                 tally.add(Counter::SgLinearized, 1);
             }
         }
         let verify = self.soft.rx_csum && !self.soft.lro;
-        let resegment = !self.caps.offloads.lro && frames.iter().any(|f| f.meta.gso.is_some());
+        let resegment = !self.caps.offloads.lro && any_gso;
         if verify {
             frames.retain_mut(|f| {
                 if !matches!(f.meta.csum, Checksum::None) {
@@ -1429,6 +1468,21 @@ impl ChainSink<Frag> for GroOut<'_> {
             f.meta = m;
         }
         self.batch.push(f);
+    }
+
+    /// A joining segment's payload grows the chain's last fragment when it
+    /// continues it in the same buffer (consecutive GSO segments of one
+    /// super-frame, over a memory wire), else is pushed: a run of a
+    /// super-frame's segments goes up as one fragment per buffer it spans,
+    /// with no reference counted per segment.
+    #[inline]
+    fn chain(&mut self, chain: &mut Vec<Frag>, next: &Frag) {
+        if let Some(last) = chain.last_mut()
+            && last.extend(next)
+        {
+            return;
+        }
+        chain.extend_from_slice(core::slice::from_ref(next));
     }
 
     fn run(&mut self, head: &[u8], chain: &mut Vec<Frag>, meta: &OffloadMeta) {

@@ -813,3 +813,32 @@ fn an_unwrapped_backend_hands_up_linear_frames_again() {
     assert!(batch[0].is_linear());
     assert_eq!(batch[0].bytes(), &frames[0][..]);
 }
+
+/// Frag-list GRO of a super-frame's segments, each referencing the next part
+/// of one buffer: the run goes up as its headers and one fragment (the chain
+/// grown segment by segment, not one fragment per segment), holding the one
+/// buffer once, and the payload is the super-frame's.
+#[test]
+fn a_run_of_consecutive_segments_goes_up_as_one_fragment() {
+    let (mut a, mut b) = plain_pair(ShimConfig::all());
+    assert!(b.set_rx_sg(true));
+    let data = payload(40_000, 9);
+    let (frame, meta) = super_frame(Tun::None, false, &data, 1448);
+    let mut batch = Batch::new();
+    batch.push(Frame::new(a.pool().alloc_from(&frame), meta));
+    assert_eq!(a.transmit(0, &mut batch).unwrap(), 1);
+    let segs = data.len().div_ceil(1448) as u64;
+    assert_eq!(b.receive(0, &mut batch, 64).unwrap(), 1);
+    let got = &batch[0];
+    assert_eq!(got.meta.gso.map(|g| u64::from(g.segs)), Some(segs));
+    assert_eq!(got.frags.len(), 1, "one fragment for the whole run");
+    let shared = got.first_shared().unwrap();
+    assert_eq!(shared.ref_count(), 1, "the run holds the buffer once");
+    let mut whole = Vec::new();
+    got.gather_to_vec(&mut whole);
+    assert_eq!(whole.len(), frame.len());
+    assert_eq!(inner_payload(&whole), data);
+    let s = b.counters().snapshot();
+    assert_eq!(s.by_name("gro_merged"), Some(segs - 1));
+    assert_eq!(s.by_name("csum_verified"), Some(segs));
+}

@@ -25,6 +25,24 @@ pub trait ChainSink<P> {
     /// the payloads in `chain`, in order. The sink may take them (`drain`,
     /// `mem::take`); GRO drops what it leaves and keeps the vector's room.
     fn run(&mut self, head: &[u8], chain: &mut Vec<P>, meta: &OffloadMeta);
+
+    /// Appends `next`, the payload of a segment joining a run, to the run's
+    /// `chain` (never empty: the run's first payload is in it). By default a
+    /// clone of `next` is pushed; a sink whose handles name ranges of shared
+    /// buffers may instead grow the last one when `next` continues it in the
+    /// same buffer (as consecutive GSO segments of one super-frame do), so a
+    /// run of them leaves as one handle: no reference counted per segment,
+    /// and none for the layer above to walk.
+    #[inline]
+    fn chain(&mut self, chain: &mut Vec<P>, next: &P)
+    where
+        P: Clone,
+    {
+        // Cloned where it goes: `push(next.clone())` makes the clone on the
+        // stack and hands it to an out-of-line push by address, whose wide
+        // load of it stalls on store forwarding (perf).
+        chain.extend_from_slice(core::slice::from_ref(next));
+    }
 }
 
 /// The payload type of a copying context ([`Gro::new`](super::Gro::new)): it
@@ -47,6 +65,10 @@ pub(super) trait Out<P> {
     /// A run leaving GRO: `buf[..len]` its bytes (a chaining run's: its headers),
     /// `chain` its payloads (empty in a copying context).
     fn run(&mut self, buf: &mut Vec<u8>, len: usize, chain: &mut Vec<P>, meta: &OffloadMeta);
+
+    /// Appends a joining segment's payload handle to its run's chain
+    /// ([`ChainSink::chain`]).
+    fn chain(&mut self, chain: &mut Vec<P>, next: &P);
 }
 
 /// A copying context's sink.
@@ -66,12 +88,17 @@ impl<S: GroSink + ?Sized> Out<NoChain> for Copying<'_, S> {
     fn run(&mut self, buf: &mut Vec<u8>, len: usize, _: &mut Vec<NoChain>, meta: &OffloadMeta) {
         self.0.run(buf, len, meta);
     }
+
+    #[inline]
+    fn chain(&mut self, _: &mut Vec<NoChain>, next: &NoChain) {
+        match *next {}
+    }
 }
 
 /// A chaining context's sink.
 pub(super) struct Chaining<'s, S: ?Sized>(pub(super) &'s mut S);
 
-impl<P, S: ChainSink<P> + ?Sized> Out<P> for Chaining<'_, S> {
+impl<P: Clone, S: ChainSink<P> + ?Sized> Out<P> for Chaining<'_, S> {
     #[inline]
     fn frame(&mut self, head: &[u8], _: &[u8], chained: Option<&P>, meta: &OffloadMeta) {
         // A chaining context hands every frame in with its handle.
@@ -83,5 +110,10 @@ impl<P, S: ChainSink<P> + ?Sized> Out<P> for Chaining<'_, S> {
     #[inline]
     fn run(&mut self, buf: &mut Vec<u8>, len: usize, chain: &mut Vec<P>, meta: &OffloadMeta) {
         self.0.run(buf.get(..len).unwrap_or_default(), chain, meta);
+    }
+
+    #[inline]
+    fn chain(&mut self, chain: &mut Vec<P>, next: &P) {
+        self.0.chain(chain, next);
     }
 }

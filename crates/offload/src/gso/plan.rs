@@ -206,7 +206,7 @@ impl Plan {
 
     /// Fixes every header of one segment, innermost first, each passing outward
     /// the sum of what it covers.
-    #[inline]
+    #[inline(always)]
     pub fn fix(&self, hdr: &mut [u8], seg: &Seg) {
         let below = self.transport.fix(hdr, seg, seg.payload_sum);
         let below = self.ip.fix(hdr, seg, below);

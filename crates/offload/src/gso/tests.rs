@@ -363,3 +363,13 @@ fn payload_sums_across_batches_and_odd_mss() {
         }
     }
 }
+
+#[test]
+fn header_copy_is_exact_at_every_length() {
+    for n in 0..=160usize {
+        let src: Vec<u8> = (0..n).map(|i| (i * 7 + 1) as u8).collect();
+        let mut dst = vec![0xeeu8; n];
+        copy_headers(&mut dst, &src);
+        assert_eq!(dst, src, "length {n}");
+    }
+}
