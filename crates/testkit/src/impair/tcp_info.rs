@@ -87,6 +87,10 @@ pub struct TcpInfo {
     pub snd_cwnd: u32,
     /// Smoothed RTT (microseconds).
     pub rtt_us: u32,
+    /// RTT variance (microseconds).
+    pub rttvar_us: u32,
+    /// Retransmission timeout (microseconds).
+    pub rto_us: u32,
     /// The least RTT seen (microseconds; the windowed minimum RACK uses).
     pub min_rtt_us: u32,
     /// Segments sent, retransmissions included.
@@ -181,6 +185,8 @@ pub fn tcp_info(socket: &impl AsRawFd) -> io::Result<TcpInfo> {
         reordering: raw.reordering,
         snd_cwnd: raw.snd_cwnd,
         rtt_us: raw.rtt,
+        rttvar_us: raw.rttvar,
+        rto_us: raw.rto,
         min_rtt_us: raw.min_rtt,
         segs_out: raw.segs_out,
         segs_in: raw.segs_in,
