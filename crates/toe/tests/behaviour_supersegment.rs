@@ -7,7 +7,8 @@
 //! RFC 9293 section 3.1). The checks are independent of the engine: the
 //! pseudo-header sum is computed here, the checksum completed by
 //! `linerate_offload::csum::complete` and the real `Segmenter`, and verified
-//! by etherparse.
+//! by etherparse. Without offloads the turns are by the same bytes: a
+//! super-segment's worth of MSS segments per connection per round.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -75,10 +76,11 @@ fn pseudo_sum(src: [u8; 4], dst: [u8; 4], l4_len: usize) -> u16 {
     s as u16
 }
 
-#[test]
-fn two_connections_take_turns_with_checksum_partial_super_segments() {
+/// Two connections to the hand-driven peer, each with 1 MiB queued and its
+/// window grown by four round trips of slow start; the stream's bytes.
+fn two_flows_in_slow_start(offloads: bool) -> (Raw, Vec<Flow>, Vec<u8>) {
     let mut r = Raw::host(|c| {
-        c.offloads = true;
+        c.offloads = offloads;
         c.tcp.send_buffer = 1 << 20;
         c.neighbor_ttl = std::time::Duration::from_secs(3600);
     });
@@ -110,13 +112,6 @@ fn two_connections_take_turns_with_checksum_partial_super_segments() {
     for f in &flows {
         assert_eq!(r.e.tcp_send(f.c, &data).unwrap(), data.len());
     }
-    let flow_of = |frame: &[u8]| {
-        let (_, tcp, _) = split(frame);
-        flows
-            .iter()
-            .position(|f| f.port == tcp.source_port())
-            .unwrap()
-    };
 
     // Slow start (RFC 5681, RFC 3465): every full-sized segment acknowledged on
     // its own grows cwnd by one MSS, so each round trip doubles it. Four round
@@ -126,7 +121,7 @@ fn two_connections_take_turns_with_checksum_partial_super_segments() {
         let out = poll(&mut r);
         assert!(!out.is_empty());
         for e in &out {
-            let k = flow_of(&e.frame);
+            let k = flow_of(&flows, &e.frame);
             let (_, tcp, payload) = split(&e.frame);
             let (seq, len) = (tcp.sequence_number(), payload.len());
             let f = &flows[k];
@@ -151,6 +146,22 @@ fn two_connections_take_turns_with_checksum_partial_super_segments() {
         .map(|f| r.e.tcp_info(f.c).unwrap().cwnd)
         .collect();
     assert!(cwnd.iter().all(|&w| w >= 100 * MSS), "cwnd {cwnd:?}");
+    (r, flows, data)
+}
+
+/// Which of `flows` sent `frame`.
+fn flow_of(flows: &[Flow], frame: &[u8]) -> usize {
+    let (_, tcp, _) = split(frame);
+    flows
+        .iter()
+        .position(|f| f.port == tcp.source_port())
+        .unwrap()
+}
+
+#[test]
+fn two_connections_take_turns_with_checksum_partial_super_segments() {
+    let (mut r, flows, data) = two_flows_in_slow_start(true);
+    let flow_of = |frame: &[u8]| flow_of(&flows, frame);
 
     // One poll: both connections send their window as super-segments, in turns.
     let out = poll(&mut r);
@@ -239,4 +250,44 @@ fn two_connections_take_turns_with_checksum_partial_super_segments() {
         assert_eq!(payload, &data[off..off + payload.len()]);
     }
     assert!(segments_seen > 2 * 100);
+}
+
+/// Without offloads the turns are by the same bytes: a connection's turn is as
+/// many MSS segments as one super-segment would carry (65,455 bytes of data,
+/// 44 segments of 1460), not one segment (which made the per-visit work, the
+/// round-robin queue and the timers, a per-segment cost).
+#[test]
+fn without_offloads_connections_take_turns_of_a_super_segments_worth() {
+    let (mut r, flows, data) = two_flows_in_slow_start(false);
+    let out = poll(&mut r);
+    let order: Vec<usize> = out.iter().map(|e| flow_of(&flows, &e.frame)).collect();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &k in &order {
+        match runs.last_mut() {
+            Some((f, n)) if *f == k => *n += 1,
+            _ => runs.push((k, 1)),
+        }
+    }
+    let turn = (65_535 - 20 - 60) / MSS;
+    assert!(runs.len() >= 4, "several turns each: {runs:?}");
+    // While both have something to send every turn is a whole quantum; the
+    // last of each may be shorter (the window ran out), and after the other's
+    // last turn one connection may go on alone.
+    for (i, &(_, n)) in runs[..runs.len() - 2].iter().enumerate() {
+        assert_eq!(n, turn, "turn {i} of {runs:?}");
+    }
+    for e in &out {
+        let (ip, tcp, payload) = split(&e.frame);
+        assert!(e.meta.gso.is_none());
+        assert_eq!(payload.len(), MSS);
+        assert!(usize::from(ip.total_len()) <= 1500);
+        let want = tcp
+            .to_header()
+            .calc_checksum_ipv4(&ip.to_header(), payload)
+            .unwrap();
+        assert_eq!(tcp.checksum(), want, "segment checksum");
+        let f = &flows[flow_of(&flows, &e.frame)];
+        let off = tcp.sequence_number().wrapping_sub(f.me) as usize;
+        assert_eq!(payload, &data[off..off + payload.len()]);
+    }
 }

@@ -12,7 +12,8 @@
 //! hash map (O(1)); each connection's earliest deadline sits in an indexed heap
 //! (`timers`); orphaned TIME-WAIT connections are compact records
 //! (`time_wait`); connections with something to send wait in a round-robin
-//! queue, visited again only while they may have more to send.
+//! queue, visited again only while they may have more to send, and send up to
+//! a super-segment's worth of data per visit.
 
 mod announce;
 pub(crate) mod flow_hash;
@@ -258,9 +259,10 @@ impl Engine {
     /// Writes every frame due now into buffers `sink` lends, and returns how many.
     /// Control frames first, then queued UDP datagrams, then TCP. A poll is
     /// made of rounds: in each, every connection with something to send emits
-    /// one segment (a super-segment of up to 64 KiB with offloads on), in
-    /// round-robin order (A, B, A, B, ...), and rounds follow until none has
-    /// anything left or the sink is full.
+    /// up to `ROUND_QUANTUM` bytes of data (one super-segment with offloads
+    /// on, up to 45 MSS segments without), in round-robin order (A, B, A, B,
+    /// ...), and rounds follow until none has anything left or the sink is
+    /// full.
     /// TCP headers and payload are written straight into the sink's buffer.
     pub fn poll_transmit_into(&mut self, now: Instant, sink: &mut impl TxSink) -> usize {
         self.clock = self.clock.max(now);
@@ -277,13 +279,29 @@ impl Engine {
                 continue;
             };
             slot.queued = false;
-            let sent = self.emit_tcp(now, idx, sink);
-            // Frames a neighbour miss queued, an RST, or a frame the sink had no
-            // room for may be waiting.
-            let room = self.flush_control(sink, &mut n);
-            if sent {
+            // One visit sends up to a round's quantum: one super-segment with
+            // offloads, as many MSS segments as fill one without, so that
+            // connections share the sink by the same bytes per round either
+            // way, and the per-visit work (the queue, the timers) is done once
+            // per quantum rather than once per segment.
+            let (mut sent, mut quantum) = (false, output::ROUND_QUANTUM);
+            let room = loop {
+                let emitted = self.emit_tcp(now, idx, sink);
+                // Frames a neighbour miss queued, an RST, or a frame the sink
+                // had no room for may be waiting.
+                let room = self.flush_control(sink, &mut n);
+                let Some(len) = emitted else {
+                    break room;
+                };
+                sent = true;
                 n += 1;
-            }
+                // Another as long would not fit the quantum: the visit ends.
+                let len = len.max(1);
+                quantum = quantum.saturating_sub(len);
+                if !room || quantum < len || !self.conn(idx).is_some_and(may_send_more) {
+                    break room;
+                }
+            };
             self.after_event(idx);
             // Back in the queue for the next round only if there may be more
             // to send: a second visit that finds nothing costs as much as the

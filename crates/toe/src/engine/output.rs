@@ -32,6 +32,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// length) is 16 bits, so 65535 less the largest IP and TCP headers.
 pub(crate) const MAX_SUPER_DATA: usize = 65_535 - ipv4::HEADER_LEN - tcp::MAX_HEADER_LEN;
 
+/// Bytes of data one connection sends per visit of the transmit round
+/// (`Engine::poll_transmit_into`): one super-segment's worth, so that with
+/// offloads off a visit sends as many MSS segments as one super-segment would
+/// carry with them on.
+pub(crate) const ROUND_QUANTUM: usize = MAX_SUPER_DATA;
+
 /// Most chunks of the send buffer one super-segment references (more, from
 /// many short writes, and it is copied instead).
 const MAX_TX_FRAGS: usize = 4;
@@ -161,11 +167,18 @@ impl Engine {
     /// into a buffer of `sink`; returns whether a segment was produced. A frame for
     /// an unresolved neighbour goes to the neighbour queue (and a probe is sent); a
     /// frame the sink has no room for waits in the control queue for the next poll.
-    pub(super) fn emit_tcp(&mut self, now: Instant, idx: usize, sink: &mut impl TxSink) -> bool {
-        self.try_emit_tcp(now, idx, sink).is_some()
+    /// Emits connection `idx`'s next segment (or super-segment); returns the
+    /// bytes of TCP data it carried, `None` if it had nothing to send.
+    pub(super) fn emit_tcp(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        sink: &mut impl TxSink,
+    ) -> Option<usize> {
+        self.try_emit_tcp(now, idx, sink)
     }
 
-    fn try_emit_tcp(&mut self, now: Instant, idx: usize, sink: &mut impl TxSink) -> Option<()> {
+    fn try_emit_tcp(&mut self, now: Instant, idx: usize, sink: &mut impl TxSink) -> Option<usize> {
         let offloads = self.cfg.offloads;
         // One look-up of the slot for the whole segment (the fields used
         // beside it are disjoint from `slots`).
@@ -188,6 +201,7 @@ impl Engine {
                 .tx
                 .frags(o.data_off, o.data_len, MAX_TX_FRAGS, &mut frags);
         let conn = &*conn;
+        let data_len = o.data_len;
         let remote = conn.remote;
         let segments = o.wire_segments();
         self.counters.tcp_out_segs += segments as u64;
@@ -216,7 +230,7 @@ impl Engine {
             let meta = build_tcp(buf, macs, conn, &o, opts, id, offloads)?;
             sink.commit_frags(&meta, frags);
             self.counters.tcp_out_by_ref += 1;
-            return Some(());
+            return Some(data_len);
         }
         drop(frags);
         if let Some(dst_mac) = hit
@@ -225,7 +239,7 @@ impl Engine {
             let macs = (dst_mac, src_mac);
             let meta = build_tcp(buf, macs, conn, &o, opts, id, offloads)?;
             sink.commit(&meta);
-            return Some(());
+            return Some(data_len);
         }
         let mut frame = vec![0u8; total];
         let meta = build_tcp(
@@ -239,7 +253,7 @@ impl Engine {
         )?;
         if hit.is_some() {
             self.control.push_back((frame, meta));
-            return Some(());
+            return Some(data_len);
         }
         match self.neighbors.enqueue(now, remote.ip(), (frame, meta)) {
             Queued::ProbeNow => self.probe(remote.ip()),
@@ -250,7 +264,7 @@ impl Engine {
                 self.counters.neighbor_table_full += 1;
             }
         }
-        Some(())
+        Some(data_len)
     }
 
     /// Sends an ARP request or a neighbour solicitation for `ip`.
