@@ -168,6 +168,10 @@ pub struct Counters {
     /// In-order segments whose payload the receive buffer kept in its frame
     /// instead of copying (`Engine::handle_frames`, `tcp::recvbuf`).
     pub tcp_rx_adopted: u64,
+    /// Segments taken by header prediction: in-order data the receive fast
+    /// path placed without the general ACK processing (`Conn::on_predicted`;
+    /// Linux's `TCPHPHits`).
+    pub tcp_hp_hits: u64,
     /// Receive buffers grown by auto-tuning (`TcpConfig::recv_autotune`), each
     /// growth once.
     pub tcp_rcvbuf_grown: u64,

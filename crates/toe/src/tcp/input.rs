@@ -67,6 +67,10 @@ impl Conn {
     /// in reply, if any.
     pub fn on_segment(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> Option<Rst> {
         self.ka.heard(now);
+        if self.on_predicted(now, seg, c) {
+            self.apply_close();
+            return None;
+        }
         let r = match self.state {
             State::SynSent(_) => self.on_syn_sent(now, seg, c),
             State::Closed(_) => None,
@@ -74,6 +78,70 @@ impl Conn {
         };
         self.apply_close();
         r
+    }
+
+    /// Header prediction (Van Jacobson's; Linux's `tcp_rcv_established` fast
+    /// path) for the receiver of a bulk transfer: in ESTABLISHED, the next
+    /// in-order data segment, ACK (and PSH) only, inside the window, with a
+    /// timestamp PAWS accepts when timestamps are on, acknowledging nothing new
+    /// while nothing of ours is in flight, the window unchanged, no SACK
+    /// blocks, and nothing in the send state that an ACK could move
+    /// ([`Snd::ack_cannot_move`]). Every check of the general path passes for
+    /// such a segment, and its ACK processing (`process_ack`) would change
+    /// only SND.WL1, SND.WL2 and the probe timer: those are done here, then
+    /// the text as the general path places it. Returns false, having changed
+    /// nothing, for any other segment.
+    fn on_predicted(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) -> bool {
+        let len = seg.data_len();
+        if self.app_closed
+            || len == 0
+            || len > self.rx.free()
+            || seg.flags.bits() & !(Flags::ACK.bits() | Flags::PSH.bits()) != 0
+            || !seg.has(Flags::ACK)
+        {
+            return false;
+        }
+        let State::Established(Established { snd, rcv }) = &mut self.state else {
+            return false;
+        };
+        if seg.seq != rcv.nxt {
+            return false;
+        }
+        let tsval = match (rcv.ts_ok, seg.opts.timestamps) {
+            (false, _) => None,
+            (true, Some((v, _))) if (v.wrapping_sub(rcv.ts_recent) as i32) >= 0 => Some(v),
+            (true, _) => return false,
+        };
+        let seg_wnd = usize::from(seg.wnd) << snd.shift;
+        if seg.ack != snd.una
+            || snd.una != snd.max
+            || seg_wnd != snd.wnd
+            || !seg.sack.as_slice().is_empty()
+            || !snd.ack_cannot_move()
+        {
+            return false;
+        }
+        // TS.Recent (RFC 7323 section 4.3).
+        if let Some(v) = tsval {
+            rcv.ts_recent = v;
+        }
+        // The window update (SND.WL1 / SND.WL2) and the probe timer, as
+        // `process_ack` leaves them for this ACK.
+        if snd.wl1 < seg.seq || (snd.wl1 == seg.seq && snd.wl2 <= seg.ack) {
+            snd.wl1 = seg.seq;
+            snd.wl2 = seg.ack;
+            snd.max_wnd = snd.max_wnd.max(seg_wnd);
+        }
+        snd.rack.pto_at = None;
+        c.tcp_hp_hits += 1;
+        self.ecn.on_ack(snd, seg.flags, c);
+        if self.ecn.on_segment(seg.flags, seg.ce, true, c) {
+            rcv.ack_now = true;
+        }
+        self.process_text(now, seg, c);
+        self.rcv_rtt_measure(now, seg);
+        self.take_fin(now);
+        true
     }
 
     fn closed(&mut self, reason: CloseReason) {

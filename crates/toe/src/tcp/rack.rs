@@ -885,6 +885,20 @@ impl Snd {
         self.arm_pto(now, delack);
     }
 
+    /// An ACK of nothing new, without SACK blocks or a window change, while
+    /// nothing is in flight, would change nothing here but the probe timer:
+    /// no recovery, persist probe, undo episode, tail probe or D-SACK round
+    /// is open and RACK has nothing new to look at (the receive fast path,
+    /// `Conn::on_predicted`, relies on it).
+    pub(crate) fn ack_cannot_move(&self) -> bool {
+        self.recovery.is_none()
+            && self.persist.is_none()
+            && self.undo.idle()
+            && self.rack.tlp_end.is_none()
+            // RACK's state is an ACK's business only with SACK (`rack_on_ack`).
+            && (!self.sack_ok || (!self.rack.advanced && self.rack.dsack_round.is_none()))
+    }
+
     /// A probe may be scheduled (RFC 8985 section 7.2's conditions).
     /// Without SACK too, but there only new data is probed ([`Snd::take_probe`]):
     /// RFC 8985 asks for SACK, since without it (and D-SACK) a resend's need

@@ -41,6 +41,13 @@ pub(crate) struct Undo {
     first_rtx_ts: Option<u32>,
 }
 
+impl Undo {
+    /// No episode is open: an ACK has nothing to judge.
+    pub(crate) fn idle(&self) -> bool {
+        !self.active
+    }
+}
+
 impl Snd {
     /// A fast retransmission or a first retransmission timeout begins an
     /// episode (call before cwnd and ssthresh are cut). A timeout during fast
