@@ -43,7 +43,12 @@ impl Scaled {
 
     /// Process CPU seconds per GB (10^9 bytes).
     pub fn cpu_s_per_gb(&self) -> f64 {
-        self.cpu.total().as_secs_f64() / (self.bytes as f64 / 1e9).max(1e-12)
+        self.per_gb(self.cpu.total())
+    }
+
+    /// `t` per GB of the bytes moved.
+    fn per_gb(&self, t: Duration) -> f64 {
+        t.as_secs_f64() / (self.bytes as f64 / 1e9).max(1e-12)
     }
 }
 
@@ -160,19 +165,31 @@ pub fn run(flows: usize, per_flow: usize, rounds: usize) -> Result<[Scaled; 2], 
     let [Some(one), Some(two)] = best else {
         return Err("no measurement".into());
     };
-    println!("{:>7} | {:>8} | {:>9}", "queues", "Gbit/s", "CPU s/GB");
+    // User and system time apart: the data path runs in user space; the
+    // kernel's part is the threads' sleeps and wake-ups, which grow when the
+    // threads (two queue threads per end with two queues, and the two tokio
+    // workers) outnumber the cores.
+    println!(
+        "{:>7} | {:>8} | {:>9} | {:>10} | {:>10}",
+        "queues", "Gbit/s", "CPU s/GB", "user s/GB", "sys s/GB"
+    );
     for m in [one, two] {
         println!(
-            "{:>7} | {:>8.2} | {:>9.3}",
+            "{:>7} | {:>8.2} | {:>9.3} | {:>10.3} | {:>10.3}",
             m.queues,
             m.gbit_per_s(),
-            m.cpu_s_per_gb()
+            m.cpu_s_per_gb(),
+            m.per_gb(m.cpu.user),
+            m.per_gb(m.cpu.system)
         );
     }
     println!(
-        "2 queues / 1 queue: {:.2}x Gbit/s, {:.2}x CPU per byte (target: CPU within 10 %)",
+        "2 queues / 1 queue: {:.2}x Gbit/s, {:.2}x CPU per byte (target: CPU within 10 %); \
+         user time alone {:.2}x, system time {:.2}x",
         two.gbit_per_s() / one.gbit_per_s(),
-        two.cpu_s_per_gb() / one.cpu_s_per_gb()
+        two.cpu_s_per_gb() / one.cpu_s_per_gb(),
+        two.per_gb(two.cpu.user) / one.per_gb(one.cpu.user).max(1e-12),
+        two.per_gb(two.cpu.system) / one.per_gb(one.cpu.system).max(1e-12)
     );
     Ok([one, two])
 }
