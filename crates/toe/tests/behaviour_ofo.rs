@@ -12,86 +12,20 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::SocketHandle;
 use linerate_toe::tcp::assembler::MAX_RANGES;
-use linerate_wire::tcp::Flags;
-use std::time::Duration;
 
-struct Rx {
-    r: Raw,
-    c: SocketHandle,
-    port: u16,
-    /// The peer's ISN + 1.
-    base: u32,
-    me: u32,
-    stream: Vec<u8>,
-}
-
-impl Rx {
-    /// Established with a peer offering no window scale (so our window field
-    /// is the window in bytes), a receive buffer of `rcvbuf` bytes, no
-    /// auto-tuning.
-    fn new(rcvbuf: usize, tune: impl FnOnce(&mut linerate_toe::Config)) -> Rx {
-        let mut r = Raw::host(|c| {
-            c.tcp.recv_buffer = rcvbuf;
-            c.tcp.recv_autotune = false;
-            c.neighbor_ttl = Duration::from_secs(3600);
-            tune(c);
-        });
-        let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
-        let syn = r.segments().remove(0);
-        r.answer_syn_with(c, &syn, 99, 60_000, &[]);
-        let (me, _) = r.e.tcp_addrs(c).unwrap();
-        Rx {
-            r,
-            c,
-            port: me.port(),
-            base: 100,
-            me: syn.seq.wrapping_add(1),
-            stream: common::pattern(1 << 20, 11),
-        }
-    }
-
-    /// Stream bytes `[from, to)` in one segment.
-    fn send(&mut self, from: usize, to: usize) {
-        let f = tcp_frame(
-            80,
-            self.port,
-            self.base.wrapping_add(from as u32),
-            Some(self.me),
-            Flags::ACK,
-            60_000,
-            &[],
-            &self.stream[from..to],
-        );
-        self.r.input(&f);
-    }
-
-    /// Everything readable now.
-    fn read(&mut self) -> Vec<u8> {
-        let mut got = Vec::new();
-        let mut buf = vec![0u8; 1 << 20];
-        while let Ok(n) = self.r.e.tcp_recv(self.c, &mut buf) {
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        got
-    }
-
-    /// The window the engine advertised last, and its ACK number (relative).
-    fn last_ack(&mut self) -> Option<(usize, usize)> {
-        self.r
-            .segments()
-            .last()
-            .map(|s| (s.ack.wrapping_sub(self.base) as usize, usize::from(s.wnd)))
-    }
+/// A receiver with a receive buffer of `rcvbuf` bytes and no auto-tuning.
+fn rx(rcvbuf: usize, tune: impl FnOnce(&mut linerate_toe::Config)) -> Receiver {
+    Receiver::new(|c| {
+        c.tcp.recv_buffer = rcvbuf;
+        c.tcp.recv_autotune = false;
+        tune(c);
+    })
 }
 
 #[test]
 fn more_holes_than_the_connection_tracks_are_dropped_and_counted() {
-    let mut x = Rx::new(64 * 1024, |_| {});
+    let mut x = rx(64 * 1024, |_| {});
     let holes = MAX_RANGES + 8;
     // Ranges [200k + 100, 200k + 200): disjoint, each with a hole below it.
     for k in 0..holes {
@@ -122,7 +56,7 @@ fn more_holes_than_the_connection_tracks_are_dropped_and_counted() {
 #[test]
 fn data_beyond_the_window_is_not_kept() {
     let rcvbuf = 16 * 1024;
-    let mut x = Rx::new(rcvbuf, |_| {});
+    let mut x = rx(rcvbuf, |_| {});
     // Nudge an ACK out to learn the window advertised.
     x.send(0, 1);
     let (acked, wnd) = x.last_ack().expect("an ACK");
@@ -161,7 +95,7 @@ fn data_beyond_the_window_is_not_kept() {
 #[test]
 fn the_engine_wide_budget_is_exceeded_by_less_than_one_segment() {
     let budget = 3000;
-    let mut x = Rx::new(64 * 1024, |c| c.tcp.ofo_total = budget);
+    let mut x = rx(64 * 1024, |c| c.tcp.ofo_total = budget);
     // 2999 bytes held: one below the budget.
     x.send(1000, 1000 + budget - 1);
     // The budget is not spent yet, so a 5000-byte segment is taken whole:
@@ -187,7 +121,7 @@ fn the_engine_wide_budget_is_exceeded_by_less_than_one_segment() {
 /// retransmit before its timeout. Once the hole is filled the window opens.
 #[test]
 fn duplicate_acks_keep_their_window_while_the_reader_frees_space() {
-    let mut rx = Rx::new(64 << 10, |_| {});
+    let mut rx = rx(64 << 10, |_| {});
     for k in 0..20 {
         rx.send(k * 1000, (k + 1) * 1000);
     }
@@ -228,7 +162,7 @@ fn duplicate_acks_keep_their_window_while_the_reader_frees_space() {
 /// to Linux saw 3 and 2). One duplicate ACK per segment that arrives.
 #[test]
 fn a_read_while_a_hole_waits_sends_no_extra_duplicate() {
-    let mut rx = Rx::new(64 << 10, |_| {});
+    let mut rx = rx(64 << 10, |_| {});
     // 44 KB in: the window left (20.5 KiB) is under half the buffer.
     for k in 0..44 {
         rx.send(k * 1000, (k + 1) * 1000);

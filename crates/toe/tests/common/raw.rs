@@ -220,3 +220,85 @@ pub fn tcp_options(f: &[u8]) -> Vec<TcpOptionElement> {
         .filter(|o| !matches!(o, TcpOptionElement::Noop))
         .collect()
 }
+
+/// An established connection receiving from a hand-driven sender on port 80
+/// (the peer's ISN 99, window 60,000, no options, so our window field is the
+/// window in bytes): the sender's stream is `stream`, sent in segments of the
+/// test's choosing.
+pub struct Receiver {
+    pub r: Raw,
+    pub c: SocketHandle,
+    /// Our port.
+    pub port: u16,
+    /// The peer's ISN + 1: the stream's first sequence number.
+    pub base: u32,
+    /// Our ISN + 1.
+    pub me: u32,
+    pub stream: Vec<u8>,
+}
+
+impl Receiver {
+    /// Established, with the engine's config as `tune` leaves it (neighbours
+    /// kept for an hour).
+    pub fn new(tune: impl FnOnce(&mut Config)) -> Receiver {
+        let mut r = Raw::host(|c| {
+            c.neighbor_ttl = Duration::from_secs(3600);
+            tune(c);
+        });
+        let c = r.e.tcp_connect(r.now, peer_addr(80)).unwrap();
+        let syn = r.segments().remove(0);
+        r.answer_syn_with(c, &syn, 99, 60_000, &[]);
+        let (me, _) = r.e.tcp_addrs(c).unwrap();
+        Receiver {
+            r,
+            c,
+            port: me.port(),
+            base: 100,
+            me: syn.seq.wrapping_add(1),
+            stream: super::pattern(1 << 20, 11),
+        }
+    }
+
+    /// Stream bytes `[from, to)` in one segment, ACK only, acknowledging
+    /// nothing of ours, window 60,000.
+    pub fn send(&mut self, from: usize, to: usize) {
+        self.send_with(from, to, 0, Flags::ACK, 60_000);
+    }
+
+    /// Stream bytes `[from, to)` in one segment with `flags` and window `wnd`,
+    /// acknowledging `acked` bytes of ours.
+    pub fn send_with(&mut self, from: usize, to: usize, acked: u32, flags: Flags, wnd: u16) {
+        let f = tcp_frame(
+            80,
+            self.port,
+            self.base.wrapping_add(from as u32),
+            Some(self.me.wrapping_add(acked)),
+            flags,
+            wnd,
+            &[],
+            &self.stream[from..to],
+        );
+        self.r.input(&f);
+    }
+
+    /// Everything readable now.
+    pub fn read(&mut self) -> Vec<u8> {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        while let Ok(n) = self.r.e.tcp_recv(self.c, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    }
+
+    /// The window the engine advertised last, and its ACK number (relative).
+    pub fn last_ack(&mut self) -> Option<(usize, usize)> {
+        self.r
+            .segments()
+            .last()
+            .map(|s| (s.ack.wrapping_sub(self.base) as usize, usize::from(s.wnd)))
+    }
+}
