@@ -116,6 +116,14 @@ impl Rings {
             // record moves at all (as veth hands over the skb).
             let spare = Vec::from(core::mem::take(&mut r.frames));
             r.frames = VecDeque::from(core::mem::replace(&mut **batch, spare));
+        } else if n == batch.len() {
+            // The whole batch behind frames already in the ring: appended as
+            // one block copy (`extend` from a drain moves each record through
+            // the stack, and that copy stalls on store forwarding), the
+            // batch's storage kept for it.
+            let mut run = VecDeque::from(core::mem::take(&mut **batch));
+            r.frames.append(&mut run);
+            **batch = Vec::from(run);
         } else {
             r.frames.extend(batch.drain(..n));
         }
