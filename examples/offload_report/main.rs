@@ -99,6 +99,8 @@ struct Options {
     vnic_only: bool,
     /// Run the virtual NIC experiment at this pair count only.
     pairs: Option<usize>,
+    /// With `only`: run the cell this many times (a longer profile).
+    repeat: usize,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -154,6 +156,14 @@ fn options() -> Result<Options, Box<dyn Error>> {
                 .value_parser(value_parser!(usize))
                 .help("run the virtual NIC experiment at this pair count only"),
         )
+        .arg(
+            Arg::new("repeat")
+                .long("repeat")
+                .value_name("N")
+                .value_parser(value_parser!(usize))
+                .default_value("1")
+                .help("with --only: run the cell N times, one line each (a longer profile)"),
+        )
         .try_get_matches()
         .unwrap_or_else(|e| e.exit());
     let only = match m.get_one::<String>("only") {
@@ -179,6 +189,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
         no_vnic: m.get_flag("no-vnic"),
         vnic_only: m.get_flag("vnic-only"),
         pairs: m.get_one::<usize>("pairs").copied(),
+        repeat: m.get_one::<usize>("repeat").copied().unwrap_or(1).max(1),
     })
 }
 
@@ -234,16 +245,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         // One cell, for profiling: no table.
         let write = opts.write.unwrap_or(64 * 1024);
         let total = transfer_size(write) / if opts.quick { 10 } else { 1 };
-        let m = bulk::transfer(stack, write, total)?;
-        println!(
-            "{} at {}: {:.2} Gbit/s, {:.3} CPU s/GB, {} wire frames, {} frames into the stack",
-            stack.name(),
-            human(write),
-            m.gbit_per_s(),
-            m.cpu_s_per_gb(),
-            m.wire_frames,
-            m.stack_frames
-        );
+        for _ in 0..opts.repeat {
+            let m = bulk::transfer(stack, write, total)?;
+            println!(
+                "{} at {}: {:.2} Gbit/s, {:.3} CPU s/GB, {} wire frames, {} frames into the \
+                 stack",
+                stack.name(),
+                human(write),
+                m.gbit_per_s(),
+                m.cpu_s_per_gb(),
+                m.wire_frames,
+                m.stack_frames
+            );
+        }
         return Ok(());
     }
     let quick = opts.quick;

@@ -127,7 +127,7 @@ pub struct NeighborCache<T, P, S = RandomState> {
     /// address, MAC, expiry. Frames go to one next hop after another, and
     /// comparing an address is cheaper than hashing it. Every change to the map
     /// clears it, so while set it is a copy of the map's entry for its address.
-    last: Option<(IpAddr, [u8; 6], T)>,
+    last: Option<(Key, [u8; 6], T)>,
     /// Entries being resolved: [`NeighborCache::next_deadline`] looks at the
     /// table only when there are some.
     incomplete: usize,
@@ -227,14 +227,18 @@ where
     /// hit (the transmit path's look-up, once per frame).
     #[inline]
     pub fn lookup_mut(&mut self, now: T, ip: IpAddr) -> Lookup {
-        if let Some(mac) = self.last_hit(now, ip) {
-            return Lookup::Hit(mac);
+        let key = Key::of(ip);
+        match self.last {
+            Some((a, mac, expires)) if a == key && expires > now => Lookup::Hit(mac),
+            // The address goes on as its key, in registers: passed as an
+            // `IpAddr` it would be spilled to the stack before the check above.
+            _ => self.lookup_map(now, key.v6, key.bits),
         }
-        self.lookup_map(now, ip)
     }
 
     #[inline(never)]
-    fn lookup_map(&mut self, now: T, ip: IpAddr) -> Lookup {
+    fn lookup_map(&mut self, now: T, v6: bool, bits: u128) -> Lookup {
+        let ip = Key { v6, bits }.ip();
         match self.map.get_mut(&ip) {
             Some(Entry::Reachable {
                 mac,
@@ -242,7 +246,7 @@ where
                 wanted,
             }) if *expires > now => {
                 *wanted = true;
-                self.last = Some((ip, *mac, *expires));
+                self.last = Some((Key::of(ip), *mac, *expires));
                 Lookup::Hit(*mac)
             }
             _ => Lookup::Miss,
@@ -253,7 +257,7 @@ where
     #[inline(always)]
     fn last_hit(&self, now: T, ip: IpAddr) -> Option<[u8; 6]> {
         match self.last {
-            Some((a, mac, expires)) if a == ip && expires > now => Some(mac),
+            Some((a, mac, expires)) if a == Key::of(ip) && expires > now => Some(mac),
             _ => None,
         }
     }
@@ -392,6 +396,41 @@ where
                 Entry::Reachable { .. } => None,
             })
             .min()
+    }
+}
+
+/// An address as the last-hit check compares it: the family and the bits in
+/// one integer, made where the address is (in registers), not an `IpAddr`
+/// built on the stack and read back wider than it was written (a
+/// store-forwarding stall on the transmit path's once-per-frame look-up, in
+/// perf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key {
+    v6: bool,
+    bits: u128,
+}
+
+impl Key {
+    #[inline(always)]
+    fn of(ip: IpAddr) -> Key {
+        match ip {
+            IpAddr::V4(a) => Key {
+                v6: false,
+                bits: u128::from(u32::from(a)),
+            },
+            IpAddr::V6(a) => Key {
+                v6: true,
+                bits: u128::from(a),
+            },
+        }
+    }
+
+    fn ip(self) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(self.bits.into())
+        } else {
+            IpAddr::V4(u32::try_from(self.bits).unwrap_or_default().into())
+        }
     }
 }
 

@@ -270,8 +270,10 @@ impl Harness {
         let mut frames = Vec::new();
         let n = if self.cfg.offloads {
             let mut out = Batch::new();
-            let sink = &mut PoolSink::new(&self.pool, &mut out).with_frags(true);
-            let n = self.e.poll_transmit_into(self.now, sink);
+            let n = self.e.poll_transmit_into(
+                self.now,
+                &mut PoolSink::new(&self.pool, &mut out).with_frags(true),
+            );
             for f in out.iter() {
                 let mut v = Vec::new();
                 f.gather_to_vec(&mut v);

@@ -189,7 +189,11 @@ impl Engine {
         } else {
             conn.state.snd().map_or(1, |s| s.mss.max(1))
         };
-        let o = conn.poll_output(now, max_data, &mut self.counters)?;
+        // Used where it was returned: moved out of the `Option`, its fields
+        // would be read back wider than the callee wrote them (perf: a
+        // store-forwarding stall on every segment).
+        let out = conn.poll_output(now, max_data, &mut self.counters);
+        let o = out.as_ref()?;
         // A super-segment to a sink that takes scatter-gather frames goes as its
         // headers plus references to the send buffer: its payload is not copied
         // here (nor, over a memory wire, anywhere before the reader's copy).
@@ -227,8 +231,8 @@ impl Engine {
         {
             // The headers only: build_tcp's copy of the data copies nothing.
             let macs = (dst_mac, src_mac);
-            let meta = build_tcp(buf, macs, conn, &o, opts, id, offloads)?;
-            sink.commit_frags(&meta, frags);
+            let meta = build_tcp(buf, macs, conn, o, opts, id, offloads);
+            sink.commit_frags(meta.as_ref()?, frags);
             self.counters.tcp_out_by_ref += 1;
             return Some(data_len);
         }
@@ -237,8 +241,9 @@ impl Engine {
             && let Some(buf) = sink.buffer(total)
         {
             let macs = (dst_mac, src_mac);
-            let meta = build_tcp(buf, macs, conn, &o, opts, id, offloads)?;
-            sink.commit(&meta);
+            // By reference, as `out` above.
+            let meta = build_tcp(buf, macs, conn, o, opts, id, offloads);
+            sink.commit(meta.as_ref()?);
             return Some(data_len);
         }
         let mut frame = vec![0u8; total];
@@ -246,7 +251,7 @@ impl Engine {
             &mut frame,
             (hit.unwrap_or_default(), src_mac),
             conn,
-            &o,
+            o,
             opts,
             id,
             offloads,

@@ -15,7 +15,7 @@
 //!
 //! [`Nic::tx_sg`]: linerate_nic::Nic::tx_sg
 
-use linerate_nic::{Batch, Frags, Frame, PacketBuf, Pool};
+use linerate_nic::{Batch, Frags, Frame, Pool};
 use linerate_offload::OffloadMeta;
 
 /// Takes the frames an engine sends.
@@ -62,11 +62,17 @@ pub trait TxSink {
 
 /// A [`TxSink`] that fills buffers from a [`Pool`] and appends them to a [`Batch`]
 /// as [`Frame`]s.
+///
+/// Each frame is made in the batch when its buffer is lent ([`Batch::push_pooled`])
+/// and written where it stays; committing sets its metadata. A buffer lent and
+/// not committed is lent again by the next [`TxSink::buffer`], and taken out of
+/// the batch when the sink is dropped.
 #[derive(Debug)]
 pub struct PoolSink<'a> {
     pool: &'a Pool,
     batch: &'a mut Batch,
-    pending: Option<PacketBuf>,
+    /// The batch's last frame was lent and not committed yet.
+    open: bool,
     limit: usize,
     frags: bool,
 }
@@ -77,7 +83,7 @@ impl<'a> PoolSink<'a> {
         PoolSink {
             pool,
             batch,
-            pending: None,
+            open: false,
             limit: usize::MAX,
             frags: false,
         }
@@ -96,21 +102,46 @@ impl<'a> PoolSink<'a> {
         self.limit = limit;
         self
     }
+
+    /// The frame lent, now committed: the batch's last.
+    #[inline]
+    fn close(&mut self) -> Option<&mut Frame> {
+        if !core::mem::take(&mut self.open) {
+            return None;
+        }
+        self.batch.last_mut()
+    }
+}
+
+impl Drop for PoolSink<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.batch.pop();
+        }
+    }
 }
 
 impl TxSink for PoolSink<'_> {
+    #[inline]
     fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
-        if self.batch.len() >= self.limit {
-            return None;
-        }
-        let mut buf = self.pool.alloc();
-        buf.append(len);
-        Some(self.pending.insert(buf).as_mut_slice())
+        let f = if self.open {
+            self.batch.last_mut()?
+        } else {
+            if self.batch.len() >= self.limit {
+                return None;
+            }
+            let f = self.batch.push_pooled(self.pool, OffloadMeta::plain())?;
+            self.open = true;
+            f
+        };
+        f.buf.clear();
+        Some(f.buf.append(len))
     }
 
+    #[inline]
     fn commit(&mut self, meta: &OffloadMeta) {
-        if let Some(buf) = self.pending.take() {
-            self.batch.push(Frame::new(buf, *meta));
+        if let Some(f) = self.close() {
+            f.meta = *meta;
         }
     }
 
@@ -119,14 +150,18 @@ impl TxSink for PoolSink<'_> {
     }
 
     fn commit_frags(&mut self, meta: &OffloadMeta, frags: Frags) {
-        if let Some(buf) = self.pending.take() {
-            let mut f = Frame::new(buf, *meta);
+        if let Some(f) = self.close() {
+            f.meta = *meta;
             f.frags = frags;
-            self.batch.push(f);
         }
     }
 
     fn push_frame(&mut self, frame: Frame) -> Result<(), Frame> {
+        if self.open {
+            // A buffer lent and abandoned: it is not a frame.
+            self.open = false;
+            self.batch.pop();
+        }
         if self.batch.len() >= self.limit {
             return Err(frame);
         }
@@ -156,5 +191,69 @@ impl<F: FnMut(&[u8], &OffloadMeta)> TxSink for CallbackSink<'_, F> {
         if let Some(frame) = self.buf.get(..self.len) {
             (self.out)(frame, meta);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    /// The pool buffers out of the pool's free list, with `pool` still holding
+    /// its warm ones (alloc'd and dropped once, so each later alloc reuses).
+    fn out_of(pool: &Pool) -> u64 {
+        let s = pool.stats();
+        s.allocated - s.free as u64
+    }
+
+    /// A frame is made in the batch when its buffer is lent; committed, it is
+    /// the bytes written with the meta given. A buffer lent and not committed is
+    /// lent again, and leaves the batch (back to the pool) when the sink goes
+    /// or a whole frame is pushed instead: never a frame of stale bytes.
+    #[test]
+    fn a_lent_buffer_is_a_frame_only_once_committed() {
+        let pool = Pool::default();
+        let mut batch = Batch::new();
+        let meta = OffloadMeta::plain();
+        {
+            let mut sink = PoolSink::new(&pool, &mut batch);
+            sink.buffer(3).unwrap().copy_from_slice(b"abc");
+            sink.commit(&meta);
+            // Lent twice, committed once: one frame, the second write's.
+            sink.buffer(5).unwrap().copy_from_slice(b"stale");
+            sink.buffer(2).unwrap().copy_from_slice(b"de");
+            sink.commit(&meta);
+            // Lent and abandoned for a whole frame.
+            sink.buffer(4).unwrap().copy_from_slice(b"lost");
+            sink.push_frame(Frame::plain(pool.alloc_from(b"fgh")))
+                .unwrap();
+            // Lent and never committed.
+            sink.buffer(4).unwrap().copy_from_slice(b"gone");
+        }
+        let got: Vec<&[u8]> = batch.iter().map(Frame::bytes).collect();
+        assert_eq!(got, [&b"abc"[..], b"de", b"fgh"]);
+        assert_eq!(out_of(&pool), 3, "the abandoned buffers went back");
+        batch.clear();
+        assert_eq!(out_of(&pool), 0);
+    }
+
+    /// The limit counts frames in the batch; a lent buffer is lent again
+    /// without counting twice.
+    #[test]
+    fn the_limit_counts_committed_and_lent_frames() {
+        let pool = Pool::default();
+        let mut batch = Batch::new();
+        let meta = OffloadMeta::plain();
+        {
+            let mut sink = PoolSink::new(&pool, &mut batch).with_limit(2);
+            sink.buffer(1).unwrap()[0] = 1;
+            sink.commit(&meta);
+            sink.buffer(1).unwrap()[0] = 2;
+            sink.buffer(1).unwrap()[0] = 3;
+            sink.commit(&meta);
+            assert!(sink.buffer(1).is_none());
+        }
+        let got: Vec<&[u8]> = batch.iter().map(Frame::bytes).collect();
+        assert_eq!(got, [&[1u8][..], &[3u8][..]]);
     }
 }
