@@ -465,9 +465,9 @@ impl Batch {
         }
     }
 
-    /// Appends a frame with `meta` and an empty buffer of `pool` (the pool's
-    /// headroom before it) and returns it, for a sink that writes the frame
-    /// where it stays.
+    /// Appends a frame with an empty buffer of `pool` (the pool's headroom
+    /// before it) and plain metadata, and returns it, for a sink that writes
+    /// the frame where it stays (and then sets its metadata).
     ///
     /// The frame is made in the batch's storage, field by field: a `Frame`
     /// built on the stack and pushed is copied by wide loads of what narrow
@@ -475,10 +475,12 @@ impl Batch {
     /// the engine's every transmitted segment and on software GSO's every
     /// segment head).
     #[inline]
-    pub fn push_pooled(&mut self, pool: &Pool, meta: OffloadMeta) -> Option<&mut Frame> {
+    pub fn push_pooled(&mut self, pool: &Pool) -> Option<&mut Frame> {
         let n = self.frames.len() + 1;
-        self.frames
-            .resize_with(n, || Frame::new(PacketBuf::from_vec(Vec::new()), meta));
+        // Constants only (a meta passed in would be copied through memory).
+        self.frames.resize_with(n, || {
+            Frame::new(PacketBuf::from_vec(Vec::new()), OffloadMeta::plain())
+        });
         let f = self.frames.last_mut()?;
         pool.alloc_into_empty(&mut f.buf);
         Some(f)

@@ -130,7 +130,7 @@ impl TxSink for PoolSink<'_> {
             if self.batch.len() >= self.limit {
                 return None;
             }
-            let f = self.batch.push_pooled(self.pool, OffloadMeta::plain())?;
+            let f = self.batch.push_pooled(self.pool)?;
             self.open = true;
             f
         };

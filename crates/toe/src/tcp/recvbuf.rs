@@ -305,17 +305,20 @@ impl RecvBuf {
             let Some(h) = self.held.front_mut() else {
                 break;
             };
-            let k = n.min(h.len());
-            h.start += k;
-            self.held_len -= k;
-            n -= k;
-            if h.start == h.end {
-                if let Some(h) = self.held.pop_front() {
-                    self.held_storage -= h.charge;
-                }
-            } else {
+            let len = h.len();
+            if n < len {
+                h.start += n;
+                self.held_len -= n;
                 return;
             }
+            // All of it: popped without a store into it first (the pop reads
+            // the whole entry back, and a load over a just-stored field stalls
+            // on store forwarding: perf showed it on every segment read).
+            let charge = h.charge;
+            self.held.pop_front();
+            self.held_storage -= charge;
+            self.held_len -= len;
+            n -= len;
         }
         self.ring.consume(n);
     }
