@@ -471,6 +471,11 @@ impl Engine {
 /// `macs` (destination, source), IP, TCP with `opts`, and the data copied from
 /// the send buffer. Every header byte is written, so `buf`
 /// may hold anything before. Returns the frame's offload metadata.
+///
+/// Inline: returned from a call, the metadata is written to the stack field by
+/// field and read back whole by the sink's commit, which stalls on store
+/// forwarding (perf, every segment).
+#[inline(always)]
 fn build_tcp(
     buf: &mut [u8],
     macs: ([u8; 6], [u8; 6]),

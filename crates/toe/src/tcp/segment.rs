@@ -261,7 +261,8 @@ impl Outgoing {
 
     /// Number of wire segments this becomes.
     pub fn wire_segments(&self) -> usize {
-        if self.data_len == 0 || self.mss == 0 {
+        if self.data_len <= self.mss || self.mss == 0 {
+            // Without a division: every segment when offloads are off.
             1
         } else {
             self.data_len.div_ceil(self.mss)
