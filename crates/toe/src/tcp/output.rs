@@ -457,9 +457,9 @@ fn choose(
     let avail = data_end.since(snd.nxt);
     let mut len = avail.min(cwnd_room).min(wnd_room).min(max_data);
     if len < avail {
-        if len >= mss {
+        if len > mss {
             len = len / mss * mss;
-        } else if len < snd.max_wnd / 2 || len == 0 {
+        } else if len < mss && (len < snd.max_wnd / 2 || len == 0) {
             len = 0;
         }
     } else if !no_delay && !fin_queued && flight > 0 && len % mss != 0 {

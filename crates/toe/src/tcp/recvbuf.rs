@@ -200,7 +200,11 @@ impl RecvBuf {
     /// itself follows by [`RecvBuf::fill`].
     pub(crate) fn adopt(&mut self, range: core::ops::Range<usize>) {
         self.held_len += range.len();
-        self.held.push_back(Held {
+        // Made where it stays (room first): `push_back` builds the entry on
+        // the stack and copies it with loads spanning its narrower stores,
+        // which stall on store forwarding (perf, every adopted segment).
+        let n = self.held.len() + 1;
+        self.held.resize_with(n, || Held {
             buf: Kept::Awaited,
             start: range.start,
             end: range.end,
@@ -222,7 +226,9 @@ impl RecvBuf {
     /// [`RecvBuf::fill_chain`].
     pub(crate) fn adopt_chain(&mut self, skip: usize, len: usize) {
         self.held_len += len;
-        self.held.push_back(Held {
+        // Made where it stays, as in `adopt`.
+        let n = self.held.len() + 1;
+        self.held.resize_with(n, || Held {
             buf: Kept::AwaitedChain,
             start: skip,
             end: skip + len,
