@@ -500,10 +500,7 @@ impl Conn {
         // two segments, which a delayed ACK would hold up by its timer each
         // round trip (Linux's `tcp_event_data_recv`: "sender failed to restart
         // window, so that we send ACKs quickly").
-        if rcv
-            .data_at
-            .is_some_and(|t| now.saturating_duration_since(t) > rto)
-        {
+        if rcv.data_at.is_some_and(|t| now > t + rto) {
             rcv.quickack = rcv.quickack.max(QUICKACKS);
         }
         rcv.data_at = Some(now);
@@ -518,7 +515,12 @@ impl Conn {
             owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, Some(dsack));
             return;
         }
-        let per_seg = seg.data_len() / seg.segs.max(1) as usize;
+        // A division only for a super-segment.
+        let per_seg = if seg.segs <= 1 {
+            seg.data_len()
+        } else {
+            seg.data_len() / seg.segs as usize
+        };
         rcv.seg_max = rcv.seg_max.max(per_seg);
         let start = seg.seq.plus(skip);
         let offset = start.since(rcv.nxt);
