@@ -54,8 +54,15 @@ impl Clone for Frags {
 }
 
 impl Drop for Frags {
+    #[inline]
     fn drop(&mut self) {
-        if let Rep::Chain(v) = core::mem::take(&mut self.rep) {
+        // Looked at in place first: taken whatever it is, the value would go
+        // through the stack and be read back wider than it was written (a
+        // store-forwarding stall per dropped frame, in perf). A lone
+        // fragment or none is dropped by the fields' own drop.
+        if matches!(self.rep, Rep::Chain(_))
+            && let Rep::Chain(v) = core::mem::take(&mut self.rep)
+        {
             keep_chain(v);
         }
     }

@@ -164,7 +164,9 @@ pub(crate) fn owe_dup_ack(
     dsack: Option<(Seq, Seq)>,
 ) {
     let d = dsack.map(|(l, r)| (l.0, r.0));
-    let blocks = if rcv.sack_ok {
+    // No blocks to report (in-order data, every second segment of a bulk
+    // transfer): the empty set as a constant, not built and copied.
+    let blocks = if rcv.sack_ok && (d.is_some() || !asm.is_empty()) {
         blocks_now(asm, d, rcv.ts_ok)
     } else {
         SackBlocks::new()
