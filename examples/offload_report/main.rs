@@ -101,6 +101,8 @@ struct Options {
     pairs: Option<usize>,
     /// With `only`: run the cell this many times (a longer profile).
     repeat: usize,
+    /// One tunnel cell (`KIND:MODE`, e.g. `vxlan:hw`), `repeat` times.
+    tunnel_cell: Option<String>,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -164,6 +166,15 @@ fn options() -> Result<Options, Box<dyn Error>> {
                 .default_value("1")
                 .help("with --only: run the cell N times, one line each (a longer profile)"),
         )
+        .arg(
+            Arg::new("tunnel-cell")
+                .long("tunnel-cell")
+                .value_name("KIND:MODE")
+                .help(
+                    "run one cell of the tunnel experiment (plain|vxlan|geneve|nvgre : \
+                     hw|sw|off, one way, --write or 64 KiB writes), --repeat times",
+                ),
+        )
         .try_get_matches()
         .unwrap_or_else(|e| e.exit());
     let only = match m.get_one::<String>("only") {
@@ -190,6 +201,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
         vnic_only: m.get_flag("vnic-only"),
         pairs: m.get_one::<usize>("pairs").copied(),
         repeat: m.get_one::<usize>("repeat").copied().unwrap_or(1).max(1),
+        tunnel_cell: m.get_one::<String>("tunnel-cell").cloned(),
     })
 }
 
@@ -241,6 +253,9 @@ fn zero_copy_table(opts: &Options, scale: u64, rounds: usize) -> Result<(), Box<
 
 fn main() -> Result<(), Box<dyn Error>> {
     let opts = options()?;
+    if let Some(cell) = &opts.tunnel_cell {
+        return tunnel::one_cell(cell, opts.write.unwrap_or(64 * 1024), opts.repeat);
+    }
     if let Some(stack) = opts.only {
         // One cell, for profiling: no table.
         let write = opts.write.unwrap_or(64 * 1024);

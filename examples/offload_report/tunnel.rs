@@ -6,12 +6,16 @@ use crate::chart::{Out, Row, Series, human};
 use linerate_testkit::bulk::{self, Measurement, Offload, Tunnelled, WRITES};
 use std::error::Error;
 
-/// Bytes per cell (per direction): smaller than the TCP table's, for 144 cells.
+/// Bytes per cell (per direction): smaller than the TCP table's, for 144
+/// cells, and large enough that a cell is not mostly its start (a fresh pair's
+/// pools filling, slow start): at 32 MiB an offload cell took about 3 ms, and
+/// the hw-against-no-tunnel ratios the tunnel issues check moved by 0.05-0.1
+/// between runs of one build (session 16; 128 MiB costs the report about 10 s).
 fn cell_bytes(write: usize) -> u64 {
     match write {
-        w if w <= 64 => 4 << 20,
-        w if w <= 1024 => 16 << 20,
-        _ => 32 << 20,
+        w if w <= 64 => 16 << 20,
+        w if w <= 1024 => 64 << 20,
+        _ => 128 << 20,
     }
 }
 
@@ -45,6 +49,34 @@ fn measure(
         }
     }
     Ok(cells)
+}
+
+/// One cell, `repeat` times, one line each (for profiling and for side by
+/// side runs of two builds): `spec` is `KIND:MODE`, as the tables name them.
+pub fn one_cell(spec: &str, write: usize, repeat: usize) -> Result<(), Box<dyn Error>> {
+    let (kind, mode) = spec
+        .split_once(':')
+        .ok_or("--tunnel-cell takes KIND:MODE")?;
+    let kind = Tunnelled::ALL
+        .into_iter()
+        .find(|k| k.name() == kind)
+        .ok_or_else(|| format!("no tunnel kind {kind:?}"))?;
+    let mode = Offload::ALL
+        .into_iter()
+        .find(|m| m.name() == mode)
+        .ok_or_else(|| format!("no offload mode {mode:?}"))?;
+    for _ in 0..repeat {
+        let m = bulk::transfer_tunnel(kind, mode, write, cell_bytes(write), false)?;
+        println!(
+            "{} {} at {}: {:.2} Gbit/s, {:.3} CPU s/GB",
+            kind.name(),
+            mode.name(),
+            human(write),
+            m.gbit_per_s(),
+            m.cpu_s_per_gb()
+        );
+    }
+    Ok(())
 }
 
 fn get(cells: &Cells, kind: Tunnelled, mode: Offload, write: usize) -> Option<&Measurement> {
