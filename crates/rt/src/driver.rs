@@ -21,7 +21,7 @@
 
 use super::RtError;
 use linerate_nic::NicCaps;
-use linerate_nic::{Batch, DEFAULT_BATCH, Frags, Frame, Nic, NicError, PacketBuf, Pool, Readiness};
+use linerate_nic::{Batch, DEFAULT_BATCH, Frags, Frame, Nic, NicError, Pool, Readiness};
 use linerate_offload::OffloadMeta;
 use linerate_toe::Instant;
 use linerate_toe::{Engine, TxSink};
@@ -335,9 +335,10 @@ impl<N: Nic, S: Service> Driver<N, S> {
             tx,
             stats,
             err,
-            pending: None,
+            open: false,
         };
         engine.poll_transmit_into(now, &mut sink);
+        sink.abandon_open();
         let DriverSink {
             nic,
             tx,
@@ -399,24 +400,34 @@ struct DriverSink<'a, N> {
     tx: &'a mut Batch,
     stats: &'a mut DriverStats,
     err: Option<NicError>,
-    pending: Option<PacketBuf>,
+    /// The batch's last frame was lent ([`TxSink::buffer`]) and not committed:
+    /// frames are made in the batch where they stay (`Batch::push_pooled`; one
+    /// built on the stack and pushed is copied by loads that stall on store
+    /// forwarding), so a lent frame is in `tx` before it is a frame.
+    open: bool,
 }
 
 impl<N: Nic> TxSink for DriverSink<'_, N> {
     fn buffer(&mut self, len: usize) -> Option<&mut [u8]> {
-        if self.tx.len() >= TX_BACKLOG {
-            return None;
-        }
-        let mut buf = self.pool.alloc();
-        buf.append(len);
-        Some(self.pending.insert(buf).as_mut_slice())
+        let f = if self.open {
+            self.tx.last_mut()?
+        } else {
+            if self.tx.len() >= TX_BACKLOG {
+                return None;
+            }
+            let f = self.tx.push_pooled(self.pool)?;
+            self.open = true;
+            f
+        };
+        f.buf.clear();
+        Some(f.buf.append(len))
     }
 
     fn commit(&mut self, meta: &OffloadMeta) {
-        let Some(buf) = self.pending.take() else {
-            return;
-        };
-        self.push(Frame::new(buf, *meta));
+        if let Some(f) = self.close() {
+            f.meta = *meta;
+            self.flush_if_full();
+        }
     }
 
     fn takes_frags(&self) -> bool {
@@ -424,28 +435,44 @@ impl<N: Nic> TxSink for DriverSink<'_, N> {
     }
 
     fn commit_frags(&mut self, meta: &OffloadMeta, frags: Frags) {
-        let Some(buf) = self.pending.take() else {
-            return;
-        };
-        let mut f = Frame::new(buf, *meta);
-        f.frags = frags;
-        self.push(f);
+        if let Some(f) = self.close() {
+            f.meta = *meta;
+            f.frags = frags;
+            self.flush_if_full();
+        }
     }
 
     fn push_frame(&mut self, frame: Frame) -> Result<(), Frame> {
+        self.abandon_open();
         if self.tx.len() >= TX_BACKLOG {
             return Err(frame);
         }
-        self.push(frame);
+        self.tx.push(frame);
+        self.flush_if_full();
         Ok(())
     }
 }
 
 impl<N: Nic> DriverSink<'_, N> {
-    /// Queues `frame`, sending a batch once one is full.
+    /// The frame lent, now committed: the batch's last.
     #[inline]
-    fn push(&mut self, frame: Frame) {
-        self.tx.push(frame);
+    fn close(&mut self) -> Option<&mut Frame> {
+        if !core::mem::take(&mut self.open) {
+            return None;
+        }
+        self.tx.last_mut()
+    }
+
+    /// Takes a frame lent and not committed out of the batch: it is not a frame.
+    fn abandon_open(&mut self) {
+        if core::mem::take(&mut self.open) {
+            self.tx.pop();
+        }
+    }
+
+    /// Sends the batch once a batch is full.
+    #[inline]
+    fn flush_if_full(&mut self) {
         if self.tx.len() >= DEFAULT_BATCH
             && self.err.is_none()
             && let Err(e) = flush(self.nic, self.queue, self.tx, self.stats)
@@ -465,5 +492,53 @@ pub(crate) fn is_neighbor_frame(frame: &[u8]) -> bool {
                 && frame.get(14 + 40).is_some_and(|t| (133..=137).contains(t))
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use linerate_nic::memory;
+
+    /// The sink makes each frame in the batch when its buffer is lent: only
+    /// committed frames reach the wire, each with the bytes written last; a
+    /// buffer lent again replaces the one before, and one never committed is
+    /// taken out before the batch goes.
+    #[test]
+    fn only_committed_frames_are_sent() {
+        let (mut a, mut b) =
+            memory::pair(memory::PairConfig::new(NicCaps::plain(), NicCaps::plain()));
+        let pool = a.pool().clone();
+        let (mut tx, mut stats) = (Batch::new(), DriverStats::default());
+        let meta = OffloadMeta::plain();
+        let frame = |byte: u8| vec![byte; 60];
+        {
+            let mut sink = DriverSink {
+                nic: &mut a,
+                queue: 0,
+                pool: &pool,
+                tx: &mut tx,
+                stats: &mut stats,
+                err: None,
+                open: false,
+            };
+            sink.buffer(60).unwrap().copy_from_slice(&frame(b'a'));
+            sink.commit(&meta);
+            sink.buffer(60).unwrap().copy_from_slice(&frame(b'x'));
+            sink.buffer(60).unwrap().copy_from_slice(&frame(b'b'));
+            sink.commit(&meta);
+            sink.buffer(60).unwrap().copy_from_slice(&frame(b'y'));
+            sink.push_frame(Frame::plain(pool.alloc_from(&frame(b'c'))))
+                .unwrap();
+            sink.buffer(60).unwrap().copy_from_slice(&frame(b'z'));
+            sink.abandon_open();
+        }
+        flush(&mut a, 0, &mut tx, &mut stats).unwrap();
+        let mut got = Batch::new();
+        b.receive(0, &mut got, 64).unwrap();
+        let bytes: Vec<Vec<u8>> = got.iter().map(|f| f.bytes().to_vec()).collect();
+        assert_eq!(bytes, [frame(b'a'), frame(b'b'), frame(b'c')]);
+        assert_eq!(stats.tx_frames, 3);
     }
 }
