@@ -50,6 +50,13 @@ impl Engine {
     /// verified or coalesced; a frame from a plain link passes
     /// [`OffloadMeta::plain()`].
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
+        self.frame_input(now, frame, meta);
+        self.flush_deferred_timer();
+    }
+
+    /// [`Engine::handle_frame`] leaving a connection's timer deferred (see
+    /// `after_input_event`): the caller flushes it.
+    fn frame_input(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
         self.counters.rx_frames += 1;
         self.clock = self.clock.max(now);
         let Ok(eth) = ethernet::Packet::new_checked(frame) else {
@@ -108,7 +115,7 @@ impl Engine {
                 len: bytes.len(),
                 storage: f.buf.storage(),
             });
-            self.handle_frame(now, bytes, &f.meta);
+            self.frame_input(now, bytes, &f.meta);
             self.rx_owned = None;
             if let Some((idx, generation)) = self.adopted.take()
                 && let Some(slot) = self.slots.get_mut(idx)
@@ -118,6 +125,7 @@ impl Engine {
                 conn.rx.fill(f.buf);
             }
         }
+        self.flush_deferred_timer();
     }
 
     /// A frame whose TCP data lies in its head and a chain of fragments:
@@ -632,7 +640,7 @@ impl Engine {
             if let Some(r) = rst {
                 self.send_rst(from.mac, local, remote, r);
             }
-            self.after_event(idx);
+            self.after_input_event(idx);
             self.mark_ready_after_input(now, idx);
             return;
         }

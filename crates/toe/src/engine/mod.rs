@@ -122,6 +122,9 @@ pub struct Engine {
     rx_owned: Option<OwnedFrame>,
     /// The connection (slot, generation) that adopted part of that frame.
     adopted: Option<(usize, u32)>,
+    /// A connection whose timer is rescheduled when the receive call returns
+    /// rather than after each of its segments (see `after_input_event`).
+    deferred_timer: Option<usize>,
 }
 
 impl Engine {
@@ -197,6 +200,7 @@ impl Engine {
             clock: Instant::ZERO,
             rx_owned: None,
             adopted: None,
+            deferred_timer: None,
         }
     }
 
@@ -522,6 +526,55 @@ impl Engine {
         if conn.became_established || matches!(conn.state, State::Closed(_) | State::TimeWait(_)) {
             self.after_event_rare(idx);
         } else if let Some(d) = conn.next_deadline() {
+            self.timers.schedule(idx, d);
+        }
+    }
+
+    /// [`Engine::after_event`] for a segment received in a batch: the same,
+    /// except that the connection's next deadline is computed and scheduled
+    /// once, when the receive call returns ([`Engine::flush_deferred_timer`]),
+    /// not after each of its segments. No time passes and no timer fires
+    /// inside a receive call, so only the last deadline matters (the heap only
+    /// moves a slot's entry earlier, and a due entry is checked against the
+    /// connection when it fires).
+    #[inline]
+    fn after_input_event(&mut self, idx: usize) {
+        use crate::tcp::state::State;
+        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
+            return;
+        };
+        conn.apply_close();
+        if conn.became_established || matches!(conn.state, State::Closed(_) | State::TimeWait(_)) {
+            self.after_event_rare(idx);
+            return;
+        }
+        match self.deferred_timer {
+            Some(d) if d == idx => {}
+            Some(d) => {
+                self.schedule_conn(d);
+                self.deferred_timer = Some(idx);
+            }
+            None => self.deferred_timer = Some(idx),
+        }
+    }
+
+    /// Schedules the connection whose timer [`Engine::after_input_event`]
+    /// deferred, if any. Every receive entry point calls it before returning.
+    pub(super) fn flush_deferred_timer(&mut self) {
+        if let Some(idx) = self.deferred_timer.take() {
+            self.schedule_conn(idx);
+        }
+    }
+
+    /// Schedules the connection in slot `idx` (if there is one) at its next
+    /// deadline.
+    fn schedule_conn(&mut self, idx: usize) {
+        if let Some(d) = self
+            .slots
+            .get(idx)
+            .and_then(|s| s.conn.as_ref())
+            .and_then(|c| c.next_deadline())
+        {
             self.timers.schedule(idx, d);
         }
     }
