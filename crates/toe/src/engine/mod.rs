@@ -518,16 +518,26 @@ impl Engine {
     /// the timer.
     #[inline]
     fn after_event(&mut self, idx: usize) {
+        if self.settle(idx) {
+            self.schedule_conn(idx);
+        }
+    }
+
+    /// What every event needs after it: the close the application asked for
+    /// applied, and the rare bookkeeping done (see `after_event_rare`). True
+    /// in the common case, when only the timer is left to keep.
+    #[inline]
+    fn settle(&mut self, idx: usize) -> bool {
         use crate::tcp::state::State;
         let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
-            return;
+            return false;
         };
         conn.apply_close();
         if conn.became_established || matches!(conn.state, State::Closed(_) | State::TimeWait(_)) {
             self.after_event_rare(idx);
-        } else if let Some(d) = conn.next_deadline() {
-            self.timers.schedule(idx, d);
+            return false;
         }
+        true
     }
 
     /// [`Engine::after_event`] for a segment received in a batch: the same,
@@ -539,13 +549,7 @@ impl Engine {
     /// connection when it fires).
     #[inline]
     fn after_input_event(&mut self, idx: usize) {
-        use crate::tcp::state::State;
-        let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) else {
-            return;
-        };
-        conn.apply_close();
-        if conn.became_established || matches!(conn.state, State::Closed(_) | State::TimeWait(_)) {
-            self.after_event_rare(idx);
+        if !self.settle(idx) {
             return;
         }
         match self.deferred_timer {
@@ -568,6 +572,7 @@ impl Engine {
 
     /// Schedules the connection in slot `idx` (if there is one) at its next
     /// deadline.
+    #[inline]
     fn schedule_conn(&mut self, idx: usize) {
         if let Some(d) = self
             .slots
