@@ -103,6 +103,8 @@ struct Options {
     repeat: usize,
     /// One tunnel cell (`KIND:MODE`, e.g. `vxlan:hw`), `repeat` times.
     tunnel_cell: Option<String>,
+    /// Run only the scaling experiment, `repeat` rounds.
+    scaling_only: bool,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -151,6 +153,10 @@ fn options() -> Result<Options, Box<dyn Error>> {
         .arg(flag("no-scaling", "skip the queue-scaling experiment"))
         .arg(flag("no-vnic", "skip the virtual NIC experiment"))
         .arg(flag("vnic-only", "run only the virtual NIC experiment"))
+        .arg(flag(
+            "scaling-only",
+            "run only the queue-scaling experiment (--repeat rounds, --quick for less)",
+        ))
         .arg(
             Arg::new("pairs")
                 .long("pairs")
@@ -202,6 +208,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
         pairs: m.get_one::<usize>("pairs").copied(),
         repeat: m.get_one::<usize>("repeat").copied().unwrap_or(1).max(1),
         tunnel_cell: m.get_one::<String>("tunnel-cell").cloned(),
+        scaling_only: m.get_flag("scaling-only"),
     })
 }
 
@@ -276,6 +283,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Ok(());
     }
     let quick = opts.quick;
+    if opts.scaling_only {
+        scaling::run(4, scaling::per_flow(quick), opts.repeat)?;
+        return Ok(());
+    }
     if opts.vnic_only {
         let mut out = Out::new(&opts.out)?;
         vnic::section(&mut out, quick, opts.pairs, 1)?;
@@ -384,8 +395,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         tunnel::section(&mut out, quick, opts.write)?;
     }
     if !opts.no_scaling {
-        let per_flow = if quick { 32 << 20 } else { 256 << 20 };
-        for m in scaling::run(4, per_flow, rounds)? {
+        for m in scaling::run(4, scaling::per_flow(quick), rounds)? {
             out.row(Row {
                 experiment: "scaling".into(),
                 direction: "uni",
