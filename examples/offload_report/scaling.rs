@@ -52,6 +52,10 @@ pub struct Scaled {
     pub wall: Duration,
     /// Process CPU over the same span.
     pub cpu: CpuTime,
+    /// Rounds of the queue loops, both ends, all queues.
+    pub polls: u64,
+    /// Frames the queues received, both ends.
+    pub rx_frames: u64,
 }
 
 impl Scaled {
@@ -63,6 +67,11 @@ impl Scaled {
     /// Process CPU seconds per GB (10^9 bytes).
     pub fn cpu_s_per_gb(&self) -> f64 {
         self.per_gb(self.cpu.total())
+    }
+
+    /// `n` per MB (10^6 bytes) moved.
+    fn per_mb(&self, n: u64) -> f64 {
+        n as f64 / (self.bytes as f64 / 1e6).max(1e-12)
     }
 
     /// `t` per GB of the bytes moved.
@@ -86,6 +95,7 @@ pub fn measure(queues: u16, flows: usize, per_flow: usize) -> Result<Scaled, Box
     let client = Runtime::start_queues(a.split(), RuntimeConfig::new(Sim::host_config(1)))?;
     let server = Runtime::start_queues(b.split(), RuntimeConfig::new(Sim::host_config(2)))?;
     let (ch, sh) = (client.handle().clone(), server.handle().clone());
+    let (cstats, sstats) = (ch.clone(), sh.clone());
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -150,6 +160,15 @@ pub fn measure(queues: u16, flows: usize, per_flow: usize) -> Result<Scaled, Box
         return Err(format!("{queues} queue(s): received {received} bytes of {want}").into());
     }
     drop(tokio);
+    let (mut polls, mut rx_frames) = (0, 0);
+    for h in [&cstats, &sstats] {
+        for q in 0..h.queues() {
+            if let Some(st) = h.stats(q) {
+                polls += st.polls;
+                rx_frames += st.rx_frames;
+            }
+        }
+    }
     client.shutdown()?;
     server.shutdown()?;
     Ok(Scaled {
@@ -157,6 +176,8 @@ pub fn measure(queues: u16, flows: usize, per_flow: usize) -> Result<Scaled, Box
         bytes: received as u64,
         wall,
         cpu,
+        polls,
+        rx_frames,
     })
 }
 
@@ -189,17 +210,19 @@ pub fn run(flows: usize, per_flow: usize, rounds: usize) -> Result<[Scaled; 2], 
     // threads (two queue threads per end with two queues, and the two tokio
     // workers) outnumber the cores.
     println!(
-        "{:>7} | {:>8} | {:>9} | {:>10} | {:>10}",
-        "queues", "Gbit/s", "CPU s/GB", "user s/GB", "sys s/GB"
+        "{:>7} | {:>8} | {:>9} | {:>10} | {:>10} | {:>9} | {:>10}",
+        "queues", "Gbit/s", "CPU s/GB", "user s/GB", "sys s/GB", "polls/MB", "frames/MB"
     );
     for m in [one, two] {
         println!(
-            "{:>7} | {:>8.2} | {:>9.3} | {:>10.3} | {:>10.3}",
+            "{:>7} | {:>8.2} | {:>9.3} | {:>10.3} | {:>10.3} | {:>9.1} | {:>10.1}",
             m.queues,
             m.gbit_per_s(),
             m.cpu_s_per_gb(),
             m.per_gb(m.cpu.user),
-            m.per_gb(m.cpu.system)
+            m.per_gb(m.cpu.system),
+            m.per_mb(m.polls),
+            m.per_mb(m.rx_frames)
         );
     }
     println!(
