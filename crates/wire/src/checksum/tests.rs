@@ -353,6 +353,37 @@ fn copy_partial_copies_and_sums_like_naive() {
 }
 
 #[test]
+fn every_copy_kernel_copies_and_sums_like_naive() {
+    let mut rng = Rng(13);
+    let buf = rng.bytes(70_000 + 128);
+    let mut lens: Vec<usize> = (0..300).collect();
+    lens.extend([
+        511, 512, 513, 1447, 1448, 1460, 1461, 4095, 9000, 65_535, 65_536, 70_000,
+    ]);
+    for &imp in chunk_kernels().iter() {
+        for &len in &lens {
+            for _ in 0..4 {
+                let (off, dst_off) = (rng.below(64), rng.below(64));
+                let src = &buf[off..off + len];
+                let initial = rng.next() as u32;
+                let mut dst = vec![0xa5u8; dst_off + len + 70];
+                let got = copy_partial_with(imp, &mut dst[dst_off..], src, initial).map(fold);
+                let what = format!("{} len {len} src +{off} dst +{dst_off}", imp.name());
+                assert_eq!(got, Some(naive(src, initial)), "{what}");
+                assert_eq!(&dst[dst_off..dst_off + len], src, "{what}");
+                assert!(dst[..dst_off].iter().all(|&b| b == 0xa5), "{what}: before");
+                assert!(
+                    dst[dst_off + len..].iter().all(|&b| b == 0xa5),
+                    "{what}: after"
+                );
+            }
+        }
+        let mut short = vec![0u8; 10];
+        assert_eq!(copy_partial_with(imp, &mut short, &buf[..11], 0), None);
+    }
+}
+
+#[test]
 fn copy_partial_across_blocks_and_into_short_buffers() {
     #[cfg(target_arch = "x86_64")]
     let block = x86::BLOCK;
