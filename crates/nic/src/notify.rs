@@ -35,15 +35,21 @@ impl Notify {
     }
 
     /// Stores the permit and wakes the registered waker and any blocked thread.
+    ///
+    /// The lock is only taken to order this call after a waiter's last look at
+    /// the permit (it looks holding the lock, and releases it only inside
+    /// `Condvar::wait`): the condition variable is signalled once it is
+    /// released, so the woken thread does not run straight into the lock still
+    /// held here and sleep on it again (a second sleep and wake-up per signal).
     pub fn notify(&self) {
         self.permit.store(true, Ordering::SeqCst);
         if self.waiting.load(Ordering::SeqCst) {
             let waker = {
                 let mut w = lock(&self.waker);
                 self.waiting.store(false, Ordering::SeqCst);
-                self.cond.notify_all();
                 w.take()
             };
+            self.cond.notify_all();
             if let Some(w) = waker {
                 w.wake();
             }
@@ -238,6 +244,29 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         n.notify();
         assert!(t.join().unwrap());
+    }
+
+    #[test]
+    fn no_wake_up_is_lost_in_a_ping_pong() {
+        // Two threads hand a turn back and forth 5,000 times through two
+        // signals; a lost wake-up leaves a thread waiting out its timeout.
+        const ROUNDS: usize = 5_000;
+        let (ping, pong) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let (ping2, pong2) = (Arc::clone(&ping), Arc::clone(&pong));
+        let t = std::thread::spawn(move || {
+            for i in 0..ROUNDS {
+                if !ping2.wait_timeout(Duration::from_secs(10)) {
+                    return Err(i);
+                }
+                pong2.notify();
+            }
+            Ok(())
+        });
+        for i in 0..ROUNDS {
+            ping.notify();
+            assert!(pong.wait_timeout(Duration::from_secs(10)), "round {i}");
+        }
+        assert_eq!(t.join().unwrap(), Ok(()));
     }
 
     #[test]
