@@ -61,8 +61,9 @@ fn dropped_on_another_thread_then_reused_here() {
 }
 
 /// Allocated on another thread, dropped here, then reused by a third thread.
-/// This thread's cache keeps up to two batches (64 buffers) that the third
-/// thread cannot reach; the rest it reuses.
+/// This thread's cache keeps up to two batches (a batch is an eighth of
+/// `max_free`, at most 256: here 125, so 250 buffers) that the third thread
+/// cannot reach; the rest it reuses.
 #[test]
 fn allocated_on_another_thread_dropped_here() {
     const N: usize = 300;
@@ -83,7 +84,7 @@ fn allocated_on_another_thread_dropped_here() {
     })
     .join()
     .unwrap();
-    assert!(reused.allocated <= N as u64 + 64, "{reused:?}");
+    assert!(reused.allocated <= N as u64 + 250, "{reused:?}");
     assert_eq!(reused.allocated + reused.reused, 2 * N as u64);
     // Free: what this thread's cache held back.
     assert_eq!(reused.free as u64, reused.allocated - N as u64);
