@@ -399,7 +399,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             out.row(Row {
                 experiment: "scaling".into(),
                 direction: "uni",
-                stack: format!("rt-{}q", m.queues),
+                stack: match m.tasks {
+                    scaling::Tasks::Tokio => format!("rt-{}q", m.queues),
+                    scaling::Tasks::OnQueues => format!("rt-local-{}q", m.queues),
+                },
                 write: 256 << 10,
                 gbit_per_s: m.gbit_per_s(),
                 cpu_s_per_gb: m.cpu_s_per_gb(),

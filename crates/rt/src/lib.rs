@@ -50,8 +50,12 @@
 //!   rings, woken by the queue threads. See [`net`].
 //! * [`UdpSocket`]: `bind`, `send_to`, `recv_from`, over staging queues of
 //!   datagrams in the same way.
+//! * [`local`]: tasks on the queue threads themselves (thread per core):
+//!   [`Handle::spawn_on`], [`local::spawn`], [`local::sleep`]. A task that
+//!   opens its streams on its own queue never crosses threads.
 
 pub mod driver;
+pub mod local;
 pub mod net;
 mod ring;
 pub mod runtime;

@@ -24,7 +24,8 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
-/// A TCP listener open on every queue of a runtime.
+/// A TCP listener open on every queue of a runtime ([`TcpListener::bind`]) or
+/// on one ([`TcpListener::bind_on`]).
 ///
 /// ```no_run
 /// # async fn f(rt: linerate_rt::Handle) -> std::io::Result<()> {
@@ -48,13 +49,37 @@ impl TcpListener {
     /// Listens on `port` on every queue (every address of the interface).
     /// Fails with `AddrInUse` if any queue already listens there.
     pub async fn bind(rt: &Handle, port: u16) -> io::Result<TcpListener> {
+        TcpListener::bind_queues(rt, 0..rt.queues(), port).await
+    }
+
+    /// Listens on `port` on `queue` alone: it accepts the connections RSS puts
+    /// on that queue. One listener per queue on the same port, each accepting
+    /// from a task on its own queue thread ([`crate::local`]), keeps a
+    /// connection on one thread from the first SYN on. Fails with `NotFound` for
+    /// a queue the runtime does not have, `AddrInUse` if the queue already
+    /// listens there.
+    pub async fn bind_on(rt: &Handle, queue: usize, port: u16) -> io::Result<TcpListener> {
+        if queue >= rt.queues() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no queue {queue}: the runtime has {}", rt.queues()),
+            ));
+        }
+        TcpListener::bind_queues(rt, queue..queue + 1, port).await
+    }
+
+    async fn bind_queues(
+        rt: &Handle,
+        queues: std::ops::Range<usize>,
+        port: u16,
+    ) -> io::Result<TcpListener> {
         let shared = Arc::new(ListenShared::default());
         let listener = TcpListener {
             shared: Arc::clone(&shared),
             rt: rt.clone(),
             port,
         };
-        for q in 0..rt.queues() {
+        for q in queues {
             let (tx, rx) = oneshot::channel();
             let cmd = Command::Listen {
                 port,

@@ -29,6 +29,7 @@
 
 use super::RtError;
 use super::driver::{Driver, offloads_fit};
+use super::local::{Executor, Remote};
 use super::shared::{SharedNic, lock};
 use super::socket::{ListenShared, SockShared, io_error, wake};
 use super::udp::{UdpBound, UdpShared, service_udp};
@@ -162,6 +163,12 @@ pub struct QueueStats {
     pub connect_failures: u64,
     /// Streams the queue serves now.
     pub streams: u64,
+    /// Tasks alive on the queue thread ([`crate::local`]).
+    pub tasks: u64,
+    /// Polls of those tasks so far.
+    pub task_polls: u64,
+    /// Tasks dropped because they panicked.
+    pub task_panics: u64,
 }
 
 #[derive(Debug, Default)]
@@ -175,6 +182,9 @@ struct StatCells {
     passive_opens: AtomicU64,
     connect_failures: AtomicU64,
     streams: AtomicU64,
+    tasks: AtomicU64,
+    task_polls: AtomicU64,
+    task_panics: AtomicU64,
 }
 
 impl StatCells {
@@ -189,6 +199,9 @@ impl StatCells {
         self.passive_opens.store(s.passive_opens, r);
         self.connect_failures.store(s.connect_failures, r);
         self.streams.store(s.streams, r);
+        self.tasks.store(s.tasks, r);
+        self.task_polls.store(s.task_polls, r);
+        self.task_panics.store(s.task_panics, r);
     }
 
     fn load(&self) -> QueueStats {
@@ -203,6 +216,9 @@ impl StatCells {
             passive_opens: self.passive_opens.load(r),
             connect_failures: self.connect_failures.load(r),
             streams: self.streams.load(r),
+            tasks: self.tasks.load(r),
+            task_polls: self.task_polls.load(r),
+            task_panics: self.task_panics.load(r),
         }
     }
 }
@@ -226,6 +242,8 @@ struct QueueShared {
     cmd: mpsc::Sender<Command>,
     wake: Wake,
     stats: StatCells,
+    /// Tasks spawned onto the queue and wake-ups of its tasks from other threads.
+    remote: Arc<Remote>,
 }
 
 #[derive(Debug)]
@@ -233,7 +251,7 @@ pub(crate) struct Inner {
     queues: Box<[QueueShared]>,
     next: AtomicUsize,
     stop: AtomicBool,
-    epoch: std::time::Instant,
+    pub(crate) epoch: std::time::Instant,
     stream_buffer: usize,
 }
 
@@ -326,6 +344,20 @@ impl Handle {
             .map_err(|_| stopped())?;
         self.kick(queue);
         Ok(())
+    }
+
+    /// The executor of `queue`'s thread, as other threads reach it.
+    pub(crate) fn remote(&self, queue: usize) -> io::Result<&Arc<Remote>> {
+        self.inner
+            .queues
+            .get(queue)
+            .map(|q| &q.remote)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("no queue {queue}: the runtime has {}", self.queues()),
+                )
+            })
     }
 
     /// Wakes the thread of `queue`.
@@ -421,10 +453,15 @@ impl Runtime {
                 _ => Wake::Poll,
             };
             let (tx, rx) = mpsc::channel(cfg.commands.max(1));
+            let notify = match &wake {
+                Wake::Notify(n) => Some(Arc::clone(n)),
+                Wake::Poll => None,
+            };
             shared.push(QueueShared {
                 cmd: tx,
                 wake,
                 stats: StatCells::default(),
+                remote: Arc::new(Remote::new(notify)),
             });
             let seed = cfg.seed ^ (q as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             // The queues are one interface: the first announces its addresses
@@ -561,12 +598,23 @@ struct QueueLoop<N: Nic> {
 
 impl<N: Nic> QueueLoop<N> {
     fn run(mut self) -> Result<(), NicError> {
-        let r = self.run_inner();
+        let handle = Handle {
+            inner: Arc::clone(&self.inner),
+        };
+        let remote = match self.inner.queues.get(self.q) {
+            Some(q) => Arc::clone(&q.remote),
+            None => Arc::new(Remote::new(None)),
+        };
+        let mut tasks = Executor::install(self.q, handle, remote);
+        let r = self.run_inner(&mut tasks);
+        // Tasks first: dropping them closes their streams, which the
+        // teardown then fails like every other.
+        tasks.shutdown();
         self.teardown();
         r
     }
 
-    fn run_inner(&mut self) -> Result<(), NicError> {
+    fn run_inner(&mut self, tasks: &mut Executor) -> Result<(), NicError> {
         while !self.inner.stop.load(Ordering::Acquire) {
             let now = self.inner.now();
             let mut more = self.commands(now);
@@ -580,9 +628,25 @@ impl<N: Nic> QueueLoop<N> {
             self.accept_all();
             self.sweep();
             self.sweep_udp();
+            // Tasks on this thread read what the sweep staged and write what
+            // the second sweep hands to the engine, in the same round.
+            if tasks.has_work()
+                && let Some(again) = tasks.run(now)
+            {
+                more |= again;
+                self.accept_all();
+                self.sweep();
+                self.sweep_udp();
+                self.stats.tasks = tasks.tasks() as u64;
+                self.stats.task_polls = tasks.polls;
+                self.stats.task_panics = tasks.panics;
+            }
             self.driver.transmit(now)?;
             self.publish();
-            let deadline = self.driver.next_deadline(now, more);
+            let mut deadline = self.driver.next_deadline(now, more);
+            if let Some(t) = tasks.next_timer() {
+                deadline = Some(deadline.map_or(t, |d| d.min(t)));
+            }
             self.wait(now, deadline)?;
         }
         Ok(())

@@ -90,11 +90,18 @@ pub fn mem_pair(queues: u16) -> (MemNic, MemNic) {
 /// Host 1 (client, 10.0.0.1 / fd00::1) and host 2 (server, 10.0.0.2 / fd00::2),
 /// each a runtime over one port of an RSS wire, with the steering of the wire.
 pub fn two_runtimes(queues: u16) -> (Runtime, Runtime) {
+    two_runtimes_waiting(queues, RuntimeConfig::new(Sim::host_config(1)).max_wait)
+}
+
+/// As [`two_runtimes`], the queue threads sleeping up to `max_wait` when
+/// nothing wakes them (a long one makes a lost wake-up a hang).
+pub fn two_runtimes_waiting(queues: u16, max_wait: std::time::Duration) -> (Runtime, Runtime) {
     let s = steering(queues);
     let (a, b) = mem_pair(queues);
     let cfg = |i: u8| RuntimeConfig {
         steering: Some(Arc::clone(&s)),
         seed: u64::from(i),
+        max_wait,
         ..RuntimeConfig::new(Sim::host_config(i))
     };
     let client = Runtime::start(RssWire::new(a, Arc::clone(&s)), cfg(1)).unwrap();

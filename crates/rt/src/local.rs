@@ -1,0 +1,622 @@
+//! Tasks on the queue threads: thread per core.
+//!
+//! With the tokio adaptor alone, a stream's application task runs on an
+//! executor thread and its connection on a queue thread, so every batch of
+//! bytes crosses threads twice: the task wakes the queue thread to send, the
+//! queue thread wakes the task when bytes arrive or room frees up. Each
+//! crossing is a sleep and a wake-up once the threads outnumber the cores.
+//!
+//! A task spawned onto a queue ([`Handle::spawn_on`], or [`spawn`] from a task
+//! already there) runs on that queue's thread, between the loop's rounds:
+//! after the sweep that moves received bytes into the streams' staging rings
+//! and before the sweep that hands written bytes to the engine and transmits.
+//! Waking it from its own queue pushes it on a thread-local list (no lock, no
+//! system call); a wake-up from another thread takes the queue's injection lock
+//! and wakes the queue thread. Streams opened from the task on its own queue
+//! ([`crate::TcpStream::connect_on`] with [`queue`], [`crate::TcpListener::bind_on`])
+//! then never leave the thread: one thread per queue serves the wire, the
+//! engine and the application, as in Seastar or a DPDK run-to-completion loop.
+//!
+//! Tasks need not be `Send` (they never move); what builds them must be, when
+//! it comes from another thread. A queue thread has no tokio reactor: use
+//! [`sleep`] and [`timeout`] (the queue loop's clock) for timers there. A task
+//! that panics is dropped and its [`JoinHandle`] fails; the queue goes on.
+//!
+//! ```
+//! use linerate_nic::{MemNic, NicCaps};
+//! use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream, local};
+//! use linerate_toe::Config;
+//! use std::net::Ipv4Addr;
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! let (a, b) = MemNic::pair(NicCaps::full(), NicCaps::full());
+//! let host = |i: u8| Config::new([2, 0, 0, 0, 0, i]).with_ipv4(Ipv4Addr::new(10, 0, 0, i), 24);
+//! let client = Runtime::start(a, RuntimeConfig::new(host(1)))?;
+//! let server = Runtime::start(b, RuntimeConfig::new(host(2)))?;
+//!
+//! let wait = tokio::runtime::Builder::new_current_thread().build()?;
+//!
+//! // The server listens on its queue 0, from that queue's thread; its accept
+//! // loop and the echo run there too.
+//! let bound = server.handle().spawn_on(0, || async {
+//!     let rt = local::handle().expect("on a queue thread");
+//!     TcpListener::bind_on(&rt, 0, 7).await
+//! })?;
+//! let listener = wait.block_on(bound)??;
+//! server.handle().spawn_on(0, move || async move {
+//!     let (mut s, _) = listener.accept().await?;
+//!     let mut buf = Vec::new();
+//!     s.read_to_end(&mut buf).await?;
+//!     s.write_all(&buf).await
+//! })?;
+//! // The client runs on its queue 0 and hands its answer back to this thread.
+//! let answer = client.handle().spawn_on(0, || async {
+//!     let rt = local::handle().expect("on a queue thread");
+//!     let mut c = TcpStream::connect_on(&rt, 0, "10.0.0.2:7".parse().unwrap()).await?;
+//!     c.write_all(b"ping").await?;
+//!     c.shutdown().await?;
+//!     let mut back = Vec::new();
+//!     local::timeout(std::time::Duration::from_secs(10), c.read_to_end(&mut back)).await??;
+//!     std::io::Result::Ok(back)
+//! })?;
+//! let back = wait.block_on(answer)??;
+//! assert_eq!(back, b"ping");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::runtime::Handle;
+use crate::shared::lock;
+use linerate_nic::Notify;
+use linerate_toe::Instant;
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+type LocalFuture = Pin<Box<dyn Future<Output = ()>>>;
+type Builder = Box<dyn FnOnce() -> LocalFuture + Send>;
+
+/// What other threads hand a queue: tasks to build, tasks they woke.
+#[derive(Default)]
+struct Injected {
+    /// The queue thread has stopped: nothing more is taken.
+    closed: bool,
+    spawned: Vec<Builder>,
+    woken: Vec<Arc<Header>>,
+}
+
+/// The part of a queue's executor other threads reach.
+pub(crate) struct Remote {
+    injected: Mutex<Injected>,
+    /// Something was injected since the queue thread last looked (so the
+    /// thread takes the lock only then).
+    pending: AtomicBool,
+    /// Wakes the queue thread (`None`: it polls its readiness on a timer).
+    notify: Option<Arc<Notify>>,
+}
+
+impl core::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Remote").finish_non_exhaustive()
+    }
+}
+
+impl Remote {
+    pub(crate) fn new(notify: Option<Arc<Notify>>) -> Remote {
+        Remote {
+            injected: Mutex::new(Injected::default()),
+            pending: AtomicBool::new(false),
+            notify,
+        }
+    }
+
+    fn wake_thread(&self) {
+        if let Some(n) = &self.notify {
+            n.notify();
+        }
+    }
+
+    /// Queues `build` for the queue thread; false once the queue has stopped.
+    fn spawn(&self, build: Builder) -> bool {
+        {
+            let mut inj = lock(&self.injected);
+            if inj.closed {
+                return false;
+            }
+            inj.spawned.push(build);
+            self.pending.store(true, Ordering::Release);
+        }
+        self.wake_thread();
+        true
+    }
+}
+
+/// A task's identity, shared with its wakers.
+struct Header {
+    /// Its slot in the executor's table.
+    slot: usize,
+    /// On a ready list already.
+    queued: AtomicBool,
+    /// Finished or dropped: wake-ups are ignored.
+    done: AtomicBool,
+    remote: Arc<Remote>,
+}
+
+impl Wake for Header {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.done.load(Ordering::Acquire) || self.queued.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mine = CURRENT.with(|c| match &*c.borrow() {
+            Some(ctx) if Arc::ptr_eq(&ctx.remote, &self.remote) => {
+                ctx.ready.borrow_mut().push_back(Arc::clone(self));
+                true
+            }
+            _ => false,
+        });
+        if !mine {
+            let pushed = {
+                let mut inj = lock(&self.remote.injected);
+                if !inj.closed {
+                    inj.woken.push(Arc::clone(self));
+                    self.remote.pending.store(true, Ordering::Release);
+                }
+                !inj.closed
+            };
+            if pushed {
+                self.remote.wake_thread();
+            }
+        }
+    }
+}
+
+/// A timer of [`sleep`]: due time, order of registration, whom to wake.
+struct Timer {
+    due: Instant,
+    seq: u64,
+    waker: Waker,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, o: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, o: &Self) -> core::cmp::Ordering {
+        (self.due, self.seq).cmp(&(o.due, o.seq))
+    }
+}
+
+/// What tasks on a queue thread reach through the thread-local context.
+struct Ctx {
+    queue: usize,
+    handle: Handle,
+    remote: Arc<Remote>,
+    epoch: std::time::Instant,
+    ready: RefCell<VecDeque<Arc<Header>>>,
+    /// Spawned by tasks of this thread during a round; placed after it.
+    spawned: RefCell<Vec<LocalFuture>>,
+    timers: RefCell<BinaryHeap<Reverse<Timer>>>,
+    seq: Cell<u64>,
+}
+
+impl Ctx {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
+}
+
+fn current() -> Option<Rc<Ctx>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+/// The queue whose thread runs the caller, if it runs on a queue thread.
+pub fn queue() -> Option<usize> {
+    current().map(|c| c.queue)
+}
+
+/// The runtime whose queue thread runs the caller, if any.
+pub fn handle() -> Option<Handle> {
+    current().map(|c| c.handle.clone())
+}
+
+/// Spawns `fut` on the caller's queue thread (it need not be `Send`).
+///
+/// Errors: `Unsupported` when the caller does not run on a queue thread (use
+/// [`Handle::spawn_on`] there).
+pub fn spawn<F>(fut: F) -> io::Result<JoinHandle<F::Output>>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let Some(ctx) = current() else {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "local::spawn called outside a linerate queue thread",
+        ));
+    };
+    let (tx, rx) = oneshot::channel();
+    ctx.spawned.borrow_mut().push(Box::pin(async move {
+        let _ = tx.send(fut.await);
+    }));
+    Ok(JoinHandle { rx })
+}
+
+impl Handle {
+    /// Runs the future `build` returns as a task on `queue`'s thread: `build`
+    /// runs there, so the future need not be `Send`. The task runs until it
+    /// finishes or the runtime stops (then it is dropped).
+    ///
+    /// Errors: `NotFound` for a queue the runtime does not have,
+    /// `NotConnected` once the runtime has stopped.
+    pub fn spawn_on<B, F>(&self, queue: usize, build: B) -> io::Result<JoinHandle<F::Output>>
+    where
+        B: FnOnce() -> F + Send + 'static,
+        F: Future + 'static,
+        F::Output: Send + 'static,
+    {
+        let remote = self.remote(queue)?;
+        let (tx, rx) = oneshot::channel();
+        let build: Builder = Box::new(move || {
+            let fut = build();
+            Box::pin(async move {
+                let _ = tx.send(fut.await);
+            })
+        });
+        if !remote.spawn(build) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the linerate runtime has stopped",
+            ));
+        }
+        Ok(JoinHandle { rx })
+    }
+}
+
+/// The output of a task on a queue thread: awaited from anywhere.
+///
+/// Fails (`Interrupted`) when the task was dropped before it finished: the
+/// runtime stopped, or the task panicked. Dropping the handle does not stop the
+/// task.
+#[derive(Debug)]
+pub struct JoinHandle<T> {
+    rx: oneshot::Receiver<T>,
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = io::Result<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        Pin::new(&mut self.rx).poll(cx).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::Interrupted,
+                "the task was dropped before it finished (runtime stopped or task panicked)",
+            )
+        })
+    }
+}
+
+/// Waits `d` on the queue loop's clock. On a queue thread the loop wakes the
+/// task when due; elsewhere (any other executor) a helper thread does.
+pub fn sleep(d: Duration) -> Sleep {
+    Sleep {
+        d,
+        due: None,
+        armed: false,
+    }
+}
+
+/// The future of [`sleep`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct Sleep {
+    d: Duration,
+    /// Set at the first poll (on a queue thread): the loop clock's due time.
+    due: Option<(Instant, std::time::Instant)>,
+    armed: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let ctx = current();
+        let d = self.d;
+        let (due, wall_due) = *self.due.get_or_insert_with(|| {
+            let now = ctx.as_ref().map_or(Instant::ZERO, |c| c.now());
+            (now + d, std::time::Instant::now() + d)
+        });
+        match ctx {
+            Some(ctx) => {
+                if ctx.now() >= due {
+                    return Poll::Ready(());
+                }
+                if !self.armed {
+                    self.armed = true;
+                    let seq = ctx.seq.get();
+                    ctx.seq.set(seq + 1);
+                    ctx.timers.borrow_mut().push(Reverse(Timer {
+                        due,
+                        seq,
+                        waker: cx.waker().clone(),
+                    }));
+                }
+                Poll::Pending
+            }
+            None => {
+                let left = wall_due.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Poll::Ready(());
+                }
+                if !self.armed {
+                    self.armed = true;
+                    let w = cx.waker().clone();
+                    let spawned = std::thread::Builder::new()
+                        .name("linerate-sleep".into())
+                        .spawn(move || {
+                            std::thread::sleep(left);
+                            w.wake();
+                        });
+                    if spawned.is_err() {
+                        // No thread: wake at once and look again (a busy wait
+                        // rather than a sleep that never ends).
+                        self.armed = false;
+                        cx.waker().wake_by_ref();
+                    }
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// `fut`'s output, or `Err(TimedOut)` if it takes longer than `d` (see [`sleep`]).
+pub async fn timeout<F: Future>(d: Duration, fut: F) -> io::Result<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut timer = std::pin::pin!(sleep(d));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::from(io::ErrorKind::TimedOut))),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+struct Task {
+    header: Arc<Header>,
+    waker: Waker,
+    fut: LocalFuture,
+}
+
+/// One queue thread's executor, owned by its loop.
+pub(crate) struct Executor {
+    ctx: Rc<Ctx>,
+    tasks: Vec<Option<Task>>,
+    free: Vec<usize>,
+    live: usize,
+    /// Tasks dropped because they panicked.
+    pub(crate) panics: u64,
+    /// Task polls so far.
+    pub(crate) polls: u64,
+}
+
+impl Executor {
+    /// Installs the context of queue `queue` on the calling thread.
+    pub(crate) fn install(queue: usize, handle: Handle, remote: Arc<Remote>) -> Executor {
+        let ctx = Rc::new(Ctx {
+            queue,
+            epoch: handle.inner.epoch,
+            handle,
+            remote,
+            ready: RefCell::new(VecDeque::new()),
+            spawned: RefCell::new(Vec::new()),
+            timers: RefCell::new(BinaryHeap::new()),
+            seq: Cell::new(0),
+        });
+        CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&ctx)));
+        Executor {
+            ctx,
+            tasks: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            panics: 0,
+            polls: 0,
+        }
+    }
+
+    /// Tasks alive.
+    pub(crate) fn tasks(&self) -> usize {
+        self.live
+    }
+
+    fn add(&mut self, fut: LocalFuture) {
+        let slot = self.free.pop().unwrap_or(self.tasks.len());
+        let header = Arc::new(Header {
+            slot,
+            queued: AtomicBool::new(true),
+            done: AtomicBool::new(false),
+            remote: Arc::clone(&self.ctx.remote),
+        });
+        let waker = Waker::from(Arc::clone(&header));
+        self.ctx.ready.borrow_mut().push_back(Arc::clone(&header));
+        let task = Some(Task { header, waker, fut });
+        match self.tasks.get_mut(slot) {
+            Some(s) => *s = task,
+            None => self.tasks.push(task),
+        }
+        self.live += 1;
+    }
+
+    /// Takes in what other threads spawned and woke, and fires due timers.
+    fn gather(&mut self, now: Instant) {
+        let (spawned, woken) = if self.ctx.remote.pending.swap(false, Ordering::AcqRel) {
+            let mut inj = lock(&self.ctx.remote.injected);
+            (
+                std::mem::take(&mut inj.spawned),
+                std::mem::take(&mut inj.woken),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        self.ctx.ready.borrow_mut().extend(woken);
+        for build in spawned {
+            match catch_unwind(AssertUnwindSafe(build)) {
+                Ok(fut) => self.add(fut),
+                Err(_) => self.panics += 1,
+            }
+        }
+        let spawned = std::mem::take(&mut *self.ctx.spawned.borrow_mut());
+        for fut in spawned {
+            self.add(fut);
+        }
+        loop {
+            let due = {
+                let mut timers = self.ctx.timers.borrow_mut();
+                match timers.peek() {
+                    Some(Reverse(t)) if t.due <= now => timers.pop().map(|Reverse(t)| t.waker),
+                    _ => None,
+                }
+            };
+            match due {
+                Some(w) => w.wake(),
+                None => break,
+            }
+        }
+    }
+
+    /// Whether a round of [`Executor::run`] may have something to do: tasks
+    /// alive, or work injected from another thread.
+    pub(crate) fn has_work(&self) -> bool {
+        self.live > 0 || self.ctx.remote.pending.load(Ordering::Acquire)
+    }
+
+    /// Polls every task ready at `now` once (those woken meanwhile wait for the
+    /// next round). `None` if no task was polled; otherwise whether some are
+    /// ready again.
+    pub(crate) fn run(&mut self, now: Instant) -> Option<bool> {
+        self.gather(now);
+        let ready = std::mem::take(&mut *self.ctx.ready.borrow_mut());
+        if ready.is_empty() {
+            return None;
+        }
+        for header in ready {
+            header.queued.store(false, Ordering::Release);
+            let slot = header.slot;
+            let Some(Some(mut task)) = self.tasks.get_mut(slot).map(Option::take) else {
+                continue;
+            };
+            if !Arc::ptr_eq(&task.header, &header) {
+                // A wake-up of a task that finished; the slot has a new one.
+                if let Some(s) = self.tasks.get_mut(slot) {
+                    *s = Some(task);
+                }
+                continue;
+            }
+            self.polls += 1;
+            let mut cx = Context::from_waker(&task.waker);
+            let finished = match catch_unwind(AssertUnwindSafe(|| task.fut.as_mut().poll(&mut cx)))
+            {
+                Ok(Poll::Ready(())) => true,
+                Ok(Poll::Pending) => false,
+                Err(_) => {
+                    self.panics += 1;
+                    true
+                }
+            };
+            if finished {
+                task.header.done.store(true, Ordering::Release);
+                self.free.push(slot);
+                self.live -= 1;
+                drop(task);
+            } else if let Some(s) = self.tasks.get_mut(slot) {
+                *s = Some(task);
+            }
+        }
+        let spawned = std::mem::take(&mut *self.ctx.spawned.borrow_mut());
+        for fut in spawned {
+            self.add(fut);
+        }
+        Some(!self.ctx.ready.borrow().is_empty())
+    }
+
+    /// The earliest timer, if any.
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        self.ctx.timers.borrow().peek().map(|Reverse(t)| t.due)
+    }
+
+    /// The queue stops: refuse new work, drop every task (their streams close
+    /// and their join handles fail), and leave the thread.
+    pub(crate) fn shutdown(mut self) {
+        let (spawned, woken) = {
+            let mut inj = lock(&self.ctx.remote.injected);
+            inj.closed = true;
+            (
+                std::mem::take(&mut inj.spawned),
+                std::mem::take(&mut inj.woken),
+            )
+        };
+        drop(spawned);
+        drop(woken);
+        // Dropping a task may wake or spawn others: drop in rounds until none
+        // are left, each outside every borrow of the context.
+        loop {
+            let mut doomed: Vec<Task> = self.tasks.drain(..).flatten().collect();
+            doomed.extend(
+                std::mem::take(&mut *self.ctx.spawned.borrow_mut())
+                    .into_iter()
+                    .map(|fut| {
+                        let header = Arc::new(Header {
+                            slot: 0,
+                            queued: AtomicBool::new(false),
+                            done: AtomicBool::new(true),
+                            remote: Arc::clone(&self.ctx.remote),
+                        });
+                        Task {
+                            waker: Waker::from(Arc::clone(&header)),
+                            header,
+                            fut,
+                        }
+                    }),
+            );
+            if doomed.is_empty() {
+                break;
+            }
+            for t in &doomed {
+                t.header.done.store(true, Ordering::Release);
+            }
+            drop(catch_unwind(AssertUnwindSafe(move || drop(doomed))));
+        }
+        self.live = 0;
+        self.ctx.ready.borrow_mut().clear();
+        self.ctx.timers.borrow_mut().clear();
+        CURRENT.with(|c| *c.borrow_mut() = None);
+    }
+}

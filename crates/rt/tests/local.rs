@@ -1,0 +1,411 @@
+//! Tasks on the queue threads (`linerate_rt::local`): streams served without
+//! leaving their thread, wake-ups from the thread itself and from others,
+//! timers on the loop's clock, panics contained, tasks dropped at shutdown.
+//!
+//! The queue threads sleep up to a minute here when nothing wakes them, so a
+//! lost wake-up shows as a hang that the test's own limit turns into a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{Fnv, pattern, two_runtimes_waiting};
+use linerate_rt::local::{self, JoinHandle};
+use linerate_rt::{Handle, Runtime, TcpListener, TcpStream};
+use std::cell::{Cell, RefCell};
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const LONG_WAIT: Duration = Duration::from_secs(60);
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn runtimes(queues: u16) -> (Runtime, Runtime) {
+    two_runtimes_waiting(queues, LONG_WAIT)
+}
+
+/// Waits for `h` on a small executor of this thread, `LIMIT` at most.
+fn join<T>(h: JoinHandle<T>) -> std::io::Result<T> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(LIMIT, h)
+            .await
+            .expect("task finishes in time")
+    })
+}
+
+fn server_addr(port: u16) -> SocketAddr {
+    SocketAddr::new("10.0.0.2".parse().unwrap(), port)
+}
+
+/// The name of the thread of `queue`, as the runtime names it.
+fn queue_thread(queue: usize) -> String {
+    format!("linerate-q{queue}")
+}
+
+/// Checks that the caller runs on the thread of `queue`.
+fn assert_on(queue: usize) {
+    assert_eq!(local::queue(), Some(queue));
+    assert_eq!(
+        std::thread::current().name(),
+        Some(queue_thread(queue).as_str())
+    );
+}
+
+/// Echoes, with its own hash and length as a trailer: reads the client's bytes
+/// to the end while a second task on the same thread sends `down` bytes back.
+async fn serve(s: TcpStream, q: usize) {
+    assert_on(q);
+    assert_eq!(s.queue(), q, "RSS put the flow on the listener's queue");
+    let (mut r, mut w) = s.into_split();
+    let mut hdr = [0u8; 16];
+    r.read_exact(&mut hdr).await.unwrap();
+    let id = u64::from_le_bytes(hdr[..8].try_into().unwrap());
+    let down = u64::from_le_bytes(hdr[8..].try_into().unwrap()) as usize;
+    let writer = local::spawn(async move {
+        // Uneven writes, across ring boundaries.
+        for chunk in pattern(id ^ 0xd0d0, down).chunks(5_003) {
+            w.write_all(chunk).await.unwrap();
+        }
+        w
+    })
+    .unwrap();
+    let (mut h, mut total, mut buf) = (Fnv::new(), 0u64, vec![0u8; 16 * 1024]);
+    loop {
+        let n = r.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        total += n as u64;
+    }
+    let mut w = writer.await.unwrap();
+    assert_on(q);
+    w.write_all(&h.0.to_le_bytes()).await.unwrap();
+    w.write_all(&total.to_le_bytes()).await.unwrap();
+    w.shutdown().await.unwrap();
+}
+
+/// One client stream from queue `q`: sends `up` bytes and checks the `down`
+/// bytes and the trailer that come back.
+async fn client(rt: Handle, q: usize, id: u64, up: usize, down: usize) {
+    assert_on(q);
+    let s = TcpStream::connect_on(&rt, q, server_addr(7000))
+        .await
+        .unwrap();
+    assert_eq!(s.queue(), q);
+    let (mut r, mut w) = s.into_split();
+    let data = pattern(id, up);
+    let sent = Fnv::of(&data);
+    let writer = local::spawn(async move {
+        let mut hdr = id.to_le_bytes().to_vec();
+        hdr.extend_from_slice(&(down as u64).to_le_bytes());
+        w.write_all(&hdr).await.unwrap();
+        for chunk in data.chunks(7_001) {
+            w.write_all(chunk).await.unwrap();
+        }
+        w.shutdown().await.unwrap();
+    })
+    .unwrap();
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    writer.await.unwrap();
+    assert_eq!(got.len(), down + 16, "stream {id}");
+    assert_eq!(
+        Fnv::of(&got[..down]),
+        Fnv::of(&pattern(id ^ 0xd0d0, down)),
+        "stream {id}: bytes from the server"
+    );
+    let hash = u64::from_le_bytes(got[down..down + 8].try_into().unwrap());
+    let len = u64::from_le_bytes(got[down + 8..].try_into().unwrap());
+    assert_eq!(
+        (hash, len),
+        (sent, up as u64),
+        "stream {id}: bytes at the server"
+    );
+}
+
+#[test]
+fn streams_opened_on_their_queue_carry_exact_bytes_without_leaving_its_thread() {
+    const N: u64 = 24;
+    let (crt, srt) = runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let mut servers = Vec::new();
+    for q in 0..2 {
+        // Bound from the queue's own thread; accepts there, serves there.
+        let bound = sh
+            .spawn_on(q, move || async move {
+                assert_on(q);
+                let rt = local::handle().unwrap();
+                TcpListener::bind_on(&rt, q, 7000).await
+            })
+            .unwrap();
+        let listener = join(bound).unwrap().unwrap();
+        servers.push(
+            sh.spawn_on(q, move || async move {
+                let mut served = Vec::new();
+                for _ in 0..N / 2 {
+                    let (s, _) = listener.accept().await.unwrap();
+                    served.push(local::spawn(serve(s, q)).unwrap());
+                }
+                for s in served {
+                    s.await.unwrap();
+                }
+            })
+            .unwrap(),
+        );
+    }
+    let clients: Vec<_> = (0..N)
+        .map(|id| {
+            let q = (id % 2) as usize;
+            ch.spawn_on(q, move || async move {
+                let rt = local::handle().unwrap();
+                let up = 20_000 + (id as usize * 7_919) % 300_000;
+                let down = 10_000 + (id as usize * 104_729) % 300_000;
+                client(rt, q, id, up, down).await;
+            })
+            .unwrap()
+        })
+        .collect();
+    for c in clients {
+        join(c).unwrap();
+    }
+    for s in servers {
+        join(s).unwrap();
+    }
+    for q in 0..2 {
+        let (c, s) = (ch.stats(q).unwrap(), sh.stats(q).unwrap());
+        assert_eq!(
+            (c.active_opens, s.passive_opens),
+            (N / 2, N / 2),
+            "queue {q}"
+        );
+        assert_eq!((c.task_panics, s.task_panics), (0, 0));
+        assert!(c.task_polls > 0 && s.task_polls > 0);
+    }
+    crt.shutdown().unwrap();
+    srt.shutdown().unwrap();
+}
+
+#[test]
+fn many_round_trips_between_tasks_on_queues_lose_no_wake_up() {
+    const ROUNDS: u32 = 2_000;
+    let (crt, srt) = runtimes(1);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = join(
+        sh.spawn_on(0, || async {
+            TcpListener::bind_on(&local::handle().unwrap(), 0, 7100).await
+        })
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let echo = sh
+        .spawn_on(0, move || async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut b = [0u8; 4];
+            for _ in 0..ROUNDS {
+                s.read_exact(&mut b).await.unwrap();
+                let v = u32::from_le_bytes(b) + 1;
+                s.write_all(&v.to_le_bytes()).await.unwrap();
+            }
+        })
+        .unwrap();
+    let pinger = ch
+        .spawn_on(0, || async {
+            let rt = local::handle().unwrap();
+            let mut s = TcpStream::connect_on(&rt, 0, server_addr(7100))
+                .await
+                .unwrap();
+            let mut b = [0u8; 4];
+            for i in 0..ROUNDS {
+                s.write_all(&(2 * i).to_le_bytes()).await.unwrap();
+                s.read_exact(&mut b).await.unwrap();
+                assert_eq!(u32::from_le_bytes(b), 2 * i + 1);
+            }
+            ROUNDS
+        })
+        .unwrap();
+    assert_eq!(join(pinger).unwrap(), ROUNDS);
+    join(echo).unwrap();
+}
+
+#[test]
+fn wake_ups_from_other_threads_reach_tasks_on_a_queue() {
+    let (crt, _srt) = runtimes(2);
+    let h = crt.handle().clone();
+    for q in 0..2 {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
+        let task = h
+            .spawn_on(q, move || async move {
+                assert_on(q);
+                rx.await.unwrap() * 2
+            })
+            .unwrap();
+        // Sent from this thread once the task sleeps on it: the queue thread,
+        // itself asleep for up to a minute, must be woken to poll it.
+        std::thread::sleep(Duration::from_millis(50));
+        tx.send(21 + q as u64).unwrap();
+        assert_eq!(join(task).unwrap(), 42 + 2 * q as u64);
+    }
+}
+
+#[test]
+fn local_tasks_need_not_be_send_and_a_panic_stays_in_its_task() {
+    let (crt, _srt) = runtimes(1);
+    let h = crt.handle().clone();
+    let out = h
+        .spawn_on(0, || async {
+            // Rc and Cell: neither Send nor Sync, shared by three tasks.
+            let seen = Rc::new(Cell::new(0u32));
+            let mut tasks = Vec::new();
+            for i in 1..=3 {
+                let seen = Rc::clone(&seen);
+                tasks.push(
+                    local::spawn(async move {
+                        local::sleep(Duration::from_millis(u64::from(i))).await;
+                        seen.set(seen.get() + i);
+                    })
+                    .unwrap(),
+                );
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            seen.get()
+        })
+        .unwrap();
+    assert_eq!(join(out).unwrap(), 6);
+
+    let boom = h
+        .spawn_on(0, || async {
+            local::sleep(Duration::from_millis(1)).await;
+            panic!("a task panics on purpose");
+        })
+        .unwrap();
+    let err = join::<()>(boom).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Interrupted);
+    // The queue goes on: tasks and streams still run.
+    let after = h.spawn_on(0, || async { local::queue() }).unwrap();
+    assert_eq!(join(after).unwrap(), Some(0));
+    // Published once the round that dropped it ends: look after another.
+    join(h.spawn_on(0, || async {}).unwrap()).unwrap();
+    assert_eq!(h.stats(0).unwrap().task_panics, 1);
+
+    // Outside a queue thread there is no local executor; a missing queue is
+    // refused.
+    assert_eq!(
+        local::spawn(async {}).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
+    assert_eq!(local::queue(), None);
+    assert!(local::handle().is_none());
+    assert_eq!(
+        h.spawn_on(2, || async {}).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
+
+#[test]
+fn sleeps_and_timeouts_follow_the_loop_clock() {
+    let (crt, _srt) = runtimes(1);
+    let h = crt.handle().clone();
+    let order = h
+        .spawn_on(0, || async {
+            let done = Rc::new(RefCell::new(Vec::new()));
+            let mut tasks = Vec::new();
+            // Registered out of order; they end in order of their times.
+            for ms in [40u64, 10, 30, 20] {
+                let done = Rc::clone(&done);
+                tasks.push(
+                    local::spawn(async move {
+                        let t = Instant::now();
+                        local::sleep(Duration::from_millis(ms)).await;
+                        assert!(t.elapsed() >= Duration::from_millis(ms));
+                        done.borrow_mut().push(ms);
+                    })
+                    .unwrap(),
+                );
+            }
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let t = Instant::now();
+            let never = std::future::pending::<()>();
+            let timed_out = local::timeout(Duration::from_millis(15), never).await;
+            assert_eq!(timed_out.unwrap_err().kind(), ErrorKind::TimedOut);
+            assert!(t.elapsed() >= Duration::from_millis(15));
+            let quick = local::timeout(Duration::from_secs(10), async { 7 }).await;
+            assert_eq!(quick.unwrap(), 7);
+            done.take()
+        })
+        .unwrap();
+    assert_eq!(join(order).unwrap(), vec![10, 20, 30, 40]);
+
+    // Off a queue thread (here tokio's), a helper thread keeps the time.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let t = Instant::now();
+    rt.block_on(local::sleep(Duration::from_millis(20)));
+    assert!(t.elapsed() >= Duration::from_millis(20));
+}
+
+#[test]
+fn stopping_the_runtime_drops_its_tasks_and_fails_their_handles() {
+    struct Flag(Arc<AtomicBool>);
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let (crt, srt) = runtimes(2);
+    let h = crt.handle().clone();
+    let dropped = Arc::new(AtomicBool::new(false));
+    let d = Arc::clone(&dropped);
+    let forever = h
+        .spawn_on(1, move || async move {
+            let _flag = Flag(d);
+            std::future::pending::<()>().await;
+        })
+        .unwrap();
+    // A stream held by a task at shutdown fails like every other.
+    let listener = join(
+        srt.handle()
+            .spawn_on(0, || async {
+                TcpListener::bind(&local::handle().unwrap(), 7200).await
+            })
+            .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = h
+        .spawn_on(0, move || async move {
+            let rt = local::handle().unwrap();
+            let mut s = TcpStream::connect_on(&rt, 0, server_addr(7200))
+                .await
+                .unwrap();
+            tx.send(()).unwrap();
+            let mut b = [0u8; 1];
+            s.read(&mut b).await
+        })
+        .unwrap();
+    rx.recv_timeout(LIMIT).unwrap();
+    crt.shutdown().unwrap();
+    assert!(dropped.load(Ordering::SeqCst), "the task was dropped");
+    assert_eq!(join(forever).unwrap_err().kind(), ErrorKind::Interrupted);
+    // The reading task was dropped too (its read never finished).
+    assert_eq!(join(reader).unwrap_err().kind(), ErrorKind::Interrupted);
+    assert_eq!(
+        h.spawn_on(0, || async {}).unwrap_err().kind(),
+        ErrorKind::NotConnected
+    );
+    drop(listener);
+}
