@@ -105,6 +105,8 @@ struct Options {
     tunnel_cell: Option<String>,
     /// Run only the scaling experiment, `repeat` rounds.
     scaling_only: bool,
+    /// One scaling cell (`tokio|queues:N`), `repeat` times.
+    scaling_cell: Option<String>,
 }
 
 fn options() -> Result<Options, Box<dyn Error>> {
@@ -181,6 +183,15 @@ fn options() -> Result<Options, Box<dyn Error>> {
                      hw|sw|off, one way, --write or 64 KiB writes), --repeat times",
                 ),
         )
+        .arg(
+            Arg::new("scaling-cell")
+                .long("scaling-cell")
+                .value_name("TASKS:QUEUES")
+                .help(
+                    "run one cell of the scaling experiment (tokio|queues : 1|2), --repeat \
+                     times (for profiling)",
+                ),
+        )
         .try_get_matches()
         .unwrap_or_else(|e| e.exit());
     let only = match m.get_one::<String>("only") {
@@ -209,6 +220,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
         repeat: m.get_one::<usize>("repeat").copied().unwrap_or(1).max(1),
         tunnel_cell: m.get_one::<String>("tunnel-cell").cloned(),
         scaling_only: m.get_flag("scaling-only"),
+        scaling_cell: m.get_one::<String>("scaling-cell").cloned(),
     })
 }
 
@@ -285,6 +297,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let quick = opts.quick;
     if opts.scaling_only {
         scaling::run(4, scaling::per_flow(quick), opts.repeat)?;
+        return Ok(());
+    }
+    if let Some(cell) = &opts.scaling_cell {
+        scaling::cell(cell, 4, scaling::per_flow(quick), opts.repeat)?;
         return Ok(());
     }
     if opts.vnic_only {

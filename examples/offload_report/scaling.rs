@@ -126,8 +126,9 @@ pub fn measure(
         ..PairConfig::new(caps, caps)
     });
     // Each queue thread owns its queue of the port (no lock between them).
-    let client = Runtime::start_queues(a.split(), RuntimeConfig::new(Sim::host_config(1)))?;
-    let server = Runtime::start_queues(b.split(), RuntimeConfig::new(Sim::host_config(2)))?;
+    let cfg = |i: u8| RuntimeConfig::new(Sim::host_config(i));
+    let client = Runtime::start_queues(a.split(), cfg(1))?;
+    let server = Runtime::start_queues(b.split(), cfg(2))?;
     let (ch, sh) = (client.handle().clone(), server.handle().clone());
     let chunks = per_flow.div_ceil(CHUNK);
     let before = process_cpu_time();
@@ -351,4 +352,37 @@ pub fn run(flows: usize, per_flow: usize, rounds: usize) -> Result<[Scaled; 4], 
         l2.cpu_s_per_gb() / t2.cpu_s_per_gb()
     );
     Ok([t1, t2, l1, l2])
+}
+
+/// One cell, `TASKS:QUEUES` (`tokio:2`, `queues:1`), `repeat` times, a line
+/// each: for profiling one configuration.
+pub fn cell(
+    spec: &str,
+    flows: usize,
+    per_flow: usize,
+    repeat: usize,
+) -> Result<(), Box<dyn Error>> {
+    let (tasks, queues) = spec
+        .split_once(':')
+        .ok_or_else(|| format!("scaling cell {spec:?}: want TASKS:QUEUES"))?;
+    let tasks = match tasks {
+        "tokio" => Tasks::Tokio,
+        "queues" => Tasks::OnQueues,
+        other => return Err(format!("scaling cell: tasks {other:?}, want tokio or queues").into()),
+    };
+    let queues: u16 = queues.parse()?;
+    for _ in 0..repeat {
+        let m = measure(tasks, queues, flows, per_flow)?;
+        println!(
+            "{} {}q: {:.2} Gbit/s, {:.3} CPU s/GB (user {:.3}, sys {:.3}), {:.1} polls/MB",
+            tasks.label(),
+            queues,
+            m.gbit_per_s(),
+            m.cpu_s_per_gb(),
+            m.per_gb(m.cpu.user),
+            m.per_gb(m.cpu.system),
+            m.per_mb(m.polls)
+        );
+    }
+    Ok(())
 }

@@ -54,6 +54,7 @@
 //!   [`Handle::spawn_on`], [`local::spawn`], [`local::sleep`]. A task that
 //!   opens its streams on its own queue never crosses threads.
 
+mod affinity;
 pub mod driver;
 pub mod local;
 pub mod net;
@@ -105,6 +106,11 @@ pub enum RtError {
     Nic(NicError),
     /// A queue thread could not be started.
     Spawn(std::io::Error),
+    /// [`RuntimeConfig::cpus`] names a CPU the process may not run on.
+    Cpu {
+        /// The CPU.
+        cpu: usize,
+    },
     /// A queue thread panicked.
     Panicked {
         /// Its queue.
@@ -128,6 +134,7 @@ impl core::fmt::Display for RtError {
             RtError::Config(e) => write!(f, "engine configuration: {e}"),
             RtError::Nic(e) => write!(f, "NIC: {e}"),
             RtError::Spawn(e) => write!(f, "cannot start a queue thread: {e}"),
+            RtError::Cpu { cpu } => write!(f, "CPU {cpu} is not one this process may run on"),
             RtError::Panicked { queue } => write!(f, "the thread of queue {queue} panicked"),
         }
     }

@@ -409,3 +409,55 @@ fn stopping_the_runtime_drops_its_tasks_and_fails_their_handles() {
     );
     drop(listener);
 }
+
+/// The CPUs the calling thread may run on, read from `/proc` (independent of
+/// the runtime's own call).
+fn cpus_allowed_of_this_thread() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let mut cpus = Vec::new();
+    for part in list.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => cpus.extend(a.parse::<usize>().unwrap()..=b.parse().unwrap()),
+            None => cpus.push(part.parse().unwrap()),
+        }
+    }
+    cpus
+}
+
+#[test]
+fn queue_threads_run_on_the_cpus_they_are_pinned_to() {
+    use linerate_rt::{RtError, RuntimeConfig};
+    use linerate_toe::sim::Sim;
+    let allowed = cpus_allowed_of_this_thread();
+    let last = *allowed.last().unwrap();
+    let (a, b) = common::mem_pair(2);
+    let cfg = RuntimeConfig {
+        cpus: vec![last],
+        ..RuntimeConfig::new(Sim::host_config(1))
+    };
+    let rt = Runtime::start(a, cfg).unwrap();
+    for q in 0..2 {
+        let on = join(
+            rt.handle()
+                .spawn_on(q, || async { cpus_allowed_of_this_thread() })
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(on, vec![last], "queue {q}");
+    }
+    rt.shutdown().unwrap();
+    // A CPU the process may not use is refused before any thread starts.
+    let cfg = RuntimeConfig {
+        cpus: vec![last, 1 << 20],
+        ..RuntimeConfig::new(Sim::host_config(2))
+    };
+    match Runtime::start(b, cfg) {
+        Err(RtError::Cpu { cpu }) => assert_eq!(cpu, 1 << 20),
+        other => panic!("want RtError::Cpu, got {other:?}"),
+    }
+}
