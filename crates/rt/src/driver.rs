@@ -116,6 +116,42 @@ impl Service for Engine {
     }
 }
 
+/// A service behind a `RefCell`: the loop that owns it reaches it without a
+/// check (`get_mut`), and lends it by shared reference to code that borrows it
+/// for a moment (the runtime's tasks on the queue thread, between the loop's
+/// steps).
+impl<S: Service> Service for core::cell::RefCell<S> {
+    #[inline]
+    fn handle_frames(&mut self, now: Instant, batch: &mut Batch) {
+        self.get_mut().handle_frames(now, batch);
+    }
+
+    #[inline]
+    fn poll_transmit_into<T: TxSink>(&mut self, now: Instant, sink: &mut T) {
+        self.get_mut().poll_transmit_into(now, sink);
+    }
+
+    #[inline]
+    fn poll_timeout(&self) -> Option<Instant> {
+        // Never borrowed while the loop runs its steps; were it, the loop
+        // looks again at its next round.
+        self.try_borrow().ok().and_then(|s| s.poll_timeout())
+    }
+
+    #[inline]
+    fn handle_timeout(&mut self, now: Instant) {
+        self.get_mut().handle_timeout(now);
+    }
+
+    fn fits(&self, caps: &NicCaps) -> Result<(), RtError> {
+        self.try_borrow().map_or(Ok(()), |s| s.fits(caps))
+    }
+
+    fn takes_chains(&self) -> bool {
+        self.try_borrow().is_ok_and(|s| s.takes_chains())
+    }
+}
+
 /// One [`Service`] (by default an [`Engine`]) driving one queue of a [`Nic`]. See
 /// the [module docs](self).
 #[derive(Debug)]

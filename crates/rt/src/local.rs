@@ -16,6 +16,9 @@
 //! ([`crate::TcpStream::connect_on`] with [`queue`], [`crate::TcpListener::bind_on`])
 //! then never leave the thread: one thread per queue serves the wire, the
 //! engine and the application, as in Seastar or a DPDK run-to-completion loop.
+//! Their reads and writes go straight to the engine's buffers (the queue lends
+//! its engine to the tasks while they run): one copy each way, none through
+//! the staging rings. A stream read from elsewhere later is staged again.
 //!
 //! Tasks need not be `Send` (they never move); what builds them must be, when
 //! it comes from another thread. A queue thread has no tokio reactor: use
@@ -67,7 +70,7 @@
 use crate::runtime::Handle;
 use crate::shared::lock;
 use linerate_nic::Notify;
-use linerate_toe::Instant;
+use linerate_toe::{Engine, Instant};
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -218,6 +221,8 @@ struct Ctx {
     spawned: RefCell<Vec<LocalFuture>>,
     timers: RefCell<BinaryHeap<Reverse<Timer>>>,
     seq: Cell<u64>,
+    /// Reads and writes of streams served straight from and into the engine.
+    direct: Cell<u64>,
 }
 
 impl Ctx {
@@ -228,6 +233,30 @@ impl Ctx {
 
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
+}
+
+// The queue's engine, lent while the tasks of its thread run.
+scoped_tls::scoped_thread_local!(static ENGINE: RefCell<Engine>);
+
+/// Runs `f` on the engine of `queue` of `rt` if the caller is a task on that
+/// queue's thread (and the engine is not borrowed already); `None` otherwise.
+pub(crate) fn with_engine<R>(
+    rt: &Handle,
+    queue: usize,
+    f: impl FnOnce(&mut Engine) -> R,
+) -> Option<R> {
+    if !ENGINE.is_set() {
+        return None;
+    }
+    let ctx = CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|ctx| ctx.queue == queue && Arc::ptr_eq(&ctx.handle.inner, &rt.inner))
+            .cloned()
+    })?;
+    let r = ENGINE.with(|e| e.try_borrow_mut().ok().map(|mut e| f(&mut e)))?;
+    ctx.direct.set(ctx.direct.get() + 1);
+    Some(r)
 }
 
 fn current() -> Option<Rc<Ctx>> {
@@ -440,6 +469,7 @@ impl Executor {
             spawned: RefCell::new(Vec::new()),
             timers: RefCell::new(BinaryHeap::new()),
             seq: Cell::new(0),
+            direct: Cell::new(0),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&ctx)));
         Executor {
@@ -450,6 +480,11 @@ impl Executor {
             panics: 0,
             polls: 0,
         }
+    }
+
+    /// Stream reads and writes served straight from and into the engine.
+    pub(crate) fn direct(&self) -> u64 {
+        self.ctx.direct.get()
     }
 
     /// Tasks alive.
@@ -519,9 +554,13 @@ impl Executor {
     }
 
     /// Polls every task ready at `now` once (those woken meanwhile wait for the
-    /// next round). `None` if no task was polled; otherwise whether some are
+    /// next round), lending them the queue's `engine`. `None` if no task was polled; otherwise whether some are
     /// ready again.
-    pub(crate) fn run(&mut self, now: Instant) -> Option<bool> {
+    pub(crate) fn run(&mut self, now: Instant, engine: &RefCell<Engine>) -> Option<bool> {
+        ENGINE.set(engine, || self.run_tasks(now))
+    }
+
+    fn run_tasks(&mut self, now: Instant) -> Option<bool> {
         self.gather(now);
         let ready = std::mem::take(&mut *self.ctx.ready.borrow_mut());
         if ready.is_empty() {

@@ -10,11 +10,16 @@
 //! leaves its waker there; the queue thread wakes it when it moves bytes, when the
 //! stream ends or fails. Reads and writes wake the queue thread only when it has
 //! work: the send ring was empty, or the receive ring had stalled full.
+//!
+//! A task running on the stream's own queue thread ([`crate::local`]) skips the
+//! rings: it reads from and writes into the engine's buffers directly, and waits
+//! on the engine's readiness, which the queue thread checks every round.
 
+use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{ListenShared, SockShared, register};
-use linerate_toe::Error;
+use linerate_toe::{Engine, Error};
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
@@ -143,22 +148,39 @@ impl Drop for Inner {
     }
 }
 
+/// Copies what `ring` holds (up to `buf`'s room) into `buf`; how much.
+fn copy_out(ring: &mut crate::ring::ByteRing, buf: &mut ReadBuf<'_>) -> usize {
+    let (a, b) = ring.readable();
+    let n1 = a.len().min(buf.remaining());
+    buf.put_slice(a.get(..n1).unwrap_or_default());
+    let n2 = b.len().min(buf.remaining());
+    buf.put_slice(b.get(..n2).unwrap_or_default());
+    ring.consume(n1 + n2);
+    n1 + n2
+}
+
 impl Inner {
     fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
+        // A task on the stream's own queue thread reads the engine itself.
+        if let Some(p) =
+            local::with_engine(&self.rt, self.sock.queue, |e| self.read_direct(e, cx, buf))
+        {
+            return p;
+        }
         let mut kick = false;
         let poll = {
             let mut guard = lock(&self.sock.st);
             let st = &mut *guard;
+            if st.local {
+                // Read elsewhere now: the queue thread stages again.
+                st.local = false;
+                kick = true;
+            }
             if !st.rx.is_empty() {
-                let (a, b) = st.rx.readable();
-                let n1 = a.len().min(buf.remaining());
-                buf.put_slice(a.get(..n1).unwrap_or_default());
-                let n2 = b.len().min(buf.remaining());
-                buf.put_slice(b.get(..n2).unwrap_or_default());
-                st.rx.consume(n1 + n2);
+                copy_out(&mut st.rx, buf);
                 if st.rx_stalled && 4 * st.rx.free() >= st.rx.capacity() {
                     st.rx_stalled = false;
                     kick = true;
@@ -179,7 +201,55 @@ impl Inner {
         poll
     }
 
+    /// [`Inner::poll_read`] on the queue's thread: bytes the queue staged
+    /// first, then straight from the engine's receive buffer (one copy, none
+    /// through the staging ring), and from then on the queue leaves received
+    /// bytes there.
+    fn read_direct(
+        &self,
+        engine: &mut Engine,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let mut guard = lock(&self.sock.st);
+        let st = &mut *guard;
+        st.local = true;
+        if !st.rx.is_empty() {
+            copy_out(&mut st.rx, buf);
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = st.error {
+            return Poll::Ready(Err(to_io(e)));
+        }
+        if st.eof {
+            return Poll::Ready(Ok(()));
+        }
+        match engine.tcp_recv(self.sock.h, buf.initialize_unfilled()) {
+            Ok(0) => {
+                st.eof = true;
+                Poll::Ready(Ok(()))
+            }
+            Ok(n) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Err(Error::WouldBlock) => {
+                register(&mut st.read_waker, cx.waker());
+                Poll::Pending
+            }
+            Err(e) => {
+                st.error = Some(e);
+                Poll::Ready(Err(to_io(e)))
+            }
+        }
+    }
+
     fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        if let Some(Some(p)) = local::with_engine(&self.rt, self.sock.queue, |e| {
+            self.write_direct(e, cx, data)
+        }) {
+            return p;
+        }
         let was_empty;
         let n = {
             let mut guard = lock(&self.sock.st);
@@ -205,6 +275,43 @@ impl Inner {
             self.rt.kick(self.sock.queue);
         }
         Poll::Ready(Ok(n))
+    }
+
+    /// [`Inner::poll_write`] on the queue's thread: straight into the engine's
+    /// send buffer (one copy), unless bytes staged earlier must go first
+    /// (`None`: the staged path).
+    fn write_direct(
+        &self,
+        engine: &mut Engine,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Option<Poll<io::Result<usize>>> {
+        let mut guard = lock(&self.sock.st);
+        let st = &mut *guard;
+        if let Some(e) = st.error {
+            return Some(Poll::Ready(Err(to_io(e))));
+        }
+        if st.shutdown || st.closed {
+            return Some(Poll::Ready(Err(to_io(Error::Closed))));
+        }
+        if data.is_empty() {
+            return Some(Poll::Ready(Ok(0)));
+        }
+        if !st.tx.is_empty() {
+            return None;
+        }
+        Some(match engine.tcp_send(self.sock.h, data) {
+            Ok(0) | Err(Error::WouldBlock) => {
+                // The queue thread wakes it when the engine takes bytes again.
+                register(&mut st.write_waker, cx.waker());
+                Poll::Pending
+            }
+            Ok(n) => Poll::Ready(Ok(n)),
+            Err(e) => {
+                st.error = Some(e);
+                Poll::Ready(Err(to_io(e)))
+            }
+        })
     }
 
     fn poll_shutdown(&self) -> Poll<io::Result<()>> {

@@ -40,6 +40,7 @@ use linerate_toe::Config;
 use linerate_toe::Instant;
 use linerate_toe::TcpState;
 use linerate_toe::{Engine, Error, ListenerHandle, SocketHandle};
+use std::cell::RefCell;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -177,6 +178,9 @@ pub struct QueueStats {
     pub task_polls: u64,
     /// Tasks dropped because they panicked.
     pub task_panics: u64,
+    /// Stream reads and writes of tasks on this queue's thread served straight
+    /// from and into the engine (no staging ring).
+    pub direct_io: u64,
 }
 
 #[derive(Debug, Default)]
@@ -193,6 +197,7 @@ struct StatCells {
     tasks: AtomicU64,
     task_polls: AtomicU64,
     task_panics: AtomicU64,
+    direct_io: AtomicU64,
 }
 
 impl StatCells {
@@ -210,6 +215,7 @@ impl StatCells {
         self.tasks.store(s.tasks, r);
         self.task_polls.store(s.task_polls, r);
         self.task_panics.store(s.task_panics, r);
+        self.direct_io.store(s.direct_io, r);
     }
 
     fn load(&self) -> QueueStats {
@@ -227,6 +233,7 @@ impl StatCells {
             tasks: self.tasks.load(r),
             task_polls: self.task_polls.load(r),
             task_panics: self.task_panics.load(r),
+            direct_io: self.direct_io.load(r),
         }
     }
 }
@@ -485,7 +492,7 @@ impl Runtime {
                 queue_cfg.announcements = 0;
             }
             let engine = Engine::new(queue_cfg, seed);
-            let driver = Driver::new(engine, nic, 0)?;
+            let driver = Driver::with_service(RefCell::new(engine), nic, 0)?;
             let ports = match &cfg.steering {
                 Some(s) => {
                     let (first, last) = cfg.ephemeral;
@@ -604,7 +611,10 @@ const COMMAND_BUDGET: usize = 256;
 /// One queue thread's state.
 struct QueueLoop<N: Nic> {
     q: usize,
-    driver: Driver<N>,
+    /// The engine in a `RefCell`: lent to the tasks on this thread while they
+    /// run (streams of this queue read and write it directly), reached
+    /// without a check otherwise.
+    driver: Driver<N, RefCell<Engine>>,
     inner: Arc<Inner>,
     cmd: mpsc::Receiver<Command>,
     conns: Vec<Conn>,
@@ -656,7 +666,7 @@ impl<N: Nic> QueueLoop<N> {
             // Tasks on this thread read what the sweep staged and write what
             // the second sweep hands to the engine, in the same round.
             if tasks.has_work()
-                && let Some(again) = tasks.run(now)
+                && let Some(again) = tasks.run(now, self.driver.service())
             {
                 more |= again;
                 self.accept_all();
@@ -665,6 +675,7 @@ impl<N: Nic> QueueLoop<N> {
                 self.stats.tasks = tasks.tasks() as u64;
                 self.stats.task_polls = tasks.polls;
                 self.stats.task_panics = tasks.panics;
+                self.stats.direct_io = tasks.direct();
             }
             self.driver.transmit(now)?;
             self.publish();
@@ -689,15 +700,15 @@ impl<N: Nic> QueueLoop<N> {
                     shared,
                     reply,
                 } => {
-                    let r = self.driver.engine_mut().tcp_listen(port);
+                    let r = self.driver.service_mut().get_mut().tcp_listen(port);
                     let ok = r.map(|lh| self.listeners.push(Listening { lh, shared }));
                     let _ = reply.send(ok);
                 }
                 Command::Connect { remote, reply } => match self.connect(now, remote) {
-                    Ok((h, port)) => match self.driver.engine().tcp_addrs(h) {
+                    Ok((h, port)) => match self.driver.service_mut().get_mut().tcp_addrs(h) {
                         Ok((local, remote)) => {
                             let sock =
-                                SockShared::new(self.q, local, remote, self.inner.stream_buffer);
+                                SockShared::new(self.q, h, local, remote, self.inner.stream_buffer);
                             self.conns.push(Conn {
                                 h,
                                 sock: Arc::new(sock),
@@ -724,7 +735,7 @@ impl<N: Nic> QueueLoop<N> {
                     // Sockets the application dropped give their ports up
                     // first, so a bind right after a drop finds the port free.
                     self.sweep_udp();
-                    let engine = self.driver.engine_mut();
+                    let engine = self.driver.service_mut().get_mut();
                     let r = engine.udp_bind(addr).and_then(|h| {
                         let local = engine.udp_info(h)?.local;
                         self.udps.push(UdpBound { h, shared });
@@ -732,8 +743,13 @@ impl<N: Nic> QueueLoop<N> {
                     });
                     let _ = reply.send(r);
                 }
-                Command::Run(f) => f(self.driver.engine_mut()),
-                Command::Frame(bytes, meta) => self.driver.inject(now, &bytes, &meta),
+                Command::Run(f) => f(self.driver.service_mut().get_mut()),
+                Command::Frame(bytes, meta) => {
+                    self.driver
+                        .service_mut()
+                        .get_mut()
+                        .handle_frame(now, &bytes, &meta);
+                }
             }
         }
         true
@@ -746,7 +762,7 @@ impl<N: Nic> QueueLoop<N> {
         now: Instant,
         remote: SocketAddr,
     ) -> Result<(SocketHandle, Option<u16>), Error> {
-        let engine = self.driver.engine_mut();
+        let engine = self.driver.service_mut().get_mut();
         let Some((p4, p6)) = self.ports.as_mut() else {
             return engine.tcp_connect(now, remote).map(|h| (h, None));
         };
@@ -817,7 +833,7 @@ impl<N: Nic> QueueLoop<N> {
     /// Moves established connections from the engine's listeners to the
     /// application's, and stops listeners the application dropped.
     fn accept_all(&mut self) {
-        let engine = self.driver.engine_mut();
+        let engine = self.driver.service_mut().get_mut();
         let mut accepted = Vec::new();
         let (q, buffer, backlog) = (self.q, self.inner.stream_buffer, self.backlog);
         self.listeners.retain(|l| {
@@ -834,7 +850,7 @@ impl<N: Nic> QueueLoop<N> {
                 let Ok((local, remote)) = engine.tcp_addrs(h) else {
                     continue;
                 };
-                let sock = Arc::new(SockShared::new(q, local, remote, buffer));
+                let sock = Arc::new(SockShared::new(q, h, local, remote, buffer));
                 st.ready.push_back(Arc::clone(&sock));
                 accepted.push(Conn {
                     h,
@@ -857,7 +873,7 @@ impl<N: Nic> QueueLoop<N> {
     /// Serves every stream: pending connects, staged data both ways, shutdown,
     /// close, errors, wake-ups.
     fn sweep(&mut self) {
-        let engine = self.driver.engine_mut();
+        let engine = self.driver.service_mut().get_mut();
         let stats = &mut self.stats;
         let ports = &mut self.ports;
         self.conns.retain_mut(|c| {
@@ -873,7 +889,7 @@ impl<N: Nic> QueueLoop<N> {
 
     /// Serves every UDP socket bound on this queue.
     fn sweep_udp(&mut self) {
-        let engine = self.driver.engine_mut();
+        let engine = self.driver.service_mut().get_mut();
         let q = self.q;
         self.udps.retain(|b| service_udp(engine, q, b));
     }
@@ -1012,7 +1028,9 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
             let _ = engine.tcp_shutdown(h);
             c.fin_sent = true;
         }
-        if !st.eof && !st.closed && st.error.is_none() {
+        // A stream its task reads on this thread keeps its bytes in the
+        // engine (the task reads them there); others are staged.
+        if !st.eof && !st.closed && !st.local && st.error.is_none() {
             loop {
                 let area = st.rx.writable();
                 if area.is_empty() {
@@ -1039,7 +1057,15 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
         }
         if st.error.is_none() {
             match engine.tcp_readiness(h) {
-                Ok(r) => st.error = r.error,
+                Ok(r) => {
+                    st.error = r.error;
+                    // Tasks that read and write the engine directly wait on
+                    // its readiness: readable bytes (or the end), room to send
+                    // (a writer waits on the staging ring only while the ring
+                    // holds bytes).
+                    wake_r |= st.local && r.readable && st.read_waker.is_some();
+                    wake_w |= st.tx.is_empty() && r.writable && st.write_waker.is_some();
+                }
                 Err(e) => st.error = Some(e),
             }
         }

@@ -4,7 +4,7 @@
 
 use super::ring::ByteRing;
 use super::shared::lock;
-use linerate_toe::Error;
+use linerate_toe::{Error, SocketHandle};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -16,6 +16,8 @@ use std::task::Waker;
 pub(crate) struct SockShared {
     /// The queue (and so the thread and engine) that owns the connection.
     pub(crate) queue: usize,
+    /// The connection in that queue's engine.
+    pub(crate) h: SocketHandle,
     pub(crate) local: SocketAddr,
     pub(crate) remote: SocketAddr,
     pub(crate) st: Mutex<SockState>,
@@ -38,6 +40,10 @@ pub(crate) struct SockState {
     pub(crate) closed: bool,
     /// The queue thread stopped pulling because `rx` was full.
     pub(crate) rx_stalled: bool,
+    /// The application last read on the queue's own thread, straight from the
+    /// engine (see [`crate::local`]): the queue thread leaves received bytes
+    /// in the engine and only wakes the reader.
+    pub(crate) local: bool,
     pub(crate) read_waker: Option<Waker>,
     pub(crate) write_waker: Option<Waker>,
 }
@@ -45,12 +51,14 @@ pub(crate) struct SockState {
 impl SockShared {
     pub(crate) fn new(
         queue: usize,
+        h: SocketHandle,
         local: SocketAddr,
         remote: SocketAddr,
         buffer: usize,
     ) -> SockShared {
         SockShared {
             queue,
+            h,
             local,
             remote,
             st: Mutex::new(SockState {
@@ -61,6 +69,7 @@ impl SockShared {
                 shutdown: false,
                 closed: false,
                 rx_stalled: false,
+                local: false,
                 read_waker: None,
                 write_waker: None,
             }),

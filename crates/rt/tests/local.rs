@@ -188,6 +188,8 @@ fn streams_opened_on_their_queue_carry_exact_bytes_without_leaving_its_thread() 
         );
         assert_eq!((c.task_panics, s.task_panics), (0, 0));
         assert!(c.task_polls > 0 && s.task_polls > 0);
+        // The tasks read and wrote their engines directly, both ends.
+        assert!(c.direct_io > 0 && s.direct_io > 0, "{c:?} {s:?}");
     }
     crt.shutdown().unwrap();
     srt.shutdown().unwrap();
@@ -460,4 +462,61 @@ fn queue_threads_run_on_the_cpus_they_are_pinned_to() {
         Err(RtError::Cpu { cpu }) => assert_eq!(cpu, 1 << 20),
         other => panic!("want RtError::Cpu, got {other:?}"),
     }
+}
+
+#[test]
+fn a_stream_read_on_its_queue_then_elsewhere_loses_no_byte() {
+    const LEN: usize = 3 << 20;
+    let (crt, srt) = runtimes(1);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let listener = join(
+        sh.spawn_on(0, || async {
+            TcpListener::bind_on(&local::handle().unwrap(), 0, 7300).await
+        })
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    // The server's task reads the first part on the queue thread (straight
+    // from the engine), then hands the stream to this thread.
+    let first = sh
+        .spawn_on(0, move || async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut head = vec![0u8; LEN / 3];
+            s.read_exact(&mut head).await.unwrap();
+            (s, head)
+        })
+        .unwrap();
+    let writer = ch
+        .spawn_on(0, || async {
+            let rt = local::handle().unwrap();
+            let mut s = TcpStream::connect_on(&rt, 0, server_addr(7300))
+                .await
+                .unwrap();
+            for chunk in pattern(9, LEN).chunks(100_003) {
+                s.write_all(chunk).await.unwrap();
+            }
+            s.shutdown().await.unwrap();
+            let mut b = [0u8; 1];
+            let _ = local::timeout(LIMIT, s.read(&mut b)).await;
+        })
+        .unwrap();
+    let (mut s, mut got) = join(first).unwrap();
+    let direct = sh.stats(0).unwrap().direct_io;
+    assert!(direct > 0, "the first part was read on the queue thread");
+    // The rest from a tokio task on this thread: the queue stages again.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(LIMIT, s.read_to_end(&mut got))
+            .await
+            .expect("the rest arrives")
+            .unwrap();
+    });
+    drop(s);
+    assert_eq!(got.len(), LEN);
+    assert!(got == pattern(9, LEN), "bytes differ");
+    join(writer).unwrap();
 }
