@@ -190,7 +190,7 @@ impl Wake for Header {
 struct Timer {
     due: Instant,
     seq: u64,
-    waker: Waker,
+    shared: Arc<TimerShared>,
 }
 
 impl PartialEq for Timer {
@@ -223,6 +223,8 @@ struct Ctx {
     seq: Cell<u64>,
     /// Reads and writes of streams served straight from and into the engine.
     direct: Cell<u64>,
+    /// Sleeps dropped before they were due (their entries wait in `timers`).
+    canceled: Cell<usize>,
 }
 
 impl Ctx {
@@ -355,7 +357,34 @@ pub fn sleep(d: Duration) -> Sleep {
     Sleep {
         d,
         due: None,
-        armed: false,
+        armed: None,
+    }
+}
+
+/// What a registered timer and its [`Sleep`] share: whom to wake (the latest
+/// poller), and whether the sleep still waits (a dropped one is skipped, and
+/// the loop clears such entries out when they pile up).
+#[derive(Debug)]
+struct TimerShared {
+    live: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl TimerShared {
+    fn fire(&self) {
+        if self.live.load(Ordering::Acquire)
+            && let Some(w) = lock(&self.waker).take()
+        {
+            w.wake();
+        }
+    }
+
+    fn set_waker(&self, w: &Waker) {
+        let mut slot = lock(&self.waker);
+        match &*slot {
+            Some(old) if old.will_wake(w) => {}
+            _ => *slot = Some(w.clone()),
+        }
     }
 }
 
@@ -364,9 +393,22 @@ pub fn sleep(d: Duration) -> Sleep {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Sleep {
     d: Duration,
-    /// Set at the first poll (on a queue thread): the loop clock's due time.
+    /// Set at the first poll: the due time on the loop clock of the queue
+    /// thread polling it (if one), and on the wall clock.
     due: Option<(Instant, std::time::Instant)>,
-    armed: bool,
+    /// Registered with the loop's timers or a helper thread.
+    armed: Option<Arc<TimerShared>>,
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(t) = &self.armed
+            && t.live.swap(false, Ordering::AcqRel)
+            && let Some(ctx) = current()
+        {
+            ctx.canceled.set(ctx.canceled.get() + 1);
+        }
+    }
 }
 
 impl Future for Sleep {
@@ -379,47 +421,53 @@ impl Future for Sleep {
             let now = ctx.as_ref().map_or(Instant::ZERO, |c| c.now());
             (now + d, std::time::Instant::now() + d)
         });
+        let done = match &ctx {
+            Some(ctx) => ctx.now() >= due,
+            None => std::time::Instant::now() >= wall_due,
+        };
+        if done {
+            if let Some(t) = &self.armed {
+                t.live.store(false, Ordering::Release);
+            }
+            return Poll::Ready(());
+        }
+        if let Some(t) = &self.armed {
+            t.set_waker(cx.waker());
+            return Poll::Pending;
+        }
+        let shared = Arc::new(TimerShared {
+            live: AtomicBool::new(true),
+            waker: Mutex::new(Some(cx.waker().clone())),
+        });
         match ctx {
             Some(ctx) => {
-                if ctx.now() >= due {
-                    return Poll::Ready(());
-                }
-                if !self.armed {
-                    self.armed = true;
-                    let seq = ctx.seq.get();
-                    ctx.seq.set(seq + 1);
-                    ctx.timers.borrow_mut().push(Reverse(Timer {
-                        due,
-                        seq,
-                        waker: cx.waker().clone(),
-                    }));
-                }
-                Poll::Pending
+                let seq = ctx.seq.get();
+                ctx.seq.set(seq + 1);
+                ctx.timers.borrow_mut().push(Reverse(Timer {
+                    due,
+                    seq,
+                    shared: Arc::clone(&shared),
+                }));
             }
             None => {
                 let left = wall_due.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    return Poll::Ready(());
+                let t = Arc::clone(&shared);
+                let spawned = std::thread::Builder::new()
+                    .name("linerate-sleep".into())
+                    .spawn(move || {
+                        std::thread::sleep(left);
+                        t.fire();
+                    });
+                if spawned.is_err() {
+                    // No thread: wake at once and look again (a busy wait
+                    // rather than a sleep that never ends).
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
                 }
-                if !self.armed {
-                    self.armed = true;
-                    let w = cx.waker().clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("linerate-sleep".into())
-                        .spawn(move || {
-                            std::thread::sleep(left);
-                            w.wake();
-                        });
-                    if spawned.is_err() {
-                        // No thread: wake at once and look again (a busy wait
-                        // rather than a sleep that never ends).
-                        self.armed = false;
-                        cx.waker().wake_by_ref();
-                    }
-                }
-                Poll::Pending
             }
         }
+        self.armed = Some(shared);
+        Poll::Pending
     }
 }
 
@@ -470,6 +518,7 @@ impl Executor {
             timers: RefCell::new(BinaryHeap::new()),
             seq: Cell::new(0),
             direct: Cell::new(0),
+            canceled: Cell::new(0),
         });
         CURRENT.with(|c| *c.borrow_mut() = Some(Rc::clone(&ctx)));
         Executor {
@@ -532,16 +581,28 @@ impl Executor {
         for fut in spawned {
             self.add(fut);
         }
+        {
+            // Entries of sleeps dropped early (a timeout whose future won)
+            // would otherwise stay until due: cleared out once they are most
+            // of the heap.
+            let mut timers = self.ctx.timers.borrow_mut();
+            let canceled = self.ctx.canceled.get();
+            if canceled > 64 && 2 * canceled > timers.len() {
+                timers.retain(|Reverse(t)| t.shared.live.load(Ordering::Acquire));
+                self.ctx.canceled.set(0);
+            }
+        }
         loop {
             let due = {
                 let mut timers = self.ctx.timers.borrow_mut();
                 match timers.peek() {
-                    Some(Reverse(t)) if t.due <= now => timers.pop().map(|Reverse(t)| t.waker),
+                    Some(Reverse(t)) if t.due <= now => timers.pop().map(|Reverse(t)| t.shared),
                     _ => None,
                 }
             };
             match due {
-                Some(w) => w.wake(),
+                // Outside the borrow: waking may register other timers.
+                Some(t) => t.fire(),
                 None => break,
             }
         }
@@ -604,6 +665,11 @@ impl Executor {
             self.add(fut);
         }
         Some(!self.ctx.ready.borrow().is_empty())
+    }
+
+    /// Timers registered and not yet fired or cleared out.
+    pub(crate) fn timers(&self) -> usize {
+        self.ctx.timers.borrow().len()
     }
 
     /// The earliest timer, if any.

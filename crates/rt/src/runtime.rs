@@ -181,6 +181,8 @@ pub struct QueueStats {
     /// Stream reads and writes of tasks on this queue's thread served straight
     /// from and into the engine (no staging ring).
     pub direct_io: u64,
+    /// Timers of [`crate::local::sleep`] the queue holds.
+    pub timers: u64,
 }
 
 #[derive(Debug, Default)]
@@ -198,6 +200,7 @@ struct StatCells {
     task_polls: AtomicU64,
     task_panics: AtomicU64,
     direct_io: AtomicU64,
+    timers: AtomicU64,
 }
 
 impl StatCells {
@@ -216,6 +219,7 @@ impl StatCells {
         self.task_polls.store(s.task_polls, r);
         self.task_panics.store(s.task_panics, r);
         self.direct_io.store(s.direct_io, r);
+        self.timers.store(s.timers, r);
     }
 
     fn load(&self) -> QueueStats {
@@ -234,6 +238,7 @@ impl StatCells {
             task_polls: self.task_polls.load(r),
             task_panics: self.task_panics.load(r),
             direct_io: self.direct_io.load(r),
+            timers: self.timers.load(r),
         }
     }
 }
@@ -676,6 +681,7 @@ impl<N: Nic> QueueLoop<N> {
                 self.stats.task_polls = tasks.polls;
                 self.stats.task_panics = tasks.panics;
                 self.stats.direct_io = tasks.direct();
+                self.stats.timers = tasks.timers() as u64;
             }
             self.driver.transmit(now)?;
             self.publish();

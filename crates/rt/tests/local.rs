@@ -350,6 +350,32 @@ fn sleeps_and_timeouts_follow_the_loop_clock() {
         .unwrap();
     assert_eq!(join(order).unwrap(), vec![10, 20, 30, 40]);
 
+    // Timeouts whose future wins leave their entries behind; the queue clears
+    // them out rather than keeping 20,000 until they fall due in an hour.
+    let many = h
+        .spawn_on(0, || async {
+            for i in 0..20_000u32 {
+                // Pending once (so the timeout arms its timer), then ready.
+                let mut yielded = false;
+                let once = std::future::poll_fn(move |cx| {
+                    if yielded {
+                        std::task::Poll::Ready(i)
+                    } else {
+                        yielded = true;
+                        cx.waker().wake_by_ref();
+                        std::task::Poll::Pending
+                    }
+                });
+                let v = local::timeout(Duration::from_secs(3600), once).await;
+                assert_eq!(v.unwrap(), i);
+            }
+        })
+        .unwrap();
+    join(many).unwrap();
+    join(h.spawn_on(0, || async {}).unwrap()).unwrap();
+    let timers = h.stats(0).unwrap().timers;
+    assert!(timers < 1_000, "{timers} timers held");
+
     // Off a queue thread (here tokio's), a helper thread keeps the time.
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
