@@ -11,7 +11,8 @@
 //! queue thread, a sleep and a wake-up each way once six threads share two
 //! cores), and on the queue threads themselves (`linerate_rt::local`: each
 //! flow's task on its stream's queue, listeners per queue, nothing crosses
-//! threads; one thread per queue and per end).
+//! threads, and the tasks read and write their engine's buffers directly; one
+//! thread per queue and per end).
 //!
 //! CPU is the whole process's (user plus system, all threads: both runtimes'
 //! queue threads and, with the adaptor, the two tokio workers).
