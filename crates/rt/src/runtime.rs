@@ -744,6 +744,9 @@ impl<N: Nic> QueueLoop<N> {
                     let engine = self.driver.service_mut().get_mut();
                     let r = engine.udp_bind(addr).and_then(|h| {
                         let local = engine.udp_info(h)?.local;
+                        if shared.single {
+                            lock(&shared.st).handle = Some(h);
+                        }
                         self.udps.push(UdpBound { h, shared });
                         Ok(local)
                     });

@@ -10,11 +10,16 @@
 //! queue and wakes the reader. When the receive queue is full, datagrams stay
 //! in the engines' own bounded queues, which drop (and count) the excess.
 //!
+//! A socket bound on one queue ([`UdpSocket::bind_on`]) and used by a task on
+//! that queue's thread ([`crate::local`]) skips the staging queues: its sends
+//! and receives call the engine directly, and a refused send fails at once.
+//!
 //! A send is checked for what can be checked at once (family, port, size of a
 //! UDP datagram); a datagram the engine then refuses (it does not fit the path
 //! MTU) is dropped and its error returned by the next `send_to`, as an
 //! asynchronous error of a kernel socket is.
 
+use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{register, wake};
@@ -38,6 +43,8 @@ const MAX_PAYLOAD: usize = 65_535 - 20 - 8;
 pub(crate) struct UdpShared {
     /// The queue that sends.
     pub(crate) home: usize,
+    /// Bound on the home queue alone ([`UdpSocket::bind_on`]).
+    pub(crate) single: bool,
     pub(crate) st: Mutex<UdpState>,
 }
 
@@ -53,6 +60,13 @@ pub(crate) struct UdpState {
     error: Option<Error>,
     /// The application dropped the socket.
     closed: bool,
+    /// The binding's handle in the home queue's engine (a socket bound on one
+    /// queue only), for tasks on that queue's thread.
+    pub(crate) handle: Option<UdpHandle>,
+    /// The application last received on the home queue's thread, straight
+    /// from the engine: the queue thread leaves datagrams there and only wakes
+    /// the reader.
+    local: bool,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
 }
@@ -67,9 +81,10 @@ impl UdpState {
 }
 
 impl UdpShared {
-    pub(crate) fn new(home: usize) -> UdpShared {
+    pub(crate) fn new(home: usize, single: bool) -> UdpShared {
         UdpShared {
             home,
+            single,
             st: Mutex::new(UdpState::default()),
         }
     }
@@ -100,7 +115,7 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
     let mut guard = lock(&b.shared.st);
     let st = &mut *guard;
     let mut got = false;
-    while !st.closed && st.rx.len() < STAGED {
+    while !st.closed && !st.local && st.rx.len() < STAGED {
         let mut buf = st.spare.pop().unwrap_or_default();
         match engine.udp_recv_with(b.h, |data, from| {
             buf.extend_from_slice(data);
@@ -138,6 +153,11 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
         let _ = engine.udp_close(b.h);
         return false;
     }
+    // Tasks that call the engine directly wait on its readiness.
+    if let Ok(r) = engine.udp_readiness(b.h) {
+        got |= st.local && r.readable && st.read_waker.is_some();
+        sent |= q == b.shared.home && st.tx.is_empty() && r.writable && st.write_waker.is_some();
+    }
     let r = if got { st.read_waker.take() } else { None };
     let w = if sent { st.write_waker.take() } else { None };
     drop(guard);
@@ -171,15 +191,41 @@ impl UdpSocket {
     /// port bound for that family.
     pub async fn bind(rt: &Handle, addr: SocketAddr) -> io::Result<UdpSocket> {
         let home = rt.pick_queue();
-        let shared = Arc::new(UdpShared::new(home));
+        // The home queue first: it picks the port when asked for port 0.
+        let order = std::iter::once(home).chain((0..rt.queues()).filter(|&q| q != home));
+        UdpSocket::bind_queues(rt, home, order.collect(), addr).await
+    }
+
+    /// Binds `addr` on `queue` alone: it receives the datagrams RSS puts on
+    /// that queue and sends from it. From a task on that queue's thread
+    /// ([`crate::local`]) its sends and receives call the engine directly. One
+    /// socket per queue on the same port, each served by a task on its queue,
+    /// is the thread-per-core shape of a UDP server. Fails with `NotFound` for a
+    /// queue the runtime does not have, `AddrInUse` if the queue has the port
+    /// bound for that family.
+    pub async fn bind_on(rt: &Handle, queue: usize, addr: SocketAddr) -> io::Result<UdpSocket> {
+        if queue >= rt.queues() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no queue {queue}: the runtime has {}", rt.queues()),
+            ));
+        }
+        UdpSocket::bind_queues(rt, queue, vec![queue], addr).await
+    }
+
+    async fn bind_queues(
+        rt: &Handle,
+        home: usize,
+        queues: Vec<usize>,
+        addr: SocketAddr,
+    ) -> io::Result<UdpSocket> {
+        let shared = Arc::new(UdpShared::new(home, queues.len() == 1));
         let mut sock = UdpSocket {
             shared: Arc::clone(&shared),
             rt: rt.clone(),
             local: addr,
         };
-        // The home queue first: it picks the port when asked for port 0.
-        let order = std::iter::once(home).chain((0..rt.queues()).filter(|&q| q != home));
-        for q in order {
+        for q in queues {
             let (tx, rx) = oneshot::channel();
             let cmd = Command::UdpBind {
                 addr: sock.local,
@@ -220,6 +266,25 @@ impl UdpSocket {
         if buf.len() > MAX_PAYLOAD {
             return Poll::Ready(Err(to_io(Error::MessageTooLong)));
         }
+        if let Some(Some(p)) = self.direct(|e, st, h| {
+            if !st.tx.is_empty() {
+                // Staged datagrams go first.
+                return None;
+            }
+            if let Some(err) = st.send_error.take() {
+                return Some(Poll::Ready(Err(to_io(err))));
+            }
+            Some(match e.udp_send_to(h, buf, target) {
+                Ok(n) => Poll::Ready(Ok(n)),
+                Err(Error::WouldBlock) => {
+                    register(&mut st.write_waker, cx.waker());
+                    Poll::Pending
+                }
+                Err(err) => Poll::Ready(Err(to_io(err))),
+            })
+        }) {
+            return p;
+        }
         let was_empty = {
             let mut st = lock(&self.shared.st);
             if let Some(e) = st.error {
@@ -258,7 +323,40 @@ impl UdpSocket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<SocketAddr>> {
+        if let Some(p) = self.direct(|e, st, h| {
+            st.local = true;
+            if let Some((from, data)) = st.rx.pop_front() {
+                // Staged before the task read here: those first.
+                let n = data.len().min(buf.remaining());
+                buf.put_slice(data.get(..n).unwrap_or_default());
+                st.recycle(data);
+                return Poll::Ready(Ok(from));
+            }
+            if let Some(err) = st.error {
+                return Poll::Ready(Err(to_io(err)));
+            }
+            match e.udp_recv_from(h, buf.initialize_unfilled()) {
+                Ok((n, from)) => {
+                    buf.advance(n);
+                    Poll::Ready(Ok(from))
+                }
+                Err(Error::WouldBlock) => {
+                    register(&mut st.read_waker, cx.waker());
+                    Poll::Pending
+                }
+                Err(err) => Poll::Ready(Err(to_io(err))),
+            }
+        }) {
+            return p;
+        }
         let mut st = lock(&self.shared.st);
+        if st.local {
+            // Received elsewhere now: the queue thread stages again.
+            st.local = false;
+            drop(st);
+            self.rt.kick(self.shared.home);
+            st = lock(&self.shared.st);
+        }
         if let Some((from, data)) = st.rx.pop_front() {
             let n = data.len().min(buf.remaining());
             buf.put_slice(data.get(..n).unwrap_or_default());
@@ -270,6 +368,23 @@ impl UdpSocket {
         }
         register(&mut st.read_waker, cx.waker());
         Poll::Pending
+    }
+}
+
+impl UdpSocket {
+    /// Runs `f` with the home queue's engine, the socket's state and its
+    /// handle there, if the caller is a task on that queue's thread and the
+    /// socket is bound there alone; `None` otherwise.
+    fn direct<R>(&self, f: impl FnOnce(&mut Engine, &mut UdpState, UdpHandle) -> R) -> Option<R> {
+        if !self.shared.single {
+            return None;
+        }
+        local::with_engine(&self.rt, self.shared.home, |e| {
+            let mut st = lock(&self.shared.st);
+            let h = st.handle?;
+            Some(f(e, &mut st, h))
+        })
+        .flatten()
     }
 }
 

@@ -546,3 +546,72 @@ fn a_stream_read_on_its_queue_then_elsewhere_loses_no_byte() {
     assert!(got == pattern(9, LEN), "bytes differ");
     join(writer).unwrap();
 }
+
+#[test]
+fn udp_sockets_bound_on_a_queue_echo_through_their_engines_directly() {
+    use linerate_rt::UdpSocket;
+    const N: usize = 500;
+    let (crt, srt) = runtimes(1);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let server_sock = join(
+        sh.spawn_on(0, || async {
+            let rt = local::handle().unwrap();
+            UdpSocket::bind_on(&rt, 0, "10.0.0.2:5300".parse().unwrap()).await
+        })
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let echo = sh
+        .spawn_on(0, move || async move {
+            let mut buf = vec![0u8; 2048];
+            for _ in 0..N {
+                let (n, from) = server_sock.recv_from(&mut buf).await.unwrap();
+                server_sock.send_to(&buf[..n], from).await.unwrap();
+            }
+        })
+        .unwrap();
+    let client = ch
+        .spawn_on(0, || async {
+            let rt = local::handle().unwrap();
+            let s = UdpSocket::bind_on(&rt, 0, "10.0.0.1:0".parse().unwrap())
+                .await
+                .unwrap();
+            let server: SocketAddr = "10.0.0.2:5300".parse().unwrap();
+            // Longer than the path MTU allows: refused at once (no staging
+            // queue to report it from a later send).
+            let err = s.send_to(&[0u8; 4000], server).await.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+            let mut buf = vec![0u8; 2048];
+            for i in 0..N {
+                let len = 1 + (i * 131) % 1400;
+                let msg = pattern(i as u64, len);
+                // One in flight at a time: the memory wire loses nothing,
+                // so every datagram comes back.
+                s.send_to(&msg, server).await.unwrap();
+                let (n, from) = local::timeout(LIMIT, s.recv_from(&mut buf))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(from, server);
+                assert_eq!(&buf[..n], &msg[..], "datagram {i}");
+            }
+            N
+        })
+        .unwrap();
+    assert_eq!(join(client).unwrap(), N);
+    join(echo).unwrap();
+    assert!(ch.stats(0).unwrap().direct_io > 0 && sh.stats(0).unwrap().direct_io > 0);
+    // A queue the runtime does not have.
+    let e = join(
+        ch.spawn_on(0, || async {
+            UdpSocket::bind_on(&local::handle().unwrap(), 3, "10.0.0.1:0".parse().unwrap())
+                .await
+                .map(|_| ())
+        })
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+}
