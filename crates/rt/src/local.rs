@@ -240,6 +240,15 @@ thread_local! {
 // The queue's engine, lent while the tasks of its thread run.
 scoped_tls::scoped_thread_local!(static ENGINE: RefCell<Engine>);
 
+/// Whether the caller runs on the thread of `queue` of `rt`.
+pub(crate) fn on_queue(rt: &Handle, queue: usize) -> bool {
+    CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .is_some_and(|ctx| ctx.queue == queue && Arc::ptr_eq(&ctx.handle.inner, &rt.inner))
+    })
+}
+
 /// Runs `f` on the engine of `queue` of `rt` if the caller is a task on that
 /// queue's thread (and the engine is not borrowed already); `None` otherwise.
 pub(crate) fn with_engine<R>(

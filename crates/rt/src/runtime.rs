@@ -319,6 +319,16 @@ impl Handle {
         F: FnOnce(&mut Engine) -> R + Send + 'static,
         R: Send + 'static,
     {
+        // A task on the queue's own thread runs it there and then.
+        let mut slot = Some(f);
+        if let Some(r) =
+            crate::local::with_engine(self, queue, |e| slot.take().map(|f| f(e))).flatten()
+        {
+            return Ok(r);
+        }
+        let Some(f) = slot else {
+            return Err(stopped());
+        };
         let (tx, rx) = oneshot::channel();
         let run = move |e: &mut Engine| {
             let _ = tx.send(f(e));
@@ -328,12 +338,30 @@ impl Handle {
     }
 
     /// [`Handle::with_engine`] for a thread outside any async runtime (it blocks;
-    /// calling it from an async task panics, as tokio's blocking calls do).
+    /// calling it from a tokio task panics, as tokio's blocking calls do). On the
+    /// queue's own thread it runs `f` at once if the engine is lent to the
+    /// caller (a task there, [`crate::local`]) and fails with `WouldBlock`
+    /// otherwise, rather than wait for its own thread.
     pub fn with_engine_blocking<R, F>(&self, queue: usize, f: F) -> io::Result<R>
     where
         F: FnOnce(&mut Engine) -> R + Send + 'static,
         R: Send + 'static,
     {
+        let mut slot = Some(f);
+        if let Some(r) =
+            crate::local::with_engine(self, queue, |e| slot.take().map(|f| f(e))).flatten()
+        {
+            return Ok(r);
+        }
+        if crate::local::on_queue(self, queue) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "with_engine_blocking on the queue's own thread, its engine not lent",
+            ));
+        }
+        let Some(f) = slot else {
+            return Err(stopped());
+        };
         let (tx, rx) = oneshot::channel();
         let run = move |e: &mut Engine| {
             let _ = tx.send(f(e));

@@ -615,3 +615,25 @@ fn udp_sockets_bound_on_a_queue_echo_through_their_engines_directly() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
 }
+
+#[test]
+fn engine_calls_from_a_task_on_its_queue_run_in_place() {
+    let (crt, _srt) = runtimes(2);
+    let h = crt.handle().clone();
+    let got = join(
+        h.spawn_on(1, || async {
+            let rt = local::handle().unwrap();
+            // Both would wait on a command this very thread has to run: the
+            // blocking one forever. On the queue's thread they run in place.
+            let a = rt.with_engine(1, |e| e.config().mac).await.unwrap();
+            let b = rt.with_engine_blocking(1, |e| e.config().mac).unwrap();
+            // Another queue's engine goes through its command channel.
+            let c = rt.with_engine(0, |e| e.config().mac).await.unwrap();
+            (a, b, c)
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(got.0, got.1);
+    assert_eq!(got.0, got.2);
+}
