@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Fnv, pattern, two_runtimes_waiting};
+use common::{pattern, two_runtimes_waiting};
 use linerate_rt::local::{self, JoinHandle};
 use linerate_rt::{Handle, Runtime, TcpListener, TcpStream};
 use std::cell::{Cell, RefCell};
@@ -58,77 +58,30 @@ fn assert_on(queue: usize) {
     );
 }
 
-/// Echoes, with its own hash and length as a trailer: reads the client's bytes
-/// to the end while a second task on the same thread sends `down` bytes back.
+/// The echo server on queue `q`'s thread, its writer a second task there.
 async fn serve(s: TcpStream, q: usize) {
     assert_on(q);
     assert_eq!(s.queue(), q, "RSS put the flow on the listener's queue");
-    let (mut r, mut w) = s.into_split();
-    let mut hdr = [0u8; 16];
-    r.read_exact(&mut hdr).await.unwrap();
-    let id = u64::from_le_bytes(hdr[..8].try_into().unwrap());
-    let down = u64::from_le_bytes(hdr[8..].try_into().unwrap()) as usize;
-    let writer = local::spawn(async move {
-        // Uneven writes, across ring boundaries.
-        for chunk in pattern(id ^ 0xd0d0, down).chunks(5_003) {
-            w.write_all(chunk).await.unwrap();
-        }
-        w
+    common::serve_echo(s, |w| {
+        let h = local::spawn(w).unwrap();
+        async { h.await.unwrap() }
     })
-    .unwrap();
-    let (mut h, mut total, mut buf) = (Fnv::new(), 0u64, vec![0u8; 16 * 1024]);
-    loop {
-        let n = r.read(&mut buf).await.unwrap();
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        total += n as u64;
-    }
-    let mut w = writer.await.unwrap();
+    .await;
     assert_on(q);
-    w.write_all(&h.0.to_le_bytes()).await.unwrap();
-    w.write_all(&total.to_le_bytes()).await.unwrap();
-    w.shutdown().await.unwrap();
 }
 
-/// One client stream from queue `q`: sends `up` bytes and checks the `down`
-/// bytes and the trailer that come back.
+/// One echo client stream from queue `q`, its writer a second task there.
 async fn client(rt: Handle, q: usize, id: u64, up: usize, down: usize) {
     assert_on(q);
     let s = TcpStream::connect_on(&rt, q, server_addr(7000))
         .await
         .unwrap();
     assert_eq!(s.queue(), q);
-    let (mut r, mut w) = s.into_split();
-    let data = pattern(id, up);
-    let sent = Fnv::of(&data);
-    let writer = local::spawn(async move {
-        let mut hdr = id.to_le_bytes().to_vec();
-        hdr.extend_from_slice(&(down as u64).to_le_bytes());
-        w.write_all(&hdr).await.unwrap();
-        for chunk in data.chunks(7_001) {
-            w.write_all(chunk).await.unwrap();
-        }
-        w.shutdown().await.unwrap();
+    common::echo_client(s, id, up, down, |w| {
+        let h = local::spawn(w).unwrap();
+        async { h.await.unwrap() }
     })
-    .unwrap();
-    let mut got = Vec::new();
-    r.read_to_end(&mut got).await.unwrap();
-    writer.await.unwrap();
-    assert_eq!(got.len(), down + 16, "stream {id}");
-    assert_eq!(
-        Fnv::of(&got[..down]),
-        Fnv::of(&pattern(id ^ 0xd0d0, down)),
-        "stream {id}: bytes from the server"
-    );
-    let hash = u64::from_le_bytes(got[down..down + 8].try_into().unwrap());
-    let len = u64::from_le_bytes(got[down + 8..].try_into().unwrap());
-    assert_eq!(
-        (hash, len),
-        (sent, up as u64),
-        "stream {id}: bytes at the server"
-    );
+    .await;
 }
 
 #[test]

@@ -15,10 +15,12 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
+mod common;
+
+use common::pattern;
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, local};
-use linerate_testkit::netns::{self, Netns};
-use linerate_testkit::tap::{KERNEL_IP, OUR_IP, OUR_MAC};
+use linerate_testkit::netns;
+use linerate_testkit::tap::{OUR_IP, OUR_MAC};
 use linerate_toe::Config;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
@@ -30,40 +32,12 @@ const UP: usize = 48 << 20;
 const DOWN: usize = 32 << 20;
 const PORT: u16 = 5100;
 
-/// `len` bytes of a deterministic stream for `seed`.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 fn run(offloads: bool) {
     if !netns::is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let ns = Netns::new("lrl").unwrap();
-    let want = if offloads {
-        TapOffloads::TSO
-    } else {
-        TapOffloads::NONE
-    };
-    let tap = Tap::open(&TapConfig {
-        offloads: want,
-        ..TapConfig::new(netns::unique("lrl"))
-    })
-    .unwrap();
-    assert_eq!(tap.offloads_enabled(), want);
-    netns::ip(&["link", "set", tap.name(), "netns", ns.name()]).unwrap();
-    ns.ip(&["addr", "add", &format!("{KERNEL_IP}/24"), "dev", tap.name()])
-        .unwrap();
-    ns.ip(&["link", "set", tap.name(), "up"]).unwrap();
+    let (tap, ns) = linerate_testkit::tap::tap_in_namespace("lrl", offloads).unwrap();
     let mut cfg = Config::new(OUR_MAC).with_ipv4(OUR_IP, 24);
     cfg.offloads = offloads;
     cfg.tcp.send_buffer = 4 << 20;

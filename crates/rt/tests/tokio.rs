@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Fnv, pattern, two_runtimes};
+use common::two_runtimes;
 use linerate_rt::{Handle, TcpListener, TcpStream};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -27,62 +27,22 @@ fn server_addr(port: u16, v6: bool) -> SocketAddr {
     }
 }
 
-/// Reads a 16-byte header (stream id, bytes to send back), sends those bytes
-/// while reading the client's until EOF, then a trailer: hash and length of what
-/// it read.
+/// The echo server on a tokio task.
 async fn serve(s: TcpStream) {
-    let (mut r, mut w) = s.into_split();
-    let mut hdr = [0u8; 16];
-    r.read_exact(&mut hdr).await.unwrap();
-    let id = u64::from_le_bytes(hdr[..8].try_into().unwrap());
-    let down = u64::from_le_bytes(hdr[8..].try_into().unwrap()) as usize;
-    let writer = tokio::spawn(async move {
-        w.write_all(&pattern(id ^ 0xd0d0, down)).await.unwrap();
-        w
-    });
-    let (mut h, mut total, mut buf) = (Fnv::new(), 0u64, vec![0u8; 16 * 1024]);
-    loop {
-        let n = r.read(&mut buf).await.unwrap();
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        total += n as u64;
-    }
-    let mut w = writer.await.unwrap();
-    w.write_all(&h.0.to_le_bytes()).await.unwrap();
-    w.write_all(&total.to_le_bytes()).await.unwrap();
-    w.shutdown().await.unwrap();
+    common::serve_echo(s, |w| {
+        let h = tokio::spawn(w);
+        async { h.await.unwrap() }
+    })
+    .await;
 }
 
-/// One client stream: sends `up` bytes, receives `down` bytes and the trailer,
-/// checks both directions byte for byte (by hash).
+/// The echo client on a tokio task.
 async fn client(s: TcpStream, id: u64, up: usize, down: usize) {
-    let (mut r, mut w) = s.into_split();
-    let data = pattern(id, up);
-    let sent = Fnv::of(&data);
-    let writer = tokio::spawn(async move {
-        let mut hdr = id.to_le_bytes().to_vec();
-        hdr.extend_from_slice(&(down as u64).to_le_bytes());
-        w.write_all(&hdr).await.unwrap();
-        // Uneven write sizes, to cross ring boundaries.
-        for chunk in data.chunks(7_001) {
-            w.write_all(chunk).await.unwrap();
-        }
-        w.shutdown().await.unwrap();
-    });
-    let mut got = Vec::new();
-    r.read_to_end(&mut got).await.unwrap();
-    writer.await.unwrap();
-    assert_eq!(got.len(), down + 16, "stream {id}");
-    assert_eq!(
-        Fnv::of(&got[..down]),
-        Fnv::of(&pattern(id ^ 0xd0d0, down)),
-        "stream {id} down"
-    );
-    let hash = u64::from_le_bytes(got[down..down + 8].try_into().unwrap());
-    let len = u64::from_le_bytes(got[down + 8..].try_into().unwrap());
-    assert_eq!((hash, len), (sent, up as u64), "stream {id} up");
+    common::echo_client(s, id, up, down, |w| {
+        let h = tokio::spawn(w);
+        async { h.await.unwrap() }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@
 //! linerate-versus-kernel benchmark (`benches/tcp_kernel.rs`). Root only.
 
 use crate::netns::{self, Netns};
-use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
+use linerate_nic::tap::Tap;
 use linerate_nic::{Counter, Nic};
 use linerate_rt::Driver;
 use linerate_toe::{Config, Engine, Instant, ListenerHandle, SocketHandle};
@@ -26,6 +26,22 @@ pub const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
 pub const KERNEL_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// The engine's address.
 pub const OUR_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+
+/// A TAP named after `prefix` (at most 4 characters) with the kernel's TSO and
+/// checksum offloads on or off, moved into a new namespace where the kernel has
+/// [`KERNEL_IP`]/24 on it, up. The caller drives the TAP (an engine at
+/// [`OUR_IP`]); both go away when dropped.
+pub fn tap_in_namespace(prefix: &str, offloads: bool) -> io::Result<(Tap, Netns)> {
+    if !netns::is_root() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "a TAP host needs root",
+        ));
+    }
+    let ns = Netns::new(prefix)?;
+    let tap = crate::impair::tap_in(&ns, offloads, KERNEL_IP)?;
+    Ok((tap, ns))
+}
 
 /// An engine over a TAP whose other side is the kernel in a namespace.
 pub struct TapHost {
@@ -49,33 +65,7 @@ impl TapHost {
         offloads: bool,
         tune: impl FnOnce(&mut Config),
     ) -> io::Result<TapHost> {
-        if !netns::is_root() {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                "a TAP host needs root",
-            ));
-        }
-        let ns = Netns::new(prefix)?;
-        let want = if offloads {
-            TapOffloads::TSO
-        } else {
-            TapOffloads::NONE
-        };
-        let tap = Tap::open(&TapConfig {
-            offloads: want,
-            ..TapConfig::new(netns::unique(prefix))
-        })
-        .map_err(io::Error::other)?;
-        if tap.offloads_enabled() != want {
-            return Err(io::Error::other(format!(
-                "TAP offloads {:?}, wanted {want:?}",
-                tap.offloads_enabled()
-            )));
-        }
-        netns::ip(&["link", "set", tap.name(), "netns", ns.name()])?;
-        let cidr = format!("{KERNEL_IP}/24");
-        ns.ip(&["addr", "add", &cidr, "dev", tap.name()])?;
-        ns.ip(&["link", "set", tap.name(), "up"])?;
+        let (tap, ns) = tap_in_namespace(prefix, offloads)?;
         let mut cfg = Config::new(OUR_MAC).with_ipv4(OUR_IP, 24);
         cfg.offloads = offloads;
         cfg.tcp.send_buffer = 4 << 20;

@@ -142,3 +142,85 @@ impl Fnv {
         h.0
     }
 }
+
+/// A future handed to a spawn function (tokio's or `linerate_rt::local`'s) by
+/// the echo helpers below; the function must start it at once (not lazily in
+/// the future it returns): the helpers read while it writes.
+pub type Task<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// The server of the echo test: reads a 16-byte header (stream id, bytes to
+/// send back), sends those bytes (uneven writes, from a task `spawn` starts)
+/// while reading the client's until EOF, then a trailer: hash and length of
+/// what it read.
+pub async fn serve_echo<S, F>(s: linerate_rt::TcpStream, spawn: S)
+where
+    S: FnOnce(Task<linerate_rt::OwnedWriteHalf>) -> F,
+    F: std::future::Future<Output = linerate_rt::OwnedWriteHalf>,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut r, mut w) = s.into_split();
+    let mut hdr = [0u8; 16];
+    r.read_exact(&mut hdr).await.unwrap();
+    let id = u64::from_le_bytes(hdr[..8].try_into().unwrap());
+    let down = u64::from_le_bytes(hdr[8..].try_into().unwrap()) as usize;
+    let writer = spawn(Box::pin(async move {
+        // Uneven writes, across ring boundaries.
+        for chunk in pattern(id ^ 0xd0d0, down).chunks(5_003) {
+            w.write_all(chunk).await.unwrap();
+        }
+        w
+    }));
+    let (mut h, mut total, mut buf) = (Fnv::new(), 0u64, vec![0u8; 16 * 1024]);
+    loop {
+        let n = r.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        total += n as u64;
+    }
+    let mut w = writer.await;
+    w.write_all(&h.0.to_le_bytes()).await.unwrap();
+    w.write_all(&total.to_le_bytes()).await.unwrap();
+    w.shutdown().await.unwrap();
+}
+
+/// The client of the echo test: sends `up` bytes (from a task `spawn`
+/// starts), receives `down` bytes and the trailer, checks both directions byte
+/// for byte (by hash).
+pub async fn echo_client<S, F>(s: linerate_rt::TcpStream, id: u64, up: usize, down: usize, spawn: S)
+where
+    S: FnOnce(Task<()>) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut r, mut w) = s.into_split();
+    let data = pattern(id, up);
+    let sent = Fnv::of(&data);
+    let writer = spawn(Box::pin(async move {
+        let mut hdr = id.to_le_bytes().to_vec();
+        hdr.extend_from_slice(&(down as u64).to_le_bytes());
+        w.write_all(&hdr).await.unwrap();
+        // Uneven write sizes, to cross ring boundaries.
+        for chunk in data.chunks(7_001) {
+            w.write_all(chunk).await.unwrap();
+        }
+        w.shutdown().await.unwrap();
+    }));
+    let mut got = Vec::new();
+    r.read_to_end(&mut got).await.unwrap();
+    writer.await;
+    assert_eq!(got.len(), down + 16, "stream {id}");
+    assert_eq!(
+        Fnv::of(&got[..down]),
+        Fnv::of(&pattern(id ^ 0xd0d0, down)),
+        "stream {id}: bytes from the server"
+    );
+    let hash = u64::from_le_bytes(got[down..down + 8].try_into().unwrap());
+    let len = u64::from_le_bytes(got[down + 8..].try_into().unwrap());
+    assert_eq!(
+        (hash, len),
+        (sent, up as u64),
+        "stream {id}: bytes at the server"
+    );
+}
