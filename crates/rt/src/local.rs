@@ -163,13 +163,17 @@ impl Wake for Header {
         if self.done.load(Ordering::Acquire) || self.queued.swap(true, Ordering::AcqRel) {
             return;
         }
-        let mine = CURRENT.with(|c| match &*c.borrow() {
-            Some(ctx) if Arc::ptr_eq(&ctx.remote, &self.remote) => {
-                ctx.ready.borrow_mut().push_back(Arc::clone(self));
-                true
-            }
-            _ => false,
-        });
+        // `try_with`: a wake-up while the thread's locals are being torn
+        // down (a waker dropped or called at thread exit) goes the remote way.
+        let mine = CURRENT
+            .try_with(|c| match &*c.borrow() {
+                Some(ctx) if Arc::ptr_eq(&ctx.remote, &self.remote) => {
+                    ctx.ready.borrow_mut().push_back(Arc::clone(self));
+                    true
+                }
+                _ => false,
+            })
+            .unwrap_or(false);
         if !mine {
             let pushed = {
                 let mut inj = lock(&self.remote.injected);
@@ -227,12 +231,6 @@ struct Ctx {
     canceled: Cell<usize>,
 }
 
-impl Ctx {
-    fn now(&self) -> Instant {
-        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
-    }
-}
-
 thread_local! {
     static CURRENT: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
 }
@@ -242,11 +240,7 @@ scoped_tls::scoped_thread_local!(static ENGINE: RefCell<Engine>);
 
 /// Whether the caller runs on the thread of `queue` of `rt`.
 pub(crate) fn on_queue(rt: &Handle, queue: usize) -> bool {
-    CURRENT.with(|c| {
-        c.borrow()
-            .as_ref()
-            .is_some_and(|ctx| ctx.queue == queue && Arc::ptr_eq(&ctx.handle.inner, &rt.inner))
-    })
+    current().is_some_and(|ctx| ctx.queue == queue && Arc::ptr_eq(&ctx.handle.inner, &rt.inner))
 }
 
 /// Runs `f` on the engine of `queue` of `rt` if the caller is a task on that
@@ -259,19 +253,17 @@ pub(crate) fn with_engine<R>(
     if !ENGINE.is_set() {
         return None;
     }
-    let ctx = CURRENT.with(|c| {
-        c.borrow()
-            .as_ref()
-            .filter(|ctx| ctx.queue == queue && Arc::ptr_eq(&ctx.handle.inner, &rt.inner))
-            .cloned()
-    })?;
+    let ctx =
+        current().filter(|ctx| ctx.queue == queue && Arc::ptr_eq(&ctx.handle.inner, &rt.inner))?;
     let r = ENGINE.with(|e| e.try_borrow_mut().ok().map(|mut e| f(&mut e)))?;
     ctx.direct.set(ctx.direct.get() + 1);
     Some(r)
 }
 
+/// The context of the queue thread running the caller (none elsewhere, nor
+/// while the thread's locals are torn down).
 fn current() -> Option<Rc<Ctx>> {
-    CURRENT.with(|c| c.borrow().clone())
+    CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
 }
 
 /// The queue whose thread runs the caller, if it runs on a queue thread.
@@ -360,8 +352,9 @@ impl<T> Future for JoinHandle<T> {
     }
 }
 
-/// Waits `d` on the queue loop's clock. On a queue thread the loop wakes the
-/// task when due; elsewhere (any other executor) a helper thread does.
+/// Waits `d`. On a queue thread the loop wakes the task when due (its timers
+/// set the loop's deadline); elsewhere (any other executor) one shared timer
+/// thread does.
 pub fn sleep(d: Duration) -> Sleep {
     Sleep {
         d,
@@ -402,10 +395,9 @@ impl TimerShared {
 #[must_use = "futures do nothing unless awaited"]
 pub struct Sleep {
     d: Duration,
-    /// Set at the first poll: the due time on the loop clock of the queue
-    /// thread polling it (if one), and on the wall clock.
-    due: Option<(Instant, std::time::Instant)>,
-    /// Registered with the loop's timers or a helper thread.
+    /// Set at the first poll: when it is due.
+    due: Option<std::time::Instant>,
+    /// Registered with a queue loop's timers or the shared timer thread.
     armed: Option<Arc<TimerShared>>,
 }
 
@@ -424,17 +416,11 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let ctx = current();
         let d = self.d;
-        let (due, wall_due) = *self.due.get_or_insert_with(|| {
-            let now = ctx.as_ref().map_or(Instant::ZERO, |c| c.now());
-            (now + d, std::time::Instant::now() + d)
-        });
-        let done = match &ctx {
-            Some(ctx) => ctx.now() >= due,
-            None => std::time::Instant::now() >= wall_due,
-        };
-        if done {
+        let due = *self
+            .due
+            .get_or_insert_with(|| std::time::Instant::now() + d);
+        if std::time::Instant::now() >= due {
             if let Some(t) = &self.armed {
                 t.live.store(false, Ordering::Release);
             }
@@ -448,28 +434,25 @@ impl Future for Sleep {
             live: AtomicBool::new(true),
             waker: Mutex::new(Some(cx.waker().clone())),
         });
-        match ctx {
+        match current() {
             Some(ctx) => {
+                // On the loop's clock (nanoseconds since the runtime's epoch).
+                let at = Instant::from_nanos(
+                    u64::try_from(due.saturating_duration_since(ctx.epoch).as_nanos())
+                        .unwrap_or(u64::MAX),
+                );
                 let seq = ctx.seq.get();
                 ctx.seq.set(seq + 1);
                 ctx.timers.borrow_mut().push(Reverse(Timer {
-                    due,
+                    due: at,
                     seq,
                     shared: Arc::clone(&shared),
                 }));
             }
             None => {
-                let left = wall_due.saturating_duration_since(std::time::Instant::now());
-                let t = Arc::clone(&shared);
-                let spawned = std::thread::Builder::new()
-                    .name("linerate-sleep".into())
-                    .spawn(move || {
-                        std::thread::sleep(left);
-                        t.fire();
-                    });
-                if spawned.is_err() {
-                    // No thread: wake at once and look again (a busy wait
-                    // rather than a sleep that never ends).
+                if !TimerThread::add(due, Arc::clone(&shared)) {
+                    // No timer thread: wake at once and look again (a busy
+                    // wait rather than a sleep that never ends).
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
@@ -477,6 +460,116 @@ impl Future for Sleep {
         }
         self.armed = Some(shared);
         Poll::Pending
+    }
+}
+
+/// A sleep off the queue threads, on the shared timer thread.
+struct WallTimer {
+    due: std::time::Instant,
+    seq: u64,
+    shared: Arc<TimerShared>,
+}
+
+impl PartialEq for WallTimer {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for WallTimer {}
+impl PartialOrd for WallTimer {
+    fn partial_cmp(&self, o: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for WallTimer {
+    fn cmp(&self, o: &Self) -> core::cmp::Ordering {
+        (self.due, self.seq).cmp(&(o.due, o.seq))
+    }
+}
+
+/// One thread for every [`sleep`] polled off a queue thread (started at the
+/// first): a heap of due times and a condition variable.
+#[derive(Default)]
+struct TimerThread {
+    st: Mutex<WallTimers>,
+    cond: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct WallTimers {
+    heap: BinaryHeap<Reverse<WallTimer>>,
+    seq: u64,
+    /// Heap size after the last clear-out of dropped sleeps.
+    kept: usize,
+}
+
+impl TimerThread {
+    /// Registers `shared` to fire at `due`; false if no timer thread runs.
+    fn add(due: std::time::Instant, shared: Arc<TimerShared>) -> bool {
+        static THREAD: std::sync::OnceLock<Option<Arc<TimerThread>>> = std::sync::OnceLock::new();
+        let Some(t) = THREAD.get_or_init(|| {
+            let t = Arc::new(TimerThread::default());
+            let run = Arc::clone(&t);
+            std::thread::Builder::new()
+                .name("linerate-timer".into())
+                .spawn(move || run.run())
+                .ok()
+                .map(|_| t)
+        }) else {
+            return false;
+        };
+        let mut st = lock(&t.st);
+        // Sleeps dropped early leave entries behind: cleared out when the
+        // heap has doubled since the last time.
+        if st.heap.len() > 2 * st.kept + 1024 {
+            st.heap
+                .retain(|Reverse(w)| w.shared.live.load(Ordering::Acquire));
+            st.kept = st.heap.len();
+        }
+        let seq = st.seq;
+        st.seq += 1;
+        let first = st.heap.peek().is_none_or(|Reverse(w)| due < w.due);
+        st.heap.push(Reverse(WallTimer { due, seq, shared }));
+        drop(st);
+        if first {
+            t.cond.notify_one();
+        }
+        true
+    }
+
+    fn run(&self) {
+        let mut st = lock(&self.st);
+        loop {
+            let now = std::time::Instant::now();
+            let mut due = Vec::new();
+            while st.heap.peek().is_some_and(|Reverse(w)| w.due <= now) {
+                if let Some(Reverse(w)) = st.heap.pop() {
+                    due.push(w.shared);
+                }
+            }
+            if !due.is_empty() {
+                drop(st);
+                for t in due {
+                    t.fire();
+                }
+                st = lock(&self.st);
+                continue;
+            }
+            let wait = st
+                .heap
+                .peek()
+                .map(|Reverse(w)| w.due.saturating_duration_since(now));
+            st = match wait {
+                Some(d) => match self.cond.wait_timeout(st, d) {
+                    Ok((g, _)) => g,
+                    Err(p) => p.into_inner().0,
+                },
+                None => match self.cond.wait(st) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                },
+            };
+        }
     }
 }
 
@@ -512,6 +605,11 @@ pub(crate) struct Executor {
     pub(crate) panics: u64,
     /// Task polls so far.
     pub(crate) polls: u64,
+    /// The ready list's other buffer, swapped with it every round (no
+    /// allocation per round).
+    spare: VecDeque<Arc<Header>>,
+    /// Closed: tasks dropped, the thread's context removed.
+    closed: bool,
 }
 
 impl Executor {
@@ -537,6 +635,8 @@ impl Executor {
             live: 0,
             panics: 0,
             polls: 0,
+            spare: VecDeque::new(),
+            closed: false,
         }
     }
 
@@ -620,7 +720,19 @@ impl Executor {
     /// Whether a round of [`Executor::run`] may have something to do: tasks
     /// alive, or work injected from another thread.
     pub(crate) fn has_work(&self) -> bool {
-        self.live > 0 || self.ctx.remote.pending.load(Ordering::Acquire)
+        self.live > 0
+            || self.ctx.remote.pending.load(Ordering::Acquire)
+            // Timers left by finished tasks fire (and leave) too, or their
+            // due time would keep the loop from sleeping.
+            || !self.ctx.timers.borrow().is_empty()
+            || self.has_ready()
+    }
+
+    /// Whether a task is ready or spawned on this thread and not yet run: set
+    /// by what the loop did after the tasks ran (a sweep's wake-up), it keeps
+    /// the loop from sleeping.
+    pub(crate) fn has_ready(&self) -> bool {
+        !self.ctx.ready.borrow().is_empty() || !self.ctx.spawned.borrow().is_empty()
     }
 
     /// Polls every task ready at `now` once (those woken meanwhile wait for the
@@ -632,11 +744,13 @@ impl Executor {
 
     fn run_tasks(&mut self, now: Instant) -> Option<bool> {
         self.gather(now);
-        let ready = std::mem::take(&mut *self.ctx.ready.borrow_mut());
+        let mut ready = std::mem::take(&mut self.spare);
+        core::mem::swap(&mut ready, &mut *self.ctx.ready.borrow_mut());
         if ready.is_empty() {
+            self.spare = ready;
             return None;
         }
-        for header in ready {
+        for header in ready.drain(..) {
             header.queued.store(false, Ordering::Release);
             let slot = header.slot;
             let Some(Some(mut task)) = self.tasks.get_mut(slot).map(Option::take) else {
@@ -664,11 +778,15 @@ impl Executor {
                 task.header.done.store(true, Ordering::Release);
                 self.free.push(slot);
                 self.live -= 1;
-                drop(task);
+                // What the task held may panic in its `Drop`: contained too.
+                if catch_unwind(AssertUnwindSafe(move || drop(task))).is_err() {
+                    self.panics += 1;
+                }
             } else if let Some(s) = self.tasks.get_mut(slot) {
                 *s = Some(task);
             }
         }
+        self.spare = ready;
         let spawned = std::mem::take(&mut *self.ctx.spawned.borrow_mut());
         for fut in spawned {
             self.add(fut);
@@ -689,6 +807,17 @@ impl Executor {
     /// The queue stops: refuse new work, drop every task (their streams close
     /// and their join handles fail), and leave the thread.
     pub(crate) fn shutdown(mut self) {
+        self.close();
+    }
+
+    /// [`Executor::shutdown`]; also when the queue thread unwinds from a
+    /// panic, so that spawns fail at once rather than wait for a thread that
+    /// is gone.
+    fn close(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
         let (spawned, woken) = {
             let mut inj = lock(&self.ctx.remote.injected);
             inj.closed = true;
@@ -697,8 +826,10 @@ impl Executor {
                 std::mem::take(&mut inj.woken),
             )
         };
-        drop(spawned);
-        drop(woken);
+        drop(catch_unwind(AssertUnwindSafe(move || {
+            drop(spawned);
+            drop(woken);
+        })));
         // Dropping a task may wake or spawn others: drop in rounds until none
         // are left, each outside every borrow of the context.
         loop {
@@ -731,6 +862,12 @@ impl Executor {
         self.live = 0;
         self.ctx.ready.borrow_mut().clear();
         self.ctx.timers.borrow_mut().clear();
-        CURRENT.with(|c| *c.borrow_mut() = None);
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = None);
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.close();
     }
 }

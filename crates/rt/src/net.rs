@@ -218,27 +218,32 @@ impl Inner {
             copy_out(&mut st.rx, buf);
             return Poll::Ready(Ok(()));
         }
-        if let Some(e) = st.error {
-            return Poll::Ready(Err(to_io(e)));
-        }
         if st.eof {
             return Poll::Ready(Ok(()));
         }
+        // Bytes the engine still holds come before a failure the queue has
+        // seen (data, then the reset), as on the staged path.
         match engine.tcp_recv(self.sock.h, buf.initialize_unfilled()) {
-            Ok(0) => {
-                st.eof = true;
-                Poll::Ready(Ok(()))
-            }
-            Ok(n) => {
+            Ok(n) if n > 0 => {
                 buf.advance(n);
                 Poll::Ready(Ok(()))
             }
-            Err(Error::WouldBlock) => {
-                register(&mut st.read_waker, cx.waker());
-                Poll::Pending
-            }
+            Ok(_) => match st.error {
+                Some(e) => Poll::Ready(Err(to_io(e))),
+                None => {
+                    st.eof = true;
+                    Poll::Ready(Ok(()))
+                }
+            },
+            Err(Error::WouldBlock) => match st.error {
+                Some(e) => Poll::Ready(Err(to_io(e))),
+                None => {
+                    register(&mut st.read_waker, cx.waker());
+                    Poll::Pending
+                }
+            },
             Err(e) => {
-                st.error = Some(e);
+                let e = *st.error.get_or_insert(e);
                 Poll::Ready(Err(to_io(e)))
             }
         }

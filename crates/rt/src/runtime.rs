@@ -698,13 +698,13 @@ impl<N: Nic> QueueLoop<N> {
             self.sweep_udp();
             // Tasks on this thread read what the sweep staged and write what
             // the second sweep hands to the engine, in the same round.
-            if tasks.has_work()
-                && let Some(again) = tasks.run(now, self.driver.service())
-            {
-                more |= again;
-                self.accept_all();
-                self.sweep();
-                self.sweep_udp();
+            if tasks.has_work() {
+                if let Some(again) = tasks.run(now, self.driver.service()) {
+                    more |= again;
+                    self.accept_all();
+                    self.sweep();
+                    self.sweep_udp();
+                }
                 self.stats.tasks = tasks.tasks() as u64;
                 self.stats.task_polls = tasks.polls;
                 self.stats.task_panics = tasks.panics;
@@ -712,6 +712,14 @@ impl<N: Nic> QueueLoop<N> {
                 self.stats.timers = tasks.timers() as u64;
             }
             self.driver.transmit(now)?;
+            if tasks.tasks() > 0 {
+                // Transmit made room in UDP send queues: their direct writers
+                // are woken now, not at the next round.
+                self.sweep_udp();
+            }
+            // A task woken by the second sweep (or since) runs next round
+            // without a sleep: its wake-up pushed it on this thread's list only.
+            more |= tasks.has_ready();
             self.publish();
             let mut deadline = self.driver.next_deadline(now, more);
             if let Some(t) = tasks.next_timer() {

@@ -153,10 +153,19 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
         let _ = engine.udp_close(b.h);
         return false;
     }
-    // Tasks that call the engine directly wait on its readiness.
+    // Tasks that call the engine directly wait on its readiness: a datagram
+    // to read; for a writer, a send queue at most half full (Linux's
+    // `sock_writeable`), so that a writer is not woken for room its datagram
+    // does not fit in, round after round.
     if let Ok(r) = engine.udp_readiness(b.h) {
         got |= st.local && r.readable && st.read_waker.is_some();
-        sent |= q == b.shared.home && st.tx.is_empty() && r.writable && st.write_waker.is_some();
+    }
+    if q == b.shared.home
+        && st.tx.is_empty()
+        && st.write_waker.is_some()
+        && let Ok(info) = engine.udp_info(b.h)
+    {
+        sent |= 2 * info.send_bytes <= engine.config().udp.send_buffer;
     }
     let r = if got { st.read_waker.take() } else { None };
     let w = if sent { st.write_waker.take() } else { None };

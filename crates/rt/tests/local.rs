@@ -329,7 +329,38 @@ fn sleeps_and_timeouts_follow_the_loop_clock() {
     let timers = h.stats(0).unwrap().timers;
     assert!(timers < 1_000, "{timers} timers held");
 
-    // Off a queue thread (here tokio's), a helper thread keeps the time.
+    // Off a queue thread (here tokio's), one shared timer thread keeps the
+    // time, however many sleeps wait (not a thread each).
+    let threads = || {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .unwrap()
+            .trim()
+            .parse::<usize>()
+            .unwrap()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let before = threads();
+        let mut sleeps: Vec<_> = (0..300)
+            .map(|_| Box::pin(local::sleep(Duration::from_secs(3600))))
+            .collect();
+        std::future::poll_fn(|cx| {
+            for s in &mut sleeps {
+                assert!(s.as_mut().poll(cx).is_pending());
+            }
+            std::task::Poll::Ready(())
+        })
+        .await;
+        // Other tests of this binary start threads meanwhile: far fewer.
+        let after = threads();
+        assert!(after < before + 100, "{before} -> {after} threads");
+    });
+
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -589,4 +620,126 @@ fn engine_calls_from_a_task_on_its_queue_run_in_place() {
     .unwrap();
     assert_eq!(got.0, got.1);
     assert_eq!(got.0, got.2);
+}
+
+/// User plus system CPU of this process, in clock ticks (`/proc/self/stat`).
+fn cpu_ticks() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of stat; `rest` starts at field 3.
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn a_timer_left_behind_by_a_finished_task_does_not_keep_the_queue_busy() {
+    let (crt, _srt) = runtimes(1);
+    let h = crt.handle().clone();
+    join(
+        h.spawn_on(0, || async {
+            // Done at once; the 200 ms timer of the timeout stays in the heap.
+            local::timeout(
+                Duration::from_millis(200),
+                local::sleep(Duration::from_millis(10)),
+            )
+            .await
+            .unwrap();
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // The queue thread, with nothing to do, sleeps: a spinning loop (its
+    // deadline stuck at the past timer's) would use about 100 ticks here.
+    let t0 = cpu_ticks();
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_ticks() - t0;
+    assert!(used < 30, "{used} ticks of CPU in an idle second");
+    assert_eq!(h.stats(0).unwrap().timers, 0);
+}
+
+#[test]
+fn connections_past_the_backlog_reach_a_local_acceptor() {
+    use linerate_rt::RuntimeConfig;
+    use linerate_toe::sim::Sim;
+    const N: usize = 8;
+    let s = common::steering(1);
+    let (a, b) = common::mem_pair(1);
+    // One connection waits in the listener at a time: the others are moved by
+    // the sweep after the acceptor ran, whose wake-up must not wait a minute.
+    let cfg = |i: u8| RuntimeConfig {
+        steering: Some(Arc::clone(&s)),
+        seed: u64::from(i),
+        max_wait: LONG_WAIT,
+        accept_backlog: 1,
+        ..RuntimeConfig::new(Sim::host_config(i))
+    };
+    let crt = Runtime::start(common::RssWire::new(a, Arc::clone(&s)), cfg(1)).unwrap();
+    let srt = Runtime::start(common::RssWire::new(b, Arc::clone(&s)), cfg(2)).unwrap();
+    let sh = srt.handle().clone();
+    let listener = join(
+        sh.spawn_on(0, || async {
+            TcpListener::bind_on(&local::handle().unwrap(), 0, 7400).await
+        })
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap();
+    let acceptor = sh
+        .spawn_on(0, move || async move {
+            let mut held = Vec::new();
+            for _ in 0..N {
+                held.push(listener.accept().await.unwrap().0);
+            }
+            held.len()
+        })
+        .unwrap();
+    let ch = crt.handle().clone();
+    for _ in 0..N {
+        ch.spawn_on(0, || async {
+            let rt = local::handle().unwrap();
+            let _s = TcpStream::connect_on(&rt, 0, server_addr(7400))
+                .await
+                .unwrap();
+            local::sleep(Duration::from_secs(20)).await;
+        })
+        .unwrap();
+    }
+    assert_eq!(join(acceptor).unwrap(), N);
+}
+
+#[test]
+fn a_local_udp_sender_that_fills_its_send_queue_is_woken() {
+    use linerate_rt::UdpSocket;
+    for size in [1400usize, 1024] {
+        let (crt, srt) = runtimes(1);
+        // A receiver nobody reads: nothing comes back to the sender.
+        let _sink = join(
+            srt.handle()
+                .spawn_on(0, || async {
+                    let rt = local::handle().unwrap();
+                    UdpSocket::bind_on(&rt, 0, "10.0.0.2:5400".parse().unwrap()).await
+                })
+                .unwrap(),
+        )
+        .unwrap()
+        .unwrap();
+        // 2,000 datagrams through a 256 KiB send queue: the sender waits for
+        // room many times (1024 B fills it exactly), and room appears only
+        // when the queue transmits.
+        let sender = crt
+            .handle()
+            .spawn_on(0, move || async move {
+                let rt = local::handle().unwrap();
+                let s = UdpSocket::bind_on(&rt, 0, "10.0.0.1:0".parse().unwrap())
+                    .await
+                    .unwrap();
+                let to: SocketAddr = "10.0.0.2:5400".parse().unwrap();
+                for _ in 0..2_000 {
+                    s.send_to(&vec![7u8; size], to).await.unwrap();
+                }
+            })
+            .unwrap();
+        join(sender).unwrap();
+    }
 }
