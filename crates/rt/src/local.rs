@@ -190,29 +190,36 @@ impl Wake for Header {
     }
 }
 
-/// A timer of [`sleep`]: due time, order of registration, whom to wake.
-struct Timer {
-    due: Instant,
+/// A timer of [`sleep`]: due time (on a loop's clock or the wall clock),
+/// order of registration, whom to wake. Ordered by time, then registration.
+struct Entry<T> {
+    due: T,
     seq: u64,
     shared: Arc<TimerShared>,
 }
 
-impl PartialEq for Timer {
+impl<T: Ord> PartialEq for Entry<T> {
     fn eq(&self, o: &Self) -> bool {
-        (self.due, self.seq) == (o.due, o.seq)
+        (&self.due, self.seq) == (&o.due, o.seq)
     }
 }
-impl Eq for Timer {}
-impl PartialOrd for Timer {
+impl<T: Ord> Eq for Entry<T> {}
+impl<T: Ord> PartialOrd for Entry<T> {
     fn partial_cmp(&self, o: &Self) -> Option<core::cmp::Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Timer {
+impl<T: Ord> Ord for Entry<T> {
     fn cmp(&self, o: &Self) -> core::cmp::Ordering {
-        (self.due, self.seq).cmp(&(o.due, o.seq))
+        (&self.due, self.seq).cmp(&(&o.due, o.seq))
     }
 }
+
+/// A timer of a queue loop (its clock).
+type Timer = Entry<Instant>;
+
+/// A sleep off the queue threads, on the shared timer thread.
+type WallTimer = Entry<std::time::Instant>;
 
 /// What tasks on a queue thread reach through the thread-local context.
 struct Ctx {
@@ -460,30 +467,6 @@ impl Future for Sleep {
         }
         self.armed = Some(shared);
         Poll::Pending
-    }
-}
-
-/// A sleep off the queue threads, on the shared timer thread.
-struct WallTimer {
-    due: std::time::Instant,
-    seq: u64,
-    shared: Arc<TimerShared>,
-}
-
-impl PartialEq for WallTimer {
-    fn eq(&self, o: &Self) -> bool {
-        (self.due, self.seq) == (o.due, o.seq)
-    }
-}
-impl Eq for WallTimer {}
-impl PartialOrd for WallTimer {
-    fn partial_cmp(&self, o: &Self) -> Option<core::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for WallTimer {
-    fn cmp(&self, o: &Self) -> core::cmp::Ordering {
-        (self.due, self.seq).cmp(&(o.due, o.seq))
     }
 }
 
