@@ -44,6 +44,18 @@ fn server_addr(port: u16) -> SocketAddr {
     SocketAddr::new("10.0.0.2".parse().unwrap(), port)
 }
 
+/// A listener on `port` bound on `queue` of `h` from that queue's own thread.
+fn listen_on(h: &Handle, queue: usize, port: u16) -> TcpListener {
+    join(
+        h.spawn_on(queue, move || async move {
+            TcpListener::bind_on(&local::handle().unwrap(), queue, port).await
+        })
+        .unwrap(),
+    )
+    .unwrap()
+    .unwrap()
+}
+
 /// The name of the thread of `queue`, as the runtime names it.
 fn queue_thread(queue: usize) -> String {
     format!("linerate-q{queue}")
@@ -153,14 +165,7 @@ fn many_round_trips_between_tasks_on_queues_lose_no_wake_up() {
     const ROUNDS: u32 = 2_000;
     let (crt, srt) = runtimes(1);
     let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
-    let listener = join(
-        sh.spawn_on(0, || async {
-            TcpListener::bind_on(&local::handle().unwrap(), 0, 7100).await
-        })
-        .unwrap(),
-    )
-    .unwrap()
-    .unwrap();
+    let listener = listen_on(&sh, 0, 7100);
     let echo = sh
         .spawn_on(0, move || async move {
             let (mut s, _) = listener.accept().await.unwrap();
@@ -479,14 +484,7 @@ fn a_stream_read_on_its_queue_then_elsewhere_loses_no_byte() {
     const LEN: usize = 3 << 20;
     let (crt, srt) = runtimes(1);
     let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
-    let listener = join(
-        sh.spawn_on(0, || async {
-            TcpListener::bind_on(&local::handle().unwrap(), 0, 7300).await
-        })
-        .unwrap(),
-    )
-    .unwrap()
-    .unwrap();
+    let listener = listen_on(&sh, 0, 7300);
     // The server's task reads the first part on the queue thread (straight
     // from the engine), then hands the stream to this thread.
     let first = sh
@@ -677,14 +675,7 @@ fn connections_past_the_backlog_reach_a_local_acceptor() {
     let crt = Runtime::start(common::RssWire::new(a, Arc::clone(&s)), cfg(1)).unwrap();
     let srt = Runtime::start(common::RssWire::new(b, Arc::clone(&s)), cfg(2)).unwrap();
     let sh = srt.handle().clone();
-    let listener = join(
-        sh.spawn_on(0, || async {
-            TcpListener::bind_on(&local::handle().unwrap(), 0, 7400).await
-        })
-        .unwrap(),
-    )
-    .unwrap()
-    .unwrap();
+    let listener = listen_on(&sh, 0, 7400);
     let acceptor = sh
         .spawn_on(0, move || async move {
             let mut held = Vec::new();
