@@ -598,9 +598,9 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         if !self.fast_on {
             return false;
         }
-        let verify = match meta.csum {
-            Checksum::Verified { levels: 1.. } => false,
-            Checksum::None => true,
+        let vouched = match meta.csum {
+            Checksum::Verified { levels: 1.. } => true,
+            Checksum::None => false,
             _ => return false,
         };
         let Some(slot) = self.table.fast_slot(self.last, head) else {
@@ -611,25 +611,47 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         else {
             return false;
         };
+        // Checksums the meta vouches for are not verified again; the fast path
+        // takes a frame whose checksums are either all vouched for or none
+        // (the full path sorts out the levels of the others).
+        let verify = match meta.csum {
+            Checksum::Verified { levels } if levels >= t.levels() => false,
+            _ if vouched => return false,
+            _ => true,
+        };
         let hdr_len = usize::from(t.len);
         // In two parts, the head must end where the template's headers do.
         if !pay.is_empty() && head.len() != hdr_len {
             return false;
         }
         let st = run.state;
-        let first_id = bytes::be16(run.bytes(), t.l3() + 4);
+        let first_id = |l3: usize| bytes::be16(run.bytes(), l3 + 4);
+        // ID modes per IP level: the outer (or only) header's first.
+        let ids = match &t.outer {
+            None => [
+                fast::Ids {
+                    mode: st.ids[0],
+                    first: first_id(t.l3()),
+                },
+                fast::Ids {
+                    mode: IdMode::Undecided,
+                    first: 0,
+                },
+            ],
+            Some(o) => [
+                fast::Ids {
+                    mode: st.ids[1],
+                    first: first_id(t.l3()),
+                },
+                fast::Ids {
+                    mode: st.ids[0],
+                    first: first_id(o.l3()),
+                },
+            ],
+        };
         let total = head.len() + pay.len();
-        let Some(hit) = fast::check(
-            t,
-            head,
-            total,
-            st.next_seq,
-            st.ids[0],
-            first_id,
-            st.segs,
-            st.size,
-            verify,
-        ) else {
+        let Some(hit) = fast::check(t, head, total, st.next_seq, ids, st.segs, st.size, verify)
+        else {
             return false;
         };
         // The size rule of `judge`.
@@ -642,7 +664,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         } else {
             pay
         };
-        let kept = run.keep(payload, chained, hit.deferred, l3 + max_len, out);
+        let kept = run.keep(payload, chained, hit.deferred, hit.outer, l3 + max_len, out);
         if !kept {
             // A bad checksum: the full path refuses the frame.
             return false;
@@ -824,7 +846,7 @@ impl<P: AsRef<[u8]> + Clone> Gro<P> {
         };
         let payload = p.payload();
         let room = usize::from(run.layout.outer.l3_offset) + max_len;
-        let kept = run.keep(payload, chained, deferred, room, out);
+        let kept = run.keep(payload, chained, deferred, None, room, out);
         if !kept {
             // Bad (or, which the room grown for it rules out, not copied whole):
             // the bytes written past the run are room, not the run.

@@ -154,6 +154,14 @@ pub fn gro(data: &[u8]) {
     } else {
         OffloadMeta::plain()
     };
+    agree(&frames, meta);
+}
+
+/// Gives `frames`, each with `meta`, to the three GRO contexts of the `gro`
+/// target (copying without the fast path, copying with it, whole and in two
+/// parts, and frag-list) and panics unless they deliver the same frames, metas
+/// and counters, and the frag-list one holds no payload handle once flushed.
+pub fn agree(frames: &[Vec<u8>], meta: OffloadMeta) {
     let cfg = GroConfig::default();
     let mut slow = Gro::new(cfg).without_fast_path();
     let mut fast = Gro::new(cfg);

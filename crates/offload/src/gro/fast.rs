@@ -1,14 +1,19 @@
-//! The fast path: a plain TCP segment that continues the run GRO last touched.
+//! The fast path: a TCP segment that continues the run GRO last touched.
 //!
 //! A bulk flow's segments differ from the first of their run in a few header
 //! fields only: the IP length, ID and header checksum, the TCP sequence number
-//! and checksum. When a plain TCP run (no tunnel, IPv4 without options or IPv6
-//! without extension headers) is held, its first frame's headers are kept as a
-//! template with a mask of the bytes every later segment must repeat. A frame
-//! that equals the template under the mask, has the sequence number the run
-//! expects, the IP ID its mode expects, lengths that match the frame, a good IPv4
-//! header checksum and a payload that fits joins the run at once, without a
-//! parse, a [`View`](super::view::View) or the layers' walks.
+//! and checksum, and in a tunnel the outer IP header's length, ID and checksum
+//! and the outer UDP length and checksum. When a TCP run (IPv4 without options
+//! or IPv6 without extension headers; plain, or in VXLAN, GENEVE or NVGRE
+//! without a GRE checksum over such an outer IP header) is held, its first
+//! frame's headers are kept as a template with a mask of the bytes every later
+//! segment must repeat. A frame that equals the template under the mask, has
+//! the sequence number the run expects, the IP IDs its modes expect, lengths
+//! that match the frame, good IPv4 header checksums and a payload that fits
+//! joins the run at once, without a parse, a [`View`](super::view::View) or the
+//! layers' walks. Its checksums, the TCP one and a tunnel's non-zero outer UDP
+//! one, are verified with one pass over the payload: each is its headers' sum
+//! (a few dozen bytes, in cache) plus the payload's.
 //!
 //! Those conditions are exactly what the layers' rules would find for such a
 //! frame (see `Gro::fast`): the masked bytes cover everything `same_flow`,
@@ -22,11 +27,12 @@ use super::bytes;
 use super::ipv4::IdMode;
 use super::view;
 use linerate_wire::checksum;
-use linerate_wire::layout::{L3Kind, L4Kind, Layout};
+use linerate_wire::layout::{Fragment, L3Kind, L4Kind, Layout, TunnelKind};
 use linerate_wire::tcp::Flags;
 
-/// Header bytes a template covers at most (16 words).
-const MAX: usize = 128;
+/// Header bytes a template covers at most (24 words): VXLAN over IPv6 around
+/// IPv6 and TCP with 40 bytes of options is 164.
+const MAX: usize = 192;
 /// Words of a template.
 const WORDS: usize = MAX / 8;
 
@@ -58,6 +64,19 @@ impl Shape {
     }
 }
 
+/// A tunnel's outer headers, as the fast path checks them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Outer {
+    /// Offset of the outer IP header.
+    l3: u16,
+    /// The outer IP header is IPv4 (else IPv6).
+    v4: bool,
+    /// Offset of the outer UDP header (VXLAN, GENEVE); 0 for NVGRE.
+    udp: u16,
+    /// The outer UDP checksum is not zero: a checksum level of its own.
+    csum: bool,
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct Template {
     /// Header bytes (where the payload starts); 0 when the run has none.
@@ -71,6 +90,9 @@ pub(super) struct Template {
     l4: u16,
     /// IPv4 (else IPv6).
     v4: bool,
+    /// The tunnel's outer headers; `None` for a plain run (then `l3` and `l4`
+    /// are the only IP and TCP headers; in a tunnel they are the inner ones).
+    pub(super) outer: Option<Outer>,
     /// The part of the TCP checksum's pseudo-header and header sum that every
     /// segment the template matches shares: the addresses, the protocol, and
     /// the TCP header but for its sequence number and checksum (the bytes the
@@ -91,33 +113,46 @@ impl Template {
         l3: 0,
         l4: 0,
         v4: false,
+        outer: None,
         tcp_sum: 0,
         words: [0; WORDS],
         mask: [0; WORDS],
     };
 
-    /// The template of a plain TCP run whose first frame `b` has layout `l`,
-    /// or `NONE` when the fast path does not cover it.
+    /// Checksum levels a frame of this run carries: the TCP checksum's, and a
+    /// tunnel's non-zero outer UDP checksum's.
+    #[inline]
+    pub(super) fn levels(&self) -> u8 {
+        1 + u8::from(self.outer.is_some_and(|o| o.csum))
+    }
+
+    /// The template of a TCP run whose first frame `b` has layout `l`, or
+    /// `NONE` when the fast path does not cover it.
     pub(super) fn of(b: &[u8], l: &Layout) -> Template {
         let none = Template {
             tried: true,
             ..Template::NONE
         };
-        let h = &l.outer;
         let len = usize::from(l.payload);
+        if l.tunnel_error.is_some() || len > MAX || b.len() < len {
+            return none;
+        }
+        let outer = match (&l.tunnel, &l.inner) {
+            (None, None) => None,
+            (Some(t), Some(_)) => match Outer::of(b, l, t.kind, usize::from(t.offset), len) {
+                Some(o) => Some(o),
+                None => return none,
+            },
+            _ => return none,
+        };
+        let h = l.innermost();
         let (l3, l4) = (usize::from(h.l3_offset), usize::from(h.l4_offset));
         let v4 = match h.l3 {
             L3Kind::Ipv4 if l4 == l3 + 20 => true,
             L3Kind::Ipv6 if l4 == l3 + 40 => false,
             _ => return none,
         };
-        if l.tunnel.is_some()
-            || l.inner.is_some()
-            || h.l4 != L4Kind::Tcp
-            || len > MAX
-            || len < l4 + 20
-            || b.len() < len
-        {
+        if h.l4 != L4Kind::Tcp || len < l4 + 20 {
             return none;
         }
         // A first segment with CWR must not pass its CWR on to the run's later
@@ -153,6 +188,7 @@ impl Template {
             l3: l3 as u16,
             l4: l4 as u16,
             v4,
+            outer,
             tcp_sum,
             words: [0; WORDS],
             mask: [0; WORDS],
@@ -170,11 +206,30 @@ impl Template {
                 m.fill(0);
             }
         };
-        if v4 {
-            free(l3 + 2, 4); // total length, ID
-            free(l3 + 10, 2); // header checksum
-        } else {
-            free(l3 + 4, 2); // payload length
+        let mut free_ip = |l3: usize, v4: bool| {
+            if v4 {
+                free(l3 + 2, 4); // total length, ID
+                free(l3 + 10, 2); // header checksum
+            } else {
+                free(l3 + 4, 2); // payload length
+            }
+        };
+        free_ip(l3, v4);
+        if let Some(o) = outer {
+            free_ip(usize::from(o.l3), o.v4);
+        }
+        let mut free = |from: usize, n: usize| {
+            if let Some(m) = mask.get_mut(from..from + n) {
+                m.fill(0);
+            }
+        };
+        if let Some(o) = outer.filter(|o| o.udp != 0) {
+            free(usize::from(o.udp) + 4, 2); // UDP length
+            if o.csum {
+                // A zero checksum stays masked: it must stay zero (a non-zero
+                // one after a zero one is another flow).
+                free(usize::from(o.udp) + 6, 2);
+            }
         }
         free(l4 + 4, 4); // sequence number
         free(l4 + 16, 2); // checksum
@@ -205,6 +260,50 @@ impl Template {
             l4: self.l4,
             v4: self.v4,
         }
+    }
+}
+
+impl Outer {
+    /// The outer headers of the tunnelled run whose first frame `b` has layout
+    /// `l` (a tunnel of `kind` whose header is at `at`, headers `len` bytes in
+    /// all), or `None` where the fast path does not cover them: IP options or
+    /// extension headers, a fragment, a GRE checksum (over the payload: the
+    /// full path verifies it), or outer UDP headers an odd number of bytes
+    /// before the payload (whose sum would not add to the payload's as it is).
+    fn of(b: &[u8], l: &Layout, kind: TunnelKind, at: usize, len: usize) -> Option<Outer> {
+        let o = &l.outer;
+        let (l3, l4) = (usize::from(o.l3_offset), usize::from(o.l4_offset));
+        let v4 = match o.l3 {
+            L3Kind::Ipv4 if l4 == l3 + 20 => true,
+            L3Kind::Ipv6 if l4 == l3 + 40 => false,
+            _ => return None,
+        };
+        if o.frag != Fragment::None {
+            return None;
+        }
+        let (udp, csum) = match (kind, o.l4) {
+            (TunnelKind::Vxlan | TunnelKind::Geneve, L4Kind::Udp) => {
+                let csum = bytes::be16(b, l4 + 6) != 0;
+                if csum && (len - l4) % 2 == 1 {
+                    return None;
+                }
+                (l4, csum)
+            }
+            // The C bit: the GRE flags word's top bit.
+            (TunnelKind::Nvgre, L4Kind::Gre) if bytes::be16(b, at) & 0x8000 == 0 => (0, false),
+            _ => return None,
+        };
+        Some(Outer {
+            l3: l3 as u16,
+            v4,
+            udp: udp as u16,
+            csum,
+        })
+    }
+
+    /// Offset of the outer IP header.
+    pub(super) fn l3(&self) -> usize {
+        usize::from(self.l3)
     }
 }
 
@@ -256,13 +355,24 @@ pub(super) struct Hit {
     /// The pseudo-header and TCP header sum, when the checksum is to be verified
     /// in software (over the payload then).
     pub(super) deferred: Option<u32>,
+    /// The same for a tunnel's non-zero outer UDP checksum: the outer
+    /// pseudo-header and every byte from the UDP header to the payload.
+    pub(super) outer: Option<u32>,
+}
+
+/// An IP level's IPv4 ID: its mode, and the ID of the run's first segment.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ids {
+    pub(super) mode: IdMode,
+    pub(super) first: u16,
 }
 
 /// Checks a frame of `total` bytes whose headers are `head` (the whole frame, or
-/// its first `t.len` bytes) against the template `t` of a run expecting sequence
-/// number `next_seq` and, with IPv4, ID `id` (for a run whose ID mode `mode` is
-/// decided), with payload at most `mss`. `verify` asks for the TCP checksum's
-/// header part. `None` sends the frame down the full path.
+/// its first `t.len` bytes) against the template `t` of a run of `segs`
+/// segments expecting sequence number `next_seq` and, with IPv4, the IDs `ids`
+/// give (the inner or only IP header's, then a tunnel's outer one), with
+/// payload at most `mss`. `verify` asks for the checksums' header parts.
+/// `None` sends the frame down the full path.
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check(
@@ -270,8 +380,7 @@ pub(super) fn check(
     head: &[u8],
     total: usize,
     next_seq: u32,
-    mode: IdMode,
-    first_id: u16,
+    ids: [Ids; 2],
     segs: u16,
     mss: u16,
     verify: bool,
@@ -285,24 +394,28 @@ pub(super) fn check(
     if bytes::be32(head, l4 + 4) != next_seq {
         return None;
     }
-    let ip_len = total - l3;
-    if t.v4 {
-        let ip = bytes::array::<20>(head, l3)?;
-        if usize::from(bytes::be16(ip, 2)) != ip_len {
-            return None;
+    let [inner_ids, outer_ids] = ids;
+    ip_ok(head, l3, t.v4, total, inner_ids, segs)?;
+    let mut outer = None;
+    if let Some(o) = &t.outer {
+        ip_ok(head, o.l3(), o.v4, total, outer_ids, segs)?;
+        if o.udp != 0 {
+            let u = usize::from(o.udp);
+            let udp_len = total - u;
+            if usize::from(bytes::be16(head, u + 4)) != udp_len {
+                return None;
+            }
+            if o.csum {
+                // Zero is "no checksum": another flow's rule, the full path's.
+                if bytes::be16(head, u + 6) == 0 {
+                    return None;
+                }
+                if verify {
+                    let pseudo = pseudo(head, o.l3(), o.v4, 17, udp_len as u32);
+                    outer = Some(checksum::partial(bytes::range(head, u, len), pseudo));
+                }
+            }
         }
-        let id = bytes::be16(ip, 4);
-        let want = match mode {
-            // IDs are compared against the first segment's.
-            IdMode::Fixed => first_id,
-            IdMode::Incrementing => first_id.wrapping_add(segs),
-            IdMode::Undecided => return None,
-        };
-        if id != want || checksum::fold(header_sum(ip)) != 0xffff {
-            return None;
-        }
-    } else if usize::from(bytes::be16(head, l3 + 4)) + 40 != ip_len {
-        return None;
     }
     // The template's shared part (its addresses and TCP header are this
     // frame's: the mask covers them) plus what the mask leaves free: the TCP
@@ -316,7 +429,47 @@ pub(super) fn check(
     Some(Hit {
         len: payload,
         deferred,
+        outer,
     })
+}
+
+/// Checks the IP header at `l3` of a frame of `total` bytes: its length, and
+/// for IPv4 its ID (as `ids` expects for a run of `segs` segments) and header
+/// checksum.
+#[inline(always)]
+fn ip_ok(head: &[u8], l3: usize, v4: bool, total: usize, ids: Ids, segs: u16) -> Option<()> {
+    let ip_len = total - l3;
+    if v4 {
+        let ip = bytes::array::<20>(head, l3)?;
+        if usize::from(bytes::be16(ip, 2)) != ip_len {
+            return None;
+        }
+        let id = bytes::be16(ip, 4);
+        let want = match ids.mode {
+            // IDs are compared against the first segment's.
+            IdMode::Fixed => ids.first,
+            IdMode::Incrementing => ids.first.wrapping_add(segs),
+            IdMode::Undecided => return None,
+        };
+        if id != want || checksum::fold(header_sum(ip)) != 0xffff {
+            return None;
+        }
+    } else if usize::from(bytes::be16(head, l3 + 4)) + 40 != ip_len {
+        return None;
+    }
+    Some(())
+}
+
+/// The pseudo-header sum of the IP header at `l3` for `proto` and a
+/// transport length `l4_len`.
+#[inline]
+fn pseudo(head: &[u8], l3: usize, v4: bool, proto: u32, l4_len: u32) -> u32 {
+    let addrs = if v4 {
+        bytes::range(head, l3 + 12, l3 + 20)
+    } else {
+        bytes::range(head, l3 + 8, l3 + 40)
+    };
+    checksum::partial(addrs, proto + (l4_len >> 16) + (l4_len & 0xffff))
 }
 
 /// The IPv4 header's unfolded one's-complement sum.

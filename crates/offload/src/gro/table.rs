@@ -71,9 +71,10 @@ impl<P> Run<P> {
 
     /// Appends `payload` to the run: its handle `chained` in a chaining run
     /// (as `out` chains it, [`Out::chain`]), else its bytes copied into room of up to `room` bytes. A
-    /// checksum `deferred` (the sum of its pseudo-header and headers) is
-    /// verified on the way: summed where the payload lies, or as it is copied.
-    /// False, with nothing appended, if it is bad (or, which the room grown for
+    /// checksum `deferred` (the sum of its pseudo-header and headers), and a
+    /// tunnel's outer one `outer` likewise, are verified on the way: summed
+    /// where the payload lies, or as it is copied (one pass for both).
+    /// False, with nothing appended, if one is bad (or, which the room grown for
     /// it rules out, the bytes could not be copied whole: those written past the
     /// run are room, not the run).
     #[inline(always)]
@@ -82,20 +83,29 @@ impl<P> Run<P> {
         payload: &[u8],
         chained: Option<&P>,
         deferred: Option<u32>,
+        outer: Option<u32>,
         room: usize,
         out: &mut impl Out<P>,
     ) -> bool {
         if let Some(handle) = chained {
-            let good = deferred.is_none_or(|h| walk::sums_to_ones(checksum::partial(payload, h)));
+            let good = match outer {
+                None => deferred.is_none_or(|h| walk::sums_to_ones(checksum::partial(payload, h))),
+                Some(o) => both_good(checksum::partial(payload, 0), deferred, o),
+            };
             if good {
                 out.chain(&mut self.chain, handle);
             }
             return good;
         }
         let tail = self.tail(payload.len(), room);
-        let copied = match deferred {
-            None => bytes::copy(tail, payload),
-            Some(h) => checksum::copy_partial(tail, payload, h).is_some_and(walk::sums_to_ones),
+        let copied = match (deferred, outer) {
+            (None, None) => bytes::copy(tail, payload),
+            (Some(h), None) => {
+                checksum::copy_partial(tail, payload, h).is_some_and(walk::sums_to_ones)
+            }
+            (_, Some(o)) => {
+                checksum::copy_partial(tail, payload, 0).is_some_and(|s| both_good(s, deferred, o))
+            }
         };
         if copied {
             self.head += payload.len();
@@ -115,6 +125,14 @@ impl<P> Run<P> {
         }
         self.buf.get_mut(self.head..end).unwrap_or_default()
     }
+}
+
+/// True if a payload summing to `sum` makes both the checksum whose header
+/// part is `inner` (if any) and the one whose header part is `outer` good.
+#[inline]
+fn both_good(sum: u32, inner: Option<u32>, outer: u32) -> bool {
+    inner.is_none_or(|h| walk::sums_to_ones(checksum::combine(h, sum)))
+        && walk::sums_to_ones(checksum::combine(outer, sum))
 }
 
 /// The table of held runs. Slot `8 * b + i` is run `i` of bucket `b`; a bucket
