@@ -64,6 +64,16 @@ impl Shape {
     }
 }
 
+/// Clears the mask bits of the `n` header bytes from `from` (a field that
+/// varies from segment to segment).
+fn free(mask: &mut [u64; WORDS], from: usize, n: usize) {
+    for at in from..from + n {
+        if let Some(m) = mask.get_mut(at / 8) {
+            *m &= !(0xff << (8 * (at % 8)));
+        }
+    }
+}
+
 /// A tunnel's outer headers, as the fast path checks them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Outer {
@@ -99,10 +109,10 @@ pub(super) struct Template {
     /// mask leaves free). A segment's sum is this plus its TCP length,
     /// sequence number and checksum field: no pass over its header.
     tcp_sum: u32,
-    /// The first frame's header bytes, as native-order words (zero past `len`).
-    words: [u64; WORDS],
-    /// Ones where a later segment must equal the first.
-    mask: [u64; WORDS],
+    /// Per word of the headers: the first frame's bytes (as a native-order
+    /// word, zero past `len`) and the mask (ones where a later segment must
+    /// equal the first), side by side: one cache line holds four of each.
+    words: [[u64; 2]; WORDS],
 }
 
 impl Template {
@@ -115,8 +125,7 @@ impl Template {
         v4: false,
         outer: None,
         tcp_sum: 0,
-        words: [0; WORDS],
-        mask: [0; WORDS],
+        words: [[0; 2]; WORDS],
     };
 
     /// Checksum levels a frame of this run carries: the TCP checksum's, and a
@@ -161,27 +170,48 @@ impl Template {
         if flags & Flags::CWR.bits() != 0 {
             return none;
         }
-        // The TCP header with its sequence number and checksum zeroed, summed
-        // (from an even offset: its words are the checksum's), with the
-        // pseudo-header's addresses and protocol.
-        let mut tcp_hdr = [0u8; MAX];
-        if let (Some(dst), Some(src)) = (tcp_hdr.get_mut(..len - l4), b.get(l4..len)) {
-            dst.copy_from_slice(src);
-        }
-        for at in (4..8).chain(16..18) {
-            if let Some(x) = tcp_hdr.get_mut(at) {
-                *x = 0;
-            }
-        }
+        // The TCP header's sum without its sequence number and checksum (three
+        // pieces, each from an even offset: their words are the checksum's),
+        // with the pseudo-header's addresses and protocol. Built with no
+        // header-sized scratch (once per run: a short run's share is felt).
         let addrs = if v4 {
             bytes::range(b, l3 + 12, l3 + 20)
         } else {
             bytes::range(b, l3 + 8, l3 + 40)
         };
-        let tcp_sum = checksum::partial(
-            tcp_hdr.get(..len - l4).unwrap_or_default(),
-            checksum::partial(addrs, 6),
-        );
+        let tcp_sum = [(l4, l4 + 4), (l4 + 8, l4 + 16), (l4 + 18, len)]
+            .into_iter()
+            .fold(checksum::partial(addrs, 6), |sum, (from, to)| {
+                checksum::partial(bytes::range(b, from, to), sum)
+            });
+        // Ones over the header bytes but the free fields.
+        let words = len.div_ceil(8).min(WORDS);
+        let mut mask = [0u64; WORDS];
+        for (i, m) in mask.iter_mut().enumerate().take(words) {
+            *m = u64::MAX >> (8 * (8 - (len - i * 8).min(8)));
+        }
+        let free_ip = |mask: &mut [u64; WORDS], l3: usize, v4: bool| {
+            if v4 {
+                free(mask, l3 + 2, 4); // total length, ID
+                free(mask, l3 + 10, 2); // header checksum
+            } else {
+                free(mask, l3 + 4, 2); // payload length
+            }
+        };
+        free_ip(&mut mask, l3, v4);
+        if let Some(o) = outer {
+            free_ip(&mut mask, usize::from(o.l3), o.v4);
+            if o.udp != 0 {
+                free(&mut mask, usize::from(o.udp) + 4, 2); // UDP length
+                if o.csum {
+                    // A zero checksum stays masked: it must stay zero (a
+                    // non-zero one after a zero one is another flow).
+                    free(&mut mask, usize::from(o.udp) + 6, 2);
+                }
+            }
+        }
+        free(&mut mask, l4 + 4, 4); // sequence number
+        free(&mut mask, l4 + 16, 2); // checksum
         let mut t = Template {
             len: len as u16,
             tried: true,
@@ -190,59 +220,16 @@ impl Template {
             v4,
             outer,
             tcp_sum,
-            words: [0; WORDS],
-            mask: [0; WORDS],
+            words: [[0; 2]; WORDS],
         };
-        let mut bytes_ = [0u8; MAX];
-        let mut mask = [0u8; MAX];
-        if let (Some(dst), Some(src), Some(m)) =
-            (bytes_.get_mut(..len), b.get(..len), mask.get_mut(..len))
-        {
-            dst.copy_from_slice(src);
-            m.fill(0xff);
-        }
-        let mut free = |from: usize, n: usize| {
-            if let Some(m) = mask.get_mut(from..from + n) {
-                m.fill(0);
-            }
-        };
-        let mut free_ip = |l3: usize, v4: bool| {
-            if v4 {
-                free(l3 + 2, 4); // total length, ID
-                free(l3 + 10, 2); // header checksum
-            } else {
-                free(l3 + 4, 2); // payload length
-            }
-        };
-        free_ip(l3, v4);
-        if let Some(o) = outer {
-            free_ip(usize::from(o.l3), o.v4);
-        }
-        let mut free = |from: usize, n: usize| {
-            if let Some(m) = mask.get_mut(from..from + n) {
-                m.fill(0);
-            }
-        };
-        if let Some(o) = outer.filter(|o| o.udp != 0) {
-            free(usize::from(o.udp) + 4, 2); // UDP length
-            if o.csum {
-                // A zero checksum stays masked: it must stay zero (a non-zero
-                // one after a zero one is another flow).
-                free(usize::from(o.udp) + 6, 2);
-            }
-        }
-        free(l4 + 4, 4); // sequence number
-        free(l4 + 16, 2); // checksum
-        for i in 0..len.div_ceil(8).min(WORDS) {
+        for (i, (w, &m)) in t.words.iter_mut().zip(&mask).enumerate().take(words) {
             let at = i * 8;
-            let word = |a: &[u8; MAX]| {
-                a.get(at..at + 8)
-                    .and_then(|x| <[u8; 8]>::try_from(x).ok())
-                    .map_or(0, u64::from_le_bytes)
-            };
-            let m = word(&mask);
-            t.mask[i] = m;
-            t.words[i] = word(&bytes_) & m;
+            let n = (len - at).min(8);
+            let mut x = [0u8; 8];
+            if let (Some(d), Some(s)) = (x.get_mut(..n), b.get(at..at + n)) {
+                d.copy_from_slice(s);
+            }
+            *w = [u64::from_le_bytes(x) & m, m];
         }
         t
     }
@@ -320,10 +307,10 @@ impl Template {
         };
         let mut diff = 0u64;
         let mut chunks = h.chunks_exact(8);
-        for (i, c) in chunks.by_ref().enumerate() {
+        // Zipped, not indexed: no bounds check per word.
+        for (c, &[t, m]) in chunks.by_ref().zip(&self.words) {
             let w = <[u8; 8]>::try_from(c).map_or(0, u64::from_le_bytes);
-            diff |= (w ^ self.words.get(i).copied().unwrap_or(0))
-                & self.mask.get(i).copied().unwrap_or(0);
+            diff |= (w ^ t) & m;
         }
         let rest = chunks.remainder().len();
         if rest != 0 {
@@ -340,8 +327,8 @@ impl Template {
             };
             let i = len / 8;
             let w = u64::from_le_bytes(*end) >> (8 * (8 - rest));
-            diff |= (w ^ self.words.get(i).copied().unwrap_or(0))
-                & self.mask.get(i).copied().unwrap_or(0);
+            let [t, m] = self.words.get(i).copied().unwrap_or_default();
+            diff |= (w ^ t) & m;
         }
         diff == 0
     }
