@@ -23,6 +23,7 @@ mod memory;
 mod output;
 mod sink;
 mod socket;
+mod template;
 mod time_wait;
 mod timers;
 mod tuples;
@@ -61,6 +62,8 @@ struct Slot {
     queued: bool,
     /// In its listener's accept queue (established, not yet accepted).
     accept: bool,
+    /// The connection's header template (`template`), for its next hop.
+    tmpl: template::TxTemplate,
 }
 
 /// A listening port.
@@ -452,6 +455,7 @@ impl Engine {
                     conn: None,
                     queued: false,
                     accept: false,
+                    tmpl: template::TxTemplate::EMPTY,
                 });
                 self.slots.len() - 1
             }
@@ -459,6 +463,8 @@ impl Engine {
         let Some(slot) = self.slots.get_mut(idx) else {
             return idx;
         };
+        // A template is for one connection's addresses and ports.
+        slot.tmpl = template::TxTemplate::EMPTY;
         let conn = slot.conn.insert(make());
         self.by_tuple.insert((conn.local, conn.remote), idx);
         self.apply_cached_pmtu(idx);
