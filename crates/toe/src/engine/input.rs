@@ -855,6 +855,7 @@ impl Engine {
 
 /// The pseudo-header sum of a TCP segment of `len` bytes from `src` to `dst`
 /// (`len` is at most 65,535 for IPv4: the datagram's total length bounds it).
+#[inline]
 fn pseudo_sum(src: IpAddr, dst: IpAddr, len: usize) -> u32 {
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {

@@ -356,16 +356,16 @@ impl Engine {
         seg: &crate::tcp::segment::Segment<'_>,
     ) -> Option<crate::tcp::input::Rst> {
         let limit = self.cfg.tcp.ofo_total;
-        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
+        // One look-up of the slot (its generation and connection are
+        // disjoint fields).
+        let slot = self.slots.get_mut(idx)?;
+        let conn = slot.conn.as_mut()?;
         let before = conn.asm.held();
         conn.ofo_allowed = self.ofo_held < limit;
         let rst = conn.on_segment(now, seg, &mut self.counters);
-        if conn.rx.awaits_frame()
-            && let Some(slot) = self.slots.get(idx)
-        {
+        if conn.rx.awaits_frame() {
             self.adopted = Some((idx, slot.generation));
         }
-        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
         let after = conn.asm.held();
         self.ofo_held = (self.ofo_held + after).saturating_sub(before);
         rst

@@ -116,7 +116,7 @@ impl Conn {
         if seg.ack != snd.una
             || snd.una != snd.max
             || seg_wnd != snd.wnd
-            || !seg.sack.as_slice().is_empty()
+            || !seg.sack.is_empty()
             || !snd.ack_cannot_move()
         {
             return false;
@@ -140,7 +140,11 @@ impl Conn {
         }
         self.process_text(now, seg, c);
         self.rcv_rtt_measure(now, seg);
-        self.take_fin(now);
+        // A FIN can only be waiting if one came out of order before: the
+        // call (on every segment of a bulk transfer) only then.
+        if self.state.rcv().is_some_and(|r| r.fin_at.is_some()) {
+            self.take_fin(now);
+        }
         true
     }
 
