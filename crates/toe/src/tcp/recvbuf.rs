@@ -332,7 +332,7 @@ impl RecvBuf {
     /// Copies from the front into `out` and consumes it; returns how many bytes.
     pub fn pop(&mut self, out: &mut [u8]) -> usize {
         let mut n = 0;
-        while let Some(h) = self.held.front() {
+        while let Some(h) = self.held.front_mut() {
             let Some(dst) = out.get_mut(n..) else { break };
             if dst.is_empty() {
                 break;
@@ -349,7 +349,17 @@ impl RecvBuf {
                 d.copy_from_slice(s);
             }
             n += k;
-            self.consume(k);
+            // Consumed here, as `consume(k)` would (one entry: no call and
+            // no second look at the front per frame read).
+            let len = h.len();
+            self.held_len -= k;
+            if k < len {
+                h.start += k;
+                break;
+            }
+            let charge = h.charge;
+            self.held.pop_front();
+            self.held_storage -= charge;
         }
         if self.held.is_empty() {
             n += self.ring.pop(out.get_mut(n..).unwrap_or_default());
