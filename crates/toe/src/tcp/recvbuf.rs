@@ -200,11 +200,11 @@ impl RecvBuf {
     /// itself follows by [`RecvBuf::fill`].
     pub(crate) fn adopt(&mut self, range: core::ops::Range<usize>) {
         self.held_len += range.len();
-        // Made where it stays (room first): `push_back` builds the entry on
-        // the stack and copies it with loads spanning its narrower stores,
-        // which stall on store forwarding (perf, every adopted segment).
-        let n = self.held.len() + 1;
-        self.held.resize_with(n, || Held {
+        // A plain `push_back`: made with `resize_with` (so that the entry
+        // would not go through the stack) it cost an out-of-line generic
+        // call per adopted segment, and measured 1 % dearer on the
+        // offloads-off bulk cell (0.252 against 0.250 CPU s/GB).
+        self.held.push_back(Held {
             buf: Kept::Awaited,
             start: range.start,
             end: range.end,
