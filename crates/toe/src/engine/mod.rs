@@ -23,6 +23,7 @@ mod memory;
 mod output;
 mod sink;
 mod socket;
+mod template;
 mod time_wait;
 mod timers;
 mod tuples;
@@ -61,6 +62,8 @@ struct Slot {
     queued: bool,
     /// In its listener's accept queue (established, not yet accepted).
     accept: bool,
+    /// The connection's header template (`template`), for its next hop.
+    tmpl: template::TxTemplate,
 }
 
 /// A listening port.
@@ -353,16 +356,16 @@ impl Engine {
         seg: &crate::tcp::segment::Segment<'_>,
     ) -> Option<crate::tcp::input::Rst> {
         let limit = self.cfg.tcp.ofo_total;
-        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
+        // One look-up of the slot (its generation and connection are
+        // disjoint fields).
+        let slot = self.slots.get_mut(idx)?;
+        let conn = slot.conn.as_mut()?;
         let before = conn.asm.held();
         conn.ofo_allowed = self.ofo_held < limit;
         let rst = conn.on_segment(now, seg, &mut self.counters);
-        if conn.rx.awaits_frame()
-            && let Some(slot) = self.slots.get(idx)
-        {
+        if conn.rx.awaits_frame() {
             self.adopted = Some((idx, slot.generation));
         }
-        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
         let after = conn.asm.held();
         self.ofo_held = (self.ofo_held + after).saturating_sub(before);
         rst
@@ -452,6 +455,7 @@ impl Engine {
                     conn: None,
                     queued: false,
                     accept: false,
+                    tmpl: template::TxTemplate::EMPTY,
                 });
                 self.slots.len() - 1
             }
@@ -459,6 +463,8 @@ impl Engine {
         let Some(slot) = self.slots.get_mut(idx) else {
             return idx;
         };
+        // A template is for one connection's addresses and ports.
+        slot.tmpl = template::TxTemplate::EMPTY;
         let conn = slot.conn.insert(make());
         self.by_tuple.insert((conn.local, conn.remote), idx);
         self.apply_cached_pmtu(idx);

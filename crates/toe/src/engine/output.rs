@@ -14,6 +14,7 @@
 
 use super::Engine;
 use super::sink::TxSink;
+use super::template::{TcpFixed, TxTemplate};
 use crate::net::neighbor::{Lookup, Queued};
 use crate::tcp::conn::Conn;
 use crate::tcp::segment::Outgoing;
@@ -128,7 +129,10 @@ pub(super) fn put_ipv6(
 /// Sets the ECN codepoint `ecn` (RFC 3168 section 5) in the IPv4 or IPv6 header
 /// at the start of `ip`, whose ECN bits are zero; an IPv4 header checksum is
 /// updated incrementally (RFC 1624 equation 3: the codepoint only adds to the
-/// first 16-bit word).
+/// first 16-bit word). Segments get theirs from their template
+/// (`template::TxTemplate::write`); this is the reference the tests build
+/// frames with.
+#[cfg(test)]
 pub(super) fn set_ecn(ip: &mut [u8], ecn: u8) {
     let ecn = ecn & 0b11;
     match ip.first().map(|b| b >> 4) {
@@ -182,7 +186,8 @@ impl Engine {
         let offloads = self.cfg.offloads;
         // One look-up of the slot for the whole segment (the fields used
         // beside it are disjoint from `slots`).
-        let conn = self.slots.get_mut(idx)?.conn.as_mut()?;
+        let slot = self.slots.get_mut(idx)?;
+        let conn = slot.conn.as_mut()?;
         // Bytes of TCP data one segment (or super-segment) may carry.
         let max_data = if offloads {
             MAX_SUPER_DATA
@@ -225,37 +230,42 @@ impl Engine {
             Lookup::Hit(mac) => Some(mac),
             Lookup::Miss => None,
         };
+        if let Some(dst_mac) = hit
+            && !slot.tmpl.is_for(dst_mac)
+        {
+            slot.tmpl = TxTemplate::new((dst_mac, src_mac), conn.local, conn.remote)?;
+        }
+        let tmpl = &slot.tmpl;
         if by_ref
-            && let Some(dst_mac) = hit
+            && hit.is_some()
             && let Some(buf) = sink.buffer(total - o.data_len)
         {
             // The headers only: build_tcp's copy of the data copies nothing.
-            let macs = (dst_mac, src_mac);
-            let meta = build_tcp(buf, macs, conn, o, opts, id, offloads);
+            let meta = build_tcp(buf, tmpl, conn, o, opts, id, offloads);
             sink.commit_frags(meta.as_ref()?, frags);
             self.counters.tcp_out_by_ref += 1;
             return Some(data_len);
         }
         drop(frags);
-        if let Some(dst_mac) = hit
+        if hit.is_some()
             && let Some(buf) = sink.buffer(total)
         {
-            let macs = (dst_mac, src_mac);
             // By reference, as `out` above.
-            let meta = build_tcp(buf, macs, conn, o, opts, id, offloads);
+            let meta = build_tcp(buf, tmpl, conn, o, opts, id, offloads);
             sink.commit(meta.as_ref()?);
             return Some(data_len);
         }
         let mut frame = vec![0u8; total];
-        let meta = build_tcp(
-            &mut frame,
-            (hit.unwrap_or_default(), src_mac),
-            conn,
-            o,
-            opts,
-            id,
-            offloads,
-        )?;
+        // Without a next hop, a template of its own, the destination MAC
+        // zero until the neighbour is resolved (`Engine::release`).
+        let unresolved;
+        let tmpl = if hit.is_some() {
+            tmpl
+        } else {
+            unresolved = TxTemplate::new(([0; 6], src_mac), conn.local, conn.remote)?;
+            &unresolved
+        };
+        let meta = build_tcp(&mut frame, tmpl, conn, o, opts, id, offloads)?;
         if hit.is_some() {
             self.control.push_back((frame, meta));
             return Some(data_len);
@@ -467,105 +477,81 @@ impl Engine {
 }
 
 /// Writes the frame for segment `o` of `conn` into `buf` (exactly the frame's
-/// length, or its headers' only when the data goes by reference): Ethernet with
-/// `macs` (destination, source), IP, TCP with `opts`, and the data copied from
-/// the send buffer. Every header byte is written, so `buf`
-/// may hold anything before. Returns the frame's offload metadata.
+/// length, or its headers' only when the data goes by reference): the headers
+/// from `tmpl` (Ethernet with the next hop's MAC, IP, the ports), the rest of
+/// TCP with `opts`, and the data copied from the send buffer. Every header byte
+/// is written, so `buf` may hold anything before. Returns the frame's offload
+/// metadata.
 ///
 /// Inline: returned from a call, the metadata is written to the stack field by
 /// field and read back whole by the sink's commit, which stalls on store
 /// forwarding (perf, every segment).
 #[inline(always)]
-fn build_tcp(
+pub(super) fn build_tcp(
     buf: &mut [u8],
-    macs: ([u8; 6], [u8; 6]),
+    tmpl: &TxTemplate,
     conn: &Conn,
     o: &Outgoing,
     opts: &[u8],
     id: u16,
     offloads: bool,
 ) -> Option<OffloadMeta> {
-    let (local, remote) = (conn.local, conn.remote);
     let tcp_len = tcp::HEADER_LEN + opts.len();
-    let l3 = ethernet::HEADER_LEN;
-    let l4 = l3 + ip_header_len(local.ip());
     let l4_len = tcp_len + o.data_len;
-    let pseudo = match (local.ip(), remote.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            put_eth(buf, macs.0, macs.1, ethertype::IPV4);
-            put_ipv4(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, id);
-            checksum::pseudo_ipv4(
-                s.octets(),
-                d.octets(),
-                protocol::TCP,
-                l4_len.min(65_535) as u16,
-            )
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            put_eth(buf, macs.0, macs.1, ethertype::IPV6);
-            put_ipv6(buf.get_mut(l3..)?, s, d, protocol::TCP, l4_len, HOP_LIMIT);
-            checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::TCP, l4_len as u32)
-        }
-        _ => return None,
-    };
-    if conn.ecn.ect(o.data_len, o.retransmit) {
-        set_ecn(buf.get_mut(l3..)?, crate::tcp::ecn::ECT0);
-    }
-    let seg = buf.get_mut(l4..)?;
-    let sum = {
-        let (hdr, data) = seg.split_at_mut(tcp_len);
-        let (fixed, options) = hdr.split_at_mut(tcp::HEADER_LEN);
-        // The fixed header in one piece (RFC 9293 section 3.1), checksum and
-        // urgent pointer zero; then the options.
-        let [p0, p1] = local.port().to_be_bytes();
-        let [q0, q1] = remote.port().to_be_bytes();
-        let [s0, s1, s2, s3] = o.seq.0.to_be_bytes();
-        let ack = if o.flags.contains(tcp::Flags::ACK) {
-            o.ack.0
-        } else {
-            0
-        };
-        let [a0, a1, a2, a3] = ack.to_be_bytes();
-        let [w0, w1] = o.wnd.to_be_bytes();
-        let [ns, flags] = (o.flags.bits() & 0x1ff).to_be_bytes();
-        let off = (((tcp_len / 4) as u8) << 4) | ns;
-        fixed.copy_from_slice(&[
-            p0, p1, q0, q1, s0, s1, s2, s3, a0, a1, a2, a3, off, flags, w0, w1, 0, 0, 0, 0,
-        ]);
-        options.copy_from_slice(opts);
-        if offloads {
-            conn.tx.peek(o.data_off, data);
-            None
-        } else {
-            // Without checksum offload the sum comes with the copy: the header
-            // (its checksum field zero) and the data read once (tcp_len is a
-            // multiple of 4, so the data's sum adds as it is).
-            let (_, data_sum) = conn.tx.peek_sum(o.data_off, data);
-            Some(checksum::combine(checksum::partial(hdr, pseudo), data_sum))
-        }
-    };
-    let mut t = tcp::Packet::new_unchecked(seg);
-    let mut meta = OffloadMeta::plain();
-    if let Some(sum) = sum {
-        t.set_checksum(checksum::finish(sum));
+    let ecn = if conn.ecn.ect(o.data_len, o.retransmit) {
+        crate::tcp::ecn::ECT0
     } else {
-        t.set_checksum(checksum::fold(pseudo));
-        meta.csum = Checksum::Partial {
-            start: l4 as u16,
-            offset: 16,
-        };
-        if o.data_len > o.mss && o.mss > 0 {
-            let kind = if local.is_ipv4() {
-                GsoType::TcpV4
-            } else {
-                GsoType::TcpV6
+        0
+    };
+    let ack = if o.flags.contains(tcp::Flags::ACK) {
+        o.ack.0
+    } else {
+        0
+    };
+    let fixed = TcpFixed {
+        seq: o.seq.0,
+        ack,
+        flags: u32::from(o.flags.bits() & 0x1ff),
+        wnd: o.wnd,
+    };
+    let (hdr_sum, pseudo) = tmpl.write(buf, l4_len, id, ecn, fixed, opts)?;
+    let l4 = tmpl.l4();
+    let seg = buf.get_mut(l4..)?;
+    let (hdr, data) = seg.split_at_mut(tcp_len);
+    let sum = if offloads {
+        conn.tx.peek(o.data_off, data);
+        None
+    } else {
+        // Without checksum offload the sum comes with the copy (tcp_len is a
+        // multiple of 4, so the data's sum adds as it is).
+        let (_, data_sum) = conn.tx.peek_sum(o.data_off, data);
+        Some(checksum::combine(hdr_sum, data_sum))
+    };
+    let mut meta = OffloadMeta::plain();
+    let csum = match sum {
+        Some(sum) => checksum::finish(sum),
+        None => {
+            meta.csum = Checksum::Partial {
+                start: l4 as u16,
+                offset: 16,
             };
-            let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
-            gso.segs = o.wire_segments().min(65_535) as u16;
-            // CWR on the first wire segment only (RFC 3168 section 6.1.2).
-            gso.ecn = o.flags.contains(tcp::Flags::CWR);
-            meta.gso = Some(gso);
+            if o.data_len > o.mss && o.mss > 0 {
+                let kind = if tmpl.is_v4() {
+                    GsoType::TcpV4
+                } else {
+                    GsoType::TcpV6
+                };
+                let mut gso = Gso::new(kind, o.mss.min(65_535) as u16);
+                gso.segs = o.wire_segments().min(65_535) as u16;
+                // CWR on the first wire segment only (RFC 3168 section 6.1.2).
+                gso.ecn = o.flags.contains(tcp::Flags::CWR);
+                meta.gso = Some(gso);
+            }
+            checksum::fold(pseudo)
         }
+    };
+    if let Some(c) = hdr.get_mut(16..18) {
+        c.copy_from_slice(&csum.to_be_bytes());
     }
     Some(meta)
 }

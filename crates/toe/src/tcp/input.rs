@@ -116,7 +116,7 @@ impl Conn {
         if seg.ack != snd.una
             || snd.una != snd.max
             || seg_wnd != snd.wnd
-            || !seg.sack.as_slice().is_empty()
+            || !seg.sack.is_empty()
             || !snd.ack_cannot_move()
         {
             return false;
@@ -140,7 +140,11 @@ impl Conn {
         }
         self.process_text(now, seg, c);
         self.rcv_rtt_measure(now, seg);
-        self.take_fin(now);
+        // A FIN can only be waiting if one came out of order before: the
+        // call (on every segment of a bulk transfer) only then.
+        if self.state.rcv().is_some_and(|r| r.fin_at.is_some()) {
+            self.take_fin(now);
+        }
         true
     }
 
@@ -488,7 +492,18 @@ impl Conn {
     /// segment, otherwise after the delayed-ACK timeout (RFC 9293 section 3.8.6.3).
     fn process_text(&mut self, now: Instant, seg: &Segment<'_>, c: &mut Counters) {
         let delack = self.params.tcp.delayed_ack;
-        let rto = self.state.snd().map_or(INITIAL_RTO, |s| s.rtt.rto());
+        // The time of the last data, if some time has passed since: only then
+        // is the RTO worked out (every segment of a receive batch arrives in
+        // the same instant).
+        let last = self
+            .state
+            .rcv()
+            .and_then(|r| r.data_at)
+            .filter(|&t| now > t);
+        let rto = match last {
+            Some(_) => self.state.snd().map_or(INITIAL_RTO, |s| s.rtt.rto()),
+            None => Duration::ZERO,
+        };
         let Some(rcv) = self.state.rcv_mut() else {
             return;
         };
@@ -500,7 +515,7 @@ impl Conn {
         // two segments, which a delayed ACK would hold up by its timer each
         // round trip (Linux's `tcp_event_data_recv`: "sender failed to restart
         // window, so that we send ACKs quickly").
-        if rcv.data_at.is_some_and(|t| now > t + rto) {
+        if last.is_some_and(|t| now > t + rto) {
             rcv.quickack = rcv.quickack.max(QUICKACKS);
         }
         rcv.data_at = Some(now);

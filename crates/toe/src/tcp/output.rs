@@ -54,6 +54,31 @@ impl Conn {
     ) -> Option<Outgoing> {
         let ts_now = self.ts_now(now);
         self.rcv_space_adjust(now, c);
+        if self.send_rst
+            || matches!(
+                self.state,
+                State::Closed(_) | State::SynSent(_) | State::SynRcvd(_)
+            )
+        {
+            return self.poll_unsynchronized(now, ts_now, c);
+        }
+        match self.poll_synchronized(now, ts_now, max_data, c) {
+            Some(o) => Some(o),
+            None => self.poll_keepalive(ts_now),
+        }
+    }
+
+    /// [`Conn::poll_output`] for an RST after ABORT and in the states
+    /// before synchronization (SYN, SYN-ACK) or after it (CLOSED): out of
+    /// line, so the synchronized path's frame and registers are its own.
+    #[cold]
+    #[inline(never)]
+    fn poll_unsynchronized(
+        &mut self,
+        now: Instant,
+        ts_now: u32,
+        c: &mut Counters,
+    ) -> Option<Outgoing> {
         let free = self.rx.free();
         if self.send_rst {
             self.send_rst = false;
@@ -68,7 +93,6 @@ impl Conn {
             return Some(bare(seq, Seq(0), Flags::RST, 0));
         }
         match &mut self.state {
-            State::Closed(_) => None,
             State::SynSent(s) => {
                 if !s.send_syn {
                     return None;
@@ -106,10 +130,7 @@ impl Conn {
                 o.retransmit = s.retries > 0;
                 Some(o)
             }
-            _ => match self.poll_synchronized(now, ts_now, max_data, c) {
-                Some(o) => Some(o),
-                None => self.poll_keepalive(ts_now),
-            },
+            _ => None,
         }
     }
 
@@ -309,39 +330,9 @@ fn choose(
     let mss = snd.mss.max(1);
     let max_data = max_data.max(1);
     let data_end = snd.una.plus(tx_len);
-    // 3. Zero-window probe: one byte past the window, or the FIN; if the window is
-    // open but too small for the sender's SWS avoidance, what fits (the override
-    // timeout of RFC 9293 section 3.8.6.2.1).
-    if let Some(p) = &mut snd.persist {
-        if !p.due {
-            return None;
-        }
-        p.due = false;
-        // With no room left at SND.NXT (window shut, or filled by an earlier
-        // probe), an unanswered probe is sent again from SND.UNA rather than
-        // followed by the next byte further past the window.
-        let right = snd.una.plus(snd.wnd);
-        let seq = if right.since(snd.nxt) == 0 {
-            snd.una
-        } else {
-            snd.nxt
-        };
-        let wnd_room = right.since(seq);
-        let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
-        let fin = len == 0 && fin_queued && seq == data_end;
-        if len == 0 && !fin {
-            return None;
-        }
-        snd.nxt = seq.plus(len + usize::from(fin));
-        let retransmit = seq < snd.max;
-        snd.max = snd.max.max(snd.nxt);
-        return Some(Chosen {
-            seq,
-            len,
-            fin,
-            retransmit,
-            tlp: false,
-        });
+    // 3. Zero-window probe (out of line: `choose_persist`).
+    if snd.persist.is_some() {
+        return choose_persist(snd, data_end, fin_queued, mss);
     }
     // 3b. A tail loss probe, when its timer fired (RFC 8985 section 7.3).
     if let Some((seq, len, fin)) = snd.take_probe_rest(data_end, fin_queued, max_data) {
@@ -365,90 +356,13 @@ fn choose(
             tlp: true,
         });
     }
-    // 4. Loss recovery with SACK: the lowest range RACK marked lost, while
-    // pipe < cwnd (RFC 6675 section 5 NextSeg and SetPipe, with RACK's marks
-    // for IsLost).
+    // 4. Loss recovery (out of line: `choose_recovery`).
     let mut room = None;
-    if snd.sack_ok
-        && let Some(mut rec) = snd.recovery
-    {
-        let pipe = snd.rack.pipe(&snd.sack, snd.una, snd.nxt);
-        let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
-        if (cwnd_room > 0 || rec.rexmit_first)
-            && !rec.hold
-            && let Some((start, hole_end)) = snd.rack.next_lost(&snd.sack, snd.nxt)
-        {
-            let cwnd_room = if rec.rexmit_first {
-                cwnd_room.max(mss)
-            } else {
-                cwnd_room
-            };
-            let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
-            if len > mss {
-                len = len / mss * mss;
-            }
-            let data_len = len.min(data_end.since(start));
-            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
-            if data_len > 0 || fin {
-                rec.rexmit_first = false;
-                rec.high_rxt = rec.high_rxt.max(start.plus(data_len + usize::from(fin)));
-                rec.prr_out = rec.prr_out.saturating_add(data_len);
-                snd.recovery = Some(rec);
-                if snd.rto_at.is_none() {
-                    snd.rto_at = Some(now + snd.rtt.rto());
-                }
-                return Some(Chosen {
-                    seq: start,
-                    len: data_len,
-                    fin,
-                    retransmit: true,
-                    tlp: false,
-                });
-            }
+    if snd.recovery.is_some() {
+        match choose_recovery(snd, data_end, fin_queued, max_data, mss, now) {
+            Ok(ch) => return Some(ch),
+            Err(r) => room = r,
         }
-        room = Some(cwnd_room);
-    }
-    // 4 (without SACK). Loss recovery: retransmit the next lost hole while pipe < cwnd.
-    if let Some(mut rec) = snd.recovery.filter(|_| !snd.sack_ok) {
-        let end = lost_end(snd, &snd.sack);
-        let mut start = rec.high_rxt.max(snd.una);
-        while let Some(e) = snd.sack.sacked_until(start) {
-            start = e;
-        }
-        let pipe = pipe(snd, end, rec.high_rxt);
-        let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
-        if start < end && (cwnd_room > 0 || rec.rexmit_first) {
-            let cwnd_room = if rec.rexmit_first {
-                cwnd_room.max(mss)
-            } else {
-                cwnd_room
-            };
-            rec.rexmit_first = false;
-            let hole_end = snd
-                .sack
-                .next_sacked_after(start)
-                .unwrap_or(snd.max)
-                .min(end);
-            let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
-            if len > mss {
-                len = len / mss * mss;
-            }
-            let data_len = len.min(data_end.since(start));
-            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
-            rec.high_rxt = start.plus(data_len + usize::from(fin));
-            snd.recovery = Some(rec);
-            if snd.rto_at.is_none() {
-                snd.rto_at = Some(now + snd.rtt.rto());
-            }
-            return Some(Chosen {
-                seq: start,
-                len: data_len,
-                fin,
-                retransmit: true,
-                tlp: false,
-            });
-        }
-        room = Some(cwnd_room);
     }
     // 5. New data from SND.NXT.
     let flight = snd.nxt.since(snd.una);
@@ -506,4 +420,145 @@ fn choose(
         retransmit,
         tlp: false,
     })
+}
+
+/// [`choose`] while the persist timer runs (RFC 9293 section 3.8.6.1).
+#[cold]
+#[inline(never)]
+fn choose_persist(snd: &mut Snd, data_end: Seq, fin_queued: bool, mss: usize) -> Option<Chosen> {
+    // 3. Zero-window probe: one byte past the window, or the FIN; if the window is
+    // open but too small for the sender's SWS avoidance, what fits (the override
+    // timeout of RFC 9293 section 3.8.6.2.1).
+    if let Some(p) = &mut snd.persist {
+        if !p.due {
+            return None;
+        }
+        p.due = false;
+        // With no room left at SND.NXT (window shut, or filled by an earlier
+        // probe), an unanswered probe is sent again from SND.UNA rather than
+        // followed by the next byte further past the window.
+        let right = snd.una.plus(snd.wnd);
+        let seq = if right.since(snd.nxt) == 0 {
+            snd.una
+        } else {
+            snd.nxt
+        };
+        let wnd_room = right.since(seq);
+        let len = data_end.since(seq).min(wnd_room.clamp(1, mss));
+        let fin = len == 0 && fin_queued && seq == data_end;
+        if len == 0 && !fin {
+            return None;
+        }
+        snd.nxt = seq.plus(len + usize::from(fin));
+        let retransmit = seq < snd.max;
+        snd.max = snd.max.max(snd.nxt);
+        return Some(Chosen {
+            seq,
+            len,
+            fin,
+            retransmit,
+            tlp: false,
+        });
+    }
+    None
+}
+
+/// [`choose`] in loss recovery: the retransmission to send, or the room the
+/// congestion window leaves for new data (`Err`).
+#[cold]
+#[inline(never)]
+fn choose_recovery(
+    snd: &mut Snd,
+    data_end: Seq,
+    fin_queued: bool,
+    max_data: usize,
+    mss: usize,
+    now: Instant,
+) -> Result<Chosen, Option<usize>> {
+    // 4. Loss recovery with SACK: the lowest range RACK marked lost, while
+    // pipe < cwnd (RFC 6675 section 5 NextSeg and SetPipe, with RACK's marks
+    // for IsLost).
+    let mut room = None;
+    if snd.sack_ok
+        && let Some(mut rec) = snd.recovery
+    {
+        let pipe = snd.rack.pipe(&snd.sack, snd.una, snd.nxt);
+        let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
+        if (cwnd_room > 0 || rec.rexmit_first)
+            && !rec.hold
+            && let Some((start, hole_end)) = snd.rack.next_lost(&snd.sack, snd.nxt)
+        {
+            let cwnd_room = if rec.rexmit_first {
+                cwnd_room.max(mss)
+            } else {
+                cwnd_room
+            };
+            let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
+            if len > mss {
+                len = len / mss * mss;
+            }
+            let data_len = len.min(data_end.since(start));
+            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
+            if data_len > 0 || fin {
+                rec.rexmit_first = false;
+                rec.high_rxt = rec.high_rxt.max(start.plus(data_len + usize::from(fin)));
+                rec.prr_out = rec.prr_out.saturating_add(data_len);
+                snd.recovery = Some(rec);
+                if snd.rto_at.is_none() {
+                    snd.rto_at = Some(now + snd.rtt.rto());
+                }
+                return Ok(Chosen {
+                    seq: start,
+                    len: data_len,
+                    fin,
+                    retransmit: true,
+                    tlp: false,
+                });
+            }
+        }
+        room = Some(cwnd_room);
+    }
+    // 4 (without SACK). Loss recovery: retransmit the next lost hole while pipe < cwnd.
+    if let Some(mut rec) = snd.recovery.filter(|_| !snd.sack_ok) {
+        let end = lost_end(snd, &snd.sack);
+        let mut start = rec.high_rxt.max(snd.una);
+        while let Some(e) = snd.sack.sacked_until(start) {
+            start = e;
+        }
+        let pipe = pipe(snd, end, rec.high_rxt);
+        let cwnd_room = snd.cc.cwnd().saturating_sub(pipe);
+        if start < end && (cwnd_room > 0 || rec.rexmit_first) {
+            let cwnd_room = if rec.rexmit_first {
+                cwnd_room.max(mss)
+            } else {
+                cwnd_room
+            };
+            rec.rexmit_first = false;
+            let hole_end = snd
+                .sack
+                .next_sacked_after(start)
+                .unwrap_or(snd.max)
+                .min(end);
+            let mut len = hole_end.since(start).min(max_data).min(cwnd_room.max(mss));
+            if len > mss {
+                len = len / mss * mss;
+            }
+            let data_len = len.min(data_end.since(start));
+            let fin = fin_queued && start.plus(data_len) == data_end && len > data_len;
+            rec.high_rxt = start.plus(data_len + usize::from(fin));
+            snd.recovery = Some(rec);
+            if snd.rto_at.is_none() {
+                snd.rto_at = Some(now + snd.rtt.rto());
+            }
+            return Ok(Chosen {
+                seq: start,
+                len: data_len,
+                fin,
+                retransmit: true,
+                tlp: false,
+            });
+        }
+        room = Some(cwnd_room);
+    }
+    Err(room)
 }

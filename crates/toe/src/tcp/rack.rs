@@ -983,7 +983,23 @@ impl Snd {
     /// The loss probe to send now, if one is due (RFC 8985 section 7.3): a
     /// segment of new data if there is some and the peer's window takes it,
     /// otherwise the last segment sent. Returns `(seq, data_len, fin, retransmit)`.
+    /// Inline for the common case, no probe due (checked before every
+    /// segment sent).
+    #[inline]
     pub(crate) fn take_probe(
+        &mut self,
+        data_end: Seq,
+        fin_queued: bool,
+        max_data: usize,
+    ) -> Option<(Seq, usize, bool, bool)> {
+        if !self.rack.tlp_due {
+            return None;
+        }
+        self.take_probe_due(data_end, fin_queued, max_data)
+    }
+
+    #[inline(never)]
+    fn take_probe_due(
         &mut self,
         data_end: Seq,
         fin_queued: bool,
@@ -1044,8 +1060,23 @@ impl Snd {
     }
 
     /// The rest of a probe of new data that did not fit one call's `max_data`
-    /// (offloads off): sent right after it, part of the same probe.
+    /// (offloads off): sent right after it, part of the same probe. Inline
+    /// for the common case, no probe under way.
+    #[inline]
     pub(crate) fn take_probe_rest(
+        &mut self,
+        data_end: Seq,
+        fin_queued: bool,
+        max_data: usize,
+    ) -> Option<(Seq, usize, bool)> {
+        if self.rack.tlp_more == 0 {
+            return None;
+        }
+        self.take_probe_rest_due(data_end, fin_queued, max_data)
+    }
+
+    #[inline(never)]
+    fn take_probe_rest_due(
         &mut self,
         data_end: Seq,
         fin_queued: bool,

@@ -200,11 +200,11 @@ impl RecvBuf {
     /// itself follows by [`RecvBuf::fill`].
     pub(crate) fn adopt(&mut self, range: core::ops::Range<usize>) {
         self.held_len += range.len();
-        // Made where it stays (room first): `push_back` builds the entry on
-        // the stack and copies it with loads spanning its narrower stores,
-        // which stall on store forwarding (perf, every adopted segment).
-        let n = self.held.len() + 1;
-        self.held.resize_with(n, || Held {
+        // A plain `push_back`: made with `resize_with` (so that the entry
+        // would not go through the stack) it cost an out-of-line generic
+        // call per adopted segment, and measured 1 % dearer on the
+        // offloads-off bulk cell (0.252 against 0.250 CPU s/GB).
+        self.held.push_back(Held {
             buf: Kept::Awaited,
             start: range.start,
             end: range.end,
@@ -332,7 +332,7 @@ impl RecvBuf {
     /// Copies from the front into `out` and consumes it; returns how many bytes.
     pub fn pop(&mut self, out: &mut [u8]) -> usize {
         let mut n = 0;
-        while let Some(h) = self.held.front() {
+        while let Some(h) = self.held.front_mut() {
             let Some(dst) = out.get_mut(n..) else { break };
             if dst.is_empty() {
                 break;
@@ -349,7 +349,17 @@ impl RecvBuf {
                 d.copy_from_slice(s);
             }
             n += k;
-            self.consume(k);
+            // Consumed here, as `consume(k)` would (one entry: no call and
+            // no second look at the front per frame read).
+            let len = h.len();
+            self.held_len -= k;
+            if k < len {
+                h.start += k;
+                break;
+            }
+            let charge = h.charge;
+            self.held.pop_front();
+            self.held_storage -= charge;
         }
         if self.held.is_empty() {
             n += self.ring.pop(out.get_mut(n..).unwrap_or_default());

@@ -198,7 +198,31 @@ pub(crate) struct Outgoing {
 
 impl Outgoing {
     /// Writes the options into `buf` (at most 40 bytes); returns their length.
+    /// Inline for the options of nearly every segment, timestamps alone.
+    #[inline]
     pub fn write_options(&self, buf: &mut [u8]) -> usize {
+        if self.syn.is_none()
+            && self.sack.is_empty()
+            && let Some((tsval, tsecr)) = self.ts
+        {
+            // NOP, NOP, Timestamps (RFC 7323 appendix A's layout), as
+            // `emit_options` would write it.
+            let word = (0x0101_080a_u128 << 64) | (u128::from(tsval) << 32) | u128::from(tsecr);
+            let bytes = word.to_be_bytes();
+            return match (buf.get_mut(..12), bytes.get(4..)) {
+                (Some(out), Some(src)) => {
+                    out.copy_from_slice(src);
+                    12
+                }
+                _ => 0,
+            };
+        }
+        self.write_options_general(buf)
+    }
+
+    /// [`Outgoing::write_options`] for SYNs, SACK blocks, no timestamps.
+    #[inline(never)]
+    fn write_options_general(&self, buf: &mut [u8]) -> usize {
         if let Some(syn) = &self.syn {
             if let SynOptions {
                 mss: Some(mss),
