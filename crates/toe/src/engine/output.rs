@@ -40,8 +40,12 @@ pub(crate) const MAX_SUPER_DATA: usize = 65_535 - ipv4::HEADER_LEN - tcp::MAX_HE
 pub(crate) const ROUND_QUANTUM: usize = MAX_SUPER_DATA;
 
 /// Most chunks of the send buffer one super-segment references (more, from
-/// many short writes, and it is copied instead).
-const MAX_TX_FRAGS: usize = 4;
+/// many short writes, and it is copied instead). Linux's `MAX_SKB_FRAGS` is
+/// 17. Each transmit round seals what the writer added since the last into a
+/// chunk of its own, so a writer of 1 KiB pieces leaves chunks of one round's
+/// freed window each: with 4, one super-segment in nine was copied whole
+/// (`SendBuf::peek`) at 1 KiB writes.
+const MAX_TX_FRAGS: usize = 16;
 
 /// Hop limit / TTL of the datagrams we originate.
 pub(super) const HOP_LIMIT: u8 = 64;
