@@ -13,7 +13,9 @@
 mod common;
 
 use common::{Spec, Tunnel, build};
-use linerate_offload::{Checksum, CsumMode, Gro, GroConfig, OffloadMeta, SegmentBuf, Segmenter};
+use linerate_offload::{
+    Checksum, CsumMode, Gro, GroConfig, GroCounters, OffloadMeta, SegmentBuf, Segmenter,
+};
 use linerate_wire::layout::L3Kind;
 
 type Out = Vec<(Vec<u8>, OffloadMeta)>;
@@ -289,6 +291,31 @@ proptest::proptest! {
     }
 }
 
+/// What GRO delivers for `frames` given in two parts at the payload, with no
+/// checksum vouched for, its counters, and how many times it asked for a
+/// frame's layout (only for a frame that does not continue its run by the
+/// fast path).
+fn split_counting_layouts(frames: &[Vec<u8>]) -> (Out, GroCounters, usize) {
+    let cfg = GroConfig::default();
+    let mut gro = Gro::new(cfg);
+    let mut out: Out = Vec::new();
+    let mut sink = |x: &[u8], m: &OffloadMeta| out.push((x.to_vec(), *m));
+    let mut asked = 0;
+    for (i, f) in frames.iter().enumerate() {
+        let l = cfg.layout.parse(f).unwrap();
+        let (head, pay) = f.split_at(usize::from(l.payload));
+        let layout = || {
+            asked += 1;
+            Some(l)
+        };
+        let meta = OffloadMeta::plain();
+        assert!(gro.receive_split_with(i as u64, head, pay, layout, &meta, &mut sink));
+    }
+    gro.flush_all(&mut sink);
+    let c = gro.counters().clone();
+    (out, c, asked)
+}
+
 /// A bulk stream whose checksums GRO verifies itself: from the template on
 /// (built at a run's second segment), every segment joins by the fast path,
 /// so the layout (asked for only when a frame does not simply continue the
@@ -305,29 +332,13 @@ fn verified_segments_take_the_fast_path_from_the_third_on() {
     ] {
         let frames = segments(v6, vlan, options, fixed_id);
         assert_eq!(frames.len(), 13);
-        let cfg = GroConfig::default();
         for bad in [None, Some(7usize)] {
             let mut frames = frames.clone();
             if let Some(i) = bad {
                 let last = frames[i].len() - 1;
                 frames[i][last] ^= 0x10;
             }
-            let mut gro = Gro::new(cfg);
-            let mut out: Out = Vec::new();
-            let mut sink = |x: &[u8], m: &OffloadMeta| out.push((x.to_vec(), *m));
-            let mut asked = 0;
-            for (i, f) in frames.iter().enumerate() {
-                let l = cfg.layout.parse(f).unwrap();
-                let (head, pay) = f.split_at(usize::from(l.payload));
-                let layout = || {
-                    asked += 1;
-                    Some(l)
-                };
-                let meta = OffloadMeta::plain();
-                assert!(gro.receive_split_with(i as u64, head, pay, layout, &meta, &mut sink));
-            }
-            gro.flush_all(&mut sink);
-            let c = gro.counters();
+            let (out, c, asked) = split_counting_layouts(&frames);
             match bad {
                 None => {
                     assert_eq!(asked, 2, "v6 {v6} vlan {vlan} options {options}");
@@ -468,22 +479,7 @@ fn tunnelled_segments_take_the_fast_path_from_the_third_on() {
                     f[last] ^= 0x10;
                 }
             }
-            let mut gro = Gro::new(cfg);
-            let mut out: Out = Vec::new();
-            let mut sink = |x: &[u8], m: &OffloadMeta| out.push((x.to_vec(), *m));
-            let mut asked = 0;
-            for (i, f) in frames.iter().enumerate() {
-                let l = cfg.layout.parse(f).unwrap();
-                let (head, pay) = f.split_at(usize::from(l.payload));
-                let layout = || {
-                    asked += 1;
-                    Some(l)
-                };
-                let meta = OffloadMeta::plain();
-                assert!(gro.receive_split_with(i as u64, head, pay, layout, &meta, &mut sink));
-            }
-            gro.flush_all(&mut sink);
-            let c = gro.counters();
+            let (out, c, asked) = split_counting_layouts(&frames);
             match (bad, covered) {
                 (None, true) => {
                     assert_eq!(asked, 2, "{ctx}");

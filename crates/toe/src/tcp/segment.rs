@@ -220,7 +220,8 @@ impl Outgoing {
         self.write_options_general(buf)
     }
 
-    /// [`Outgoing::write_options`] for SYNs, SACK blocks, no timestamps.
+    /// [`Outgoing::write_options`] for SYNs, SACK blocks, no timestamps: any
+    /// options but timestamps alone.
     #[inline(never)]
     fn write_options_general(&self, buf: &mut [u8]) -> usize {
         if let Some(syn) = &self.syn {
@@ -249,19 +250,8 @@ impl Outgoing {
             }
             return syn.emit(buf).unwrap_or(0);
         }
-        if let (Some((tsval, tsecr)), true) = (self.ts, self.sack.is_empty()) {
-            // The common case, written directly: NOP, NOP, Timestamps (RFC 7323
-            // appendix A's layout), as `emit_options` would write it.
-            let word = (0x0101_080a_u128 << 64) | (u128::from(tsval) << 32) | u128::from(tsecr);
-            let bytes = word.to_be_bytes();
-            return match (buf.get_mut(..12), bytes.get(4..)) {
-                (Some(out), Some(src)) => {
-                    out.copy_from_slice(src);
-                    12
-                }
-                _ => 0,
-            };
-        }
+        // (Timestamps alone, the common case, never come here: the caller
+        // writes them.)
         let mut list = [TcpOption::NoOp; 6];
         let mut n = 0;
         let mut add = |o| {
