@@ -38,10 +38,13 @@ pub trait ChainSink<P> {
     where
         P: Clone,
     {
-        // Cloned where it goes: `push(next.clone())` makes the clone on the
-        // stack and hands it to an out-of-line push by address, whose wide
-        // load of it stalls on store forwarding (perf).
-        chain.extend_from_slice(core::slice::from_ref(next));
+        // Room first, so that the push is a store: `extend_from_slice` of
+        // one element is an out-of-line call once the fast path around it
+        // grows, and a bare `push(next.clone())` hands the clone made on the
+        // stack to an out-of-line push by address, whose wide load of it
+        // stalls on store forwarding (perf, both).
+        chain.reserve(1);
+        chain.push(next.clone());
     }
 }
 

@@ -138,10 +138,13 @@ impl Template {
     /// The template of a TCP run whose first frame `b` has layout `l`, or
     /// `NONE` when the fast path does not cover it.
     pub(super) fn of(b: &[u8], l: &Layout) -> Template {
-        let none = Template {
+        // (A constant: built on every call, it was 400 bytes written whether
+        // returned or not.)
+        const NONE: Template = Template {
             tried: true,
             ..Template::NONE
         };
+        let none = NONE;
         let len = usize::from(l.payload);
         if l.tunnel_error.is_some() || len > MAX || b.len() < len {
             return none;
@@ -224,12 +227,18 @@ impl Template {
         };
         for (i, (w, &m)) in t.words.iter_mut().zip(&mask).enumerate().take(words) {
             let at = i * 8;
-            let n = (len - at).min(8);
-            let mut x = [0u8; 8];
-            if let (Some(d), Some(s)) = (x.get_mut(..n), b.get(at..at + n)) {
-                d.copy_from_slice(s);
-            }
-            *w = [u64::from_le_bytes(x) & m, m];
+            // Whole words loaded as they are; the last, partial one byte by
+            // byte (a copy of a length known only at run time is a call).
+            let x = match bytes::array::<8>(b, at) {
+                Some(x) if at + 8 <= len => u64::from_le_bytes(*x),
+                _ => b
+                    .get(at..len)
+                    .unwrap_or_default()
+                    .iter()
+                    .rev()
+                    .fold(0, |x, &v| (x << 8) | u64::from(v)),
+            };
+            *w = [x & m, m];
         }
         t
     }
@@ -360,7 +369,7 @@ pub(super) struct Ids {
 /// give (the inner or only IP header's, then a tunnel's outer one), with
 /// payload at most `mss`. `verify` asks for the checksums' header parts.
 /// `None` sends the frame down the full path.
-#[inline]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn check(
     t: &Template,
