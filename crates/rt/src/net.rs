@@ -8,8 +8,11 @@
 //! stream's own lock, and the queue thread moves the rings to and from the
 //! engine's buffers. A task that finds its ring full (write) or empty (read)
 //! leaves its waker there; the queue thread wakes it when it moves bytes, when the
-//! stream ends or fails. Reads and writes wake the queue thread only when it has
-//! work: the send ring was empty, or the receive ring had stalled full.
+//! stream ends or fails. Reads and writes call on the queue thread only when it
+//! has work: the send ring was empty, or the receive ring had stalled full; the
+//! stream then goes on the queue's list of streams to serve, and the engine's
+//! events (`linerate_toe::Event`) name the rest, so the queue thread never
+//! visits a stream nothing happened to.
 //!
 //! A task running on the stream's own queue thread ([`crate::local`]) skips the
 //! rings: it reads from and writes into the engine's buffers directly, and waits
@@ -144,7 +147,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.sock.close();
-        self.rt.kick(self.sock.queue);
+        self.rt.serve(&self.sock);
     }
 }
 
@@ -196,7 +199,7 @@ impl Inner {
             }
         };
         if kick {
-            self.rt.kick(self.sock.queue);
+            self.rt.serve(&self.sock);
         }
         poll
     }
@@ -277,7 +280,7 @@ impl Inner {
             n
         };
         if was_empty {
-            self.rt.kick(self.sock.queue);
+            self.rt.serve(&self.sock);
         }
         Poll::Ready(Ok(n))
     }
@@ -321,7 +324,7 @@ impl Inner {
 
     fn poll_shutdown(&self) -> Poll<io::Result<()>> {
         lock(&self.sock.st).shutdown = true;
-        self.rt.kick(self.sock.queue);
+        self.rt.serve(&self.sock);
         Poll::Ready(Ok(()))
     }
 }

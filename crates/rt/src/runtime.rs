@@ -5,10 +5,16 @@
 //!
 //! * **Queue threads** (`linerate-q0`, `linerate-q1`, ...): each loops over
 //!   commands from its channel, a [`Driver`] round on its queue (receive, timers),
-//!   a sweep of its streams and listeners (staging rings to and from the engine,
+//!   serving the streams that need it (staging rings to and from the engine,
 //!   accepts, connect results, task wake-ups), and transmit; then it blocks on
 //!   the queue's readiness until the engine's next timer. Nothing of one queue's
 //!   engine is touched by another thread.
+//! * **Only what changed is served**: a stream is visited when its engine
+//!   reports an event for it ([`linerate_toe::Event`]: readable, writable,
+//!   connected, closed, failed) or its application side asks (bytes staged
+//!   into an empty send ring, room made in a stalled receive ring, shutdown,
+//!   drop). A queue with 100,000 idle streams serves a busy one as it serves
+//!   it alone (`benches/idle.rs`).
 //! * **Application threads and tasks** talk to a queue through its bounded
 //!   command channel (listen, connect, engine calls) and through per-stream
 //!   staging rings (data), then wake the queue thread. The memory backend's
@@ -39,7 +45,7 @@ use linerate_rss::{FlowTuple, PortAllocator, Steering};
 use linerate_toe::Config;
 use linerate_toe::Instant;
 use linerate_toe::TcpState;
-use linerate_toe::{Engine, Error, ListenerHandle, SocketHandle};
+use linerate_toe::{Engine, Error, Event, ListenerHandle, SocketHandle};
 use std::cell::RefCell;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -264,6 +270,18 @@ struct QueueShared {
     stats: StatCells,
     /// Tasks spawned onto the queue and wake-ups of its tasks from other threads.
     remote: Arc<Remote>,
+    /// Streams whose application side changed (bytes staged to send, room
+    /// made in a stalled receive ring, shutdown, close), for the queue thread
+    /// to serve: with the engine's events, all it serves.
+    dirty: Dirty,
+}
+
+/// A queue's list of streams to serve for their application side.
+#[derive(Debug, Default)]
+struct Dirty {
+    list: std::sync::Mutex<Vec<Arc<SockShared>>>,
+    /// The list is not empty (the queue thread takes the lock only then).
+    pending: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -408,6 +426,20 @@ impl Handle {
             })
     }
 
+    /// Asks the queue thread of `sock` to serve it: its application side
+    /// changed. The queue thread serves only such streams and those its
+    /// engine reports events for, so a stream nobody touches costs nothing.
+    pub(crate) fn serve(&self, sock: &Arc<SockShared>) {
+        let Some(q) = self.inner.queues.get(sock.queue) else {
+            return;
+        };
+        if !sock.dirty.swap(true, Ordering::AcqRel) {
+            lock(&q.dirty.list).push(Arc::clone(sock));
+            q.dirty.pending.store(true, Ordering::Release);
+        }
+        self.kick(sock.queue);
+    }
+
     /// Wakes the thread of `queue`.
     pub(crate) fn kick(&self, queue: usize) {
         if let Some(QueueShared {
@@ -516,6 +548,7 @@ impl Runtime {
                 wake,
                 stats: StatCells::default(),
                 remote: Arc::new(Remote::new(notify)),
+                dirty: Dirty::default(),
             });
             let seed = cfg.seed ^ (q as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             // The queues are one interface: the first announces its addresses
@@ -556,6 +589,9 @@ impl Runtime {
                 inner: Arc::clone(&rt.handle.inner),
                 cmd,
                 conns: Vec::new(),
+                streams: 0,
+                todo: Vec::new(),
+                dirty: Vec::new(),
                 listeners: Vec::new(),
                 udps: Vec::new(),
                 ports,
@@ -631,6 +667,8 @@ struct Conn {
     /// Source port from the allocator, released when the stream goes.
     port: Option<u16>,
     fin_sent: bool,
+    /// On this round's list of streams to serve.
+    todo: bool,
 }
 
 struct Listening {
@@ -650,7 +688,14 @@ struct QueueLoop<N: Nic> {
     driver: Driver<N, RefCell<Engine>>,
     inner: Arc<Inner>,
     cmd: mpsc::Receiver<Command>,
-    conns: Vec<Conn>,
+    /// The streams, by their engine handle's index.
+    conns: Vec<Option<Conn>>,
+    /// How many of `conns` are there.
+    streams: usize,
+    /// Streams to serve this round (indices into `conns`).
+    todo: Vec<usize>,
+    /// Streams the application side changed, taken from the queue's list.
+    dirty: Vec<Arc<SockShared>>,
     listeners: Vec<Listening>,
     /// UDP sockets bound on this queue.
     udps: Vec<UdpBound>,
@@ -694,15 +739,15 @@ impl<N: Nic> QueueLoop<N> {
             self.neighbor = neighbor;
             self.driver.handle_timeouts(now);
             self.accept_all();
-            self.sweep();
+            self.serve();
             self.sweep_udp();
-            // Tasks on this thread read what the sweep staged and write what
-            // the second sweep hands to the engine, in the same round.
+            // Tasks on this thread read what the serving staged and write what
+            // the second serving hands to the engine, in the same round.
             if tasks.has_work() {
                 if let Some(again) = tasks.run(now, self.driver.service()) {
                     more |= again;
                     self.accept_all();
-                    self.sweep();
+                    self.serve();
                     self.sweep_udp();
                 }
                 self.stats.tasks = tasks.tasks() as u64;
@@ -751,12 +796,13 @@ impl<N: Nic> QueueLoop<N> {
                         Ok((local, remote)) => {
                             let sock =
                                 SockShared::new(self.q, h, local, remote, self.inner.stream_buffer);
-                            self.conns.push(Conn {
+                            self.insert(Conn {
                                 h,
                                 sock: Arc::new(sock),
                                 connect: Some(reply),
                                 port,
                                 fin_sent: false,
+                                todo: false,
                             });
                         }
                         Err(e) => {
@@ -903,6 +949,7 @@ impl<N: Nic> QueueLoop<N> {
                     connect: None,
                     port: None,
                     fin_sent: false,
+                    todo: false,
                 });
                 woke = true;
             }
@@ -912,24 +959,105 @@ impl<N: Nic> QueueLoop<N> {
             true
         });
         self.stats.passive_opens += accepted.len() as u64;
-        self.conns.extend(accepted);
+        for c in accepted {
+            self.insert(c);
+        }
     }
 
-    /// Serves every stream: pending connects, staged data both ways, shutdown,
-    /// close, errors, wake-ups.
-    fn sweep(&mut self) {
-        let engine = self.driver.service_mut().get_mut();
-        let stats = &mut self.stats;
-        let ports = &mut self.ports;
-        self.conns.retain_mut(|c| {
-            let keep = service(engine, c, stats);
-            if !keep && let (Some(port), Some((p4, p6))) = (c.port, ports.as_mut()) {
-                let alloc = if c.sock.remote.is_ipv4() { p4 } else { p6 };
-                let _ = alloc.release(port);
+    /// Adds a stream, to be served this round.
+    fn insert(&mut self, c: Conn) {
+        let idx = c.h.index();
+        if self.conns.len() <= idx {
+            self.conns.resize_with(idx + 1, || None);
+        }
+        if let Some(slot) = self.conns.get_mut(idx) {
+            if slot.is_none() {
+                self.streams += 1;
             }
-            keep
-        });
-        self.stats.streams = self.conns.len() as u64;
+            *slot = Some(c);
+        }
+        self.note(idx);
+        self.stats.streams = self.streams as u64;
+    }
+
+    /// Puts stream `idx` on this round's list.
+    fn note(&mut self, idx: usize) {
+        if let Some(Some(c)) = self.conns.get_mut(idx)
+            && !c.todo
+        {
+            c.todo = true;
+            self.todo.push(idx);
+        }
+    }
+
+    /// Puts the stream of engine handle `h` on this round's list, if it is
+    /// still the one there.
+    fn note_handle(&mut self, h: SocketHandle) {
+        if let Some(Some(c)) = self.conns.get(h.index())
+            && c.h == h
+        {
+            self.note(h.index());
+        }
+    }
+
+    /// Serves the streams that need it: those the application side changed
+    /// (the queue's dirty list) and those the engine reports events for
+    /// (pending connects, staged data both ways, shutdown, close, errors,
+    /// wake-ups). Idle streams are not visited.
+    fn serve(&mut self) {
+        if let Some(q) = self.inner.queues.get(self.q)
+            && q.dirty.pending.swap(false, Ordering::AcqRel)
+        {
+            std::mem::swap(&mut *lock(&q.dirty.list), &mut self.dirty);
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for sock in dirty.drain(..) {
+            // Cleared before it is served: a change made from now on puts
+            // it on the list again.
+            sock.dirty.store(false, Ordering::Release);
+            if sock.queue == self.q {
+                self.note_handle(sock.h);
+            }
+        }
+        self.dirty = dirty;
+        loop {
+            while let Some(ev) = self.driver.service_mut().get_mut().poll_event() {
+                match ev {
+                    Event::Connected(h)
+                    | Event::Readable(h)
+                    | Event::Writable(h)
+                    | Event::Closed(h)
+                    | Event::Failed(h, _) => self.note_handle(h),
+                    _ => {}
+                }
+            }
+            if self.todo.is_empty() {
+                break;
+            }
+            let mut todo = std::mem::take(&mut self.todo);
+            let engine = self.driver.service_mut().get_mut();
+            for &idx in &todo {
+                let Some(Some(c)) = self.conns.get_mut(idx) else {
+                    continue;
+                };
+                c.todo = false;
+                if service(engine, c, &mut self.stats) {
+                    continue;
+                }
+                if let Some(Some(c)) = self.conns.get_mut(idx).map(Option::take) {
+                    self.streams = self.streams.saturating_sub(1);
+                    if let (Some(port), Some((p4, p6))) = (c.port, self.ports.as_mut()) {
+                        let alloc = if c.sock.remote.is_ipv4() { p4 } else { p6 };
+                        let _ = alloc.release(port);
+                    }
+                }
+            }
+            todo.clear();
+            self.todo = todo;
+            // Serving called the engine (sends, reads, closes): what that
+            // changed is served in the same round.
+        }
+        self.stats.streams = self.streams as u64;
     }
 
     /// Serves every UDP socket bound on this queue.
@@ -973,7 +1101,8 @@ impl<N: Nic> QueueLoop<N> {
 
     /// The runtime stopped: every stream, connect and listener fails.
     fn teardown(&mut self) {
-        for c in self.conns.drain(..) {
+        self.streams = 0;
+        for c in self.conns.drain(..).flatten() {
             if let Some(reply) = c.connect {
                 let _ = reply.send(Err(Error::Aborted));
             }
@@ -1074,8 +1203,10 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
             c.fin_sent = true;
         }
         // A stream its task reads on this thread keeps its bytes in the
-        // engine (the task reads them there); others are staged.
-        if !st.eof && !st.closed && !st.local && st.error.is_none() {
+        // engine (the task reads them there); others are staged. (Asked
+        // first: the receive ring gets its storage only when bytes come.)
+        let readable = engine.tcp_readiness(h).is_ok_and(|r| r.readable);
+        if readable && !st.eof && !st.closed && !st.local && st.error.is_none() {
             loop {
                 let area = st.rx.writable();
                 if area.is_empty() {

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::task::Waker;
 
 /// A stream: what both sides see.
@@ -21,6 +22,10 @@ pub(crate) struct SockShared {
     pub(crate) local: SocketAddr,
     pub(crate) remote: SocketAddr,
     pub(crate) st: Mutex<SockState>,
+    /// On its queue's list of streams the application side changed (see
+    /// [`crate::Handle::serve`]); cleared by the queue thread when it takes the
+    /// list.
+    pub(crate) dirty: AtomicBool,
 }
 
 /// The mutable part of a stream.
@@ -73,6 +78,7 @@ impl SockShared {
                 read_waker: None,
                 write_waker: None,
             }),
+            dirty: AtomicBool::new(false),
         }
     }
 

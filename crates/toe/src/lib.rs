@@ -169,7 +169,7 @@ pub use bytes::Bytes;
 pub use config::{Config, ConfigError, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
+    Engine, Error, Event, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
     SocketHandle, TcpInfo, TxSink, UdpHandle, UdpInfo,
 };
 pub use tcp::{EcnMode, Keepalive, TcpState};

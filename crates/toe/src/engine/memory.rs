@@ -71,7 +71,8 @@ impl Engine {
                 .flatten()
                 .map(|l| l.ready.capacity() * size_of::<(usize, u32)>())
                 .sum::<usize>()
-            + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>();
+            + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>()
+            + self.events.bytes();
         let time_wait = self.time_wait.len();
         MemoryUsage {
             connections: connections + time_wait,

@@ -6,6 +6,7 @@
 //! took its slot. Calls never block: [`Error::WouldBlock`] says "try after the next
 //! input". Connection failures are typed: refused, reset, timed out.
 
+use super::events::bits;
 use super::{Engine, Listener};
 use crate::tcp::TcpState;
 use crate::tcp::conn::Conn;
@@ -23,9 +24,31 @@ pub struct SocketHandle {
     generation: u32,
 }
 
+impl SocketHandle {
+    pub(super) fn new(idx: usize, generation: u32) -> SocketHandle {
+        SocketHandle {
+            index: idx as u32,
+            generation,
+        }
+    }
+
+    /// A small number naming the connection's slot in its engine: dense, and
+    /// reused once the connection is gone (a handle compares unequal to the
+    /// one before it, an index does not). For the caller's own tables.
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+}
+
 /// A listening socket's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerHandle(u32);
+
+impl ListenerHandle {
+    pub(super) fn new(idx: usize) -> ListenerHandle {
+        ListenerHandle(idx as u32)
+    }
+}
 
 /// Why a socket call failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -140,7 +163,7 @@ pub struct TcpInfo {
     pub reo_wnd: Duration,
 }
 
-fn reason_error(r: CloseReason) -> Option<Error> {
+pub(super) fn reason_error(r: CloseReason) -> Option<Error> {
     match r {
         CloseReason::Normal => None,
         CloseReason::Refused => Some(Error::ConnectionRefused),
@@ -185,6 +208,20 @@ impl Engine {
         self.mark_ready(h.index as usize);
     }
 
+    /// After a read: once nothing is left to read, the next bytes are reported
+    /// ([`Event::Readable`](super::Event::Readable)).
+    #[inline]
+    fn drained(&mut self, h: SocketHandle) {
+        if let Some(slot) = self.slots.get_mut(h.index as usize)
+            && slot
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.rx.is_empty() && !c.fin_received())
+        {
+            slot.ev.rearm(bits::READABLE);
+        }
+    }
+
     /// After an application call: bookkeeping and a transmit opportunity.
     fn touched(&mut self, h: SocketHandle) {
         let idx = h.index as usize;
@@ -204,6 +241,7 @@ impl Engine {
             queued: 0,
             embryonic: 0,
             cookies_until: None,
+            ev: super::events::EventState::NEW,
         };
         let idx = match self.listeners.iter().position(Option::is_none) {
             Some(i) => {
@@ -239,11 +277,19 @@ impl Engine {
             }
             slot.accept = false;
             lst.queued = lst.queued.saturating_sub(1);
+            if lst.queued == 0 {
+                lst.ev.rearm(bits::READABLE);
+            }
             if let Some(c) = slot.conn.as_mut() {
                 c.listener = None;
             }
+            // Reported from here on as it stands: connected, and readable if
+            // data came with it.
+            slot.ev.seen = bits::CONNECTED;
+            self.tcp_changed(idx);
             return Ok(self.handle_of(idx));
         }
+        lst.ev.rearm(bits::READABLE);
         Err(Error::WouldBlock)
     }
 
@@ -377,10 +423,15 @@ impl Engine {
         // fits). Queued before the copy, so that nothing but the buffer is live
         // across it.
         if c.tx.free() == 0 && !empty {
+            slot.ev.rearm(bits::WRITABLE);
             return Err(Error::WouldBlock);
         }
         Engine::enqueue(&mut self.ready, &mut slot.queued, idx);
         let n = push(c);
+        if c.tx.free() == 0 {
+            // Full: the room that comes back is reported.
+            slot.ev.rearm(bits::WRITABLE);
+        }
         debug_assert!(n > 0 || empty);
         Ok(n)
     }
@@ -391,6 +442,7 @@ impl Engine {
         let c = self.handle_conn_mut(h)?;
         let n = c.recv(buf);
         if n > 0 || buf.is_empty() {
+            self.drained(h);
             self.wake(h);
             return Ok(n);
         }
@@ -403,6 +455,7 @@ impl Engine {
         if c.fin_received() {
             return Ok(0);
         }
+        self.drained(h);
         Err(Error::WouldBlock)
     }
 
@@ -546,6 +599,7 @@ impl Engine {
         let c = self.handle_conn_mut(h)?;
         if !c.rx.is_empty() {
             let n = c.recv_with(read);
+            self.drained(h);
             self.wake(h);
             return Ok(n);
         }
@@ -558,6 +612,7 @@ impl Engine {
         if c.fin_received() {
             return Ok(0);
         }
+        self.drained(h);
         Err(Error::WouldBlock)
     }
 }

@@ -40,6 +40,7 @@
 //! IPv4 and is refused over IPv6 (RFC 8200 section 8.1).
 
 use super::Engine;
+use super::events::{EventState, bits};
 use super::output::ip_header_len;
 use super::socket::{Error, Readiness};
 use crate::net::ratelimit::TokenBucket;
@@ -94,6 +95,8 @@ struct UdpSock {
 struct UdpSlot {
     generation: u32,
     sock: Option<UdpSock>,
+    /// Its place in the event queue and the readiness last reported.
+    ev: EventState,
 }
 
 /// A send waiting for the transmit sink.
@@ -158,6 +161,13 @@ impl UdpTable {
         slot.sock.as_mut().ok_or(Error::InvalidHandle)
     }
 
+    /// Forgets `bit` of socket `h`'s reported readiness.
+    fn rearm(&mut self, h: UdpHandle, bit: u8) {
+        if let Some(slot) = self.slots.get_mut(h.index as usize) {
+            slot.ev.rearm(bit);
+        }
+    }
+
     /// A buffer holding a copy of `data`, reused when one is spare.
     fn buffer_of(&mut self, data: &[u8]) -> Vec<u8> {
         let mut b = self.spare.pop().unwrap_or_default();
@@ -178,6 +188,38 @@ impl UdpTable {
             .get_mut(idx)
             .filter(|s| s.generation == generation)
             .and_then(|s| s.sock.as_mut())
+    }
+
+    /// The event state of the bound socket in slot `idx`.
+    pub(super) fn event_state(&mut self, idx: usize) -> Option<&mut EventState> {
+        self.slots
+            .get_mut(idx)
+            .filter(|s| s.sock.is_some())
+            .map(|s| &mut s.ev)
+    }
+
+    /// The handle, readiness bits and event state of the socket in slot `idx`;
+    /// clears its queued flag.
+    pub(super) fn readiness_bits(
+        &mut self,
+        idx: usize,
+        send_buffer: usize,
+    ) -> Option<(UdpHandle, u8, &mut EventState)> {
+        let slot = self.slots.get_mut(idx)?;
+        slot.ev.clear_queued();
+        let s = slot.sock.as_ref()?;
+        let mut cur = 0;
+        if !s.rx.is_empty() {
+            cur |= bits::READABLE;
+        }
+        if s.tx_bytes < send_buffer {
+            cur |= bits::WRITABLE;
+        }
+        let h = UdpHandle {
+            index: idx as u32,
+            generation: slot.generation,
+        };
+        Some((h, cur, &mut slot.ev))
     }
 
     /// True if a socket is bound to `port` for the family of `ip`.
@@ -228,6 +270,9 @@ impl Engine {
         };
         let slot = t.slots.get_mut(idx).ok_or(Error::InvalidHandle)?;
         slot.sock = Some(sock);
+        // Writable from the start: that is no news (room that comes back
+        // after a refused send is).
+        slot.ev.seen = bits::WRITABLE;
         let generation = slot.generation;
         t.by_port.insert((port, v6), idx);
         Ok(UdpHandle {
@@ -325,8 +370,14 @@ impl Engine {
         f: impl FnOnce(&[u8], SocketAddr) -> R,
     ) -> Result<R, Error> {
         let s = self.udp.sock_mut(h)?;
-        let (from, data) = s.rx.pop_front().ok_or(Error::WouldBlock)?;
+        let Some((from, data)) = s.rx.pop_front() else {
+            self.udp.rearm(h, bits::READABLE);
+            return Err(Error::WouldBlock);
+        };
         s.rx_bytes = s.rx_bytes.saturating_sub(data.len());
+        if s.rx.is_empty() {
+            self.udp.rearm(h, bits::READABLE);
+        }
         let r = f(&data, from);
         self.udp.recycle(data);
         Ok(r)
@@ -411,9 +462,13 @@ impl Engine {
         let s = self.udp.sock_mut(h)?;
         if s.tx_bytes > 0 && s.tx_bytes + payload.len() > limit {
             self.counters.udp_sndbuf_errors += 1;
+            self.udp.rearm(h, bits::WRITABLE);
             return Err(Error::WouldBlock);
         }
         s.tx_bytes += payload.len();
+        if s.tx_bytes >= limit {
+            self.udp.rearm(h, bits::WRITABLE);
+        }
         let seg = if payload.len() <= seg { 0 } else { seg };
         let data = self.udp.buffer_of(payload);
         self.udp.tx.push_back(UdpOut {
