@@ -170,6 +170,10 @@ pub enum NicError {
     /// (GSO inside GRE; a tunnel request without the 24-byte header), or the
     /// header is inconsistent with the frame.
     Virtio(linerate_offload::virtio::VirtioError),
+    /// The interface is down (a TAP whose link is not up refuses frames with
+    /// `EIO`): the frame is dropped and counted (`tx_dropped_link_down`). Not
+    /// fatal: bring the link up (`ip link set DEV up`) and frames flow again.
+    LinkDown,
 }
 
 impl core::fmt::Display for NicError {
@@ -195,6 +199,9 @@ impl core::fmt::Display for NicError {
             }
             NicError::Config(e) => write!(f, "configuration: {e}"),
             NicError::Virtio(e) => write!(f, "virtio_net_hdr: {e}"),
+            NicError::LinkDown => f.write_str(
+                "the interface is down: frames are dropped until it is up (ip link set DEV up)",
+            ),
         }
     }
 }

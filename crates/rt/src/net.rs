@@ -97,8 +97,8 @@ impl TcpListener {
             rt.command(q, cmd).await?;
             // On error, dropping `listener` closes the queues that did listen.
             rx.await
-                .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
-                .map_err(to_io)?;
+                .map_err(|_| rt.inner.stopped())?
+                .map_err(|e| rt.inner.io_error(e))?;
         }
         Ok(listener)
     }
@@ -123,7 +123,7 @@ impl TcpListener {
             return Poll::Ready(Ok((TcpStream::new(sock, self.rt.clone()), remote)));
         }
         if let Some(e) = st.error {
-            return Poll::Ready(Err(to_io(e)));
+            return Poll::Ready(Err(self.rt.inner.io_error(e)));
         }
         register(&mut st.waker, cx.waker());
         Poll::Pending
@@ -190,7 +190,7 @@ impl Inner {
                 }
                 Poll::Ready(Ok(()))
             } else if let Some(e) = st.error {
-                Poll::Ready(Err(to_io(e)))
+                Poll::Ready(Err(self.rt.inner.io_error(e)))
             } else if st.eof {
                 Poll::Ready(Ok(()))
             } else {
@@ -232,14 +232,14 @@ impl Inner {
                 Poll::Ready(Ok(()))
             }
             Ok(_) => match st.error {
-                Some(e) => Poll::Ready(Err(to_io(e))),
+                Some(e) => Poll::Ready(Err(self.rt.inner.io_error(e))),
                 None => {
                     st.eof = true;
                     Poll::Ready(Ok(()))
                 }
             },
             Err(Error::WouldBlock) => match st.error {
-                Some(e) => Poll::Ready(Err(to_io(e))),
+                Some(e) => Poll::Ready(Err(self.rt.inner.io_error(e))),
                 None => {
                     register(&mut st.read_waker, cx.waker());
                     Poll::Pending
@@ -247,7 +247,7 @@ impl Inner {
             },
             Err(e) => {
                 let e = *st.error.get_or_insert(e);
-                Poll::Ready(Err(to_io(e)))
+                Poll::Ready(Err(self.rt.inner.io_error(e)))
             }
         }
     }
@@ -263,7 +263,7 @@ impl Inner {
             let mut guard = lock(&self.sock.st);
             let st = &mut *guard;
             if let Some(e) = st.error {
-                return Poll::Ready(Err(to_io(e)));
+                return Poll::Ready(Err(self.rt.inner.io_error(e)));
             }
             if st.shutdown || st.closed {
                 return Poll::Ready(Err(to_io(Error::Closed)));
@@ -297,7 +297,7 @@ impl Inner {
         let mut guard = lock(&self.sock.st);
         let st = &mut *guard;
         if let Some(e) = st.error {
-            return Some(Poll::Ready(Err(to_io(e))));
+            return Some(Poll::Ready(Err(self.rt.inner.io_error(e))));
         }
         if st.shutdown || st.closed {
             return Some(Poll::Ready(Err(to_io(Error::Closed))));
@@ -317,7 +317,7 @@ impl Inner {
             Ok(n) => Poll::Ready(Ok(n)),
             Err(e) => {
                 st.error = Some(e);
-                Poll::Ready(Err(to_io(e)))
+                Poll::Ready(Err(self.rt.inner.io_error(e)))
             }
         })
     }
@@ -368,8 +368,8 @@ impl TcpStream {
             .await?;
         let sock = rx
             .await
-            .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
-            .map_err(to_io)?;
+            .map_err(|_| rt.inner.stopped())?
+            .map_err(|e| rt.inner.io_error(e))?;
         Ok(TcpStream::new(sock, rt.clone()))
     }
 

@@ -90,6 +90,14 @@ pub struct RuntimeConfig {
     pub fd_poll: Duration,
     /// Prefix of the queue threads' names.
     pub thread_name: String,
+    /// How long stopping the runtime (dropping it, [`Runtime::shutdown`])
+    /// waits for the streams' staged data and FINs to go out and be
+    /// acknowledged, as `SO_LINGER` bounds a closing socket: every stream's
+    /// sending side is shut once what it staged is sent, and the queue threads
+    /// go on until every byte and FIN is acknowledged or this time passes.
+    /// Zero stops at once (what is unsent is lost). [`Runtime::shutdown_timeout`]
+    /// sets it per call and says what was left.
+    pub linger: Duration,
     /// CPUs to pin the queue threads to: queue `q`'s thread runs only on
     /// `cpus[q % cpus.len()]`. Empty (the default): not pinned. Pinned, the
     /// threads of two runtimes that talk to each other in one process (the
@@ -101,7 +109,8 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Defaults for an interface `engine`: a seed from the operating system, no
-    /// steering, 64-command channels, 256 KiB staging rings.
+    /// steering, 64-command channels, 256 KiB staging rings, a linger of one
+    /// second.
     pub fn new(engine: Config) -> RuntimeConfig {
         RuntimeConfig {
             engine,
@@ -115,6 +124,7 @@ impl RuntimeConfig {
             fd_poll: Duration::from_millis(1),
             thread_name: "linerate-q".to_string(),
             cpus: Vec::new(),
+            linger: Duration::from_secs(1),
         }
     }
 }
@@ -291,9 +301,41 @@ pub(crate) struct Inner {
     stop: AtomicBool,
     pub(crate) epoch: std::time::Instant,
     stream_buffer: usize,
+    /// How long a stopping queue waits for its streams' data (nanoseconds).
+    linger: AtomicU64,
+    /// Why a queue thread stopped on its own (its NIC failed, it panicked):
+    /// every later call that finds the runtime stopped says it.
+    failure: std::sync::OnceLock<String>,
 }
 
 impl Inner {
+    /// The error of a call that found the runtime (or the queue) stopped,
+    /// with the cause if a queue failed.
+    pub(crate) fn stopped(&self) -> io::Error {
+        match self.failure.get() {
+            Some(why) => io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("the linerate runtime has stopped: {why}"),
+            ),
+            None => io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the linerate runtime has stopped",
+            ),
+        }
+    }
+
+    /// The `std::io` form of a socket error; an abort because a queue failed
+    /// says why.
+    pub(crate) fn io_error(&self, e: Error) -> io::Error {
+        match (e, self.failure.get()) {
+            (Error::Aborted, Some(why)) => io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("connection aborted: {why}"),
+            ),
+            _ => io_error(e),
+        }
+    }
+
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -305,13 +347,6 @@ impl Inner {
 #[derive(Debug, Clone)]
 pub struct Handle {
     pub(crate) inner: Arc<Inner>,
-}
-
-fn stopped() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotConnected,
-        "the linerate runtime has stopped",
-    )
 }
 
 impl Handle {
@@ -345,14 +380,14 @@ impl Handle {
             return Ok(r);
         }
         let Some(f) = slot else {
-            return Err(stopped());
+            return Err(self.inner.stopped());
         };
         let (tx, rx) = oneshot::channel();
         let run = move |e: &mut Engine| {
             let _ = tx.send(f(e));
         };
         self.command(queue, Command::Run(Box::new(run))).await?;
-        rx.await.map_err(|_| stopped())
+        rx.await.map_err(|_| self.inner.stopped())
     }
 
     /// [`Handle::with_engine`] for a thread outside any async runtime (it blocks;
@@ -378,7 +413,7 @@ impl Handle {
             ));
         }
         let Some(f) = slot else {
-            return Err(stopped());
+            return Err(self.inner.stopped());
         };
         let (tx, rx) = oneshot::channel();
         let run = move |e: &mut Engine| {
@@ -387,9 +422,9 @@ impl Handle {
         let q = self.queue(queue)?;
         q.cmd
             .blocking_send(Command::Run(Box::new(run)))
-            .map_err(|_| stopped())?;
+            .map_err(|_| self.inner.stopped())?;
         self.kick(queue);
-        rx.blocking_recv().map_err(|_| stopped())
+        rx.blocking_recv().map_err(|_| self.inner.stopped())
     }
 
     fn queue(&self, queue: usize) -> io::Result<&QueueShared> {
@@ -407,7 +442,7 @@ impl Handle {
             .cmd
             .send(cmd)
             .await
-            .map_err(|_| stopped())?;
+            .map_err(|_| self.inner.stopped())?;
         self.kick(queue);
         Ok(())
     }
@@ -466,12 +501,34 @@ impl Handle {
 
 /// The per-queue runtime. See the [module docs](self).
 ///
-/// Dropping it stops the queue threads and waits for them; streams and
-/// listeners still open then fail with [`std::io::ErrorKind::ConnectionAborted`].
+/// Stopping it (dropping it, [`Runtime::shutdown`], [`Runtime::shutdown_timeout`])
+/// is graceful: listeners close, every stream's staged data goes out followed
+/// by a FIN, and the queue threads run until the peers have acknowledged all of
+/// it or the linger time ([`RuntimeConfig::linger`]) passes; then streams and
+/// listeners still open fail with [`std::io::ErrorKind::ConnectionAborted`].
 #[derive(Debug)]
 pub struct Runtime {
     handle: Handle,
-    threads: Vec<JoinHandle<Result<(), NicError>>>,
+    threads: Vec<JoinHandle<Result<Unsent, NicError>>>,
+}
+
+/// What a stopping runtime could not deliver within its linger time
+/// ([`Runtime::shutdown_timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Unsent {
+    /// Streams (and connections whose handles were given up) with data or a
+    /// FIN the peer had not acknowledged.
+    pub streams: usize,
+    /// Bytes they held: staged, in the engines' send buffers, or sent and not
+    /// acknowledged.
+    pub bytes: u64,
+}
+
+impl Unsent {
+    /// Nothing was left.
+    pub fn is_empty(&self) -> bool {
+        self.streams == 0
+    }
 }
 
 impl Runtime {
@@ -577,6 +634,8 @@ impl Runtime {
             stop: AtomicBool::new(false),
             epoch: std::time::Instant::now(),
             stream_buffer: cfg.stream_buffer.max(1),
+            linger: AtomicU64::new(u64::try_from(cfg.linger.as_nanos()).unwrap_or(u64::MAX)),
+            failure: std::sync::OnceLock::new(),
         });
         let mut rt = Runtime {
             handle: Handle { inner },
@@ -601,6 +660,9 @@ impl Runtime {
                 max_wait: cfg.max_wait,
                 fd_poll: cfg.fd_poll,
                 stats: QueueStats::default(),
+                link_down: false,
+                link_down_seen: 0,
+                link_tx_seen: 0,
             };
             let cpu = (!cfg.cpus.is_empty())
                 .then(|| cfg.cpus.get(q % cfg.cpus.len()).copied())
@@ -628,24 +690,38 @@ impl Runtime {
         &self.handle
     }
 
-    /// Stops the queue threads and waits for them; returns the first error a
-    /// queue stopped with.
+    /// Stops the runtime gracefully, waiting up to [`RuntimeConfig::linger`]
+    /// for the streams' data and FINs to be acknowledged (see [`Runtime`]);
+    /// returns the first error a queue stopped with.
     pub fn shutdown(mut self) -> Result<(), RtError> {
+        self.stop().map(|_| ())
+    }
+
+    /// [`Runtime::shutdown`] waiting up to `linger` (zero: stop at once), and
+    /// saying what was left unacknowledged when it stopped.
+    pub fn shutdown_timeout(mut self, linger: Duration) -> Result<Unsent, RtError> {
+        let nanos = u64::try_from(linger.as_nanos()).unwrap_or(u64::MAX);
+        self.handle.inner.linger.store(nanos, Ordering::Release);
         self.stop()
     }
 
-    fn stop(&mut self) -> Result<(), RtError> {
+    fn stop(&mut self) -> Result<Unsent, RtError> {
         self.handle.inner.stop.store(true, Ordering::Release);
         self.handle.kick_all();
-        let mut first = Ok(());
+        let mut first = Ok(Unsent::default());
         for (queue, t) in self.threads.drain(..).enumerate() {
             let r = match t.join() {
-                Ok(Ok(())) => Ok(()),
+                Ok(Ok(u)) => Ok(u),
                 Ok(Err(e)) => Err(RtError::Nic(e)),
                 Err(_) => Err(RtError::Panicked { queue }),
             };
-            if first.is_ok() {
-                first = r;
+            match (&mut first, r) {
+                (Ok(total), Ok(u)) => {
+                    total.streams += u.streams;
+                    total.bytes += u.bytes;
+                }
+                (Ok(_), Err(e)) => first = Err(e),
+                (Err(_), _) => {}
             }
         }
         first
@@ -707,10 +783,15 @@ struct QueueLoop<N: Nic> {
     max_wait: Duration,
     fd_poll: Duration,
     stats: QueueStats,
+    /// Frames are being dropped because the link is down (logged once).
+    link_down: bool,
+    /// The driver's link-down drops and frames sent when last looked at.
+    link_down_seen: u64,
+    link_tx_seen: u64,
 }
 
 impl<N: Nic> QueueLoop<N> {
-    fn run(mut self) -> Result<(), NicError> {
+    fn run(mut self) -> Result<Unsent, NicError> {
         let handle = Handle {
             inner: Arc::clone(&self.inner),
         };
@@ -720,11 +801,111 @@ impl<N: Nic> QueueLoop<N> {
         };
         let mut tasks = Executor::install(self.q, handle, remote);
         let r = self.run_inner(&mut tasks);
-        // Tasks first: dropping them closes their streams, which the
-        // teardown then fails like every other.
+        // Tasks first: dropping them closes their streams, whose data then
+        // goes out while the queue lingers; what is left after is failed.
         tasks.shutdown();
+        let left = match &r {
+            Ok(()) => self.linger(),
+            Err(e) => {
+                let why = format!("queue {} failed: {e}", self.q);
+                tracing::error!(queue = self.q, error = %e, "linerate queue thread failed; its streams are aborted");
+                let _ = self.inner.failure.set(why);
+                Unsent::default()
+            }
+        };
         self.teardown();
-        r
+        r.map(|()| left)
+    }
+
+    /// The graceful part of stopping: listeners close, every stream's sending
+    /// side is shut after what it staged, and the loop goes on (receive,
+    /// timers, serving, transmit) until the peers acknowledged every byte and
+    /// FIN, or the linger time passes. Returns what was left.
+    fn linger(&mut self) -> Unsent {
+        let linger = Duration::from_nanos(self.inner.linger.load(Ordering::Acquire));
+        let start = self.inner.now();
+        let deadline = start + linger;
+        let engine = self.driver.service_mut().get_mut();
+        for l in self.listeners.drain(..) {
+            let _ = engine.tcp_unlisten(l.lh);
+            let w = {
+                let mut st = lock(&l.shared.st);
+                st.error = Some(Error::Aborted);
+                st.waker.take()
+            };
+            wake(w);
+        }
+        for idx in 0..self.conns.len() {
+            if let Some(Some(c)) = self.conns.get(idx) {
+                lock(&c.sock.st).shutdown = true;
+                self.note(idx);
+            }
+        }
+        loop {
+            let now = self.inner.now();
+            if let Err(e) = self.linger_round(now) {
+                tracing::warn!(queue = self.q, error = %e, "NIC failed while lingering");
+                return self.unsent();
+            }
+            let left = self.unsent();
+            if left.is_empty() || now >= deadline {
+                if !left.is_empty() {
+                    tracing::warn!(
+                        queue = self.q,
+                        streams = left.streams,
+                        bytes = left.bytes,
+                        "stopping with data the peers have not acknowledged (linger {linger:?})"
+                    );
+                }
+                return left;
+            }
+            let next = self.driver.next_deadline(now, false);
+            let until = next.map_or(deadline, |d| d.min(deadline));
+            let tick = now + Duration::from_millis(1);
+            if self.wait(now, Some(until.min(tick))).is_err() {
+                return left;
+            }
+        }
+    }
+
+    /// One round of the loop while lingering: no commands, tasks or accepts.
+    fn linger_round(&mut self, now: Instant) -> Result<(), NicError> {
+        let mut neighbor = std::mem::take(&mut self.neighbor);
+        self.driver
+            .receive_with(now, &mut |f, m| neighbor.push((f.to_vec(), *m)))?;
+        self.forward(&mut neighbor);
+        self.neighbor = neighbor;
+        self.driver.handle_timeouts(now);
+        self.serve();
+        self.sweep_udp();
+        self.driver.transmit(now)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// What is not yet acknowledged: streams with staged bytes, or whose
+    /// engine connection has unacknowledged data or FIN, and connections the
+    /// engine closes on its own.
+    fn unsent(&mut self) -> Unsent {
+        let engine = self.driver.service_mut().get_mut();
+        let closing = engine.closing();
+        let mut u = Unsent {
+            streams: closing.connections,
+            bytes: closing.bytes as u64,
+        };
+        for c in self.conns.iter().flatten() {
+            let staged = lock(&c.sock.st).tx.len();
+            let acked = engine.tcp_fin_acked(c.h).unwrap_or(true);
+            let failed = engine
+                .tcp_readiness(c.h)
+                .map_or(true, |r| r.error.is_some());
+            if failed || (acked && staged == 0) {
+                continue;
+            }
+            u.streams += 1;
+            u.bytes += (staged + engine.tcp_info(c.h).map_or(0, |i| i.send_queue)) as u64;
+        }
+        u
     }
 
     fn run_inner(&mut self, tasks: &mut Executor) -> Result<(), NicError> {
@@ -1072,7 +1253,21 @@ impl<N: Nic> QueueLoop<N> {
         self.stats.polls = d.polls;
         self.stats.rx_frames = d.rx_frames;
         self.stats.tx_frames = d.tx_frames;
-        self.stats.tx_dropped = d.tx_refused;
+        self.stats.tx_dropped = d.tx_refused + d.tx_link_down;
+        if d.tx_link_down > self.link_down_seen {
+            if !self.link_down {
+                tracing::warn!(
+                    queue = self.q,
+                    "the link is down: frames are dropped (and counted) until it comes up"
+                );
+                self.link_down = true;
+            }
+            self.link_down_seen = d.tx_link_down;
+            self.link_tx_seen = d.tx_frames;
+        } else if self.link_down && d.tx_frames > self.link_tx_seen {
+            tracing::info!(queue = self.q, "the link is up: frames flow");
+            self.link_down = false;
+        }
         if let Some(q) = self.inner.queues.get(self.q) {
             q.stats.store(&self.stats);
         }

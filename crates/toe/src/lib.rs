@@ -169,8 +169,8 @@ pub use bytes::Bytes;
 pub use config::{Config, ConfigError, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, Event, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
-    SocketHandle, TcpInfo, TxSink, UdpHandle, UdpInfo,
+    Closing, Engine, Error, Event, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink,
+    Readiness, SocketHandle, TcpInfo, TxSink, UdpHandle, UdpInfo,
 };
 pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;

@@ -597,6 +597,12 @@ impl Tap {
                 },
                 Counter::TxDroppedInvalid,
             )),
+            // The link is down (the kernel's tun driver refuses writes to
+            // a device that is not up): dropped and counted, not fatal.
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => Err(WriteFail::Refused(
+                NicError::LinkDown,
+                Counter::TxDroppedLinkDown,
+            )),
             Err(e) => Err(WriteFail::Refused(
                 NicError::Io(e),
                 Counter::TxDroppedInvalid,
@@ -625,6 +631,8 @@ impl Nic for Tap {
             let n = match sys::read(fd, area) {
                 Ok(Some(n)) => n,
                 Ok(None) => break,
+                // Nothing to read from a device that is down.
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
                 Err(e) => {
                     result = Err(NicError::Io(e));
                     break;

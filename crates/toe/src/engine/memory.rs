@@ -95,3 +95,38 @@ impl Engine {
         (self.by_tuple.len(), self.by_tuple.capacity())
     }
 }
+
+/// Connections whose handles were given up ([`Engine::tcp_close`]) and that
+/// still have data or a FIN the peer has not acknowledged: what a runtime
+/// waits for before it stops ([`Engine::closing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Closing {
+    /// Such connections.
+    pub connections: usize,
+    /// Bytes they hold that the peer has not acknowledged.
+    pub bytes: usize,
+}
+
+impl Engine {
+    /// The connections the engine is still closing on its own (their handles
+    /// given up, data or FIN unacknowledged). Walks every slot: O(connections),
+    /// for a runtime that is stopping.
+    pub fn closing(&self) -> Closing {
+        let mut c = Closing::default();
+        for conn in self.slots.iter().filter_map(|s| s.conn.as_ref()) {
+            if conn.app_closed && conn.close_reason().is_none() && !conn.fin_acked() {
+                c.connections += 1;
+                c.bytes += conn.tx.len();
+            }
+        }
+        c
+    }
+
+    /// Whether everything sent on `h`, its FIN included, was acknowledged
+    /// (FIN-WAIT-2, TIME-WAIT, or closed in order). False while data or the
+    /// FIN waits, or before the application shut the sending side.
+    pub fn tcp_fin_acked(&self, h: crate::SocketHandle) -> Result<bool, crate::Error> {
+        let c = self.handle_conn(h)?;
+        Ok(c.fin_acked())
+    }
+}

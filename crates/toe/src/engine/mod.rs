@@ -31,7 +31,7 @@ mod tuples;
 mod udp;
 
 pub use events::Event;
-pub use memory::MemoryUsage;
+pub use memory::{Closing, MemoryUsage};
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
 

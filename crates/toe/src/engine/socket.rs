@@ -174,7 +174,7 @@ pub(super) fn reason_error(r: CloseReason) -> Option<Error> {
 }
 
 impl Engine {
-    fn handle_conn(&self, h: SocketHandle) -> Result<&Conn, Error> {
+    pub(super) fn handle_conn(&self, h: SocketHandle) -> Result<&Conn, Error> {
         let slot = self
             .slots
             .get(h.index as usize)
