@@ -46,6 +46,7 @@
 //!   an idle connection holds its slot and table entries only.
 //!
 //! Run with `cargo bench --bench tcp`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::offload::OffloadMeta;

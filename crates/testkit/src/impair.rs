@@ -9,7 +9,7 @@
 //!   way. A kernel super-frame is segmented first (linerate_offload's GSO), so
 //!   every impairment applies per wire frame; released frames are coalesced
 //!   again by GRO when offloads are on, as a receiving NIC would.
-//! * [`linerate`] (feature `rt`): linerate's engine on an impaired TAP against a
+//! * `linerate` (feature `rt`): linerate's engine on an impaired TAP against a
 //!   kernel socket in a namespace; [`kernel_to_kernel`]: the reference, a second
 //!   kernel in linerate's place with this process relaying between the two
 //!   TAPs through the same wrapper. Both move bytes of a seeded pattern, check
