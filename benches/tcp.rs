@@ -252,7 +252,8 @@ struct Wire {
     spare: Vec<Vec<u8>>,
     now: Instant,
     /// Time spent inside each engine's calls, kept only when `timing` is on (the
-    /// clock reads cost about 5 % of a batch of a thousand, a third of one).
+    /// clock reads are a noticeable part of a batch of a thousand, and a large
+    /// one of a single connection).
     spent: [Duration; 2],
     timing: bool,
 }

@@ -1,5 +1,5 @@
-//! An impaired path between the Linux kernel and linerate (TESTING.md recipe
-//! 4b): this kernel has no `sch_netem`, so the process that owns the TAP
+//! An impaired path between the Linux kernel and linerate (docs/testing.md:
+//! "An impaired path"): this kernel has no `sch_netem`, so the process that owns the TAP
 //! impairs the frames itself, as netem would on a real link.
 //!
 //! * [`Model`]: netem's per-frame decisions from a seed (loss, delay with
