@@ -46,6 +46,7 @@
 //!   an idle connection holds its slot and table entries only.
 //!
 //! Run with `cargo bench --bench tcp`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::offload::OffloadMeta;
@@ -251,7 +252,8 @@ struct Wire {
     spare: Vec<Vec<u8>>,
     now: Instant,
     /// Time spent inside each engine's calls, kept only when `timing` is on (the
-    /// clock reads cost about 5 % of a batch of a thousand, a third of one).
+    /// clock reads are a noticeable part of a batch of a thousand, and a large
+    /// one of a single connection).
     spent: [Duration; 2],
     timing: bool,
 }

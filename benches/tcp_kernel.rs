@@ -30,6 +30,7 @@
 //!
 //! Run with `cargo bench --features system-tests --bench tcp_kernel` (add
 //! `af-xdp` to the features for the AF_XDP cases).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::toe::{Engine, Error, Instant, TcpState};

@@ -1,4 +1,5 @@
-//! Linux TCP against the linerate engine over a TAP interface (TESTING.md recipe 2).
+//! Linux TCP against the linerate engine over a TAP interface (docs/testing.md:
+//! "Linux TCP against the engine").
 //!
 //! Each test makes a [`TapHost`]: a TAP (with a virtio_net_hdr) moved into a
 //! network namespace it creates, the kernel at 10.77.0.1/24 on it, and a linerate

@@ -1,5 +1,5 @@
-//! Linux UDP against the linerate engine over a TAP interface (TESTING.md
-//! recipe 2), over IPv4 and IPv6.
+//! Linux UDP against the linerate engine over a TAP interface (docs/testing.md:
+//! "Linux TCP against the engine"), over IPv4 and IPv6.
 //!
 //! The set-up is `system_tap.rs`'s (copied, the test files share no module): a
 //! TAP with a virtio_net_hdr moved into a namespace where the kernel has

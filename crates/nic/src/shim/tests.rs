@@ -362,8 +362,8 @@ fn backend_offloads_are_used_not_redone() {
 /// A backend with TSO but not TSO inside tunnels (a TAP whose kernel lacks
 /// `TUN_F_UDP_TUNNEL_GSO`): the shim presents tunnel TSO and segments tunnel
 /// super-frames itself, while plain ones go to the backend whole. The shim
-/// used to refuse the tunnel ones (`Unsupported(Gso)`): neither side "had" it,
-/// since TSO was the backend's and the tunnel flag the shim's.
+/// must not refuse the tunnel ones (`Unsupported(Gso)`) for neither side
+/// "having" it, TSO being the backend's and the tunnel flag the shim's.
 #[test]
 fn tunnel_super_frames_are_segmented_here_when_the_backend_has_only_plain_tso() {
     let caps = NicCaps {

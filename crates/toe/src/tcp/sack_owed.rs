@@ -13,8 +13,8 @@
 //! growing is never reported; and a sender on a reordering path gets one
 //! stretch ACK per batch where a Linux receiver sends one per segment, which
 //! starves its RACK reordering window and undo of the timing they need (the
-//! Linux sender to linerate with 10 % reordering: 4.4-5.9 s against 1.1-2.6 s
-//! to a Linux receiver, 1.7 s with an ACK per segment). One snapshot per owed
+//! `delay 5 ms, reorder 10 %` cells, kernel to linerate, of
+//! `tests/system_impair.rs`'s `issue_16_matrix`). One snapshot per owed
 //! ACK, oldest first, in a fixed ring (no allocation per frame).
 //!
 //! D-SACK (RFC 2883 section 4): an ACK for data that arrived twice carries the
@@ -33,16 +33,14 @@ use linerate_wire::tcp::SackBlocks;
 /// place of an ACK that only moved the acknowledgment number on between two
 /// that moved it further (dropped as a lost ACK would be: the next covers it),
 /// or else of a duplicate beyond the third of its run, so that a long batch of in-order data keeps its last ACK (covering all) and
-/// out-of-order frames after it keep their duplicate ACKs. Before, the extra
-/// ones were counted and went out with the final acknowledgment number, all
-/// alike: a batch of 64 in-order segments with no hole sent 16 identical ACKs
-/// after the 16 it should, and a sender without SACK counted them as
-/// duplicates (a Linux sender to linerate, SACK off, 1 % loss: reordering
-/// estimate 44-92, `TCPRenoReorder` up to 184, and up to 2.6 times the
-/// retransmissions toward a Linux receiver). So a batch gets at most this many
-/// ACKs, like a GRO receiver's one per super-segment (the memory backend's
-/// bulk transfer, a whole window per batch: 139,000 ACKs per 384 MiB, half
-/// of them such duplicates, to 12,400).
+/// out-of-order frames after it keep their duplicate ACKs. Extra ones sent
+/// with the final acknowledgment number would all be alike, and a sender
+/// without SACK counts them as duplicate ACKs: more duplicates than segments
+/// out reads as reordering, and it retransmits more than toward a Linux
+/// receiver (the `SACK off, loss 1 %` cells of `tests/system_impair.rs`'s
+/// `issue_16_matrix`, with `LINERATE_IMPAIR_DEBUG` for the kernel's
+/// reordering estimate). So a batch gets at most this many ACKs, like a GRO
+/// receiver's one per super-segment.
 const SLOTS: usize = 16;
 
 /// Owed ACKs' acknowledgment numbers and SACK blocks, oldest first.
