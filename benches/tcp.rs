@@ -51,7 +51,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::offload::OffloadMeta;
 use linerate::toe::sim::{LinkConfig, Sim};
-use linerate::toe::{Engine, Error, Instant, ListenerHandle, SocketHandle, TcpState};
+use linerate::toe::{Engine, Instant, InvalidHandle, ListenerHandle, SocketHandle, TcpState};
 use linerate_testkit::bulk::{self, Offload, Stack, Tunnelled};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -219,7 +219,7 @@ fn open_use_close(sim: &mut Sim, listener: linerate::toe::ListenerHandle) {
                 let gone = |e: &Engine, h| {
                     matches!(
                         e.tcp_state(h),
-                        Err(Error::InvalidHandle) | Ok(TcpState::Closed | TcpState::TimeWait)
+                        Err(InvalidHandle) | Ok(TcpState::Closed | TcpState::TimeWait)
                     )
                 };
                 let server_gone = server.is_none_or(|s| gone(&sim.engines[1], s));
