@@ -86,12 +86,12 @@
 //!   state). FIN-WAIT-2 and TIME-WAIT have no send space, so no retransmission can be
 //!   pending there.
 //! * **Buffers**: per connection, a send buffer from SND.UNA that is a queue of
-//!   byte chunks ([`sendbuf`](tcp::sendbuf): copies fill a growing tail chunk,
+//!   byte chunks (`tcp::sendbuf`: copies fill a growing tail chunk,
 //!   handed-over `Bytes` are queued as they are), and a receive ring whose free
 //!   space past the readable bytes holds out-of-order data, tracked by an
-//!   [`assembler`](tcp::assembler) that also yields the SACK blocks. Both hold
+//!   assembler (`tcp::assembler`) that also yields the SACK blocks. Both hold
 //!   storage only while they hold data (the ring's comes from a per-thread
-//!   [`pool`](tcp::pool) and returns there when drained), so an idle connection
+//!   `tcp::pool` and returns there when drained), so an idle connection
 //!   costs its slot and its table entries. Output copies payload once, from the
 //!   send buffer into the frame.
 //! * **Timers**: each connection knows its earliest deadline (RTO, persist, delayed

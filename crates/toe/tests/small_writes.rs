@@ -9,7 +9,6 @@ mod common;
 
 use common::pattern;
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::tcp::sendbuf::COPY_BELOW;
 use linerate_toe::{Bytes, ConnectionError, Engine, RecvError, SendError, SocketHandle, TcpState};
 use std::time::Duration;
 
@@ -48,7 +47,7 @@ fn small_writes_arrive_byte_exact_and_fill_the_buffer_exactly() {
             // buffer (queued by reference, leaving the tail's room behind it).
             let handed = writes % 50 == 49;
             let len = if handed {
-                COPY_BELOW + writes % 1000
+                Engine::COPY_BELOW + writes % 1000
             } else {
                 writes * 37 % 200 + 1
             };

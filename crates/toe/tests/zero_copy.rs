@@ -8,7 +8,6 @@ mod common;
 
 use common::{fnv, pattern};
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::tcp::sendbuf::COPY_BELOW;
 use linerate_toe::{Bytes, Engine, RecvError, SendError, SocketHandle, TcpState};
 use std::time::Duration;
 
@@ -140,7 +139,15 @@ fn byte_exact_with_partial_reads_and_wrap_around() {
     let mut s = sim(1, LinkConfig::default(), 16 * 1024);
     let data = pattern(3 << 20, 1);
     // Buffers above and below the copy threshold, odd sizes; reads of odd sizes.
-    let sizes = [70_000, 3, COPY_BELOW - 1, COPY_BELOW, 9_001, 1_448, 65_536];
+    let sizes = [
+        70_000,
+        3,
+        Engine::COPY_BELOW - 1,
+        Engine::COPY_BELOW,
+        9_001,
+        1_448,
+        65_536,
+    ];
     let got = transfer(&mut s, &data, &sizes, |call| {
         [1000, 1, 4093, 20_000][call % 4]
     });

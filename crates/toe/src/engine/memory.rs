@@ -2,7 +2,7 @@
 //! buffer storage, and the tables and queues around them.
 //!
 //! Buffers hold storage only while they hold data (see
-//! [`Ring`](crate::tcp::ring::Ring) and [`SendBuf`](crate::tcp::sendbuf::SendBuf)),
+//! `tcp::ring::Ring` and `tcp::sendbuf::SendBuf`),
 //! so an idle established connection costs its slot and its table entries.
 
 use super::{Engine, Slot};
