@@ -9,6 +9,7 @@ pub use meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta, RssHash, RssHashT
 pub mod csum;
 pub mod gro;
 pub mod gso;
+#[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
 pub mod virtio;

@@ -50,9 +50,9 @@
 //!
 //! Over a NIC, `linerate-rt`'s `Driver` is that loop (batched, with
 //! back-pressure), and its `Runtime` runs one per queue on threads of its own.
-//! With the `sim` feature, `sim` (a simulated link with faults, in virtual
-//! time) and the fuzz harness are built too: test support, not part of the
-//! engine.
+//! With the `harness` feature, [`sim`] (a simulated link with faults, in
+//! virtual time) and the fuzz harness are built too: test support, not part of
+//! the engine.
 //!
 //! # Shape
 //!
@@ -157,12 +157,12 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
-#[cfg(feature = "sim")]
+#[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
 pub(crate) mod net;
 pub mod rng;
-#[cfg(feature = "sim")]
+#[cfg(feature = "harness")]
 pub mod sim;
 pub mod tcp;
 pub mod time;

@@ -98,6 +98,7 @@ pub mod counters;
 mod decap;
 mod ecn;
 mod encap;
+#[cfg(feature = "harness")]
 pub mod harness;
 mod neigh;
 mod tunnel;
