@@ -81,3 +81,74 @@ fn examples_explain_their_flags() {
         assert_eq!(status.code(), Some(2), "{name} accepted a wrong flag");
     }
 }
+
+/// The offload report's flags (clap's derive, the same names and defaults as
+/// before) and its `summary.md`: one Markdown table of ratios, one row per
+/// headline write size measured.
+#[test]
+fn offload_report_writes_its_summary() {
+    let dir = std::env::temp_dir().join(format!("lr-report-{}", std::process::id()));
+    let out = dir.to_str().unwrap();
+    let args = [
+        "--quick",
+        "--write",
+        "65536",
+        "--no-tunnel",
+        "--no-scaling",
+        "--no-vnic",
+        "--out",
+        out,
+    ];
+    let (status, lines) = run("offload_report", &args, Duration::from_secs(300));
+    assert!(status.success(), "{status}: {lines:?}");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    let csv = std::fs::read_to_string(dir.join("report.csv")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 3, "{summary}");
+    assert!(
+        rows[0].contains("sw / off") && rows[0].contains("hw / smoltcp"),
+        "{summary}"
+    );
+    // Four ratios, each a positive number.
+    let cells: Vec<&str> = rows[2].split('|').map(str::trim).collect();
+    assert_eq!(cells[1], "64 KiB", "{summary}");
+    for c in &cells[2..6] {
+        let x: f64 = c.trim_end_matches('x').parse().unwrap();
+        assert!(x > 0.0 && x.is_finite(), "{summary}");
+    }
+    assert_eq!(
+        csv.lines().filter(|l| l.starts_with("tcp_bulk,")).count(),
+        4,
+        "{csv}"
+    );
+
+    // One cell, twice; an unknown stack is refused by the parser.
+    let (status, lines) = run(
+        "offload_report",
+        &[
+            "--only",
+            "linerate-hw",
+            "--write",
+            "1024",
+            "--quick",
+            "--repeat",
+            "2",
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(status.success(), "{status}: {lines:?}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("linerate-hw at 1 KiB"))
+            .count(),
+        2
+    );
+    let (status, lines) = run(
+        "offload_report",
+        &["--only", "nosuch"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(status.code(), Some(2), "{lines:?}");
+}
