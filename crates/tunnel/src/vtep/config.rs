@@ -237,20 +237,21 @@ impl core::fmt::Display for ConfigProblem {
 }
 
 /// Why a VTEP configuration file was refused by [`parse`]: its TOML, or the
-/// rules of an [`EndpointConfig`].
+/// rules of an [`EndpointConfig`]. (What [`crate::Tunnel::new`] refuses of a
+/// [`crate::VtepConfig`] is a [`crate::TunnelConfigError`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EndpointConfigError {
+pub enum VtepConfigError {
     /// The TOML reader's message (syntax, types, unknown or missing fields).
     Syntax(String),
     /// The rules the file breaks, all of them.
     Invalid(Vec<ConfigProblem>),
 }
 
-impl core::fmt::Display for EndpointConfigError {
+impl core::fmt::Display for VtepConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            EndpointConfigError::Syntax(m) => write!(f, "configuration: {m}"),
-            EndpointConfigError::Invalid(ps) => {
+            VtepConfigError::Syntax(m) => write!(f, "configuration: {m}"),
+            VtepConfigError::Invalid(ps) => {
                 write!(f, "configuration refused:")?;
                 for p in ps {
                     write!(f, "\n  {p}")?;
@@ -261,7 +262,7 @@ impl core::fmt::Display for EndpointConfigError {
     }
 }
 
-impl std::error::Error for EndpointConfigError {}
+impl std::error::Error for VtepConfigError {}
 
 /// Collects problems while checking.
 struct Check(Vec<ConfigProblem>);
@@ -369,9 +370,9 @@ fn parse_hex(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Reads and checks a configuration.
-pub fn parse(text: &str) -> Result<EndpointConfig, EndpointConfigError> {
+pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
     let raw: RawConfig =
-        toml::from_str(text).map_err(|e| EndpointConfigError::Syntax(e.to_string()))?;
+        toml::from_str(text).map_err(|e| VtepConfigError::Syntax(e.to_string()))?;
     let mut c = Check(Vec::new());
     let underlay = check_underlay(&mut c, &raw.underlay);
     let fdb = check_fdb(&mut c, &raw.fdb);
@@ -402,7 +403,7 @@ pub fn parse(text: &str) -> Result<EndpointConfig, EndpointConfigError> {
             fdb,
             vnis,
         }),
-        _ => Err(EndpointConfigError::Invalid(c.0)),
+        _ => Err(VtepConfigError::Invalid(c.0)),
     }
 }
 
