@@ -223,7 +223,6 @@ fn tcp_proxy_spreads_kernel_clients_over_kernel_backends() {
 /// Started on a TAP whose link is down, the example keeps running (frames
 /// wait or are dropped and counted) and serves once the link comes up.
 #[test]
-#[ignore = "needs graceful runtime stop (lead)"]
 fn tcp_echo_started_before_the_link_is_up_serves_once_it_is() {
     let site = Site::new(false);
     let mut ex = site.start("tcp_echo", &[]);
@@ -292,7 +291,6 @@ fn http_get(site: &Site, port: u16) -> Vec<u8> {
 /// first). A 13-byte body is staged whole when main returns; a megabyte is
 /// mostly still in the engine's send buffer.
 #[test]
-#[ignore = "needs graceful runtime stop (lead)"]
 fn http_hello_returns_from_main_and_the_client_gets_the_whole_response() {
     for len in [13usize, 1 << 20] {
         let site = Site::new(true);
