@@ -117,6 +117,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let sent: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     let (mut off, mut back, mut buf) = (0, Vec::new(), vec![0u8; 64 * 1024]);
     while back.len() < sent.len() {
+        if epoch.elapsed() > Duration::from_secs(30) {
+            return Err(format!("{} of {} bytes echoed in 30 s", back.len(), sent.len()).into());
+        }
         let now = clock();
         let next = [server.poll(now)?, client.poll(now)?]
             .into_iter()
