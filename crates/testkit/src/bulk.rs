@@ -24,8 +24,8 @@
 //! window of segments with one stretch ACK: at 64 KiB writes (384 MiB) it puts
 //! 277,678 frames on the wire for 275,790 data segments, about 1,900 ACKs.
 //! linerate acknowledges every second full-sized segment even within a batch
-//! (`tcp::input`'s `process_text` says why), but keeps at most 16 ACKs owed
-//! per batch (`tcp::sack_owed`: the newest covers the rest, as a GRO
+//! (`tcp::input`'s `process_text` says why), but keeps at most 16 ACKs of
+//! in-order data owed per batch (`tcp::sack_owed`: the newest covers the rest, as a GRO
 //! receiver's one ACK per super-segment does): 290,439 frames for 278,076 data
 //! segments (1448 bytes each beside timestamps, against smoltcp's 1460), about
 //! 12,400 ACKs, here a whole window arriving per batch. Until session 14 the
