@@ -298,3 +298,35 @@ fn batch_of_64_with_8_holes_reports_every_range_ipv6() {
     sixty_four_with_eight_holes(true, true);
     sixty_four_with_eight_holes(true, false);
 }
+
+/// One batch with reordering and duplicates: each out-of-order segment, each
+/// duplicate and each segment that fills a hole gets its ACK, in arrival
+/// order, with the acknowledgment number and blocks of its moment; a
+/// duplicate's range comes first (RFC 2883 section 4), then the block
+/// holding it.
+#[test]
+fn batch_with_duplicates_and_reordering_acks_each_at_its_moment() {
+    for ts in [true, false] {
+        let mut p = Peer::new(false, ts);
+        p.batch(&[0, 1, 2]);
+        let acks = p.batch(&[5, 6, 4, 6, 1, 3, 9, 8, 7, 10]);
+        let b = |a: u32, e: u32| (seq(a), seq(e));
+        let want = vec![
+            (3, vec![b(5, 6)]),
+            (3, vec![b(5, 7)]),
+            (3, vec![b(4, 7)]),
+            (3, vec![b(6, 7), b(4, 7)]),
+            (3, vec![b(1, 2), b(4, 7)]),
+            (7, vec![]),
+            (7, vec![b(9, 10)]),
+            (7, vec![b(8, 10)]),
+            (10, vec![]),
+            (11, vec![]),
+        ];
+        let got: Vec<(u32, Vec<(u32, u32)>)> = acks
+            .iter()
+            .map(|a| ((a.ack - seq(0)) / MSS, a.sack.clone()))
+            .collect();
+        assert_eq!(got, want, "ts {ts}: {}", show(&acks));
+    }
+}
