@@ -110,7 +110,7 @@ impl EventState {
 }
 
 /// The changed sockets and the events worked out but not yet handed out.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct EventQueue {
     changed: VecDeque<Changed>,
     out: VecDeque<Event>,
