@@ -15,6 +15,8 @@
 //! Run with `cargo bench --bench idle` (`-- idle/100000` for one cell;
 //! `IDLE_COUNTS=0,1000` sets up only those).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::nic::{MemNic, NicCaps};
 use linerate::rt::{Handle, Runtime, RuntimeConfig, TcpListener, TcpStream};

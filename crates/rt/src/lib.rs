@@ -69,7 +69,6 @@ pub use driver::{Driver, DriverStats, Service};
 pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
 pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig, Unsent};
 pub use shared::SharedNic;
-pub use socket::io_error;
 pub use udp::UdpSocket;
 pub use worker::{QueueNic, Worker, Workers};
 

@@ -22,7 +22,7 @@ use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{ListenShared, SockShared, register};
-use linerate_toe::{Engine, Error};
+use linerate_toe::{Engine, RecvError, SendError};
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
@@ -238,7 +238,7 @@ impl Inner {
                     Poll::Ready(Ok(()))
                 }
             },
-            Err(Error::WouldBlock) => match st.error {
+            Err(RecvError::WouldBlock) => match st.error {
                 Some(e) => Poll::Ready(Err(self.rt.inner.io_error(e))),
                 None => {
                     register(&mut st.read_waker, cx.waker());
@@ -246,7 +246,7 @@ impl Inner {
                 }
             },
             Err(e) => {
-                let e = *st.error.get_or_insert(e);
+                let e = *st.error.get_or_insert(e.into());
                 Poll::Ready(Err(self.rt.inner.io_error(e)))
             }
         }
@@ -266,7 +266,7 @@ impl Inner {
                 return Poll::Ready(Err(self.rt.inner.io_error(e)));
             }
             if st.shutdown || st.closed {
-                return Poll::Ready(Err(to_io(Error::Closed)));
+                return Poll::Ready(Err(to_io(SendError::Closed)));
             }
             if data.is_empty() {
                 return Poll::Ready(Ok(0));
@@ -300,7 +300,7 @@ impl Inner {
             return Some(Poll::Ready(Err(self.rt.inner.io_error(e))));
         }
         if st.shutdown || st.closed {
-            return Some(Poll::Ready(Err(to_io(Error::Closed))));
+            return Some(Poll::Ready(Err(to_io(SendError::Closed))));
         }
         if data.is_empty() {
             return Some(Poll::Ready(Ok(0)));
@@ -309,14 +309,14 @@ impl Inner {
             return None;
         }
         Some(match engine.tcp_send(self.sock.h, data) {
-            Ok(0) | Err(Error::WouldBlock) => {
+            Ok(0) | Err(SendError::WouldBlock) => {
                 // The queue thread wakes it when the engine takes bytes again.
                 register(&mut st.write_waker, cx.waker());
                 Poll::Pending
             }
             Ok(n) => Poll::Ready(Ok(n)),
             Err(e) => {
-                st.error = Some(e);
+                let e = *st.error.get_or_insert(e.into());
                 Poll::Ready(Err(self.rt.inner.io_error(e)))
             }
         })

@@ -37,7 +37,7 @@ use super::RtError;
 use super::driver::{Driver, offloads_fit};
 use super::local::{Executor, Remote};
 use super::shared::{SharedNic, lock};
-use super::socket::{ListenShared, SockShared, io_error, wake};
+use super::socket::{ListenShared, SockError, SockShared, wake};
 use super::udp::{UdpBound, UdpShared, service_udp};
 use linerate_nic::{Nic, NicError, Notify, Readiness};
 use linerate_offload::OffloadMeta;
@@ -45,7 +45,10 @@ use linerate_rss::{FlowTuple, PortAllocator, Steering};
 use linerate_toe::Config;
 use linerate_toe::Instant;
 use linerate_toe::TcpState;
-use linerate_toe::{Engine, Error, Event, ListenerHandle, SocketHandle};
+use linerate_toe::{
+    ConnectError, ConnectionError, Engine, Event, ListenerHandle, RecvError, SendError,
+    SocketHandle,
+};
 use std::cell::RefCell;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -148,18 +151,18 @@ pub(crate) enum Command {
     Listen {
         port: u16,
         shared: Arc<ListenShared>,
-        reply: oneshot::Sender<Result<(), Error>>,
+        reply: oneshot::Sender<Result<(), SockError>>,
     },
     /// Open a connection from this queue.
     Connect {
         remote: SocketAddr,
-        reply: oneshot::Sender<Result<Arc<SockShared>, Error>>,
+        reply: oneshot::Sender<Result<Arc<SockShared>, SockError>>,
     },
     /// Bind a UDP socket on the queue's engine; the reply is the bound address.
     UdpBind {
         addr: SocketAddr,
         shared: Arc<UdpShared>,
-        reply: oneshot::Sender<Result<SocketAddr, Error>>,
+        reply: oneshot::Sender<Result<SocketAddr, SockError>>,
     },
     /// Run a closure on the engine.
     Run(Box<dyn FnOnce(&mut Engine) + Send>),
@@ -326,14 +329,19 @@ impl Inner {
     }
 
     /// The `std::io` form of a socket error; an abort because a queue failed
-    /// says why.
-    pub(crate) fn io_error(&self, e: Error) -> io::Error {
+    /// says why, and running out of source ports says how to get more.
+    pub(crate) fn io_error(&self, e: impl Into<SockError>) -> io::Error {
+        let e = e.into();
         match (e, self.failure.get()) {
-            (Error::Aborted, Some(why)) => io::Error::new(
+            (SockError::Connection(ConnectionError::Aborted), Some(why)) => io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 format!("connection aborted: {why}"),
             ),
-            _ => io_error(e),
+            (SockError::NoPorts { remote, steered }, _) => io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                no_ports(remote, steered, self.queues.len()),
+            ),
+            _ => e.into(),
         }
     }
 
@@ -745,7 +753,7 @@ struct Conn {
     h: SocketHandle,
     sock: Arc<SockShared>,
     /// The connect call waiting for the handshake.
-    connect: Option<oneshot::Sender<Result<Arc<SockShared>, Error>>>,
+    connect: Option<oneshot::Sender<Result<Arc<SockShared>, SockError>>>,
     /// Source port from the allocator, released when the stream goes.
     port: Option<u16>,
     fin_sent: bool,
@@ -836,7 +844,7 @@ impl<N: Nic> QueueLoop<N> {
             let _ = engine.tcp_unlisten(l.lh);
             let w = {
                 let mut st = lock(&l.shared.st);
-                st.error = Some(Error::Aborted);
+                st.error = Some(ConnectionError::Aborted);
                 st.waker.take()
             };
             wake(w);
@@ -976,7 +984,7 @@ impl<N: Nic> QueueLoop<N> {
                 } => {
                     let r = self.driver.service_mut().get_mut().tcp_listen(port);
                     let ok = r.map(|lh| self.listeners.push(Listening { lh, shared }));
-                    let _ = reply.send(ok);
+                    let _ = reply.send(ok.map_err(SockError::from));
                 }
                 Command::Connect { remote, reply } => match self.connect(now, remote) {
                     Ok((h, port)) => match self.driver.service_mut().get_mut().tcp_addrs(h) {
@@ -994,7 +1002,7 @@ impl<N: Nic> QueueLoop<N> {
                         }
                         Err(e) => {
                             self.stats.connect_failures += 1;
-                            let _ = reply.send(Err(e));
+                            let _ = reply.send(Err(e.into()));
                         }
                     },
                     Err(e) => {
@@ -1011,14 +1019,17 @@ impl<N: Nic> QueueLoop<N> {
                     // first, so a bind right after a drop finds the port free.
                     self.sweep_udp();
                     let engine = self.driver.service_mut().get_mut();
-                    let r = engine.udp_bind(addr).and_then(|h| {
-                        let local = engine.udp_info(h)?.local;
-                        if shared.single {
-                            lock(&shared.st).handle = Some(h);
-                        }
-                        self.udps.push(UdpBound { h, shared });
-                        Ok(local)
-                    });
+                    let r = engine
+                        .udp_bind(addr)
+                        .map_err(SockError::from)
+                        .and_then(|h| {
+                            let local = engine.udp_info(h)?.local;
+                            if shared.single {
+                                lock(&shared.st).handle = Some(h);
+                            }
+                            self.udps.push(UdpBound { h, shared });
+                            Ok(local)
+                        });
                     let _ = reply.send(r);
                 }
                 Command::Run(f) => f(self.driver.service_mut().get_mut()),
@@ -1039,25 +1050,37 @@ impl<N: Nic> QueueLoop<N> {
         &mut self,
         now: Instant,
         remote: SocketAddr,
-    ) -> Result<(SocketHandle, Option<u16>), Error> {
+    ) -> Result<(SocketHandle, Option<u16>), SockError> {
         let engine = self.driver.service_mut().get_mut();
         let Some((p4, p6)) = self.ports.as_mut() else {
-            return engine.tcp_connect(now, remote).map(|h| (h, None));
+            return match engine.tcp_connect(now, remote) {
+                Ok(h) => Ok((h, None)),
+                Err(ConnectError::NoPorts) => Err(SockError::NoPorts {
+                    remote,
+                    steered: None,
+                }),
+                Err(e) => Err(SockError::Connect(e)),
+            };
         };
         let cfg = engine.config();
+        let no_address = SockError::Connect(ConnectError::NoAddress);
         let (flow, ports) = match remote.ip() {
             IpAddr::V4(r) => {
-                let local = cfg.ipv4.ok_or(Error::NoAddress)?.addr;
+                let local = cfg.ipv4.ok_or(no_address)?.addr;
                 (FlowTuple::tcp4(local, 0, r, remote.port()), p4)
             }
             IpAddr::V6(r) => {
-                let local = cfg.ipv6.ok_or(Error::NoAddress)?.addr;
+                let local = cfg.ipv6.ok_or(no_address)?.addr;
                 (FlowTuple::tcp6(local, 0, r, remote.port()), p6)
             }
         };
-        let queue = u16::try_from(self.q).map_err(|_| Error::NoPorts)?;
+        let no_ports = SockError::NoPorts {
+            remote,
+            steered: Some(ports.range()),
+        };
+        let queue = u16::try_from(self.q).map_err(|_| no_ports)?;
         let mut busy = Vec::new();
-        let mut result = Err(Error::NoPorts);
+        let mut result = Err(no_ports);
         // A port still in TIME-WAIT towards the same peer is refused by the
         // engine: keep it aside and take another.
         for _ in 0..16 {
@@ -1069,10 +1092,10 @@ impl<N: Nic> QueueLoop<N> {
                     result = Ok((h, Some(port)));
                     break;
                 }
-                Err(Error::AddrInUse) => busy.push(port),
+                Err(ConnectError::AddrInUse) => busy.push(port),
                 Err(e) => {
                     busy.push(port);
-                    result = Err(e);
+                    result = Err(SockError::Connect(e));
                     break;
                 }
             }
@@ -1305,17 +1328,17 @@ impl<N: Nic> QueueLoop<N> {
         self.streams = 0;
         for c in self.conns.drain(..).flatten() {
             if let Some(reply) = c.connect {
-                let _ = reply.send(Err(Error::Aborted));
+                let _ = reply.send(Err(ABORTED));
             }
-            c.sock.fail(Error::Aborted);
+            c.sock.fail(ABORTED);
         }
         for b in self.udps.drain(..) {
-            b.shared.fail(Error::Aborted);
+            b.shared.fail(ConnectionError::Aborted);
         }
         for l in self.listeners.drain(..) {
             let w = {
                 let mut st = lock(&l.shared.st);
-                st.error = Some(Error::Aborted);
+                st.error = Some(ConnectionError::Aborted);
                 st.waker.take()
             };
             wake(w);
@@ -1324,13 +1347,13 @@ impl<N: Nic> QueueLoop<N> {
         while let Ok(cmd) = self.cmd.try_recv() {
             match cmd {
                 Command::Listen { reply, .. } => {
-                    let _ = reply.send(Err(Error::Aborted));
+                    let _ = reply.send(Err(ABORTED));
                 }
                 Command::Connect { reply, .. } => {
-                    let _ = reply.send(Err(Error::Aborted));
+                    let _ = reply.send(Err(ABORTED));
                 }
                 Command::UdpBind { reply, .. } => {
-                    let _ = reply.send(Err(Error::Aborted));
+                    let _ = reply.send(Err(ABORTED));
                 }
                 Command::Run(_) | Command::Frame(..) => {}
             }
@@ -1343,8 +1366,8 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
     let h = c.h;
     if let Some(reply) = c.connect.take() {
         let failed = match engine.tcp_readiness(h) {
-            Ok(r) => r.error,
-            Err(e) => Some(e),
+            Ok(r) => r.error.map(SockError::from),
+            Err(e) => Some(e.into()),
         };
         if let Some(e) = failed {
             stats.connect_failures += 1;
@@ -1390,9 +1413,9 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
                             break;
                         }
                     }
-                    Err(Error::WouldBlock) => break,
+                    Err(SendError::WouldBlock) => break,
                     Err(e) => {
-                        st.error = Some(e);
+                        st.error = Some(e.into());
                         break;
                     }
                 }
@@ -1424,9 +1447,9 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
                         st.rx.produce(n);
                         wake_r = true;
                     }
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => {
-                        st.error = Some(e);
+                        st.error = Some(e.into());
                         break;
                     }
                 }
@@ -1435,7 +1458,7 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
         if st.error.is_none() {
             match engine.tcp_readiness(h) {
                 Ok(r) => {
-                    st.error = r.error;
+                    st.error = r.error.map(SockError::from);
                     // Tasks that read and write the engine directly wait on
                     // its readiness: readable bytes (or the end), room to send
                     // (a writer waits on the staging ring only while the ring
@@ -1443,7 +1466,7 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
                     wake_r |= st.local && r.readable && st.read_waker.is_some();
                     wake_w |= st.tx.is_empty() && r.writable && st.write_waker.is_some();
                 }
-                Err(e) => st.error = Some(e),
+                Err(e) => st.error = Some(e.into()),
             }
         }
         if st.error.is_some() {
@@ -1464,7 +1487,38 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
     true
 }
 
-/// The `std::io` error for a failed socket call.
-pub(crate) fn to_io(e: Error) -> io::Error {
-    io_error(e)
+/// The error of every socket of a runtime that stopped.
+const ABORTED: SockError = SockError::Connection(ConnectionError::Aborted);
+
+/// The `std::io` error for a failed socket call, of the kind the engine's
+/// error documents.
+pub(crate) fn to_io(e: impl Into<io::Error>) -> io::Error {
+    e.into()
+}
+
+/// What an active open that found no free source port says: which range ran
+/// out, and how to get more.
+fn no_ports(remote: SocketAddr, steered: Option<(u16, u16)>, queues: usize) -> String {
+    let (low, high) = linerate_toe::EPHEMERAL_PORTS;
+    let per_remote = usize::from(high - low) + 1;
+    match steered {
+        Some((first, last)) => {
+            let n = usize::from(last.saturating_sub(first)) + 1;
+            format!(
+                "no free source port for a connection to {remote}: none is left on this \
+                 queue of the {n} ports of RuntimeConfig::ephemeral ({first}-{last}), which \
+                 every destination shares and steering splits over {queues} queue(s); widen \
+                 RuntimeConfig::ephemeral (the engine's own range, without steering, is \
+                 {per_remote} ports per remote address and port)"
+            )
+        }
+        None => {
+            format!(
+                "no free source port for a connection to {remote}: all {per_remote} ports of \
+                 the engine's range {low}-{high} have a connection to that address and port \
+                 (each remote address and port has a range of its own); connect to more \
+                 server ports or addresses"
+            )
+        }
+    }
 }

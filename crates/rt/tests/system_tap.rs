@@ -29,7 +29,7 @@
 
 use linerate_testkit::netns;
 use linerate_testkit::tap::{KERNEL_IP, OUR_IP, TapHost};
-use linerate_toe::{Error, TcpState};
+use linerate_toe::{ConnectionError, RecvError, SendError, TcpState};
 use sha2::{Digest, Sha256};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -152,7 +152,7 @@ fn kernel_to_linerate(offloads: bool) {
                         hasher.update(&buf[..n]);
                         got += n;
                     }
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("recv after {got} bytes: {e}"),
                 }
             }
@@ -244,7 +244,7 @@ fn linerate_to_kernel(offloads: bool) {
                 }
                 match h.engine_mut().tcp_send(c, &buf[off..end]) {
                     Ok(n) => off += n,
-                    Err(Error::WouldBlock) => break,
+                    Err(SendError::WouldBlock) => break,
                     Err(e) => panic!("send: {e}"),
                 }
             }
@@ -360,7 +360,7 @@ fn kernel_sees_refused_reset_and_eof() {
     );
     assert_eq!(
         h.engine_mut().tcp_readiness(c).unwrap().error,
-        Some(Error::ConnectionRefused)
+        Some(ConnectionError::Refused)
     );
     assert!(h.engine().counters().tcp_out_rsts >= 2);
 }

@@ -12,7 +12,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::tcp::assembler::MAX_RANGES;
+use linerate_toe::sim::internals::OOO_RANGES as MAX_RANGES;
 
 /// A receiver with a receive buffer of `rcvbuf` bytes and no auto-tuning.
 fn rx(rcvbuf: usize, tune: impl FnOnce(&mut linerate_toe::Config)) -> Receiver {

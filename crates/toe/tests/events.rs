@@ -6,7 +6,9 @@
 mod common;
 
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Engine, Error, Event, Instant, SocketHandle};
+use linerate_toe::{
+    AcceptError, ConnectionError, Engine, Event, Instant, SocketHandle, UdpRecvError,
+};
 use std::time::Duration;
 
 fn t(ms: u64) -> Instant {
@@ -46,7 +48,7 @@ fn connected(sim: &mut Sim) -> (SocketHandle, SocketHandle) {
     assert_eq!(got[0], [Event::Connected(c), Event::Writable(c)]);
     assert_eq!(got[1], [Event::Acceptable(l)], "one event for the queue");
     let s = sim.engines[1].tcp_accept(l).unwrap();
-    assert_eq!(sim.engines[1].tcp_accept(l), Err(Error::WouldBlock));
+    assert_eq!(sim.engines[1].tcp_accept(l), Err(AcceptError::WouldBlock));
     assert_eq!(drain(&mut sim.engines[1]), [Event::Writable(s)]);
     (c, s)
 }
@@ -165,7 +167,7 @@ fn reset_is_one_failure() {
     run(&mut sim, 50, &mut got);
     assert_eq!(
         got[0],
-        [Event::Readable(c), Event::Failed(c, Error::ConnectionReset)]
+        [Event::Readable(c), Event::Failed(c, ConnectionError::Reset)]
     );
     // The aborting side gave its handle up: nothing for it.
     assert_eq!(got[1], []);
@@ -186,7 +188,7 @@ fn refused_connect_fails() {
         got[0],
         [
             Event::Readable(c),
-            Event::Failed(c, Error::ConnectionRefused)
+            Event::Failed(c, ConnectionError::Refused)
         ]
     );
 }
@@ -276,7 +278,7 @@ fn udp_readable_once_per_drain() {
     }
     assert_eq!(
         sim.engines[1].udp_recv_from(b, &mut buf),
-        Err(Error::WouldBlock)
+        Err(UdpRecvError::WouldBlock)
     );
     sim.engines[0].udp_send_to(a, b"again", to).unwrap();
     got = [vec![], vec![]];

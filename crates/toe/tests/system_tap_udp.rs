@@ -23,7 +23,7 @@
 use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
 use linerate_nic::{Batch, Frame, Nic};
 use linerate_testkit::netns::{self, Netns};
-use linerate_toe::{Config, Engine, Error, Instant, UdpHandle};
+use linerate_toe::{Config, Engine, Instant, UdpHandle, UdpRecvError};
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -312,6 +312,6 @@ fn kernel_gets_econnrefused_from_a_closed_linerate_port() {
     assert_eq!(from, t.join().unwrap().unwrap());
     assert_eq!(
         h.engine.udp_recv_from(u, &mut [0; 4]),
-        Err(Error::WouldBlock)
+        Err(UdpRecvError::WouldBlock)
     );
 }

@@ -10,10 +10,10 @@
 //! * [`Event::Connected`]: an active open reached ESTABLISHED (once).
 //! * [`Event::Readable`]: bytes, the end of the stream, or an error to read,
 //!   where there were none. A receive call that finds or leaves nothing to read
-//!   ([`Error::WouldBlock`], or a buffer drained) arms it again: read until
-//!   then, as with `EPOLLET`.
+//!   ([`RecvError::WouldBlock`](super::RecvError::WouldBlock), or a buffer
+//!   drained) arms it again: read until then, as with `EPOLLET`.
 //! * [`Event::Writable`]: the send buffer has room again after a send was
-//!   refused ([`Error::WouldBlock`]) or filled it.
+//!   refused ([`SendError::WouldBlock`](super::SendError::WouldBlock)) or filled it.
 //! * [`Event::Closed`] / [`Event::Failed`]: the connection ended, in order or
 //!   with the error its calls now return (once).
 //! * [`Event::Acceptable`]: a listener's accept queue has a connection, where
@@ -36,7 +36,8 @@
 //! serves one busy one as it serves it alone (`benches/idle.rs`).
 
 use super::Engine;
-use super::socket::{Error, ListenerHandle, SocketHandle, reason_error};
+use super::error::ConnectionError;
+use super::socket::{ListenerHandle, SocketHandle, reason_error};
 use super::udp::UdpHandle;
 use std::collections::VecDeque;
 
@@ -55,7 +56,7 @@ pub enum Event {
     Closed(SocketHandle),
     /// The connection failed; its calls return this error. The handle stays
     /// valid until [`Engine::tcp_close`] or [`Engine::tcp_abort`].
-    Failed(SocketHandle, Error),
+    Failed(SocketHandle, ConnectionError),
     /// [`Engine::tcp_accept`] now returns a connection.
     Acceptable(ListenerHandle),
     /// [`Engine::udp_recv_from`] now returns a datagram.

@@ -2,7 +2,7 @@
 //! buffer storage, and the tables and queues around them.
 //!
 //! Buffers hold storage only while they hold data (see
-//! [`Ring`](crate::tcp::ring::Ring) and [`SendBuf`](crate::tcp::sendbuf::SendBuf)),
+//! `tcp::ring::Ring` and `tcp::sendbuf::SendBuf`),
 //! so an idle established connection costs its slot and its table entries.
 
 use super::{Engine, Slot};
@@ -125,7 +125,7 @@ impl Engine {
     /// Whether everything sent on `h`, its FIN included, was acknowledged
     /// (FIN-WAIT-2, TIME-WAIT, or closed in order). False while data or the
     /// FIN waits, or before the application shut the sending side.
-    pub fn tcp_fin_acked(&self, h: crate::SocketHandle) -> Result<bool, crate::Error> {
+    pub fn tcp_fin_acked(&self, h: crate::SocketHandle) -> Result<bool, super::InvalidHandle> {
         let c = self.handle_conn(h)?;
         Ok(c.fin_acked())
     }

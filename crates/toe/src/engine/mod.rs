@@ -16,6 +16,7 @@
 //! a super-segment's worth of data per visit.
 
 mod announce;
+mod error;
 mod events;
 pub(crate) mod flow_hash;
 mod icmp;
@@ -35,7 +36,11 @@ pub use memory::{Closing, MemoryUsage};
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
 
-pub use socket::{Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
+pub use error::{
+    AcceptError, ConnectError, ConnectionError, EPHEMERAL_PORTS, InvalidHandle, ListenError,
+    RecvError, SendError, UdpBindError, UdpRecvError, UdpSendError,
+};
+pub use socket::{ListenerHandle, Readiness, SocketHandle, TcpInfo};
 pub use udp::{MAX_UDP_SEGMENTS, UdpHandle, UdpInfo};
 
 use crate::config::{Config, ConfigError};

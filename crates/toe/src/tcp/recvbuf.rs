@@ -162,11 +162,6 @@ impl RecvBuf {
         self.cap.saturating_sub(self.len())
     }
 
-    /// Frames adopted and not yet read through.
-    pub fn frames_held(&self) -> usize {
-        self.held.len()
-    }
-
     /// Writes `data` starting `offset` bytes after the readable bytes, without
     /// making it readable; as much as fits; returns how much.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
