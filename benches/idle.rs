@@ -12,7 +12,8 @@
 //! (`linerate_toe::Event`) and those the application side touched, so the
 //! figures should not depend on `idle`.
 //!
-//! Run with `cargo bench --bench idle` (`-- idle/100000` for one cell).
+//! Run with `cargo bench --bench idle` (`-- idle/100000` for one cell;
+//! `IDLE_COUNTS=0,1000` sets up only those).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -147,7 +148,12 @@ fn idle(c: &mut Criterion) {
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(5));
     g.warm_up_time(Duration::from_secs(1));
-    for n in [0usize, 1_000, 10_000, 100_000] {
+    // `IDLE_COUNTS=0,1000` runs only those cells.
+    let counts: Vec<usize> = std::env::var("IDLE_COUNTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![0, 1_000, 10_000, 100_000]);
+    for n in counts {
         let s = setup(n);
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| s.tokio.block_on(transfer(&s.client, &s.bulk)));

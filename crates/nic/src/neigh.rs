@@ -45,7 +45,7 @@ use std::net::IpAddr;
 use std::ops::Add;
 use std::time::Duration;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Entry<T, P> {
     Reachable {
         mac: [u8; 6],
@@ -119,7 +119,7 @@ impl Default for Limits {
 }
 
 /// The cache: time `T`, frames waiting `P`, table hasher `S`.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct NeighborCache<T, P, S = RandomState> {
     map: HashMap<IpAddr, Entry<T, P>, S>,
     limits: Limits,

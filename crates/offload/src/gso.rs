@@ -162,7 +162,15 @@ impl fmt::Display for GsoError {
     }
 }
 
-impl std::error::Error for GsoError {}
+impl std::error::Error for GsoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GsoError::Layout(e) => Some(e),
+            GsoError::Checksum(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<linerate_wire::Error> for GsoError {
     fn from(e: linerate_wire::Error) -> Self {

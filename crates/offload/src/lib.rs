@@ -14,7 +14,7 @@ pub mod gso;
 pub mod harness;
 pub mod virtio;
 
-pub use csum::{Verdict, complete, prepare_partial, verify};
+pub use csum::{CsumError, Verdict, complete, prepare_partial, verify};
 pub use gro::{ChainSink, FlushReason, Gro, GroConfig, GroCounters, NoChain};
 pub use gso::{CsumMode, GsoError, SegmentBuf, Segmenter, ZeroCopyBuf};
 pub use virtio::VirtioNetHdr;

@@ -83,7 +83,8 @@ pub struct RuntimeConfig {
     /// application and the engine's own buffers.
     pub stream_buffer: usize,
     /// Accepted connections a listener holds (over all queues) before the queues
-    /// leave further ones in their engines' accept queues.
+    /// leave further ones in their engines' accept queues; each engine's own
+    /// backlog (`tcp.backlog`) is raised to it if lower.
     pub accept_backlog: usize,
     /// Longest a queue thread sleeps with nothing to do (it is woken earlier by
     /// frames, commands and its engine's timers).
@@ -591,6 +592,11 @@ impl Runtime {
             });
         }
         let mut engine_cfg = cfg.engine.clone();
+        // The queue thread moves established connections out of its engine's
+        // accept queue once per round; a burst of handshakes completing in one
+        // receive batch must fit there until then, as it fits the listener's
+        // own queue (`accept_backlog`).
+        engine_cfg.tcp.backlog = engine_cfg.tcp.backlog.max(cfg.accept_backlog);
         if !offloads_fit(&engine_cfg, &caps) {
             engine_cfg.offloads = false;
         }

@@ -23,7 +23,7 @@
 //! its socket sends at most one ACK per poll, so its receiver answers a whole
 //! window of segments with one stretch ACK. linerate acknowledges every second
 //! full-sized segment even within a batch (`tcp::input`'s `process_text` says
-//! why), but keeps at most 16 ACKs owed per batch (`tcp::sack_owed`: the newest
+//! why), but keeps at most 16 ACKs of in-order data owed per batch (`tcp::sack_owed`: the newest
 //! covers the rest, as a GRO receiver's one ACK per super-segment does), so
 //! over the memory pair, where a whole window arrives per batch, it sends
 //! several times smoltcp's ACKs for the same data (the wire's `tx_packets`

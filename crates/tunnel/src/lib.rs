@@ -105,7 +105,7 @@ mod tunnel;
 pub mod vtep;
 
 pub use config::{
-    ConfigError, Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, UdpCsum, VniConfig,
+    Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, TunnelConfigError, UdpCsum, VniConfig,
     VtepConfig,
 };
 pub use counters::{TunnelCounter, TunnelCounters};

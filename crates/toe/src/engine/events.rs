@@ -2,30 +2,7 @@
 //! [`Engine::poll_event`] (quinn-proto's `Connection::poll` shape), so a runtime
 //! serves only the sockets that need it instead of sweeping all of them.
 //!
-//! # What is reported, and when
-//!
-//! Events are edges. Each socket keeps the readiness it was last seen with,
-//! and an event is reported when a readiness bit turns on that was off:
-//!
-//! * [`Event::Connected`]: an active open reached ESTABLISHED (once).
-//! * [`Event::Readable`]: bytes, the end of the stream, or an error to read,
-//!   where there were none. A receive call that finds or leaves nothing to read
-//!   ([`RecvError::WouldBlock`](super::RecvError::WouldBlock), or a buffer
-//!   drained) arms it again: read until then, as with `EPOLLET`.
-//! * [`Event::Writable`]: the send buffer has room again after a send was
-//!   refused ([`SendError::WouldBlock`](super::SendError::WouldBlock)) or filled it.
-//! * [`Event::Closed`] / [`Event::Failed`]: the connection ended, in order or
-//!   with the error its calls now return (once).
-//! * [`Event::Acceptable`]: a listener's accept queue has a connection, where
-//!   an accept call last found or left it empty. A connection taken with
-//!   [`Engine::tcp_accept`] is reported as it stands right after (readable if
-//!   data came with it, writable).
-//! * [`Event::UdpReadable`] / [`Event::UdpWritable`]: as for TCP, per datagram
-//!   queue.
-//!
-//! A socket whose readiness did not change is never reported, however many
-//! segments, timers or calls touched it; a socket whose handle was given up
-//! (closed, aborted, unlistened) is never reported again.
+//! [`Event`] says what is reported, and when.
 //!
 //! # Cost
 //!
@@ -41,7 +18,32 @@ use super::socket::{ListenerHandle, SocketHandle, reason_error};
 use super::udp::UdpHandle;
 use std::collections::VecDeque;
 
-/// Something that happened to a socket; see the [module docs](self).
+/// Something that happened to a socket, from [`Engine::poll_event`].
+///
+/// # What is reported, and when
+///
+/// Events are edges. Each socket keeps the readiness it was last seen with,
+/// and an event is reported when a readiness bit turns on that was off:
+///
+/// * [`Event::Connected`]: an active open reached ESTABLISHED (once).
+/// * [`Event::Readable`]: bytes, the end of the stream, or an error to read,
+///   where there were none. A receive call that finds or leaves nothing to read
+///   ([`RecvError::WouldBlock`](super::RecvError::WouldBlock), or a buffer
+///   drained) arms it again: read until then, as with `EPOLLET`.
+/// * [`Event::Writable`]: the send buffer has room again after a send was
+///   refused ([`SendError::WouldBlock`](super::SendError::WouldBlock)) or filled it.
+/// * [`Event::Closed`] / [`Event::Failed`]: the connection ended, in order or
+///   with the error its calls now return (once).
+/// * [`Event::Acceptable`]: a listener's accept queue has a connection, where
+///   an accept call last found or left it empty. A connection taken with
+///   [`Engine::tcp_accept`] is reported as it stands right after (readable if
+///   data came with it, writable).
+/// * [`Event::UdpReadable`] / [`Event::UdpWritable`]: as for TCP, per datagram
+///   queue.
+///
+/// A socket whose readiness did not change is never reported, however many
+/// segments, timers or calls touched it; a socket whose handle was given up
+/// (closed, aborted, unlistened) is never reported again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Event {
@@ -111,7 +113,7 @@ impl EventState {
 }
 
 /// The changed sockets and the events worked out but not yet handed out.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct EventQueue {
     changed: VecDeque<Changed>,
     out: VecDeque<Event>,

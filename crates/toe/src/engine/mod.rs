@@ -61,7 +61,7 @@ use timers::TimerHeap;
 
 /// A connection slot: handles carry the generation so a reused slot is not
 /// mistaken for the connection that had it before.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Slot {
     generation: u32,
     conn: Option<Conn>,
@@ -76,7 +76,7 @@ struct Slot {
 }
 
 /// A listening port.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Listener {
     port: u16,
     /// Connections that reached ESTABLISHED, waiting for `tcp_accept`, by slot
@@ -97,6 +97,7 @@ struct Listener {
 
 /// The connection engine for one interface. See the [crate docs](crate).
 #[derive(Debug)]
+#[cfg_attr(feature = "sim", derive(Clone))]
 pub struct Engine {
     cfg: Config,
     rng: Rng,

@@ -59,14 +59,14 @@ pub(super) struct TwRecord {
     pub expiry: Instant,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct TwSlot {
     generation: u32,
     rec: Option<TwRecord>,
 }
 
 /// The engine's TIME-WAIT records.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct TimeWaitTable {
     slots: Vec<TwSlot>,
     free: Vec<u32>,

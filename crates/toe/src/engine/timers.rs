@@ -19,7 +19,7 @@ use crate::time::Instant;
 const NONE: u32 = u32::MAX;
 
 /// Deadlines by slot, earliest first.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct TimerHeap {
     /// `(deadline, slot)`, a binary min-heap on the deadline.
     heap: Vec<(Instant, u32)>,

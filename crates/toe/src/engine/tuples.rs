@@ -13,7 +13,7 @@ use std::net::{SocketAddr, SocketAddrV4};
 pub(super) type Tuple = (SocketAddr, SocketAddr);
 
 /// 4-tuple to table value.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct TupleTable {
     v4: HashMap<u128, usize, FlowHash>,
     other: HashMap<Tuple, usize, FlowHash>,

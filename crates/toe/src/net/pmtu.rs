@@ -53,7 +53,7 @@ struct Entry {
 }
 
 /// The cache.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct PmtuCache {
     map: HashMap<IpAddr, Entry>,
     capacity: usize,

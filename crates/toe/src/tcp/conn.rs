@@ -26,7 +26,7 @@ pub(crate) struct ConnParams {
 }
 
 /// A TCP connection.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Conn {
     pub local: SocketAddr,
     pub remote: SocketAddr,

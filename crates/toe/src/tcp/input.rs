@@ -10,7 +10,7 @@
 //! partial ACK without SACK retransmits the next segment (RFC 6582 section 3.2).
 
 use super::conn::Conn;
-use super::sack_owed::owe_dup_ack;
+use super::sack_owed::{owe_dup_ack, owe_in_order_ack};
 use super::segment::Segment;
 use super::sendbuf::SendBuf;
 use super::seq::Seq;
@@ -619,7 +619,7 @@ impl Conn {
             // linerate, show both). With an ACK per frame the earlier ones keep
             // the sender going and its next flight covers the lost one.
             let d = self.sack_owed.take_dsack().map(|(l, r)| (Seq(l), Seq(r)));
-            owe_dup_ack(rcv, &self.asm, &mut self.sack_owed, d);
+            owe_in_order_ack(rcv, &self.asm, &mut self.sack_owed, d);
             rcv.unacked = 0;
         } else if rcv.quickack > 0 {
             rcv.ack_now = true;

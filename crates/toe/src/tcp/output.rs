@@ -149,8 +149,15 @@ impl Conn {
         let delack = self.params.tcp.delayed_ack;
         let mut mss = 0;
         let mut una = Seq(0);
+        // An owed ACK that reports a hole, a duplicate or a filled hole goes
+        // out as it is, before any data: a segment with data carries the
+        // acknowledgment number of now and no SACK blocks, so it would take
+        // that ACK's place and lose what it reports. (One owed for in-order
+        // data only, a data segment carries as well.)
+        let owed_first =
+            self.state.rcv().is_some_and(|r| r.dup_owed > 0) && !self.sack_owed.next_in_order();
         let chosen = match self.state.snd_mut() {
-            Some(snd) => {
+            Some(snd) if !owed_first => {
                 mss = snd.mss;
                 let ch = choose(snd, tx_len, fin_queued, max_data, no_delay, now);
                 una = snd.una;
@@ -175,7 +182,7 @@ impl Conn {
                 }
                 ch
             }
-            None => None,
+            _ => None,
         };
         let snd_nxt = self.state.snd_nxt()?;
         let rcv = self.state.rcv_mut()?;
@@ -202,9 +209,15 @@ impl Conn {
             }
             _ => None,
         };
-        let dsack = self.sack_owed.take_dsack();
+        // A D-SACK block waiting for an ACK not owed: not this one if it is
+        // owed (it carries its own blocks); the ACK of RCV.NXT after it then.
+        let dsack = if owed.is_none() {
+            self.sack_owed.take_dsack()
+        } else {
+            None
+        };
         rcv.acked();
-        if ack < rcv.nxt {
+        if ack < rcv.nxt || (owed.is_some() && self.sack_owed.dsack_pending()) {
             // An owed ACK of an earlier moment: what arrived since is not
             // acknowledged by it, so an ACK of RCV.NXT follows at once.
             rcv.ack_now = true;

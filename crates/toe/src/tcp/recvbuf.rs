@@ -62,7 +62,7 @@ impl OwnedFrame {
 
 /// What an adopted range lies in: a received frame, or a buffer the payloads
 /// of a chain (frag-list GRO) lie in, shared with whatever else refers to it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Kept {
     /// A frame, between [`RecvBuf::adopt`] and [`RecvBuf::fill`].
     Awaited,
@@ -74,7 +74,7 @@ enum Kept {
 }
 
 /// An adopted frame or shared range and the range of it still to be read.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Held {
     buf: Kept,
     start: usize,
@@ -105,7 +105,7 @@ impl Held {
 }
 
 /// The receive buffer of one connection, holding at most `capacity` bytes.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RecvBuf {
     held: VecDeque<Held>,
     /// Unread bytes in `held`.

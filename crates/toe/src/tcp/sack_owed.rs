@@ -14,8 +14,17 @@
 //! stretch ACK per batch where a Linux receiver sends one per segment, which
 //! starves its RACK reordering window and undo of the timing they need (the
 //! `delay 5 ms, reorder 10 %` cells, kernel to linerate, of
-//! `tests/system_impair.rs`'s `issue_16_matrix`). One snapshot per owed
-//! ACK, oldest first, in a fixed ring (no allocation per frame).
+//! `tests/system_impair.rs`). One snapshot per owed
+//! ACK, oldest first, in a queue whose room is kept from batch to batch (no
+//! allocation per frame once it has grown to the largest batch).
+//!
+//! None of those ACKs is dropped, however many segments the batch carries:
+//! while holes remain, an ACK left out takes with it the only report of the
+//! ranges that arrived between its frame and the next kept one, and a sender
+//! running RACK (Linux) marks what it never saw SACKed as lost and sends it
+//! again (the loss cells without GRO of `tests/system_impair.rs` show it). A
+//! batch costs one snapshot per ACK it owes, each no larger than the option it
+//! becomes. Only ACKs of in-order data are thinned ([`IN_ORDER`]).
 //!
 //! D-SACK (RFC 2883 section 4): an ACK for data that arrived twice carries the
 //! duplicate range as its first block, then the SACK blocks as RFC 2018 orders
@@ -28,69 +37,90 @@ use super::assembler::Assembler;
 use super::seq::Seq;
 use super::state::Rcv;
 use linerate_wire::tcp::SackBlocks;
+use std::collections::VecDeque;
 
-/// Snapshots kept, and so ACKs owed at most. One owed beyond that takes the
-/// place of an ACK that only moved the acknowledgment number on between two
-/// that moved it further (dropped as a lost ACK would be: the next covers it),
-/// or else of a duplicate beyond the third of its run, so that a long batch of in-order data keeps its last ACK (covering all) and
-/// out-of-order frames after it keep their duplicate ACKs. Extra ones sent
-/// with the final acknowledgment number would all be alike, and a sender
-/// without SACK counts them as duplicate ACKs: more duplicates than segments
-/// out reads as reordering, and it retransmits more than toward a Linux
-/// receiver (the `SACK off, loss 1 %` cells of `tests/system_impair.rs`'s
-/// `issue_16_matrix`, with `LINERATE_IMPAIR_DEBUG` for the kernel's
-/// reordering estimate). So a batch gets at most this many ACKs, like a GRO
-/// receiver's one per super-segment.
-const SLOTS: usize = 16;
+/// ACKs of in-order data (every second full-sized segment, no hole, no
+/// duplicate) owed at most. One more takes the place of such an ACK that only
+/// moved the acknowledgment number on between two that moved it further
+/// (dropped as a lost ACK would be: the next covers it), so that a long batch
+/// of in-order data keeps its last ACK, covering all. Extra ones sent with
+/// the final acknowledgment number would all be alike, and a sender without
+/// SACK counts them as duplicate ACKs: more duplicates than segments out reads
+/// as reordering, and it retransmits more than toward a Linux receiver (the
+/// `SACK off, loss 1 %` cells of `tests/system_impair.rs`). So in-order data
+/// gets at most this many ACKs per batch, like a GRO receiver's one per
+/// super-segment.
+const IN_ORDER: usize = 16;
+
+/// ACKs owed at most, whatever they report: far more than a receive batch
+/// holds frames (`linerate_nic::DEFAULT_BATCH`, and the runtime's receive
+/// budget of four batches per poll), so only a caller that hands over
+/// thousands of segments before asking for output meets it. One owed beyond
+/// it takes the newest one's place if it moves the acknowledgment number on,
+/// and is dropped if it does not (its D-SACK block then waits for the next
+/// ACK not owed).
+pub(crate) const MAX_OWED: usize = 1024;
+// `Rcv::dup_owed` counts them.
+const _: () = assert!(MAX_OWED <= u16::MAX as usize);
+
+/// One ACK owed: its acknowledgment number and blocks as of its frame.
+#[derive(Debug, Clone, Copy)]
+struct Owed {
+    ack: u32,
+    blocks: SackBlocks,
+    /// An ACK of in-order data, which [`IN_ORDER`] thins.
+    in_order: bool,
+}
 
 /// Owed ACKs' acknowledgment numbers and SACK blocks, oldest first.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OwedSacks {
-    ring: [SackBlocks; SLOTS],
-    acks: [u32; SLOTS],
-    head: usize,
-    len: usize,
+    owed: VecDeque<Owed>,
+    /// How many of `owed` are in order.
+    in_order: usize,
     /// A D-SACK block not yet reported, for the next ACK that is not one owed
     /// (those carry their own).
     dsack: Option<(u32, u32)>,
 }
 
 impl OwedSacks {
-    /// Records an ACK just owed: its acknowledgment number and blocks. Returns
-    /// whether it is owed as one more ACK; in a full ring it takes the place of
-    /// one (see [`SLOTS`]) or, with none to spare, of the newest if it moves
-    /// the acknowledgment number on, and is dropped if it does not (its D-SACK
-    /// block then waits for the next ACK not owed).
-    pub fn push(&mut self, ack: Seq, blocks: SackBlocks, dsack: Option<(u32, u32)>) -> bool {
-        if self.len < SLOTS {
-            self.put(self.len, ack, blocks);
-            self.len += 1;
+    /// Records an ACK just owed: its acknowledgment number and blocks, and
+    /// whether it acknowledges in-order data only. Returns whether it is owed
+    /// as one more ACK; past [`IN_ORDER`] in-order ACKs it may take the place
+    /// of one, and past [`MAX_OWED`] of the newest or none.
+    pub fn push(
+        &mut self,
+        ack: Seq,
+        blocks: SackBlocks,
+        dsack: Option<(u32, u32)>,
+        in_order: bool,
+    ) -> bool {
+        let new = Owed {
+            ack: ack.0,
+            blocks,
+            in_order,
+        };
+        if in_order
+            && self.in_order >= IN_ORDER
+            && let Some(k) = self.spare(ack)
+        {
+            if let Some(old) = self.owed.remove(k) {
+                self.in_order -= usize::from(old.in_order);
+            }
+            self.add(new);
+            return false;
+        }
+        if self.owed.len() < MAX_OWED {
+            self.add(new);
             return true;
         }
-        let at =
-            |o: &OwedSacks, k: usize| Seq(o.acks.get((o.head + k) % SLOTS).copied().unwrap_or(0));
-        // The newest ACK that only moved on between two that moved further;
-        // else a duplicate of a run holding more than three (the oldest such
-        // run: a sender without SACK retransmits at the third).
-        let spare = (1..SLOTS)
-            .rev()
-            .find(|&k| {
-                let next = if k + 1 == SLOTS { ack } else { at(self, k + 1) };
-                at(self, k - 1) < at(self, k) && at(self, k) < next
-            })
-            .or_else(|| (4..SLOTS).find(|&k| (k - 4..k).all(|j| at(self, j) == at(self, k))));
-        match spare {
-            Some(k) => {
-                for j in k..SLOTS - 1 {
-                    let (i, n) = ((self.head + j) % SLOTS, (self.head + j + 1) % SLOTS);
-                    if let (Some(&a), Some(&b)) = (self.acks.get(n), self.ring.get(n)) {
-                        self.put_raw(i, a, b);
-                    }
-                }
-                self.put(SLOTS - 1, ack, blocks);
+        match self.owed.back_mut() {
+            Some(last) if Seq(last.ack) < ack => {
+                self.in_order -= usize::from(last.in_order);
+                self.in_order += usize::from(in_order);
+                *last = new;
             }
-            None if at(self, SLOTS - 1) < ack => self.put(SLOTS - 1, ack, blocks),
-            None => {
+            _ => {
                 if dsack.is_some() {
                     self.dsack = dsack;
                 }
@@ -99,16 +129,29 @@ impl OwedSacks {
         false
     }
 
-    /// Writes the `k`th owed ACK, counted from the oldest.
-    fn put(&mut self, k: usize, ack: Seq, blocks: SackBlocks) {
-        self.put_raw((self.head + k) % SLOTS, ack.0, blocks);
+    fn add(&mut self, o: Owed) {
+        self.in_order += usize::from(o.in_order);
+        self.owed.push_back(o);
     }
 
-    fn put_raw(&mut self, i: usize, ack: u32, blocks: SackBlocks) {
-        if let (Some(slot), Some(a)) = (self.ring.get_mut(i), self.acks.get_mut(i)) {
-            *slot = blocks;
-            *a = ack;
-        }
+    /// The newest in-order ACK that only moved the acknowledgment number on
+    /// between two that moved it further (the next being `ack` for the newest
+    /// owed), by its place in the queue.
+    fn spare(&self, ack: Seq) -> Option<usize> {
+        let at = |k: usize| self.owed.get(k).map(|o| Seq(o.ack));
+        (1..self.owed.len()).rev().find(|&k| {
+            let (Some(prev), Some(this)) = (at(k - 1), at(k)) else {
+                return false;
+            };
+            let next = at(k + 1).unwrap_or(ack);
+            self.owed.get(k).is_some_and(|o| o.in_order) && prev < this && this < next
+        })
+    }
+
+    /// True if the oldest owed ACK acknowledges in-order data only (a segment
+    /// with data may carry it instead).
+    pub fn next_in_order(&self) -> bool {
+        self.owed.front().is_some_and(|o| o.in_order)
     }
 
     /// Keeps a D-SACK block for the next ACK sent.
@@ -121,16 +164,16 @@ impl OwedSacks {
         self.dsack.take()
     }
 
+    /// True if a D-SACK block waits for an ACK.
+    pub fn dsack_pending(&self) -> bool {
+        self.dsack.is_some()
+    }
+
     /// The oldest owed ACK, now being sent: its acknowledgment number and blocks.
     pub fn pop(&mut self) -> Option<(Seq, SackBlocks)> {
-        if self.len == 0 {
-            return None;
-        }
-        let b = self.ring.get(self.head).copied()?;
-        let a = self.acks.get(self.head).copied()?;
-        self.head = (self.head + 1) % SLOTS;
-        self.len -= 1;
-        Some((Seq(a), b))
+        let o = self.owed.pop_front()?;
+        self.in_order -= usize::from(o.in_order);
+        Some((Seq(o.ack), o.blocks))
     }
 }
 
@@ -154,12 +197,34 @@ pub(crate) fn blocks_now(asm: &Assembler, dsack: Option<(u32, u32)>, ts: bool) -
 /// duplicate, or in order filling all or part of a hole): owes it an ACK of its
 /// own with RCV.NXT as it is now and, with SACK, the blocks as of this frame
 /// (the one holding it first), after `dsack`, the range of it that arrived
-/// before (RFC 2883), if any.
+/// before (RFC 2883), if any. Never thinned (see the module docs).
 pub(crate) fn owe_dup_ack(
     rcv: &mut Rcv,
     asm: &Assembler,
     owed: &mut OwedSacks,
     dsack: Option<(Seq, Seq)>,
+) {
+    owe(rcv, asm, owed, dsack, false);
+}
+
+/// In-order data calls for an ACK of its own (every second full-sized
+/// segment): [`owe_dup_ack`], but thinned past [`IN_ORDER`] unless it carries
+/// a D-SACK block.
+pub(crate) fn owe_in_order_ack(
+    rcv: &mut Rcv,
+    asm: &Assembler,
+    owed: &mut OwedSacks,
+    dsack: Option<(Seq, Seq)>,
+) {
+    owe(rcv, asm, owed, dsack, dsack.is_none() && asm.is_empty());
+}
+
+fn owe(
+    rcv: &mut Rcv,
+    asm: &Assembler,
+    owed: &mut OwedSacks,
+    dsack: Option<(Seq, Seq)>,
+    in_order: bool,
 ) {
     let d = dsack.map(|(l, r)| (l.0, r.0));
     // No blocks to report (in-order data, every second segment of a bulk
@@ -169,7 +234,7 @@ pub(crate) fn owe_dup_ack(
     } else {
         SackBlocks::new()
     };
-    if owed.push(rcv.nxt, blocks, d) {
+    if owed.push(rcv.nxt, blocks, d, in_order) {
         rcv.owe_dup_ack();
     } else {
         rcv.ack_now = true;
@@ -180,100 +245,111 @@ pub(crate) fn owe_dup_ack(
 mod tests {
     use super::*;
 
+    fn acks(o: &mut OwedSacks) -> Vec<u32> {
+        std::iter::from_fn(|| o.pop()).map(|(a, _)| a.0).collect()
+    }
+
+    /// A long batch of in-order data: its first ACKs and its last, which
+    /// covers the rest.
     #[test]
-    fn fifo_and_bounded() {
+    fn in_order_acks_thin_to_the_first_ones_and_the_last() {
         let mut o = OwedSacks::default();
         for k in 0..20u32 {
-            let own = o.push(
-                Seq(100 + k),
-                SackBlocks::from_slice(&[(k, k + 1)]).unwrap(),
-                None,
-            );
+            let own = o.push(Seq(100 + k), SackBlocks::new(), None, true);
             assert_eq!(own, k < 16);
         }
-        for k in 0..15u32 {
-            let (ack, b) = o.pop().unwrap();
-            assert_eq!(ack, Seq(100 + k));
-            assert_eq!(b.as_slice(), &[(k, k + 1)]);
-        }
-        // Each owed beyond the ring took the newest one's place (it only moved
-        // on between two that moved further): the last one's.
-        let (ack, b) = o.pop().unwrap();
-        assert_eq!(ack, Seq(119));
-        assert_eq!(b.as_slice(), &[(19, 20)]);
-        assert!(o.pop().is_none());
+        let mut want: Vec<u32> = (100..115).collect();
+        want.push(119);
+        assert_eq!(acks(&mut o), want);
         assert!(o.take_dsack().is_none());
     }
 
+    /// Out-of-order frames after a full run of in-order ACKs: every one keeps
+    /// its ACK and blocks, however many, and so does the frame that fills the
+    /// hole; in-order ACKs that follow are thinned again.
     #[test]
-    fn a_dsack_that_does_not_fit_stays_pending() {
+    fn acks_reporting_holes_are_never_dropped() {
         let mut o = OwedSacks::default();
-        // Four ACK numbers, each with three duplicates: a duplicate more has
-        // no place.
-        for k in 0..16u32 {
-            assert!(o.push(Seq(k / 4), SackBlocks::new(), None));
+        for k in 1..=16u32 {
+            assert!(o.push(Seq(k * 10), SackBlocks::new(), None, true));
         }
-        assert!(!o.push(Seq(3), SackBlocks::new(), Some((1, 2))));
+        for k in 0..200u32 {
+            let b = SackBlocks::from_slice(&[(1000, 1100 + k)]).unwrap();
+            assert!(o.push(Seq(160), b, None, false));
+        }
+        assert!(o.push(Seq(5000), SackBlocks::new(), None, false));
+        assert!(!o.push(Seq(5010), SackBlocks::new(), None, true));
+        assert!(!o.push(Seq(5020), SackBlocks::new(), None, true));
+        let mut sent = std::iter::from_fn(|| o.pop());
+        // 5010 took the place of 150 (which moved on only between 140 and
+        // 160), then 5020 that of 5010.
+        for k in (1..=14u32).chain([16]) {
+            assert_eq!(sent.next().map(|(a, _)| a.0), Some(k * 10));
+        }
+        for k in 0..200u32 {
+            let (a, b) = sent.next().unwrap();
+            assert_eq!((a.0, b.as_slice()), (160, &[(1000, 1100 + k)][..]));
+        }
+        assert_eq!(sent.next().map(|(a, _)| a.0), Some(5000));
+        assert_eq!(sent.next().map(|(a, _)| a.0), Some(5020));
+        assert!(sent.next().is_none());
+    }
+
+    #[test]
+    fn past_the_bound_the_newest_moves_on_or_the_dsack_waits() {
+        let mut o = OwedSacks::default();
+        for _ in 0..MAX_OWED {
+            assert!(o.push(Seq(7), SackBlocks::new(), None, false));
+        }
+        assert!(!o.push(Seq(7), SackBlocks::new(), Some((1, 2)), false));
         assert_eq!(o.take_dsack(), Some((1, 2)));
+        assert!(!o.push(Seq(9), SackBlocks::new(), None, false));
+        let sent = acks(&mut o);
+        assert_eq!(sent.len(), MAX_OWED);
+        assert_eq!(sent.last(), Some(&9));
         assert_eq!(o.take_dsack(), None);
     }
 
-    /// In-order ACKs fill the ring, then frames out of order arrive: their
-    /// duplicate ACKs take the places of in-order ones between two that moved
-    /// further, the first and last in-order ones stay; a hole filled after
-    /// fifteen duplicates takes the newest duplicate's place.
-    #[test]
-    fn duplicates_beyond_the_ring_take_the_places_of_acks_that_only_moved_on() {
-        let mut o = OwedSacks::default();
-        for k in 1..=16u32 {
-            assert!(o.push(Seq(k * 10), SackBlocks::new(), None));
-        }
-        for _ in 0..20 {
-            assert!(!o.push(Seq(160), SackBlocks::new(), None));
-        }
-        assert!(!o.push(Seq(500), SackBlocks::new(), None));
-        let acks: Vec<u32> = std::iter::from_fn(|| o.pop()).map(|(a, _)| a.0).collect();
-        let mut want = vec![10];
-        want.extend([160; 14]);
-        want.push(500);
-        assert_eq!(acks, want);
-    }
-
     proptest::proptest! {
-        /// Any batch of owed ACKs (each moving the acknowledgment number on or
-        /// repeating it): what goes out is a subsequence of what was owed, in
-        /// order, never more than [`SLOTS`], ending with the last one owed;
-        /// with up to four ACK numbers, each keeps up to three duplicates.
+        /// Any batch of owed ACKs, in order or not, each moving the
+        /// acknowledgment number on or repeating it: what goes out is a
+        /// subsequence of what was owed, in order, ending with the last one
+        /// owed; every ACK not in order goes out; an in-order one left out is
+        /// covered by a later one that moved the number further.
         #[test]
-        fn owed_acks_overflow_into_a_subsequence(steps in proptest::collection::vec(0u32..3, 1..80)) {
+        fn owed_acks_thin_only_in_order_ones(
+            steps in proptest::collection::vec((0u32..3, proptest::bool::ANY), 1..120),
+        ) {
             let mut o = OwedSacks::default();
             let mut ack = 1000u32;
             let mut owed = Vec::new();
             let mut counted = 0;
-            for &s in &steps {
+            for (i, &(s, in_order)) in steps.iter().enumerate() {
                 ack += s * 100;
-                owed.push(ack);
-                if o.push(Seq(ack), SackBlocks::new(), None) {
+                let b = SackBlocks::from_slice(&[(i as u32, i as u32 + 1)]).unwrap();
+                owed.push((ack, i as u32, in_order));
+                if o.push(Seq(ack), b, None, in_order) {
                     counted += 1;
                 }
             }
-            let sent: Vec<u32> = std::iter::from_fn(|| o.pop()).map(|(a, _)| a.0).collect();
+            let sent: Vec<(u32, u32)> = std::iter::from_fn(|| o.pop())
+                .map(|(a, b)| (a.0, b.as_slice()[0].0))
+                .collect();
             proptest::prop_assert_eq!(sent.len(), counted);
-            proptest::prop_assert!(sent.len() == owed.len().min(SLOTS));
-            proptest::prop_assert_eq!(sent.last(), owed.last());
+            proptest::prop_assert_eq!(sent.last().map(|s| s.1), owed.last().map(|o| o.1));
             let mut it = owed.iter();
-            proptest::prop_assert!(sent.iter().all(|a| it.any(|b| b == a)), "{:?} from {:?}", sent, owed);
-            // With four ACK numbers at most, each keeps its first ACK and three
-            // duplicates (all it has, if fewer).
-            let mut values = owed.clone();
-            values.dedup();
-            if values.len() <= 4 {
-                for v in values {
-                    let n_owed = owed.iter().filter(|&&a| a == v).count();
-                    let n_sent = sent.iter().filter(|&&a| a == v).count();
-                    proptest::prop_assert!(n_sent >= n_owed.min(4), "{} in {:?} from {:?}", v, sent, owed);
+            proptest::prop_assert!(sent.iter().all(|s| it.any(|o| o.1 == s.1)));
+            for &(a, id, in_order) in &owed {
+                let kept = sent.iter().any(|s| s.1 == id);
+                if !in_order {
+                    proptest::prop_assert!(kept, "{} of {:?} not sent: {:?}", id, owed, sent);
+                } else if !kept {
+                    proptest::prop_assert!(sent.iter().any(|s| s.1 > id && s.0 > a));
                 }
             }
+            let thin = sent.iter().filter(|s| owed[s.1 as usize].2).count();
+            let others = owed.iter().filter(|o| !o.2).count();
+            proptest::prop_assert!(thin <= IN_ORDER + others, "{} {}", thin, others);
         }
     }
 }

@@ -53,6 +53,21 @@ pub struct SendBuf {
     cursor_start: AtomicUsize,
 }
 
+/// A copy holding the same bytes (sealed chunks shared, the tail copied), for
+/// a test or fuzz harness that clones a prepared engine.
+impl Clone for SendBuf {
+    fn clone(&self) -> SendBuf {
+        SendBuf {
+            chunks: self.chunks.clone(),
+            tail: self.tail.clone(),
+            len: self.len,
+            cap: self.cap,
+            cursor_idx: AtomicUsize::new(self.cursor_idx.load(Relaxed)),
+            cursor_start: AtomicUsize::new(self.cursor_start.load(Relaxed)),
+        }
+    }
+}
+
 impl SendBuf {
     /// An empty buffer holding at most `capacity` bytes; allocates nothing.
     pub fn new(capacity: usize) -> SendBuf {

@@ -167,7 +167,7 @@ pub(crate) struct Rcv {
     /// an immediate ACK of its own (RFC 5681 section 4.2; Linux sends one per
     /// such skb), so a sender that counts duplicate ACKs, without SACK, sees
     /// them even when several such frames arrive in one receive batch.
-    pub dup_owed: u8,
+    pub dup_owed: u16,
     /// Delayed ACK deadline.
     pub ack_at: Option<Instant>,
     /// Segments still to be acknowledged at once: at the start, after a gap in

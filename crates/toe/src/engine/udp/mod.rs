@@ -83,7 +83,7 @@ pub struct UdpInfo {
 }
 
 /// One bound socket.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct UdpSock {
     local: SocketAddr,
     rx: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -92,7 +92,7 @@ struct UdpSock {
     drops: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct UdpSlot {
     generation: u32,
     sock: Option<UdpSock>,
@@ -101,7 +101,7 @@ struct UdpSlot {
 }
 
 /// A send waiting for the transmit sink.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct UdpOut {
     slot: usize,
     generation: u32,
@@ -116,7 +116,7 @@ struct UdpOut {
 }
 
 /// The engine's UDP state.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct UdpTable {
     slots: Vec<UdpSlot>,
     free: Vec<usize>,
