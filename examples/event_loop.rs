@@ -20,7 +20,7 @@
 use clap::Parser;
 use linerate::nic::{MemNic, NicCaps, Tap, TapConfig};
 use linerate::rt::Driver;
-use linerate::toe::{Config, Engine, Error as SocketError, Instant, ListenerHandle, SocketHandle};
+use linerate::toe::{Config, Engine, Instant, ListenerHandle, SendError, SocketHandle};
 use std::error::Error;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -60,7 +60,7 @@ impl Echo {
             loop {
                 match e.tcp_send(*s, owed) {
                     Ok(n) => drop(owed.drain(..n)),
-                    Err(SocketError::WouldBlock) => {}
+                    Err(SendError::WouldBlock) => {}
                     Err(_) => return false, // reset by the peer: forget it
                 }
                 if !owed.is_empty() || *eof {

@@ -97,7 +97,7 @@ struct Listener {
 
 /// The connection engine for one interface. See the [crate docs](crate).
 #[derive(Debug)]
-#[cfg_attr(feature = "sim", derive(Clone))]
+#[cfg_attr(feature = "harness", derive(Clone))]
 pub struct Engine {
     cfg: Config,
     rng: Rng,
