@@ -5,6 +5,8 @@
 //! batch's last ACK. Each encapsulation, IPv4 and IPv6 underlay. (The engine's
 //! own test, `crates/toe/tests/behaviour_sack_batch.rs`, says why.)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{Mode, kinds, tunnel_pair};
