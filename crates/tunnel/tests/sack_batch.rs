@@ -6,8 +6,6 @@
 //! own test, `crates/toe/tests/behaviour_sack_batch.rs`, says why.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 mod common;
 
 use common::{Mode, kinds, tunnel_pair};
