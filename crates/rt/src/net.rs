@@ -357,7 +357,8 @@ impl TcpStream {
     /// Opens a connection to `remote` from `queue`: with the runtime's steering,
     /// its source port makes the peer's replies arrive on that queue.
     /// Fails with `ConnectionRefused` if the peer answers with RST, `TimedOut`
-    /// if it never answers.
+    /// if it never answers, `AddrNotAvailable` if no source port is free (the
+    /// message says which range ran out and how to get more).
     pub async fn connect_on(
         rt: &Handle,
         queue: usize,
