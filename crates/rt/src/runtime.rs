@@ -14,7 +14,11 @@
 //!   connected, closed, failed) or its application side asks (bytes staged
 //!   into an empty send ring, room made in a stalled receive ring, shutdown,
 //!   drop). A queue with 100,000 idle streams serves a busy one as it serves
-//!   it alone (`benches/idle.rs`).
+//!   it alone (`benches/idle.rs`). UDP sockets likewise: on their engine's
+//!   events (a datagram to read, room to send), a datagram staged into an
+//!   empty queue, room made in a full receive queue, a drop; a writer waiting
+//!   for room is looked at after each transmit until it is woken.
+//!   [`QueueStats::served`] counts the visits.
 //! * **Application threads and tasks** talk to a queue through its bounded
 //!   command channel (listen, connect, engine calls) and through per-stream
 //!   staging rings (data), then wake the queue thread. The memory backend's
@@ -38,7 +42,7 @@ use super::driver::{Driver, offloads_fit};
 use super::local::{Executor, Remote};
 use super::shared::{SharedNic, lock};
 use super::socket::{ListenShared, SockError, SockShared, wake};
-use super::udp::{UdpBound, UdpShared, service_udp};
+use super::udp::{Served, UdpBound, UdpShared, service_udp};
 use linerate_nic::{Nic, NicError, Notify, Readiness};
 use linerate_offload::OffloadMeta;
 use linerate_rss::{FlowTuple, PortAllocator, Steering};
@@ -203,6 +207,10 @@ pub struct QueueStats {
     pub direct_io: u64,
     /// Timers of [`crate::local::sleep`] the queue holds.
     pub timers: u64,
+    /// Times a stream or a UDP binding was served, for an event of its engine
+    /// or a change on its application side: grows with traffic, not with the
+    /// sockets that sit idle.
+    pub served: u64,
 }
 
 #[derive(Debug, Default)]
@@ -220,6 +228,7 @@ struct StatCells {
     task_polls: AtomicU64,
     task_panics: AtomicU64,
     direct_io: AtomicU64,
+    served: AtomicU64,
     timers: AtomicU64,
 }
 
@@ -239,6 +248,7 @@ impl StatCells {
         self.task_polls.store(s.task_polls, r);
         self.task_panics.store(s.task_panics, r);
         self.direct_io.store(s.direct_io, r);
+        self.served.store(s.served, r);
         self.timers.store(s.timers, r);
     }
 
@@ -258,6 +268,7 @@ impl StatCells {
             task_polls: self.task_polls.load(r),
             task_panics: self.task_panics.load(r),
             direct_io: self.direct_io.load(r),
+            served: self.served.load(r),
             timers: self.timers.load(r),
         }
     }
@@ -294,7 +305,9 @@ struct QueueShared {
 #[derive(Debug, Default)]
 struct Dirty {
     list: std::sync::Mutex<Vec<Arc<SockShared>>>,
-    /// The list is not empty (the queue thread takes the lock only then).
+    /// UDP sockets whose application side changed.
+    udp: std::sync::Mutex<Vec<Arc<UdpShared>>>,
+    /// A list is not empty (the queue thread takes the locks only then).
     pending: AtomicBool,
 }
 
@@ -484,6 +497,18 @@ impl Handle {
         self.kick(sock.queue);
     }
 
+    /// Asks queue `q`'s thread to serve its binding of UDP socket `sock`.
+    pub(crate) fn serve_udp(&self, sock: &Arc<UdpShared>, q: usize) {
+        let (Some(qs), Some(at)) = (self.inner.queues.get(q), sock.at.get(q)) else {
+            return;
+        };
+        if !at.dirty.swap(true, Ordering::AcqRel) {
+            lock(&qs.dirty.udp).push(Arc::clone(sock));
+            qs.dirty.pending.store(true, Ordering::Release);
+        }
+        self.kick(q);
+    }
+
     /// Wakes the thread of `queue`.
     pub(crate) fn kick(&self, queue: usize) {
         if let Some(QueueShared {
@@ -667,6 +692,9 @@ impl Runtime {
                 dirty: Vec::new(),
                 listeners: Vec::new(),
                 udps: Vec::new(),
+                udp_todo: Vec::new(),
+                udp_dirty: Vec::new(),
+                udp_watch: Vec::new(),
                 ports,
                 readiness,
                 neighbor: Vec::new(),
@@ -787,8 +815,14 @@ struct QueueLoop<N: Nic> {
     /// Streams the application side changed, taken from the queue's list.
     dirty: Vec<Arc<SockShared>>,
     listeners: Vec<Listening>,
-    /// UDP sockets bound on this queue.
-    udps: Vec<UdpBound>,
+    /// UDP sockets bound on this queue, by their engine handle's index.
+    udps: Vec<Option<UdpBound>>,
+    /// UDP bindings to serve this round (indices into `udps`).
+    udp_todo: Vec<usize>,
+    /// UDP sockets the application side changed, taken from the queue's list.
+    udp_dirty: Vec<Arc<UdpShared>>,
+    /// UDP bindings with a writer waiting for room, served every round.
+    udp_watch: Vec<usize>,
     /// IPv4 and IPv6 source-port allocators for this queue.
     ports: Option<(PortAllocator, PortAllocator)>,
     readiness: Readiness,
@@ -891,8 +925,8 @@ impl<N: Nic> QueueLoop<N> {
         self.neighbor = neighbor;
         self.driver.handle_timeouts(now);
         self.serve();
-        self.sweep_udp();
         self.driver.transmit(now)?;
+        self.watch_udp();
         self.publish();
         Ok(())
     }
@@ -935,7 +969,6 @@ impl<N: Nic> QueueLoop<N> {
             self.driver.handle_timeouts(now);
             self.accept_all();
             self.serve();
-            self.sweep_udp();
             // Tasks on this thread read what the serving staged and write what
             // the second serving hands to the engine, in the same round.
             if tasks.has_work() {
@@ -943,7 +976,6 @@ impl<N: Nic> QueueLoop<N> {
                     more |= again;
                     self.accept_all();
                     self.serve();
-                    self.sweep_udp();
                 }
                 self.stats.tasks = tasks.tasks() as u64;
                 self.stats.task_polls = tasks.polls;
@@ -952,11 +984,12 @@ impl<N: Nic> QueueLoop<N> {
                 self.stats.timers = tasks.timers() as u64;
             }
             self.driver.transmit(now)?;
-            if tasks.tasks() > 0 {
-                // Transmit made room in UDP send queues: their direct writers
-                // are woken now, not at the next round.
-                self.sweep_udp();
-            }
+            // Transmit made room in UDP send queues: their waiting writers
+            // are woken now, not at the next round, and what else it changed
+            // (events for sockets nobody is watching) is served next round
+            // without a sleep.
+            self.watch_udp();
+            more |= self.driver.service_mut().get_mut().has_events();
             // A task woken by the second sweep (or since) runs next round
             // without a sleep: its wake-up pushed it on this thread's list only.
             more |= tasks.has_ready();
@@ -1017,7 +1050,9 @@ impl<N: Nic> QueueLoop<N> {
                 } => {
                     // Sockets the application dropped give their ports up
                     // first, so a bind right after a drop finds the port free.
-                    self.sweep_udp();
+                    self.take_dirty();
+                    self.serve_udp_todo();
+                    let q = self.q;
                     let engine = self.driver.service_mut().get_mut();
                     let r = engine
                         .udp_bind(addr)
@@ -1027,9 +1062,26 @@ impl<N: Nic> QueueLoop<N> {
                             if shared.single {
                                 lock(&shared.st).handle = Some(h);
                             }
-                            self.udps.push(UdpBound { h, shared });
-                            Ok(local)
+                            Ok((h, local))
                         });
+                    let r = r.map(|(h, local)| {
+                        let idx = h.index();
+                        if let Some(at) = shared.at.get(q) {
+                            at.index.store(idx, Ordering::Release);
+                        }
+                        if self.udps.len() <= idx {
+                            self.udps.resize_with(idx + 1, || None);
+                        }
+                        if let Some(slot) = self.udps.get_mut(idx) {
+                            *slot = Some(UdpBound {
+                                h,
+                                shared,
+                                todo: false,
+                                watch: false,
+                            });
+                        }
+                        local
+                    });
                     let _ = reply.send(r);
                 }
                 Command::Run(f) => f(self.driver.service_mut().get_mut()),
@@ -1215,21 +1267,7 @@ impl<N: Nic> QueueLoop<N> {
     /// (pending connects, staged data both ways, shutdown, close, errors,
     /// wake-ups). Idle streams are not visited.
     fn serve(&mut self) {
-        if let Some(q) = self.inner.queues.get(self.q)
-            && q.dirty.pending.swap(false, Ordering::AcqRel)
-        {
-            std::mem::swap(&mut *lock(&q.dirty.list), &mut self.dirty);
-        }
-        let mut dirty = std::mem::take(&mut self.dirty);
-        for sock in dirty.drain(..) {
-            // Cleared before it is served: a change made from now on puts
-            // it on the list again.
-            sock.dirty.store(false, Ordering::Release);
-            if sock.queue == self.q {
-                self.note_handle(sock.h);
-            }
-        }
-        self.dirty = dirty;
+        self.take_dirty();
         loop {
             while let Some(ev) = self.driver.service_mut().get_mut().poll_event() {
                 match ev {
@@ -1238,9 +1276,17 @@ impl<N: Nic> QueueLoop<N> {
                     | Event::Writable(h)
                     | Event::Closed(h)
                     | Event::Failed(h, _) => self.note_handle(h),
+                    Event::UdpReadable(h) | Event::UdpWritable(h) => {
+                        if let Some(Some(b)) = self.udps.get(h.index())
+                            && b.h == h
+                        {
+                            self.note_udp(h.index());
+                        }
+                    }
                     _ => {}
                 }
             }
+            self.serve_udp_todo();
             if self.todo.is_empty() {
                 break;
             }
@@ -1251,6 +1297,7 @@ impl<N: Nic> QueueLoop<N> {
                     continue;
                 };
                 c.todo = false;
+                self.stats.served += 1;
                 if service(engine, c, &mut self.stats) {
                     continue;
                 }
@@ -1270,11 +1317,91 @@ impl<N: Nic> QueueLoop<N> {
         self.stats.streams = self.streams as u64;
     }
 
-    /// Serves every UDP socket bound on this queue.
-    fn sweep_udp(&mut self) {
+    /// Takes the queue's dirty lists: the streams and UDP bindings the
+    /// application side changed go on this round's lists.
+    fn take_dirty(&mut self) {
+        if let Some(q) = self.inner.queues.get(self.q)
+            && q.dirty.pending.swap(false, Ordering::AcqRel)
+        {
+            std::mem::swap(&mut *lock(&q.dirty.list), &mut self.dirty);
+            std::mem::swap(&mut *lock(&q.dirty.udp), &mut self.udp_dirty);
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for sock in dirty.drain(..) {
+            // Cleared before it is served: a change made from now on puts
+            // it on the list again.
+            sock.dirty.store(false, Ordering::Release);
+            if sock.queue == self.q {
+                self.note_handle(sock.h);
+            }
+        }
+        self.dirty = dirty;
+        let mut udp = std::mem::take(&mut self.udp_dirty);
+        for sock in udp.drain(..) {
+            if let Some(idx) = sock.undirty(self.q)
+                && let Some(Some(b)) = self.udps.get(idx)
+                && Arc::ptr_eq(&b.shared, &sock)
+            {
+                self.note_udp(idx);
+            }
+        }
+        self.udp_dirty = udp;
+    }
+
+    /// Puts UDP binding `idx` on this round's list.
+    fn note_udp(&mut self, idx: usize) {
+        if let Some(Some(b)) = self.udps.get_mut(idx)
+            && !b.todo
+        {
+            b.todo = true;
+            self.udp_todo.push(idx);
+        }
+    }
+
+    /// Serves the UDP bindings on this round's list.
+    fn serve_udp_todo(&mut self) {
+        if self.udp_todo.is_empty() {
+            return;
+        }
+        let mut todo = std::mem::take(&mut self.udp_todo);
         let engine = self.driver.service_mut().get_mut();
-        let q = self.q;
-        self.udps.retain(|b| service_udp(engine, q, b));
+        for &idx in &todo {
+            let Some(slot) = self.udps.get_mut(idx) else {
+                continue;
+            };
+            let Some(b) = slot.as_mut() else {
+                continue;
+            };
+            b.todo = false;
+            self.stats.served += 1;
+            match service_udp(engine, self.q, b) {
+                Served::Gone => *slot = None,
+                Served::Waiting if !b.watch => {
+                    b.watch = true;
+                    self.udp_watch.push(idx);
+                }
+                Served::Waiting | Served::Done => {}
+            }
+        }
+        todo.clear();
+        self.udp_todo = todo;
+    }
+
+    /// Serves the UDP bindings whose writers wait for room (after transmit
+    /// made some); they leave the list once woken.
+    fn watch_udp(&mut self) {
+        if self.udp_watch.is_empty() {
+            return;
+        }
+        for i in 0..self.udp_watch.len() {
+            let idx = self.udp_watch[i];
+            if let Some(Some(b)) = self.udps.get_mut(idx) {
+                b.watch = false;
+            }
+            self.note_udp(idx);
+        }
+        self.udp_watch.clear();
+        self.serve_udp_todo();
     }
 
     fn publish(&mut self) {
@@ -1332,7 +1459,9 @@ impl<N: Nic> QueueLoop<N> {
             }
             c.sock.fail(ABORTED);
         }
-        for b in self.udps.drain(..) {
+        self.udp_todo.clear();
+        self.udp_watch.clear();
+        for b in self.udps.drain(..).flatten() {
             b.shared.fail(ConnectionError::Aborted);
         }
         for l in self.listeners.drain(..) {

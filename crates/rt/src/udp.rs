@@ -28,6 +28,7 @@ use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use tokio::io::ReadBuf;
@@ -45,7 +46,19 @@ pub(crate) struct UdpShared {
     pub(crate) home: usize,
     /// Bound on the home queue alone ([`UdpSocket::bind_on`]).
     pub(crate) single: bool,
+    /// By queue: where the socket is bound there.
+    pub(crate) at: Box<[UdpAt]>,
     pub(crate) st: Mutex<UdpState>,
+}
+
+/// A socket's binding on one queue, as the application side sees it.
+#[derive(Debug)]
+pub(crate) struct UdpAt {
+    /// The binding's engine handle index on that queue (`usize::MAX` if not
+    /// bound there), for the queue thread to find it from its dirty list.
+    pub(crate) index: AtomicUsize,
+    /// On that queue's dirty list.
+    pub(crate) dirty: AtomicBool,
 }
 
 /// The mutable part of a socket.
@@ -81,12 +94,35 @@ impl UdpState {
 }
 
 impl UdpShared {
-    pub(crate) fn new(home: usize, single: bool) -> UdpShared {
+    pub(crate) fn new(home: usize, single: bool, queues: usize) -> UdpShared {
         UdpShared {
             home,
             single,
+            at: (0..queues)
+                .map(|_| UdpAt {
+                    index: AtomicUsize::new(usize::MAX),
+                    dirty: AtomicBool::new(false),
+                })
+                .collect(),
             st: Mutex::new(UdpState::default()),
         }
+    }
+
+    /// The queues the socket is bound on.
+    pub(crate) fn queues(&self) -> std::ops::Range<usize> {
+        if self.single {
+            self.home..self.home + 1
+        } else {
+            0..self.at.len()
+        }
+    }
+
+    /// Takes the socket off queue `q`'s dirty list; returns the binding's
+    /// index there.
+    pub(crate) fn undirty(&self, q: usize) -> Option<usize> {
+        let at = self.at.get(q)?;
+        at.dirty.store(false, Ordering::Release);
+        Some(at.index.load(Ordering::Acquire))
     }
 
     /// Fails the socket (the runtime stopped) and wakes its tasks.
@@ -106,12 +142,33 @@ impl UdpShared {
 pub(crate) struct UdpBound {
     pub(crate) h: UdpHandle,
     pub(crate) shared: Arc<UdpShared>,
+    /// On this round's list of bindings to serve.
+    pub(crate) todo: bool,
+    /// On the list of bindings with a writer waiting for room.
+    pub(crate) watch: bool,
+}
+
+/// What serving a binding left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// The application dropped the socket: the binding is closed.
+    Gone,
+    /// Served; a writer is still waiting for room in the engine's send queue
+    /// (woken when it is at most half full, which no event reports).
+    Waiting,
+    /// Served.
+    Done,
 }
 
 /// Serves one binding on queue `q`: received datagrams to the application,
-/// staged sends (on the home queue) to the engine. False once the application
-/// dropped the socket (the binding is then closed).
-pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
+/// staged sends (on the home queue) to the engine.
+///
+/// The queue thread serves a binding when its engine reports it
+/// ([`linerate_toe::Event::UdpReadable`], [`linerate_toe::Event::UdpWritable`]),
+/// when the application side changed it (a datagram staged into an empty send
+/// queue, room made in a full receive queue, the socket dropped or read
+/// elsewhere), and while a writer waits for room ([`Served::Waiting`]).
+pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> Served {
     let mut guard = lock(&b.shared.st);
     let st = &mut *guard;
     let mut got = false;
@@ -151,7 +208,7 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
     if st.closed && (q != b.shared.home || st.tx.is_empty()) {
         drop(guard);
         let _ = engine.udp_close(b.h);
-        return false;
+        return Served::Gone;
     }
     // Tasks that call the engine directly wait on its readiness: a datagram
     // to read; for a writer, a send queue at most half full (Linux's
@@ -169,10 +226,15 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
     }
     let r = if got { st.read_waker.take() } else { None };
     let w = if sent { st.write_waker.take() } else { None };
+    let waiting = q == b.shared.home && st.write_waker.is_some();
     drop(guard);
     wake(r);
     wake(w);
-    true
+    if waiting {
+        Served::Waiting
+    } else {
+        Served::Done
+    }
 }
 
 /// A UDP socket bound on every queue of a runtime.
@@ -228,7 +290,7 @@ impl UdpSocket {
         queues: Vec<usize>,
         addr: SocketAddr,
     ) -> io::Result<UdpSocket> {
-        let shared = Arc::new(UdpShared::new(home, queues.len() == 1));
+        let shared = Arc::new(UdpShared::new(home, queues.len() == 1, rt.queues()));
         let mut sock = UdpSocket {
             shared: Arc::clone(&shared),
             rt: rt.clone(),
@@ -313,7 +375,7 @@ impl UdpSocket {
             was_empty
         };
         if was_empty {
-            self.rt.kick(self.shared.home);
+            self.rt.serve_udp(&self.shared, self.shared.home);
         }
         Poll::Ready(Ok(buf.len()))
     }
@@ -363,13 +425,22 @@ impl UdpSocket {
             // Received elsewhere now: the queue thread stages again.
             st.local = false;
             drop(st);
-            self.rt.kick(self.shared.home);
+            self.rt.serve_udp(&self.shared, self.shared.home);
             st = lock(&self.shared.st);
         }
+        let was_full = st.rx.len() >= STAGED;
         if let Some((from, data)) = st.rx.pop_front() {
             let n = data.len().min(buf.remaining());
             buf.put_slice(data.get(..n).unwrap_or_default());
             st.recycle(data);
+            drop(st);
+            if was_full {
+                // The queue threads left datagrams in their engines while the
+                // queue was full: they move them now (no event would say so).
+                for q in self.shared.queues() {
+                    self.rt.serve_udp(&self.shared, q);
+                }
+            }
             return Poll::Ready(Ok(from));
         }
         if let Some(e) = st.error {
@@ -405,6 +476,8 @@ impl Drop for UdpSocket {
             st.read_waker = None;
             st.write_waker = None;
         }
-        self.rt.kick_all();
+        for q in self.shared.queues() {
+            self.rt.serve_udp(&self.shared, q);
+        }
     }
 }

@@ -1,12 +1,14 @@
 //! The tokio adaptor's UdpSocket over two per-queue runtimes on a memory wire
 //! with RSS: datagrams both ways over IPv4 and IPv6, every one checked; port 0;
 //! address in use; a closed port answered with ICMP; a dropped socket frees
-//! its port after sending what it staged; a stopped runtime fails the socket.
+//! its port after sending what it staged; a stopped runtime fails the socket;
+//! a reader of a full staging queue gets the datagrams its engines held back;
+//! idle sockets are not served.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::{Fnv, pattern, two_runtimes};
+use common::{Fnv, pattern, two_runtimes, two_runtimes_waiting};
 use linerate_rt::{Handle, UdpSocket};
 use std::collections::BTreeMap;
 use std::io::ErrorKind;
@@ -181,4 +183,120 @@ async fn ports_in_use_closed_ports_and_freed_ports() {
     assert_eq!(e.kind(), ErrorKind::ConnectionAborted);
     assert!(a6.send_to(b"x", addr("[fd00::1]:1")).await.is_err());
     crt.shutdown().unwrap();
+}
+
+/// Datagrams the server's engines took in, over all queues.
+async fn received(h: &Handle) -> u64 {
+    let mut n = 0;
+    for q in 0..h.queues() {
+        n += h
+            .with_engine(q, |e| e.counters().udp_in_datagrams)
+            .await
+            .unwrap();
+    }
+    n
+}
+
+/// Sockets served so far, over all queues.
+fn served(h: &Handle) -> u64 {
+    (0..h.queues()).map(|q| h.stats(q).unwrap().served).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_of_a_full_queue_gets_the_datagrams_its_engines_held_back() {
+    // Queue threads that sleep a minute when nothing wakes them: a reader
+    // that makes room in a full staging queue must wake them itself, or the
+    // datagrams left in the engines wait for that minute.
+    let (crt, srt) = two_runtimes_waiting(2, Duration::from_secs(60));
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let run = async move {
+        let server = UdpSocket::bind(&sh, addr("0.0.0.0:9100")).await.unwrap();
+        // From four ports, so RSS spreads them over both queues; more than
+        // the staging queue holds (256), less than each engine's queue.
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            clients.push(UdpSocket::bind(&ch, addr("0.0.0.0:0")).await.unwrap());
+        }
+        let total = 4 * 150u32;
+        for id in 0..total {
+            let c = &clients[(id % 4) as usize];
+            c.send_to(&datagram(id, 64), addr("10.0.0.2:9100"))
+                .await
+                .unwrap();
+            if id % 64 == 63 {
+                // Paced, so that the wire and the queues drop none.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while received(&sh).await < u64::from(total) {
+            assert!(tokio::time::Instant::now() < deadline, "not all arrived");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut seen = vec![false; total as usize];
+        let mut buf = [0u8; 128];
+        for _ in 0..total {
+            let (n, _) = tokio::time::timeout(Duration::from_secs(10), server.recv_from(&mut buf))
+                .await
+                .expect("a datagram held in an engine never reached the reader")
+                .unwrap();
+            assert_eq!(n, 64);
+            let id = u32::from_le_bytes(buf[..4].try_into().unwrap());
+            assert_eq!(&buf[..n], &datagram(id, 64)[..], "datagram {id}");
+            assert!(!seen[id as usize], "datagram {id} twice");
+            seen[id as usize] = true;
+        }
+        (server, clients)
+    };
+    let kept = tokio::time::timeout(LIMIT, run).await.unwrap();
+    drop(kept);
+    crt.shutdown().unwrap();
+    srt.shutdown().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_are_not_served() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let run = async move {
+        let mut idle = Vec::new();
+        for port in 0..1_000u16 {
+            idle.push(
+                UdpSocket::bind(&sh, addr(&format!("0.0.0.0:{}", 20_000 + port)))
+                    .await
+                    .unwrap(),
+            );
+        }
+        let server = UdpSocket::bind(&sh, addr("0.0.0.0:9200")).await.unwrap();
+        let client = UdpSocket::bind(&ch, addr("0.0.0.0:0")).await.unwrap();
+        settle(&sh).await;
+        let (before, polls) = (served(&sh), sh.stats(0).unwrap().polls);
+        let rounds = 200u32;
+        let mut buf = [0u8; 64];
+        for id in 0..rounds {
+            client
+                .send_to(&datagram(id, 32), addr("10.0.0.2:9200"))
+                .await
+                .unwrap();
+            let (n, from) = server.recv_from(&mut buf).await.unwrap();
+            server.send_to(&buf[..n], from).await.unwrap();
+            let (n, _) = client.recv_from(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], &datagram(id, 32)[..]);
+        }
+        let rounds_run = sh.stats(0).unwrap().polls - polls;
+        let visits = served(&sh) - before;
+        // Each round trip changes the server's socket a few times (a datagram
+        // in, staged out, sent); a sweep would visit all 1,001 sockets on each
+        // queue every round.
+        assert!(rounds_run > u64::from(rounds), "{rounds_run} rounds");
+        assert!(
+            visits <= u64::from(rounds) * 8,
+            "{visits} sockets served for {rounds} round trips beside 1,000 idle ones"
+        );
+        (idle, server, client)
+    };
+    let kept = tokio::time::timeout(LIMIT, run).await.unwrap();
+    drop(kept);
+    crt.shutdown().unwrap();
+    srt.shutdown().unwrap();
 }

@@ -67,6 +67,15 @@ pub struct UdpHandle {
     generation: u32,
 }
 
+impl UdpHandle {
+    /// A small number naming the socket's slot in its engine: dense, and
+    /// reused once the socket is closed (a handle compares unequal to the one
+    /// before it, an index does not). For the caller's own tables.
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+}
+
 /// A snapshot of a UDP socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpInfo {
