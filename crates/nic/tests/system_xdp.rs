@@ -16,21 +16,28 @@
 //!   segmentation request are refused with their typed errors, and without root
 //!   opening fails with `PermissionDenied`.
 //!
-//! Needs root: `cargo test --features linerate/system-tests,linerate/af-xdp
-//! --test system_nic_xdp -- --test-threads=1`.
+//! Needs root: `cargo test -p linerate-nic --features af-xdp,system-tests
+//! --test system_xdp -- --test-threads=1`. It lives in the NIC crate so that
+//! the AF_XDP build touches only this crate, not every crate above it.
+//! `netns` is the test kit's module, compiled in here (the test kit depends on
+//! this crate).
 #![cfg(all(feature = "system-tests", feature = "af-xdp"))]
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
-use linerate::nic::{Batch, Counter, Frag, Frame, Nic, NicError, Readiness, SharedBuf};
-use linerate::offload::{Gso, GsoType, OffloadMeta};
-use linerate::wire::arp;
-use linerate::wire::build::{FrameBuilder, Ip, L4};
-use linerate::wire::etherparse::{
+use linerate_nic::xdp::{Xdp, XdpAttach, XdpConfig};
+use linerate_nic::{Batch, Counter, Frag, Frame, Nic, NicError, Readiness, SharedBuf};
+use linerate_offload::{Gso, GsoType, OffloadMeta};
+use linerate_wire::arp;
+use linerate_wire::build::{FrameBuilder, Ip, L4};
+use linerate_wire::etherparse::{
     IcmpEchoHeader, Icmpv4Type, NetSlice, SlicedPacket, TransportSlice,
 };
-use linerate_testkit::netns::{self, Netns};
+#[path = "../../testkit/src/netns.rs"]
+#[allow(dead_code, missing_docs)]
+mod netns;
+
+use netns::Netns;
 use std::net::UdpSocket;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
@@ -443,7 +450,7 @@ fn refuses_missing_queues_interfaces_oversize_and_gso() {
         Err(NicError::Io(e)) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}"),
         other => panic!("expected NotFound, got {other:?}"),
     }
-    assert!(link.nic.caps().offloads == linerate::nic::Offloads::NONE);
+    assert!(link.nic.caps().offloads == linerate_nic::Offloads::NONE);
     assert_eq!(link.nic.caps().mtu, 1500);
 
     let oversize = link.udp_to_kernel(&[0; 1473]);
@@ -636,7 +643,7 @@ fn without_root_opening_is_permission_denied() {
     // A copy nobody can execute, wherever the build tree is (it may be under a
     // directory only root can enter).
     let dir = TempDir::new();
-    let exe = dir.0.join("system_nic_xdp");
+    let exe = dir.0.join("system_xdp");
     std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     for p in [&dir.0, &exe] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -10,11 +10,12 @@
 //! with the TAP's offloads on (TSO super-frames both ways) and off. The
 //! namespace and the TAP go away when the test ends, also on failure.
 //!
-//! Needs root: `cargo test -p linerate-rt --features system-tests --test system_local`.
+//! Needs root: `cargo test --features linerate/system-tests --test system_rt_local`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../crates/rt/tests/common/mod.rs"]
 mod common;
 
 use common::pattern;

@@ -1,7 +1,7 @@
 //! Linux UDP against the linerate engine over a TAP interface (docs/testing.md:
 //! "Linux TCP against the engine"), over IPv4 and IPv6.
 //!
-//! The set-up is `system_tap.rs`'s (copied, the test files share no module): a
+//! The set-up is `system_rt_tap.rs`'s (copied, the test files share no module): a
 //! TAP with a virtio_net_hdr moved into a namespace where the kernel has
 //! 10.78.0.1/24 and fd78::1/64; the engine at 10.78.0.2 and fd78::2 drives the
 //! other end in a loop on the test thread; the kernel's sockets run on a thread
@@ -14,8 +14,8 @@
 //! * ICMP port unreachable honoured by Linux: a connected kernel UDP socket
 //!   sending to a closed linerate port gets `ECONNREFUSED`.
 //!
-//! Needs root: `cargo test -p linerate-toe --features system-tests --test
-//! system_tap_udp -- --test-threads=1`.
+//! Needs root: `cargo test --features linerate/system-tests --test
+//! system_toe_tap_udp -- --test-threads=1`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]

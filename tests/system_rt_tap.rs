@@ -22,7 +22,7 @@
 //! offloads on, 0.8 s (kernel to linerate) and 4.5 s (linerate to kernel, one
 //! 1448-byte write per segment) with them off.
 //!
-//! Needs root: `cargo test -p linerate-rt --features system-tests --test system_tap`.
+//! Needs root: `cargo test --features linerate/system-tests --test system_rt_tap`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -6,7 +6,7 @@
 //! SHA-256 exact, TAP offloads on and off. A linerate client in passive mode
 //! must leave the kernel without ECN.
 //!
-//! Needs root: `cargo test -p linerate-rt --features system-tests --test system_ecn`.
+//! Needs root: `cargo test --features linerate/system-tests --test system_rt_ecn`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
