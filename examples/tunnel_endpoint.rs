@@ -130,7 +130,11 @@ fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, Str
     // Every offload the kernel has: on the underlay, UDP tunnel super-frames
     // both ways where it has TUN_F_UDP_TUNNEL_GSO (Linux 6.17+).
     cfg.offloads = TapOffloads::ALL;
-    let tap = Tap::open(&cfg).map_err(|e| tap_error(name, what, &e))?;
+    let mut tap = Tap::open(&cfg).map_err(|e| tap_error(name, what, &e))?;
+    // The kernel side gets the MTU too: a host on a port then never sends a
+    // frame the tunnel cannot carry.
+    tap.set_interface_mtu(mtu)
+        .map_err(|e| format!("{what} {name}: setting its MTU to {mtu}: {e}"))?;
     info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), "TAP created");
     // One Tap per queue (each its own descriptor), each under its own shim:
     // nothing is shared between the queues' threads.
@@ -252,6 +256,19 @@ fn build(
             // (a made-up one would not pass its unicast filter).
             if cfg.underlay.mac.is_none() {
                 cfg.underlay.mac = interface_mac(name);
+            }
+            // And its MTU, unless a lower one is configured.
+            let have = linerate::nic::tap::interface_mtu(name)
+                .map_err(|e| format!("underlay.xdp = {name:?}: {e}"))?;
+            let have = u16::try_from(have).unwrap_or(u16::MAX);
+            if !cfg.underlay.mtu_configured {
+                cfg.underlay.mtu = have;
+            } else if cfg.underlay.mtu > have {
+                return Err(format!(
+                    "underlay.mtu = {}: more than {name}'s MTU {have}: lower it, or raise \
+                     the interface's (ip link set {name} mtu ...)",
+                    cfg.underlay.mtu
+                ));
             }
             open_xdp(name, queues)?
         }

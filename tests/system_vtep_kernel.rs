@@ -265,3 +265,124 @@ fn vtep_vxlan_ipv6_underlay_iana_port_tso_on() {
 fn vtep_vxlan_ipv6_underlay_linux_port_tso_off() {
     vtep_vs_kernel(true, LINUX_PORT, false, bulk_len());
 }
+
+/// `ping -M do` from `ns` to `to` with `size` bytes of payload: its output.
+fn ping_df(ns: &Netns, to: IpAddr, size: usize) -> String {
+    let out = ns
+        .command("ping")
+        .args([
+            "-n",
+            "-c",
+            "1",
+            "-W",
+            "2",
+            "-M",
+            "do",
+            "-s",
+            &size.to_string(),
+        ])
+        .arg(to.to_string())
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A host whose port MTU was raised past the overlay's sends a packet the
+/// tunnel cannot carry: the VTEP answers with ICMP "fragmentation needed" /
+/// ICMPv6 "packet too big" from the destination, the kernel takes the lower
+/// path MTU, and its next `ping -M do` of that size fails locally. Nothing
+/// oversize reaches the kernel's VXLAN device.
+fn vtep_answers_packets_too_big(underlay_v6: bool) {
+    assert!(netns::is_root(), "system tests need root");
+    let what = format!("underlay v{}", if underlay_v6 { 6 } else { 4 });
+    let spec = VxlanSpec {
+        offloads: TapOffloads::NONE,
+        tap_tx: Offloads::NONE,
+        ..VxlanSpec::new(underlay_v6, VNI, IANA_PORT)
+    };
+    let mut b = KernelVtep::new("vpb", &spec).unwrap();
+    let (a4, a6) = spec.ours_overlay;
+    let (b4, b6) = spec.kernel_overlay;
+    let overlay = spec.overlay_mtu();
+    let mut a = LocalPort::new("vpa", false, overlay, a4, a6).unwrap();
+    let ul = Shim::new(b.take_tap().unwrap(), ShimConfig::none()).unwrap();
+    let local = Shim::new(a.take_tap(), ShimConfig::none()).unwrap();
+    let prefix = if underlay_v6 { 64 } else { 24 };
+    let toml = format!(
+        r#"
+        [underlay]
+        tap = "unused"
+        address = "{ours}/{prefix}"
+
+        [[vni]]
+        id = {VNI}
+        encap = "vxlan"
+        port = {IANA_PORT}
+        flood = ["{kernel}"]
+        ports = ["{name}"]
+        "#,
+        ours = spec.ours_underlay,
+        kernel = spec.kernel_underlay,
+        name = a.name,
+    );
+    let cfg = parse(&toml).unwrap();
+    let vtep = Running::start(&cfg, Box::new(ul), vec![vec![Box::new(local)]]);
+    // At the overlay MTU, with DF: answered (and both ends resolved).
+    for (to, hdr) in [(IpAddr::from(b4), 28), (IpAddr::from(b6), 48)] {
+        let out = ping_df(&a.ns, to, usize::from(overlay) - hdr);
+        assert!(
+            out.contains(" 0% packet loss"),
+            "{what}: {to} at the MTU: {out}"
+        );
+    }
+    // The host's MTU raised to 1500: a full-size packet is answered with the
+    // overlay's MTU, and the next one fails on the host itself.
+    a.ns.ip(&["link", "set", &a.name, "mtu", "1500"]).unwrap();
+    for (to, hdr) in [(IpAddr::from(b4), 28), (IpAddr::from(b6), 48)] {
+        let out = ping_df(&a.ns, to, 1500 - hdr);
+        let mtu = format!("mtu{}{overlay}", if to.is_ipv4() { " = " } else { "=" });
+        assert!(
+            out.contains(&mtu),
+            "{what}: {to}: no ICMP with {mtu} came back: {out}\n{}",
+            vtep.nonzero()
+        );
+        let again = ping_df(&a.ns, to, 1500 - hdr);
+        assert!(
+            again.contains("too long") || again.contains(&format!("mtu={overlay}")),
+            "{what}: {to}: the host did not lower its path MTU: {again}"
+        );
+    }
+    let answered: u64 = vtep
+        .counters()
+        .iter()
+        .filter(|(n, _)| n.ends_with("icmp_too_big"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(answered >= 2, "{what}: {}", vtep.nonzero());
+    assert_eq!(
+        vtep.counters()
+            .iter()
+            .filter(|(n, _)| n.ends_with("tx_dropped_tunnel_oversize"))
+            .map(|(_, v)| v)
+            .sum::<u64>(),
+        0,
+        "{what}: oversize frames reached the tunnel"
+    );
+    drop(vtep);
+    drop(a);
+    drop(b);
+}
+
+#[test]
+fn vtep_answers_packets_too_big_ipv4_underlay() {
+    vtep_answers_packets_too_big(false);
+}
+
+#[test]
+fn vtep_answers_packets_too_big_ipv6_underlay() {
+    vtep_answers_packets_too_big(true);
+}

@@ -5,6 +5,11 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+/// `SIOCGIFMTU` (linux/sockios.h).
+const SIOCGIFMTU: libc::Ioctl = 0x8921;
+/// `SIOCSIFMTU` (linux/sockios.h).
+const SIOCSIFMTU: libc::Ioctl = 0x8922;
+
 fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     if rc < 0 {
         Err(io::Error::last_os_error())
@@ -171,4 +176,76 @@ pub(crate) fn write(fd: &OwnedFd, buf: &[u8]) -> io::Result<Option<usize>> {
             libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len())
         }
     })
+}
+
+/// A `struct ifreq` naming `name`, the union zeroed.
+pub(crate) fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    crate::error::check_ifname(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let bytes = name.as_bytes();
+    let mut req = libc::ifreq {
+        ifr_name: [0; libc::IFNAMSIZ],
+        ifr_ifru: libc::__c_anonymous_ifr_ifru { ifru_mtu: 0 },
+    };
+    for (d, &s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = s as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// A datagram socket to ask interface ioctls through.
+pub(crate) fn control_socket() -> io::Result<OwnedFd> {
+    #[allow(unsafe_code)]
+    // SAFETY: socket(2) takes plain integers and returns a new descriptor or -1.
+    let fd =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    #[allow(unsafe_code)]
+    // SAFETY: `fd` was just returned by socket(2), is valid, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `ioctl(fd, request, req)` with a `struct ifreq`.
+pub(crate) fn ioctl_ifreq(
+    fd: &OwnedFd,
+    request: libc::Ioctl,
+    req: &mut libc::ifreq,
+) -> io::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: `req` is a live, aligned `struct ifreq` for the whole call, which is
+    // what SIOCGIFMTU, SIOCSIFMTU and SIOCETHTOOL take; for SIOCETHTOOL its data pointer
+    // points at a live `struct ethtool_channels` (see `queues`).
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, std::ptr::from_mut(req)) };
+    check(rc).map(|_| ())
+}
+
+/// The interface's MTU. `NotFound` if there is no such interface here.
+pub(crate) fn mtu(name: &str) -> io::Result<u32> {
+    let fd = control_socket()?;
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(&fd, SIOCGIFMTU, &mut req).map_err(|e| no_such_interface(name, e))?;
+    #[allow(unsafe_code)]
+    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the `ifru_mtu` member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    u32::try_from(mtu).map_err(|_| io::Error::other(format!("{name}: MTU {mtu}")))
+}
+
+/// Sets the interface's MTU (needs `CAP_NET_ADMIN`). `NotFound` if there is
+/// no such interface here.
+pub(crate) fn set_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let fd = control_socket()?;
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_mtu = libc::c_int::try_from(mtu)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("MTU {mtu}")))?;
+    ioctl_ifreq(&fd, SIOCSIFMTU, &mut req).map_err(|e| no_such_interface(name, e))
+}
+
+/// `ENODEV` says the interface is missing: say which.
+pub(crate) fn no_such_interface(name: &str, e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ENODEV) {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no interface {name:?} in this network namespace"),
+        )
+    } else {
+        e
+    }
 }

@@ -229,6 +229,12 @@ impl core::fmt::Debug for Tap {
     }
 }
 
+/// The MTU of interface `name` in the calling thread's network namespace
+/// (`SIOCGIFMTU`); `NotFound` if there is none of that name.
+pub fn interface_mtu(name: &str) -> std::io::Result<u32> {
+    crate::sys::mtu(name)
+}
+
 fn ifreq(name: &str, flags: libc::c_short) -> Result<libc::ifreq, NicConfigError> {
     check_ifname(name)?;
     let bytes = name.as_bytes();
@@ -432,6 +438,16 @@ impl Tap {
     /// The interface's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Sets the kernel interface's MTU to `mtu` and enforces it on transmit
+    /// here too (the [`TapConfig::mtu`] of an open TAP). The kernel side then
+    /// sends no frame longer than that (a host's `ping -M do` beyond it fails
+    /// locally with "message too long"). Needs `CAP_NET_ADMIN`.
+    pub fn set_interface_mtu(&mut self, mtu: u16) -> Result<(), NicError> {
+        crate::sys::set_mtu(&self.name, u32::from(mtu))?;
+        self.caps.mtu = mtu;
+        Ok(())
     }
 
     /// The `virtio_net_hdr` layout in use: 24 bytes where the kernel has the UDP

@@ -4,14 +4,13 @@
 //! libxdp pins its dispatcher in. Each call is a small safe wrapper around one
 //! `unsafe` block.
 
+pub(crate) use crate::sys::mtu;
+use crate::sys::{control_socket, ifreq, ioctl_ifreq, no_such_interface};
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// `SIOCETHTOOL` (linux/sockios.h).
 const SIOCETHTOOL: libc::Ioctl = 0x8946;
-/// `SIOCGIFMTU` (linux/sockios.h).
-const SIOCGIFMTU: libc::Ioctl = 0x8921;
 /// `ETHTOOL_GCHANNELS` (linux/ethtool.h).
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 /// `BPF_FS_MAGIC` (linux/magic.h): `statfs` of a mounted bpffs.
@@ -40,52 +39,6 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// A `struct ifreq` naming `name`, the union zeroed.
-fn ifreq(name: &str) -> io::Result<libc::ifreq> {
-    crate::error::check_ifname(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let bytes = name.as_bytes();
-    let mut req = libc::ifreq {
-        ifr_name: [0; libc::IFNAMSIZ],
-        ifr_ifru: libc::__c_anonymous_ifr_ifru { ifru_mtu: 0 },
-    };
-    for (d, &s) in req.ifr_name.iter_mut().zip(bytes) {
-        *d = s as libc::c_char;
-    }
-    Ok(req)
-}
-
-/// A datagram socket to ask interface ioctls through.
-fn control_socket() -> io::Result<OwnedFd> {
-    #[allow(unsafe_code)]
-    // SAFETY: socket(2) takes plain integers and returns a new descriptor or -1.
-    let fd =
-        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    #[allow(unsafe_code)]
-    // SAFETY: `fd` was just returned by socket(2), is valid, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// `ioctl(fd, request, req)` with a `struct ifreq`.
-fn ioctl_ifreq(fd: &OwnedFd, request: libc::Ioctl, req: &mut libc::ifreq) -> io::Result<()> {
-    #[allow(unsafe_code)]
-    // SAFETY: `req` is a live, aligned `struct ifreq` for the whole call, which is
-    // what SIOCGIFMTU and SIOCETHTOOL take; for SIOCETHTOOL its data pointer
-    // points at a live `struct ethtool_channels` (see `queues`).
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, std::ptr::from_mut(req)) };
-    check(rc).map(|_| ())
-}
-
-/// The interface's MTU. `NotFound` if there is no such interface here.
-pub(crate) fn mtu(name: &str) -> io::Result<u32> {
-    let fd = control_socket()?;
-    let mut req = ifreq(name)?;
-    ioctl_ifreq(&fd, SIOCGIFMTU, &mut req).map_err(|e| no_such_interface(name, e))?;
-    #[allow(unsafe_code)]
-    // SAFETY: SIOCGIFMTU succeeded, so the kernel wrote the `ifru_mtu` member.
-    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-    u32::try_from(mtu).map_err(|_| io::Error::other(format!("{name}: MTU {mtu}")))
-}
-
 /// How many queues an AF_XDP socket may bind to on the interface: its combined
 /// channels plus the larger of its receive-only and transmit-only ones
 /// (`ethtool -l`). `None` when the driver does not report channels.
@@ -103,18 +56,6 @@ pub(crate) fn queues(name: &str) -> io::Result<Option<u32>> {
         )),
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
         Err(e) => Err(no_such_interface(name, e)),
-    }
-}
-
-/// `ENODEV` says the interface is missing: say which.
-fn no_such_interface(name: &str, e: io::Error) -> io::Error {
-    if e.raw_os_error() == Some(libc::ENODEV) {
-        io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no interface {name:?} in this network namespace"),
-        )
-    } else {
-        e
     }
 }
 

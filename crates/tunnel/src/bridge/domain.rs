@@ -18,11 +18,18 @@
 //!    given keeps the rest for the next round, up to [`DomainConfig::tx_backlog`]
 //!    frames; past that they are dropped and counted (`tx_dropped_full`).
 //!
+//! With [`DomainConfig::mtu`] set (the tunnel endpoint sets it to the overlay
+//! MTU), an IP packet from a local port too big for the tunnel is not sent
+//! into it: the sender gets ICMP "fragmentation needed" or ICMPv6 "packet too
+//! big" back, as from a router on the path (rate-limited, counted; see
+//! `pmtu`).
+//!
 //! Frames cross the domain without a copy, in the buffers they arrived in; only
 //! flooding copies, once per extra destination. Counters are per port and per
 //! domain, named like `ethtool -S` ([`PortCounters::named`]).
 
 use super::fdb::{Dest, DropReason, Fdb, FdbRecord, Forward, Learned, Mac};
+use super::pmtu::{self, Fit, RateLimit};
 use super::suppress::{Answer, Suppress, SuppressConfig};
 use linerate_nic::{Batch, Frame, Nic, NicError};
 use std::net::IpAddr;
@@ -52,6 +59,10 @@ pub struct DomainConfig {
     pub suppress: Option<SuppressConfig>,
     /// How often aged entries are freed.
     pub age_interval: Duration,
+    /// The largest IP packet the tunnel carries (the overlay MTU): a larger
+    /// one from a local port toward a remote VTEP is dropped and its sender
+    /// told (ICMP). `None`: no check (the tunnel refuses what does not fit).
+    pub mtu: Option<u16>,
 }
 
 impl DomainConfig {
@@ -64,6 +75,7 @@ impl DomainConfig {
             tx_backlog: 1024,
             suppress: None,
             age_interval: Duration::from_secs(1),
+            mtu: None,
         }
     }
 }
@@ -93,11 +105,16 @@ pub struct PortCounters {
     pub flooded: u64,
     /// ARP/ND requests from the port answered by the domain.
     pub suppressed: u64,
+    /// IP packets from the port too big for the tunnel ([`DomainConfig::mtu`]).
+    pub rx_dropped_oversize: u64,
+    /// Of those, the ones answered with ICMP "fragmentation needed" or
+    /// ICMPv6 "packet too big".
+    pub icmp_too_big: u64,
 }
 
 impl PortCounters {
     /// The counters with their names.
-    pub fn named(&self) -> [(&'static str, u64); 11] {
+    pub fn named(&self) -> [(&'static str, u64); 13] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -110,6 +127,8 @@ impl PortCounters {
             ("tx_dropped_error", self.tx_dropped_error),
             ("flooded", self.flooded),
             ("arp_nd_suppressed", self.suppressed),
+            ("rx_dropped_oversize", self.rx_dropped_oversize),
+            ("icmp_too_big", self.icmp_too_big),
         ]
     }
 }
@@ -136,6 +155,11 @@ pub struct BridgeDomain<O: Overlay> {
     next_age: Duration,
     /// New and moved MACs since [`BridgeDomain::take_learned`], when shared.
     learned: Option<Vec<(Mac, Dest)>>,
+    /// ICMP answers to packets too big for the tunnel, and their bytes.
+    too_big: RateLimit,
+    too_big_buf: Vec<u8>,
+    /// Where the frame being switched goes (kept to reuse its allocation).
+    targets: Vec<Dest>,
 }
 
 /// Learning events kept for [`BridgeDomain::take_learned`] at most (past it
@@ -160,6 +184,9 @@ impl<O: Overlay> BridgeDomain<O> {
             answer: vec![0; 128],
             next_age: Duration::ZERO,
             learned: None,
+            too_big: RateLimit::new(),
+            too_big_buf: Vec::new(),
+            targets: Vec::new(),
         }
     }
 
@@ -328,29 +355,59 @@ impl<O: Overlay> BridgeDomain<O> {
                 return;
             }
         }
+        // The decision as owned targets (it borrows the FDB): a flood's copies,
+        // one per local port but the ingress and one per remote VTEP.
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        let mut flooded = false;
         match self.fdb.forward(now, vni, dst, from) {
-            Forward::Unicast(to) => self.enqueue(to, frame),
+            Forward::Unicast(to) => targets.push(to),
             Forward::Drop(DropReason::SamePort | DropReason::UnknownVni) => {
+                self.targets = targets;
                 self.counters(from).rx_dropped_same_port += 1;
+                return;
             }
             Forward::Drop(DropReason::SplitHorizon) => {
+                self.targets = targets;
                 self.counters(from).rx_dropped_split_horizon += 1;
+                return;
             }
             Forward::Flood { except, remotes } => {
-                let mut targets: Vec<Dest> = Vec::new();
                 let ports = u16::try_from(self.ports.len()).unwrap_or(u16::MAX);
                 targets.extend((0..ports).filter(|p| Some(*p) != except).map(Dest::Local));
                 targets.extend(remotes.iter().map(|r| Dest::Remote(*r)));
-                self.counters(from).flooded += 1;
-                let Some((last, rest)) = targets.split_last() else {
-                    return;
-                };
-                for to in rest {
-                    self.enqueue(*to, frame.clone());
-                }
-                self.enqueue(*last, frame);
+                flooded = true;
             }
         }
+        if flooded {
+            self.counters(from).flooded += 1;
+        }
+        if let (Dest::Local(port), Some(mtu)) = (from, self.cfg.mtu)
+            && frame.meta.gso.is_none()
+            && targets.iter().any(|t| matches!(t, Dest::Remote(_)))
+        {
+            let fit = pmtu::check(frame.bytes(), mtu, &mut self.too_big_buf);
+            if fit != Fit::Fits {
+                // Not into the tunnel; local ports still get their copies.
+                targets.retain(|t| matches!(t, Dest::Local(_)));
+                self.counters(from).rx_dropped_oversize += 1;
+                if let Fit::Answer(n) = fit
+                    && self.too_big.allow(now)
+                {
+                    let reply = self.too_big_buf.get(..n).unwrap_or_default();
+                    let buf = linerate_nic::PacketBuf::from_slice(reply);
+                    self.counters(from).icmp_too_big += 1;
+                    self.enqueue(Dest::Local(port), Frame::plain(buf));
+                }
+            }
+        }
+        if let Some((last, rest)) = targets.split_last() {
+            for to in rest {
+                self.enqueue(*to, frame.clone());
+            }
+            self.enqueue(*last, frame);
+        }
+        self.targets = targets;
     }
 
     fn enqueue(&mut self, to: Dest, frame: Frame) {

@@ -16,6 +16,8 @@ pub use suppress::{Answer, Suppress, SuppressConfig, SuppressCounters, SuppressE
 
 pub mod domain;
 
+mod pmtu;
+
 pub use domain::{BridgeDomain, DomainConfig, Overlay, PortCounters};
 
 #[cfg(feature = "harness")]

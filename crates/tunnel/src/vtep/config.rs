@@ -69,15 +69,13 @@ struct RawUnderlay {
     address: String,
     gateway: Option<String>,
     mac: Option<String>,
-    #[serde(default = "default_mtu")]
-    mtu: u32,
+    mtu: Option<u32>,
     #[serde(default = "default_queues")]
     queues: u32,
 }
 
-fn default_mtu() -> u32 {
-    1500
-}
+/// The underlay MTU of a TAP the VTEP creates, unless configured.
+const DEFAULT_MTU: u32 = 1500;
 fn default_queues() -> u32 {
     1
 }
@@ -164,8 +162,11 @@ pub struct Underlay {
     pub gateway: Option<IpAddr>,
     /// The underlay MAC (a locally administered one is made up if absent).
     pub mac: Option<Mac>,
-    /// The underlay MTU.
+    /// The underlay MTU (a TAP the VTEP creates is given it).
     pub mtu: u16,
+    /// `mtu` was configured; otherwise it is 1500, and a VTEP attached to an
+    /// existing interface takes the interface's.
+    pub mtu_configured: bool,
     /// Queues (one thread each).
     pub queues: u16,
 }
@@ -483,10 +484,11 @@ fn check_underlay(c: &mut Check, u: &RawUnderlay) -> Option<Underlay> {
     } else {
         576
     };
-    if !(min_mtu..=65535).contains(&u.mtu) {
+    let mtu = u.mtu.unwrap_or(DEFAULT_MTU);
+    if !(min_mtu..=65535).contains(&mtu) {
         c.fail(
             "underlay.mtu",
-            format!("{} is out of range", u.mtu),
+            format!("{mtu} is out of range"),
             format!("use {min_mtu} to 65535"),
         );
     }
@@ -503,7 +505,8 @@ fn check_underlay(c: &mut Check, u: &RawUnderlay) -> Option<Underlay> {
         prefix: prefix?,
         gateway,
         mac,
-        mtu: u16::try_from(u.mtu).ok()?,
+        mtu: u16::try_from(mtu).ok()?,
+        mtu_configured: u.mtu.is_some(),
         queues: u16::try_from(u.queues).ok()?,
     })
 }

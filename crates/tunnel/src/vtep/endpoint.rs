@@ -273,6 +273,9 @@ impl Vtep {
         for (i, (s, t)) in cfg.vnis.iter().zip(tunnels).enumerate() {
             let Some(t) = t else { continue };
             let mut dc = DomainConfig::new(s.id);
+            // A packet the tunnel cannot carry is answered with ICMP, as a
+            // router on the path would (the ports have this MTU already).
+            dc.mtu = Some(overlay_mtu(cfg, s));
             if s.suppress_arp {
                 dc.suppress = Some(SuppressConfig::default());
             }

@@ -283,3 +283,67 @@ fn a_slow_port_keeps_a_bounded_backlog() {
     let c = d.port_counters(0).unwrap();
     assert_eq!((c.tx_packets, c.tx_dropped_full), (0, 15));
 }
+
+/// An IPv4 UDP frame from `src` to `dst` whose IP packet is `len` bytes, DF set.
+fn ipv4_df(src: Mac, dst: Mac, len: usize) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2(src, dst)
+        .ipv4([192, 168, 0, 1], [192, 168, 0, 2], 64)
+        .udp(1000, 2000);
+    let mut f = Vec::new();
+    b.write(&mut f, &vec![7u8; len - 28]).unwrap();
+    f[14 + 6] |= 0x40;
+    f[24] = 0;
+    f[25] = 0;
+    let c = linerate_wire::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_packet_too_big_for_the_tunnel_is_answered_and_kept_out_of_it() {
+    let cfg = DomainConfig {
+        mtu: Some(1450),
+        ..DomainConfig::new(42)
+    };
+    let (mut d, mut h) = domain(2, cfg, FdbConfig::default());
+    // Flooded (B unknown): the other local port gets it, the tunnel does not,
+    // and the sender is told the overlay's MTU.
+    let big = ipv4_df(mac(0xa), mac(0xb), 1500);
+    send(&mut h[0], &big);
+    d.poll(T0);
+    assert_eq!(recv(&mut h[1]), std::slice::from_ref(&big));
+    assert!(
+        sent_to(&mut d).is_empty(),
+        "nothing oversize into the tunnel"
+    );
+    let back = recv(&mut h[0]);
+    assert_eq!(back.len(), 1, "one ICMP answer");
+    let p = etherparse::SlicedPacket::from_ethernet(&back[0]).unwrap();
+    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = p.transport else {
+        panic!("not ICMP: {p:?}");
+    };
+    assert_eq!(
+        icmp.icmp_type(),
+        etherparse::Icmpv4Type::DestinationUnreachable(
+            etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: 1450 }
+        )
+    );
+    let c = d.port_counters(0).unwrap();
+    assert_eq!((c.rx_dropped_oversize, c.icmp_too_big), (1, 1));
+    // Unicast to a remote VTEP: dropped and answered too.
+    d.fdb_mut()
+        .add_static(42, mac(0xb), Dest::Remote(r(2)))
+        .unwrap();
+    send(&mut h[0], &big);
+    d.poll(T0);
+    assert!(sent_to(&mut d).is_empty());
+    assert_eq!(recv(&mut h[0]).len(), 1);
+    // At the MTU it goes.
+    let fits = ipv4_df(mac(0xa), mac(0xb), 1450);
+    send(&mut h[0], &fits);
+    d.poll(T0);
+    assert_eq!(sent_to(&mut d), [(r(2), fits)]);
+    assert!(recv(&mut h[0]).is_empty());
+    let c = d.port_counters(0).unwrap();
+    assert_eq!((c.rx_dropped_oversize, c.icmp_too_big), (2, 2));
+}
