@@ -34,6 +34,10 @@
 //! requests for B, once A forgets B, answered by VTEP 1). About 1 s a case
 //! here, most of it tshark.
 //!
+//! And VXLAN between the two with Linux's outer-header options set (`ttl`,
+//! `tos`, `df`, `srcport`, `udpcsum`): tshark must read each of them on every
+//! encapsulated frame.
+//!
 //! Needs root and tshark:
 //! `cargo test --features linerate/system-tests --test system_vtep_tshark -- --test-threads=1`.
 #![cfg(feature = "system-tests")]
@@ -313,4 +317,91 @@ fn vteps_nvgre_ipv4_underlay_tso_off() {
 #[test]
 fn vteps_nvgre_ipv6_underlay_tso_on() {
     two_vteps(Kind::Nvgre, true, true, false);
+}
+
+/// VXLAN with the outer-header options Linux's vxlan device has: every
+/// encapsulated frame on the wire, read by tshark, carries them.
+#[test]
+fn vteps_vxlan_outer_header_options() {
+    assert!(netns::is_root(), "system tests need root");
+    assert!(
+        tshark::available(),
+        "tshark is needed (apt-get install tshark)"
+    );
+    let (a4, a6) = overlay(1);
+    let (b4, b6) = overlay(2);
+    let mtu = u16::try_from(MTU - 50).unwrap();
+    let mut a = LocalPort::new("vxa", false, mtu, a4, a6).unwrap();
+    let mut b = LocalPort::new("vxb", false, mtu, b4, b6).unwrap();
+    let dir = TempDir::new("vxo");
+    let pcap = dir.0.join("underlay.pcap");
+    let recorder = Arc::new(PcapRecorder::create(&pcap).unwrap());
+    let (mut ua, ub) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    ua.set_recorder(Some(recorder.clone()));
+    let start = |n: u8, peer: u8, port: &mut LocalPort, link: MemNic| {
+        let toml = format!(
+            r#"
+            [underlay]
+            tap = "unused"
+            address = "{}/24"
+
+            [[vni]]
+            id = {VNI}
+            encap = "vxlan"
+            flood = ["{}"]
+            ports = ["{}"]
+            ttl = 9
+            tos = 184
+            df = "unset"
+            srcport = [40000, 40009]
+            udpcsum = true
+            "#,
+            underlay(n, false),
+            underlay(peer, false),
+            port.name
+        );
+        let cfg = parse(&toml).unwrap();
+        let ul = Shim::new(link, ShimConfig::none()).unwrap();
+        let local = Shim::new(port.take_tap(), ShimConfig::none()).unwrap();
+        Running::start(&cfg, Box::new(ul), vec![vec![Box::new(local)]])
+    };
+    let v1 = start(1, 2, &mut a, ua);
+    let v2 = start(2, 1, &mut b, ub);
+    for to in [IpAddr::from(b4), IpAddr::from(b6)] {
+        ping_from(&a.ns, to, "vxlan options");
+    }
+    transfer(
+        &a.ns,
+        &b.ns,
+        SocketAddr::new(b4.into(), 5002),
+        1 << 20,
+        "vxlan options",
+    );
+    drop(v1);
+    drop(v2);
+    let recorder = Arc::into_inner(recorder).expect("the link still records");
+    recorder.finish().unwrap();
+    let rows = tshark::fields(
+        &pcap,
+        &[
+            "ip.ttl",
+            "ip.dsfield.dscp",
+            "ip.flags.df",
+            "udp.srcport",
+            "udp.checksum.status",
+        ],
+        &["-Y", "vxlan"],
+    )
+    .unwrap();
+    assert!(rows.len() > 100, "{} VXLAN frames", rows.len());
+    let first = |v: &String| v.split(',').next().unwrap_or_default().to_owned();
+    for r in &rows {
+        let outer: Vec<String> = r.iter().map(first).collect();
+        assert_eq!(outer[0], "9", "TTL: {r:?}");
+        assert_eq!(outer[1], "46", "DSCP from tos 184: {r:?}");
+        assert!(outer[2] == "0" || outer[2] == "False", "DF unset: {r:?}");
+        let sport: u16 = outer[3].parse().unwrap();
+        assert!((40000..=40009).contains(&sport), "source port: {r:?}");
+        assert_eq!(outer[4], "1", "outer UDP checksum good: {r:?}");
+    }
 }

@@ -57,6 +57,21 @@ pub enum Dscp {
     Fixed(u8),
 }
 
+/// The outer IPv4 header's Don't Fragment bit (Linux's vxlan `df`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Df {
+    /// Always set: routers on the underlay never fragment the tunnel's
+    /// packets (an oversize one is dropped and reported, and the VTEP answers
+    /// its hosts' oversize packets itself). Linux's default is `unset`.
+    #[default]
+    Set,
+    /// Never set: the underlay may fragment, and the far VTEP reassembles.
+    Unset,
+    /// Copied from the inner IPv4 header (set for inner IPv6, which routers
+    /// never fragment).
+    Inherit,
+}
+
 /// The outer UDP checksum on transmit (VXLAN and GENEVE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UdpCsum {
@@ -103,6 +118,8 @@ pub struct VtepConfig {
     pub ttl: u8,
     /// Outer DSCP.
     pub dscp: Dscp,
+    /// Outer IPv4 Don't Fragment bit.
+    pub df: Df,
     /// Outer UDP checksum on transmit.
     pub udp_csum: UdpCsum,
     /// IPv6 underlay: send zero UDP checksums (with [`UdpCsum::Zero`]) and
@@ -123,8 +140,8 @@ pub struct VtepConfig {
 
 impl VtepConfig {
     /// A VTEP with `encap` at `local_mac`/`local_ip`, the kind's default port,
-    /// source ports 49152-65535, TTL 64, DSCP inherited, zero outer UDP
-    /// checksum on IPv4 (computed on IPv6), offloads on.
+    /// source ports 49152-65535, TTL 64, DSCP inherited, DF set, zero outer
+    /// UDP checksum on IPv4 (computed on IPv6), offloads on.
     pub fn new(encap: Encap, local_mac: [u8; 6], local_ip: IpAddr) -> VtepConfig {
         VtepConfig {
             port: encap.default_port(),
@@ -134,6 +151,7 @@ impl VtepConfig {
             src_ports: 49152..=65535,
             ttl: 64,
             dscp: Dscp::Inherit,
+            df: Df::Set,
             udp_csum: UdpCsum::Zero,
             ipv6_zero_csum: false,
             offloads: true,

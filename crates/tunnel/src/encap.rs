@@ -1,7 +1,9 @@
 //! Transmit: the outer headers, built once per VNI as a template, copied into
 //! a frame's headroom and patched.
 
-use crate::config::{Dscp, Encap, GeneveOpt, TunnelConfigError, UdpCsum, VniConfig, VtepConfig};
+use crate::config::{
+    Df, Dscp, Encap, GeneveOpt, TunnelConfigError, UdpCsum, VniConfig, VtepConfig,
+};
 use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
 use linerate_wire::{checksum, geneve, gre, vxlan};
 use std::net::IpAddr;
@@ -24,6 +26,7 @@ pub(crate) struct Template {
     sport_min: u32,
     sport_span: u32,
     dscp: Dscp,
+    df: Df,
     /// Sum of the outer source and destination addresses and the protocol.
     pseudo: u32,
     ident: u16,
@@ -106,7 +109,9 @@ impl Template {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
                 b[14] = 0x45;
-                b[20] = 0x40; // DF
+                if vtep.df == Df::Set {
+                    b[20] = 0x40;
+                }
                 b[22] = vtep.ttl;
                 b[23] = proto;
                 b[26..30].copy_from_slice(&s.octets());
@@ -186,6 +191,7 @@ impl Template {
             sport_min: u32::from(lo),
             sport_span: u32::from(hi) - u32::from(lo) + 1,
             dscp: vtep.dscp,
+            df: vtep.df,
             pseudo,
             ident: 0,
         })
@@ -249,6 +255,15 @@ impl Template {
             let tl = u16::try_from(total - 14).ok()?;
             *hdr.get_mut(15)? = tos;
             hdr.get_mut(16..18)?.copy_from_slice(&tl.to_be_bytes());
+            if self.df == Df::Inherit {
+                // DF as the inner IPv4 packet has it; inner IPv6 is never
+                // fragmented on the way, so set.
+                let inner_df = match inner.get(12..14) {
+                    Some([0x08, 0x00]) => inner.get(20).is_some_and(|f| f & 0x40 != 0),
+                    _ => true,
+                };
+                *hdr.get_mut(20)? = if inner_df { 0x40 } else { 0 };
+            }
             self.ident = self.ident.wrapping_add(1);
             hdr.get_mut(18..20)?
                 .copy_from_slice(&self.ident.to_be_bytes());

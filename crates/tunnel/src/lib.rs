@@ -105,8 +105,8 @@ mod tunnel;
 pub mod vtep;
 
 pub use config::{
-    Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, TunnelConfigError, UdpCsum, VniConfig,
-    VtepConfig,
+    Df, Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, TunnelConfigError, UdpCsum,
+    VniConfig, VtepConfig,
 };
 pub use counters::{TunnelCounter, TunnelCounters};
 pub use ecn::{EcnDecap, decap_ecn};

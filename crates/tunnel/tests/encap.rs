@@ -169,3 +169,54 @@ fn ce_on_the_outside_reaches_an_ect_inner_header() {
         ip.header().header_checksum()
     );
 }
+
+#[test]
+fn outer_df_set_unset_or_inherited_and_source_ports_in_range() {
+    use linerate_tunnel::Df;
+    for df in [Df::Set, Df::Unset, Df::Inherit] {
+        let (mut t, mut b) = endpoints(Encap::Vxlan, false, |c| {
+            c.df = df;
+            c.src_ports = 40000..=40009;
+        });
+        for inner_df in [false, true] {
+            let mut batch = Batch::new();
+            for sp in 1000..1032u16 {
+                let mut f =
+                    FrameBuilder::new(Ip::v4([10, 0, 0, 1], [10, 0, 0, 2]), L4::udp(sp, 80))
+                        .build(b"inner payload");
+                if inner_df {
+                    f[20] |= 0x40;
+                } else {
+                    f[20] &= !0x40;
+                }
+                batch.push(Frame::plain(t.pool().alloc_from(&f)));
+            }
+            t.transmit(0, &mut batch).unwrap();
+            let mut out = Batch::new();
+            b.receive(0, &mut out, 1024).unwrap();
+            assert_eq!(out.len(), 32);
+            for f in out.iter() {
+                let p = SlicedPacket::from_ethernet(f.bytes()).unwrap();
+                let Some(NetSlice::Ipv4(ip)) = &p.net else {
+                    panic!()
+                };
+                let h = ip.header();
+                let want = match df {
+                    Df::Set => true,
+                    Df::Unset => false,
+                    Df::Inherit => inner_df,
+                };
+                assert_eq!(h.dont_fragment(), want, "{df:?}, inner DF {inner_df}");
+                assert_eq!(h.to_header().calc_header_checksum(), h.header_checksum());
+                let Some(TransportSlice::Udp(u)) = &p.transport else {
+                    panic!()
+                };
+                assert!(
+                    (40000..=40009).contains(&u.source_port()),
+                    "{}",
+                    u.source_port()
+                );
+            }
+        }
+    }
+}

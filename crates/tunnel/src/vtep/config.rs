@@ -34,11 +34,12 @@
 //! assert!(err.to_string().contains("vni[0].id: 16777216 does not fit in 24 bits"));
 //! ```
 
-use crate::GeneveOpt;
 use crate::bridge::{FdbConfig, Mac};
+use crate::{Df, Dscp, GeneveOpt};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::IpAddr;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// The IANA VXLAN port (RFC 7348).
@@ -114,6 +115,22 @@ struct RawVni {
     neighbor: Vec<RawNeighbor>,
     #[serde(default)]
     geneve_option: Vec<RawOption>,
+    // The outer headers, named as `ip link add type vxlan` names them.
+    ttl: Option<u32>,
+    tos: Option<RawTos>,
+    df: Option<String>,
+    srcport: Option<Vec<u32>>,
+    udpcsum: Option<bool>,
+    udp6zerocsumtx: Option<bool>,
+    udp6zerocsumrx: Option<bool>,
+}
+
+/// `tos = "inherit"` or a value.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawTos {
+    Value(u32),
+    Name(String),
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,6 +224,43 @@ pub struct VniSpec {
     pub statics: Vec<(Mac, IpAddr)>,
     /// Static neighbour entries for suppression: IP at MAC.
     pub neighbors: Vec<(IpAddr, Mac)>,
+    /// The outer headers' options.
+    pub outer: OuterSpec,
+}
+
+/// The outer headers of a VNI's tunnel, as Linux's vxlan device sets them
+/// (`ttl`, `tos`, `df`, `srcport`, `udpcsum`, `udp6zerocsumtx`/`rx`). VNIs
+/// sharing an encapsulation and port share one tunnel, so they must agree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OuterSpec {
+    /// Outer TTL / hop limit (`ttl`, 64 by default).
+    pub ttl: u8,
+    /// Outer DSCP: inherited from the inner packet (`tos = "inherit"`, the
+    /// default) or fixed (`tos = N`: the TOS byte, whose ECN bits RFC 6040
+    /// sets).
+    pub dscp: Dscp,
+    /// Outer IPv4 DF (`df = "set" | "unset" | "inherit"`, set by default).
+    pub df: Df,
+    /// Outer UDP source ports (`srcport = [MIN, MAX]`, 49152-65535).
+    pub src_ports: RangeInclusive<u16>,
+    /// Outer UDP checksum over IPv4 (`udpcsum`, off by default as Linux).
+    pub udp_csum: bool,
+    /// Zero outer UDP checksums over IPv6, sent and accepted
+    /// (`udp6zerocsumtx` and `udp6zerocsumrx`, together).
+    pub udp6_zero_csum: bool,
+}
+
+impl Default for OuterSpec {
+    fn default() -> OuterSpec {
+        OuterSpec {
+            ttl: 64,
+            dscp: Dscp::Inherit,
+            df: Df::Set,
+            src_ports: 49152..=65535,
+            udp_csum: false,
+            udp6_zero_csum: false,
+        }
+    }
 }
 
 /// A checked VTEP configuration.
@@ -391,6 +445,24 @@ pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
         .enumerate()
         .filter_map(|(i, v)| check_vni(&mut c, i, v, family, &mut names, &mut ids))
         .collect();
+    // One tunnel per encapsulation and port: its VNIs share the outer headers.
+    for (i, v) in vnis.iter().enumerate() {
+        if let Some((j, _)) = vnis
+            .iter()
+            .enumerate()
+            .take(i)
+            .find(|(_, w)| same_tunnel(&w.encap, &v.encap) && w.outer != v.outer)
+        {
+            c.fail(
+                format!("vni[{i}]"),
+                format!(
+                    "its outer header options (ttl, tos, df, srcport, udpcsum, udp6zerocsum*) \
+                     differ from vni[{j}]'s, on the same tunnel"
+                ),
+                "give VNIs of one encapsulation and port the same options, or another port",
+            );
+        }
+    }
     if raw.vni.is_empty() {
         c.fail(
             "vni",
@@ -715,6 +787,7 @@ fn check_vni(
             "set suppress_arp = true or remove them",
         );
     }
+    let outer = check_outer(c, i, v);
     Some(VniSpec {
         id: id?,
         encap: encap?,
@@ -723,7 +796,101 @@ fn check_vni(
         suppress_arp: v.suppress_arp,
         statics,
         neighbors,
+        outer: outer?,
     })
+}
+
+/// True if VNIs of these encapsulations share one tunnel.
+fn same_tunnel(a: &EncapSpec, b: &EncapSpec) -> bool {
+    match (a, b) {
+        (EncapSpec::Vxlan { port: p }, EncapSpec::Vxlan { port: q })
+        | (EncapSpec::Geneve { port: p, .. }, EncapSpec::Geneve { port: q, .. }) => p == q,
+        (EncapSpec::Nvgre, EncapSpec::Nvgre) => true,
+        _ => false,
+    }
+}
+
+fn check_outer(c: &mut Check, i: usize, v: &RawVni) -> Option<OuterSpec> {
+    let at = |f: &str| format!("vni[{i}].{f}");
+    let mut o = OuterSpec::default();
+    let mut ok = true;
+    if let Some(ttl) = v.ttl {
+        match u8::try_from(ttl) {
+            Ok(t) if t > 0 => o.ttl = t,
+            _ => {
+                c.fail(at("ttl"), format!("{ttl} is not a TTL"), "use 1 to 255");
+                ok = false;
+            }
+        }
+    }
+    match &v.tos {
+        None => {}
+        Some(RawTos::Name(n)) if n == "inherit" => o.dscp = Dscp::Inherit,
+        Some(RawTos::Value(t)) if *t <= 255 => o.dscp = Dscp::Fixed((*t as u8) >> 2),
+        Some(RawTos::Name(n)) => {
+            c.fail(
+                at("tos"),
+                format!("{n:?} is not a TOS"),
+                "use \"inherit\" or 0 to 255",
+            );
+            ok = false;
+        }
+        Some(RawTos::Value(t)) => {
+            c.fail(
+                at("tos"),
+                format!("{t} is not a TOS byte"),
+                "use \"inherit\" or 0 to 255",
+            );
+            ok = false;
+        }
+    }
+    match v.df.as_deref() {
+        None | Some("set") => o.df = Df::Set,
+        Some("unset") => o.df = Df::Unset,
+        Some("inherit") => o.df = Df::Inherit,
+        Some(d) => {
+            c.fail(
+                at("df"),
+                format!("{d:?} is not a DF mode"),
+                "use \"set\", \"unset\" or \"inherit\"",
+            );
+            ok = false;
+        }
+    }
+    if let Some(r) = &v.srcport {
+        match r.as_slice() {
+            [lo, hi] if 0 < *lo && lo <= hi && *hi <= 65535 => {
+                o.src_ports = (*lo as u16)..=(*hi as u16);
+            }
+            _ => {
+                c.fail(
+                    at("srcport"),
+                    format!("{r:?} is not a port range"),
+                    "write [MIN, MAX] with 1 <= MIN <= MAX <= 65535, e.g. [49152, 65535]",
+                );
+                ok = false;
+            }
+        }
+    }
+    if v.udpcsum == Some(true) && matches!(v.encap, RawEncap::Nvgre) {
+        c.fail(at("udpcsum"), "NVGRE has no UDP header", "remove udpcsum");
+        ok = false;
+    }
+    o.udp_csum = v.udpcsum.unwrap_or(false);
+    let (tx, rx) = (
+        v.udp6zerocsumtx.unwrap_or(false),
+        v.udp6zerocsumrx.unwrap_or(false),
+    );
+    if tx != rx {
+        c.fail(
+            at("udp6zerocsumtx"),
+            "udp6zerocsumtx and udp6zerocsumrx differ",
+            "set both (zero IPv6 UDP checksums sent and accepted) or neither",
+        );
+        ok = false;
+    }
+    o.udp6_zero_csum = tx && rx;
+    ok.then_some(o)
 }
 
 fn check_option(c: &mut Check, field: &str, o: &RawOption) -> Option<GeneveOpt> {

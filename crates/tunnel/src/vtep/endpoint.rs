@@ -17,8 +17,8 @@ use crate::bridge::{
     BridgeDomain, Dest, DomainConfig, Fdb, FdbError, FdbRecord, Mac, SuppressConfig, SuppressError,
 };
 use crate::{
-    Encap, Gateway, NextHop, Tunnel, TunnelConfigError, TunnelCounter, TunnelNic, VniConfig,
-    VtepConfig,
+    Encap, Gateway, NextHop, Tunnel, TunnelConfigError, TunnelCounter, TunnelNic, UdpCsum,
+    VniConfig, VtepConfig,
 };
 use linerate_nic::Nic;
 use std::net::IpAddr;
@@ -254,6 +254,20 @@ impl Vtep {
             let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
             if let Some(p) = port {
                 v.port = p;
+            }
+            // The group's VNIs agree on these (checked with the config).
+            if let Some(s) = members.first().and_then(|&i| cfg.vnis.get(i)) {
+                let o = &s.outer;
+                v.ttl = o.ttl;
+                v.dscp = o.dscp;
+                v.df = o.df;
+                v.src_ports = o.src_ports.clone();
+                v.udp_csum = if o.udp_csum {
+                    UdpCsum::Compute
+                } else {
+                    UdpCsum::Zero
+                };
+                v.ipv6_zero_csum = o.udp6_zero_csum;
             }
             let mut vnis = Vec::with_capacity(members.len());
             for &i in members {

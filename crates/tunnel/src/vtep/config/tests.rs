@@ -344,3 +344,77 @@ fn macs_parse_in_both_spellings() {
     assert_eq!(parse_mac("02:ab:cd:00:00:01:02"), None);
     assert_eq!(parse_mac("2:ab:cd:00:00:01"), None);
 }
+
+#[test]
+fn outer_header_options_as_linux_names_them() {
+    let c = parse(&with_vni(
+        r#"id = 1
+        encap = "vxlan"
+        flood = ["10.0.0.1"]
+        ttl = 9
+        tos = 184
+        df = "inherit"
+        srcport = [40000, 40009]
+        udpcsum = true"#,
+    ))
+    .unwrap();
+    let o = &c.vnis[0].outer;
+    assert_eq!(o.ttl, 9);
+    assert_eq!(o.dscp, Dscp::Fixed(46), "TOS 184 is DSCP 46 (EF)");
+    assert_eq!(o.df, Df::Inherit);
+    assert_eq!(o.src_ports, 40000..=40009);
+    assert!(o.udp_csum && !o.udp6_zero_csum);
+    // Defaults: Linux's but DF, which a VTEP that answers its hosts' oversize
+    // packets keeps set.
+    let d = parse(&with_vni(
+        "id = 1\nencap = \"vxlan\"\nflood = [\"10.0.0.1\"]",
+    ))
+    .unwrap();
+    assert_eq!(d.vnis[0].outer, OuterSpec::default());
+    assert_eq!((d.vnis[0].outer.ttl, d.vnis[0].outer.df), (64, Df::Set));
+    let inherit = parse(&with_vni(
+        "id = 1\nencap = \"vxlan\"\nflood = [\"10.0.0.1\"]\ntos = \"inherit\"\ndf = \"unset\"",
+    ))
+    .unwrap();
+    assert_eq!(inherit.vnis[0].outer.dscp, Dscp::Inherit);
+    assert_eq!(inherit.vnis[0].outer.df, Df::Unset);
+}
+
+#[test]
+fn outer_header_options_out_of_range() {
+    let vni = |extra: &str| with_vni(&format!("id = 1\nencap = \"vxlan\"\n{extra}"));
+    refused(&vni("ttl = 0"), "vni[0].ttl", "use 1 to 255");
+    refused(&vni("ttl = 256"), "vni[0].ttl", "use 1 to 255");
+    refused(&vni("tos = 256"), "vni[0].tos", "0 to 255");
+    refused(&vni("tos = \"fast\""), "vni[0].tos", "inherit");
+    refused(&vni("df = \"maybe\""), "vni[0].df", "unset");
+    refused(&vni("srcport = [5, 4]"), "vni[0].srcport", "MIN <= MAX");
+    refused(&vni("srcport = [1]"), "vni[0].srcport", "[MIN, MAX]");
+    refused(&vni("srcport = [1, 70000]"), "vni[0].srcport", "65535");
+    refused(
+        &vni("udp6zerocsumtx = true"),
+        "vni[0].udp6zerocsumtx",
+        "both",
+    );
+    refused(
+        &with_vni("id = 1\nencap = \"nvgre\"\nudpcsum = true"),
+        "vni[0].udpcsum",
+        "NVGRE",
+    );
+}
+
+#[test]
+fn vnis_on_one_tunnel_share_its_outer_options() {
+    let text = format!(
+        "{UNDERLAY}\n[[vni]]\nid = 1\nencap = \"vxlan\"\nttl = 5\n\
+         [[vni]]\nid = 2\nencap = \"vxlan\"\nttl = 6\n\
+         [[vni]]\nid = 3\nencap = \"vxlan\"\nport = 8472\nttl = 7\n"
+    );
+    refused(&text, "vni[1]", "vni[0]");
+    // Another port is another tunnel.
+    assert!(
+        !problems(&text).iter().any(|p| p.starts_with("vni[2]:")),
+        "{:?}",
+        problems(&text)
+    );
+}
