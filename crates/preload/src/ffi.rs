@@ -802,11 +802,12 @@ pub unsafe extern "C" fn recvfrom(
             if !addr.is_null() && lenp.is_null() {
                 return Some(Err(libc::EFAULT));
             }
-            Some(c.recv(b, flags).and_then(|(got, from, cut)| {
+            Some(c.recv(b, flags).and_then(|(got, from, full)| {
                 // SAFETY: the caller's address buffer, if any.
                 unsafe { write_addr_opt(from, addr, lenp) }?;
-                let full = if cut && flags & libc::MSG_TRUNC != 0 { n + 1 } else { got };
-                Ok(ssize(full))
+                // MSG_TRUNC: a datagram's real length, as Linux returns it.
+                let n = if flags & libc::MSG_TRUNC != 0 { full } else { got };
+                Ok(ssize(n))
             }))
         })
     {
@@ -858,12 +859,12 @@ unsafe fn iovecs<'a>(iov: *const iovec, cnt: usize) -> R<&'a [iovec]> {
 
 /// Reads into the pieces of `iov`: a stream fills them in order (waiting
 /// only for the first bytes); a datagram is scattered over them.
-fn recv_iov(c: &Core, iov: &[iovec], flags: c_int) -> R<(usize, Option<SocketAddr>, bool)> {
+fn recv_iov(c: &Core, iov: &[iovec], flags: c_int) -> R<(usize, Option<SocketAddr>, usize)> {
     if c.is_udp() {
         let total: usize = iov.iter().map(|v| v.iov_len).sum();
         return SCRATCH.with_borrow_mut(|s| {
             s.resize(total.min(65_536), 0);
-            let (n, from, cut) = c.recv(s, flags)?;
+            let (n, from, full) = c.recv(s, flags)?;
             let mut at = 0;
             for v in iov {
                 if at >= n {
@@ -875,7 +876,7 @@ fn recv_iov(c: &Core, iov: &[iovec], flags: c_int) -> R<(usize, Option<SocketAdd
                 dst.copy_from_slice(s.get(at..at + k).unwrap_or_default());
                 at += k;
             }
-            Ok((n, from, cut || total > s.len()))
+            Ok((n, from, full))
         });
     }
     let mut done = 0;
@@ -897,7 +898,7 @@ fn recv_iov(c: &Core, iov: &[iovec], flags: c_int) -> R<(usize, Option<SocketAdd
             Err(e) => return Err(e),
         }
     }
-    Ok((done, None, false))
+    Ok((done, None, done))
 }
 
 /// Writes the pieces of `iov`: a stream in order, a datagram as one.
@@ -1002,7 +1003,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
                 Ok(i) => i,
                 Err(e) => return Some(Err(e)),
             };
-            Some(recv_iov(&c, iov, flags).and_then(|(n, from, cut)| {
+            Some(recv_iov(&c, iov, flags).and_then(|(n, from, full)| {
                 if !m.msg_name.is_null() {
                     match from {
                         // SAFETY: the caller's name buffer of msg_namelen bytes.
@@ -1011,7 +1012,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
                     }
                 }
                 m.msg_controllen = 0;
-                m.msg_flags = if cut { libc::MSG_TRUNC } else { 0 };
+                m.msg_flags = if full > n { libc::MSG_TRUNC } else { 0 };
                 Ok(ssize(n))
             }))
         })

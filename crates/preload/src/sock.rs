@@ -167,6 +167,10 @@ struct St {
     cloexec: bool,
     so_error: Errno,
     opts: Opts,
+    /// A `connect` returned 0 for the connection (or it was accepted): the
+    /// next `connect` is `EISCONN`. Until then one more `connect` after a
+    /// non-blocking one completed returns 0, as Linux's does.
+    confirmed: bool,
 }
 
 /// One socket, shared by its fds.
@@ -322,6 +326,7 @@ impl Core {
                 cloexec: false,
                 so_error: 0,
                 opts: Opts::default(),
+                confirmed: false,
             }),
         })
     }
@@ -648,12 +653,17 @@ impl Core {
             ));
             g.shown = (false, true);
         }
+        let confirmed = g.confirmed;
         match &mut g.state {
             State::Udp { peer, .. } => {
                 *peer = addr.map(unmapped);
                 return Some(Ok(()));
             }
-            State::Stream { .. } => return Some(Err(libc::EISCONN)),
+            State::Stream { .. } if confirmed => return Some(Err(libc::EISCONN)),
+            State::Stream { .. } => {
+                g.confirmed = true;
+                return Some(Ok(()));
+            }
             State::Listener { .. } => return Some(Err(libc::EINVAL)),
             State::Connecting(_) => {}
             State::Failed => {
@@ -668,7 +678,10 @@ impl Core {
         drop(g);
         let r = self.wait(nonblock, opts.sndtimeo, |st, _| match &st.state {
             State::Connecting(_) => Poll::Pending,
-            State::Stream { .. } => Poll::Ready(Ok(())),
+            State::Stream { .. } => {
+                st.confirmed = true;
+                Poll::Ready(Ok(()))
+            }
             _ => {
                 let e = std::mem::take(&mut st.so_error);
                 Poll::Ready(Err(if e == 0 { libc::ECONNABORTED } else { e }))
@@ -720,6 +733,7 @@ impl Core {
         {
             let mut g = lock(&core.st);
             g.b = Some(b);
+            g.confirmed = true;
             g.nonblock = flags & libc::SOCK_NONBLOCK != 0;
             g.cloexec = flags & libc::SOCK_CLOEXEC != 0;
             g.opts = Opts {
@@ -735,13 +749,14 @@ impl Core {
 
     // ---- data ----
 
-    /// `recv` family into `buf`: bytes, sender (UDP), whether the datagram
-    /// was cut. `flags`: MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL.
+    /// `recv` family into `buf`: bytes, sender (UDP), the datagram's full
+    /// length (more than the bytes when it was cut; the bytes on a stream).
+    /// `flags`: MSG_PEEK, MSG_DONTWAIT, MSG_WAITALL.
     pub(crate) fn recv(
         &self,
         buf: &mut [u8],
         flags: c_int,
-    ) -> R<(usize, Option<SocketAddr>, bool)> {
+    ) -> R<(usize, Option<SocketAddr>, usize)> {
         let (nonblock, opts) = self.flags();
         let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
         let peek = flags & libc::MSG_PEEK != 0;
@@ -754,13 +769,13 @@ impl Core {
                 recv_once(st, cx, rest, peek, domain)
             });
             match r {
-                Ok((n, from, cut)) => {
+                Ok((n, from, full)) => {
                     done += n;
                     if !waitall || n == 0 || done >= buf.len() || from.is_some() {
-                        return Ok((done, from, cut));
+                        return Ok((done, from, full.max(done)));
                     }
                 }
-                Err(_) if done > 0 => return Ok((done, None, false)),
+                Err(_) if done > 0 => return Ok((done, None, done)),
                 Err(e) => return Err(e),
             }
         }
@@ -1137,7 +1152,7 @@ fn recv_once(
     buf: &mut [u8],
     peek: bool,
     domain: c_int,
-) -> Poll<R<(usize, Option<SocketAddr>, bool)>> {
+) -> Poll<R<(usize, Option<SocketAddr>, usize)>> {
     if st.so_error != 0 {
         return Poll::Ready(Err(std::mem::take(&mut st.so_error)));
     }
@@ -1149,20 +1164,33 @@ fn recv_once(
             ..
         } => {
             if buf.is_empty() {
-                return Poll::Ready(Ok((0, None, false)));
+                return Poll::Ready(Ok((0, None, 0)));
             }
             if !held.is_empty() {
                 let n = held.len().min(buf.len());
                 if let (Some(d), Some(h)) = (buf.get_mut(..n), held.get(..n)) {
                     d.copy_from_slice(h);
                 }
-                if !peek {
-                    held.drain(..n);
+                if peek {
+                    return Poll::Ready(Ok((n, None, n)));
                 }
-                return Poll::Ready(Ok((n, None, false)));
+                held.drain(..n);
+                // As the kernel's one receive queue: what came after the
+                // peeked bytes follows them in the same call.
+                let mut more = 0;
+                if let Some(rest) = buf.get_mut(n..)
+                    && !rest.is_empty()
+                    && held.is_empty()
+                {
+                    let mut rb = ReadBuf::new(rest);
+                    if let Poll::Ready(Ok(())) = Pin::new(&mut *s).poll_read(cx, &mut rb) {
+                        more = rb.filled().len();
+                    }
+                }
+                return Poll::Ready(Ok((n + more, None, n + more)));
             }
             if *rd_shut {
-                return Poll::Ready(Ok((0, None, false)));
+                return Poll::Ready(Ok((0, None, 0)));
             }
             if peek {
                 held.resize(buf.len(), 0);
@@ -1175,7 +1203,7 @@ fn recv_once(
                         if let (Some(d), Some(h)) = (buf.get_mut(..n), held.get(..n)) {
                             d.copy_from_slice(h);
                         }
-                        Poll::Ready(Ok((n, None, false)))
+                        Poll::Ready(Ok((n, None, n)))
                     }
                     Poll::Ready(Err(e)) => Poll::Ready(Err(errno_of(&e))),
                     Poll::Pending => Poll::Pending,
@@ -1183,7 +1211,10 @@ fn recv_once(
             }
             let mut rb = ReadBuf::new(buf);
             match Pin::new(s).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) => Poll::Ready(Ok((rb.filled().len(), None, false))),
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    Poll::Ready(Ok((n, None, n)))
+                }
                 Poll::Ready(Err(e)) => Poll::Ready(Err(errno_of(&e))),
                 Poll::Pending => Poll::Pending,
             }
@@ -1199,7 +1230,7 @@ fn recv_once(
                     if let (Some(dst), Some(src)) = (buf.get_mut(..n), d.get(..n)) {
                         dst.copy_from_slice(src);
                     }
-                    let r = (n, Some(in_domain(domain, *from)), d.len() > n);
+                    let r = (n, Some(in_domain(domain, *from)), d.len());
                     if !peek {
                         *held = None;
                     }
@@ -1219,14 +1250,17 @@ fn recv_once(
                         Poll::Pending => return Poll::Pending,
                     }
                 } else {
+                    let full = s.next_datagram_len();
                     let mut rb = ReadBuf::new(buf);
                     match s.poll_recv_from(cx, &mut rb) {
                         Poll::Ready(Ok(from)) => {
                             if peer.is_none_or(|p| p == from) {
+                                let n = rb.filled().len();
+                                let full = full.unwrap_or(n);
                                 return Poll::Ready(Ok((
-                                    rb.filled().len(),
+                                    n,
                                     Some(in_domain(domain, from)),
-                                    false,
+                                    full.max(n),
                                 )));
                             }
                             from
@@ -1242,7 +1276,7 @@ fn recv_once(
             }
         }
         State::Connecting(_) => Poll::Pending,
-        State::Failed => Poll::Ready(Ok((0, None, false))),
+        State::Failed => Poll::Ready(Ok((0, None, 0))),
         State::Listener { .. } | State::Undecided { .. } => Poll::Ready(Err(libc::ENOTCONN)),
         State::Closed => Poll::Ready(Err(libc::EBADF)),
     }
