@@ -1260,14 +1260,16 @@ pub unsafe extern "C" fn getsockopt(
             }
             let r = match got {
                 Err(e) => Err(e),
-                // SAFETY (each arm): the caller's buffer of `*lenp` bytes.
+                // SAFETY: the caller's buffer of `*lenp` bytes.
                 Ok(OptVal::Int(i)) => unsafe { put_opt(&i.to_ne_bytes(), val, lenp) },
+                // SAFETY: as above.
                 Ok(OptVal::Time(t)) => unsafe { put_opt(as_bytes(&timeval_of(t)), val, lenp) },
                 Ok(OptVal::Linger(l)) => {
                     let lg = libc::linger {
                         l_onoff: c_int::from(l.is_some()),
                         l_linger: l.unwrap_or(0),
                     };
+                    // SAFETY: as above.
                     unsafe { put_opt(as_bytes(&lg), val, lenp) }
                 }
                 Ok(OptVal::Str(s)) => {
@@ -1276,12 +1278,14 @@ pub unsafe extern "C" fn getsockopt(
                     if let (Some(d), Some(src)) = (b.get_mut(..n), s.as_bytes().get(..n)) {
                         d.copy_from_slice(src);
                     }
+                    // SAFETY: as above.
                     unsafe { put_opt(b.get(..=n).unwrap_or_default(), val, lenp) }
                 }
                 Ok(OptVal::TcpInfo(state)) => {
                     // SAFETY: all-zero is a valid tcp_info.
                     let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
                     ti.tcpi_state = state;
+                    // SAFETY: as above.
                     unsafe { put_opt(as_bytes(&ti), val, lenp) }
                 }
             };
@@ -1323,7 +1327,7 @@ pub unsafe extern "C" fn setsockopt(
                     if tv.tv_usec < 0 || tv.tv_usec >= 1_000_000 {
                         return Some(Err(libc::EDOM));
                     }
-                    OptSet::Time(if tv.tv_sec <= 0 && tv.tv_usec == 0 || tv.tv_sec < 0 {
+                    OptSet::Time(if tv.tv_sec < 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
                         None
                     } else {
                         Some(

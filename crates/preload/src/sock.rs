@@ -359,13 +359,21 @@ impl Core {
                 Err(TryLockError::WouldBlock) => return,
             };
             self.pending.store(false, Ordering::SeqCst);
-            self.sync(&mut g);
+            self.sync(&mut g, Sides::BOTH);
         }
     }
 
     /// Lets go of the state after syncing the placeholder with it.
-    fn finish(&self, mut g: MutexGuard<'_, St>) {
-        self.sync(&mut g);
+    fn finish(&self, g: MutexGuard<'_, St>) {
+        self.finish_sides(g, Sides::BOTH);
+    }
+
+    /// [`Core::finish`] after a call that changed only `sides`: a side ready
+    /// at the last sync stays ready until the program consumes it, and one
+    /// that was not has the socket's waker, so only the sides the call
+    /// touched need a look.
+    fn finish_sides(&self, mut g: MutexGuard<'_, St>, sides: Sides) {
+        self.sync(&mut g, sides);
         drop(g);
         self.drain_pending();
     }
@@ -373,12 +381,12 @@ impl Core {
     /// Brings the state forward (a connect's answer, accepted connections)
     /// and makes the placeholder show its readiness, leaving the socket's
     /// waker wherever a side is not ready.
-    fn sync(&self, st: &mut St) {
+    fn sync(&self, st: &mut St, sides: Sides) {
         if FORKED.load(Ordering::Relaxed) {
             return;
         }
         let mut cx = Context::from_waker(&self.waker);
-        advance(st, &mut cx);
+        let sides = if advance(st, &mut cx) { Sides::BOTH } else { sides };
         let want = match &mut st.state {
             State::Undecided { .. } | State::Closed => return,
             State::Connecting(_) => (false, false),
@@ -389,13 +397,29 @@ impl Core {
                 rd_shut,
                 wr_shut,
             } => (
-                !peek.is_empty() || *rd_shut || s.poll_read_ready(&mut cx).is_ready(),
-                *wr_shut || s.poll_write_ready(&mut cx).is_ready(),
+                if sides.read {
+                    !peek.is_empty() || *rd_shut || s.poll_read_ready(&mut cx).is_ready()
+                } else {
+                    st.shown.0
+                },
+                if sides.write {
+                    *wr_shut || s.poll_write_ready(&mut cx).is_ready()
+                } else {
+                    st.shown.1
+                },
             ),
             State::Listener { ready, err, .. } => (!ready.is_empty() || err.is_some(), false),
             State::Udp { s, peek, .. } => (
-                peek.is_some() || s.poll_recv_ready(&mut cx).is_ready(),
-                s.poll_send_ready(&mut cx).is_ready(),
+                if sides.read {
+                    peek.is_some() || s.poll_recv_ready(&mut cx).is_ready()
+                } else {
+                    st.shown.0
+                },
+                if sides.write {
+                    s.poll_send_ready(&mut cx).is_ready()
+                } else {
+                    st.shown.1
+                },
             ),
         };
         let want = (want.0 || st.so_error != 0, want.1 || st.so_error != 0);
@@ -412,6 +436,7 @@ impl Core {
     /// `EAGAIN` after `timeout`, `EINTR` if a signal arrives.
     fn wait<T>(
         &self,
+        sides: Sides,
         nonblock: bool,
         timeout: Option<Duration>,
         mut op: impl FnMut(&mut St, &mut Context<'_>) -> Poll<R<T>>,
@@ -424,9 +449,9 @@ impl Core {
             let g0 = self.seq.load(Ordering::Acquire);
             let mut g = lock(&self.st);
             let mut cx = Context::from_waker(&self.waker);
-            advance(&mut g, &mut cx);
+            let moved = advance(&mut g, &mut cx);
             let r = op(&mut g, &mut cx);
-            self.finish(g);
+            self.finish_sides(g, if moved { Sides::BOTH } else { sides });
             if let Poll::Ready(r) = r {
                 return r;
             }
@@ -676,7 +701,7 @@ impl Core {
         let (nonblock, opts) = (g.nonblock, g.opts);
         let started = g.shown == (false, true);
         drop(g);
-        let r = self.wait(nonblock, opts.sndtimeo, |st, _| match &st.state {
+        let r = self.wait(Sides::BOTH, nonblock, opts.sndtimeo, |st, _| match &st.state {
             State::Connecting(_) => Poll::Pending,
             State::Stream { .. } => {
                 st.confirmed = true;
@@ -701,7 +726,7 @@ impl Core {
             return None;
         }
         let (nonblock, opts) = self.flags();
-        let r = self.wait(nonblock, opts.rcvtimeo, |st, _| match &mut st.state {
+        let r = self.wait(Sides::READ, nonblock, opts.rcvtimeo, |st, _| match &mut st.state {
             State::Listener { ready, err, .. } => match ready.pop_front() {
                 Some(c) => Poll::Ready(Ok(c)),
                 None => match err {
@@ -764,7 +789,7 @@ impl Core {
         let domain = self.domain;
         let mut done = 0usize;
         loop {
-            let r = self.wait(nonblock && done == 0, opts.rcvtimeo, |st, cx| {
+            let r = self.wait(Sides::READ, nonblock && done == 0, opts.rcvtimeo, |st, cx| {
                 let rest = buf.get_mut(done..).unwrap_or_default();
                 recv_once(st, cx, rest, peek, domain)
             });
@@ -788,7 +813,7 @@ impl Core {
         let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
         let mut done = 0usize;
         let r = loop {
-            let r = self.wait(nonblock && done == 0, opts.sndtimeo, |st, cx| {
+            let r = self.wait(Sides::WRITE, nonblock && done == 0, opts.sndtimeo, |st, cx| {
                 let rest = data.get(done..).unwrap_or_default();
                 send_once(st, cx, rest, to)
             });
@@ -1094,6 +1119,28 @@ impl Core {
     }
 }
 
+/// Which readiness a sync looks at.
+#[derive(Debug, Clone, Copy)]
+struct Sides {
+    read: bool,
+    write: bool,
+}
+
+impl Sides {
+    const BOTH: Sides = Sides {
+        read: true,
+        write: true,
+    };
+    const READ: Sides = Sides {
+        read: true,
+        write: false,
+    };
+    const WRITE: Sides = Sides {
+        read: false,
+        write: true,
+    };
+}
+
 /// How an option's value is laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OptShape {
@@ -1114,22 +1161,25 @@ fn forked_errno() -> Errno {
 }
 
 /// Moves the state on by what the runtime answered: a connect's outcome,
-/// accepted connections.
-fn advance(st: &mut St, cx: &mut Context<'_>) {
+/// accepted connections. True if a connect ended (both sides then need a
+/// look).
+fn advance(st: &mut St, cx: &mut Context<'_>) -> bool {
     match &mut st.state {
         State::Connecting(f) => match f.as_mut().poll(cx) {
-            Poll::Pending => {}
+            Poll::Pending => false,
             Poll::Ready(Ok(s)) => {
                 st.state = State::Stream {
                     s,
                     peek: Vec::new(),
                     rd_shut: false,
                     wr_shut: false,
-                }
+                };
+                true
             }
             Poll::Ready(Err(e)) => {
                 st.so_error = errno_of(&e);
                 st.state = State::Failed;
+                true
             }
         },
         State::Listener { l, ready, err } => {
@@ -1140,8 +1190,9 @@ fn advance(st: &mut St, cx: &mut Context<'_>) {
                     Poll::Pending => break,
                 }
             }
+            false
         }
-        _ => {}
+        _ => false,
     }
 }
 
