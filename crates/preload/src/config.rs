@@ -31,8 +31,8 @@
 //! returns the first one.
 
 use crate::policy::{Action, Kind, Prefix, Rule};
-use serde::Deserialize;
 use linerate_toe::config::MIN_MTU_IPV4 as MIN_MTU;
+use serde::Deserialize;
 use std::net::{IpAddr, Ipv4Addr};
 
 /// What to do when the configuration is bad.
@@ -99,7 +99,11 @@ impl core::fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-fn err(field: impl Into<String>, problem: impl Into<String>, fix: impl Into<String>) -> ConfigError {
+fn err(
+    field: impl Into<String>,
+    problem: impl Into<String>,
+    fix: impl Into<String>,
+) -> ConfigError {
     ConfigError {
         field: field.into(),
         problem: problem.into(),
@@ -155,9 +159,10 @@ struct RawRule {
 /// The `on_error` of a file, if it says one validly, so that a file whose
 /// other fields are wrong still chooses what its errors do.
 pub fn on_error_of(text: &str) -> OnError {
-    let on = toml::from_str::<toml::Table>(text)
-        .ok()
-        .and_then(|t| t.get("on_error").and_then(|v| v.as_str().map(str::to_owned)));
+    let on = toml::from_str::<toml::Table>(text).ok().and_then(|t| {
+        t.get("on_error")
+            .and_then(|v| v.as_str().map(str::to_owned))
+    });
     match on.as_deref() {
         Some("kernel") => OnError::Kernel,
         _ => OnError::Exit,
@@ -259,9 +264,13 @@ impl Config {
                 "add a [net] table with address = \"10.0.0.2/24\"",
             )
         })?;
-        let tap = nic
-            .tap
-            .ok_or_else(|| err("nic.tap", "missing", "name the TAP interface: tap = \"lr0\""))?;
+        let tap = nic.tap.ok_or_else(|| {
+            err(
+                "nic.tap",
+                "missing",
+                "name the TAP interface: tap = \"lr0\"",
+            )
+        })?;
         if tap.is_empty() || tap.len() > 15 || tap.contains(['/', ' ', '%']) {
             return Err(err(
                 "nic.tap",
@@ -358,7 +367,10 @@ impl Config {
                     ));
                 }
             };
-            let local_port = r.local_port.map(|p| port(&f("local_port"), p)).transpose()?;
+            let local_port = r
+                .local_port
+                .map(|p| port(&f("local_port"), p))
+                .transpose()?;
             let remote_port = r
                 .remote_port
                 .map(|p| port(&f("remote_port"), p))
@@ -465,14 +477,38 @@ mod tests {
             ("[nic]\n[net]\naddress = \"10.0.0.2/24\"\n", "nic.tap"),
             ("[net]\naddress = \"10.0.0.2/24\"\n", "nic"),
             ("[nic]\ntap = \"lr0\"\n", "net"),
-            ("[nic]\ntap = \"much-too-long-name\"\n[net]\naddress = \"10.0.0.2/24\"\n", "nic.tap"),
-            ("[nic]\ntap = \"lr0\"\nqueues = 0\n[net]\naddress = \"10.0.0.2/24\"\n", "nic.queues"),
-            ("[nic]\ntap = \"lr0\"\nmtu = 100\n[net]\naddress = \"10.0.0.2/24\"\n", "nic.mtu"),
-            ("[nic]\ntap = \"lr0\"\nmac = \"01:00:00:00:00:01\"\n[net]\naddress = \"10.0.0.2/24\"\n", "nic.mac"),
-            ("[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2\"\n", "net.address"),
-            ("[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2/33\"\n", "net.address"),
-            ("[nic]\ntap = \"lr0\"\n[net]\naddress = \"0.0.0.0/24\"\n", "net.address"),
-            ("[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2/24\"\ngateway = \"10.0.1.1\"\n", "net.gateway"),
+            (
+                "[nic]\ntap = \"much-too-long-name\"\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.tap",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nqueues = 0\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.queues",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nmtu = 100\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.mtu",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nmac = \"01:00:00:00:00:01\"\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.mac",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2\"\n",
+                "net.address",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2/33\"\n",
+                "net.address",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\n[net]\naddress = \"0.0.0.0/24\"\n",
+                "net.address",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2/24\"\ngateway = \"10.0.1.1\"\n",
+                "net.gateway",
+            ),
         ];
         for (text, field) in cases {
             assert_eq!(&field_of(text), field, "{text}");
@@ -480,18 +516,27 @@ mod tests {
         let policy = |p: &str| format!("{base}[policy]\n{p}");
         assert_eq!(field_of(&policy("default = \"both\"\n")), "policy.default");
         assert_eq!(
-            field_of(&policy("[[policy.rule]]\ntype = \"sctp\"\naction = \"kernel\"\n")),
+            field_of(&policy(
+                "[[policy.rule]]\ntype = \"sctp\"\naction = \"kernel\"\n"
+            )),
             "policy.rule[0].type"
         );
         assert_eq!(
-            field_of(&policy("[[policy.rule]]\naction = \"kernel\"\n[[policy.rule]]\nlocal_port = 70000\naction = \"kernel\"\n")),
+            field_of(&policy(
+                "[[policy.rule]]\naction = \"kernel\"\n[[policy.rule]]\nlocal_port = 70000\naction = \"kernel\"\n"
+            )),
             "policy.rule[1].local_port"
         );
         assert_eq!(
-            field_of(&policy("[[policy.rule]]\nremote = \"10.0.0.0\"\naction = \"kernel\"\n")),
+            field_of(&policy(
+                "[[policy.rule]]\nremote = \"10.0.0.0\"\naction = \"kernel\"\n"
+            )),
             "policy.rule[0].remote"
         );
-        assert_eq!(field_of(&policy("[[policy.rule]]\ntype = \"tcp\"\n")), "policy.rule[0].action");
+        assert_eq!(
+            field_of(&policy("[[policy.rule]]\ntype = \"tcp\"\n")),
+            "policy.rule[0].action"
+        );
     }
 
     #[test]
@@ -506,7 +551,10 @@ mod tests {
 
     #[test]
     fn on_error_survives_a_bad_file() {
-        assert_eq!(on_error_of("on_error = \"kernel\"\n[nic]\n"), OnError::Kernel);
+        assert_eq!(
+            on_error_of("on_error = \"kernel\"\n[nic]\n"),
+            OnError::Kernel
+        );
         assert_eq!(on_error_of("[nic\n"), OnError::Exit);
         assert_eq!(on_error_of(""), OnError::Exit);
     }

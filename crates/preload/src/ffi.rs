@@ -313,7 +313,9 @@ pub(crate) mod sys {
             tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_nsec: libc::c_long::from(t.subsec_nanos().min(999_999_999) as i32),
         });
-        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
         // SAFETY: `seq` is a live u32; the timespec outlives the call.
         let r = unsafe {
             libc::syscall(
@@ -383,7 +385,12 @@ pub(crate) mod sys {
             if want.0 {
                 // SAFETY: one readable byte.
                 unsafe {
-                    next::send()(b, [1u8].as_ptr().cast(), 1, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+                    next::send()(
+                        b,
+                        [1u8].as_ptr().cast(),
+                        1,
+                        libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                    )
                 };
             } else {
                 drain(fd);
@@ -460,21 +467,34 @@ pub(crate) mod sys {
     }
 
     fn time_opt(fd: c_int, name: c_int) -> Option<Duration> {
-        let mut tv = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        let mut tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
         let mut len = size_of::<libc::timeval>() as socklen_t;
         // SAFETY: a timeval and its length.
-        let r = unsafe { next::getsockopt()(fd, libc::SOL_SOCKET, name, (&raw mut tv).cast(), &mut len) };
+        let r = unsafe {
+            next::getsockopt()(fd, libc::SOL_SOCKET, name, (&raw mut tv).cast(), &mut len)
+        };
         if r != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
             return None;
         }
-        Some(Duration::from_secs(tv.tv_sec.max(0) as u64) + Duration::from_micros(tv.tv_usec.max(0) as u64))
+        Some(
+            Duration::from_secs(tv.tv_sec.max(0) as u64)
+                + Duration::from_micros(tv.tv_usec.max(0) as u64),
+        )
     }
 
     /// The flags and options the program set on the kernel socket `fd`:
     /// non-blocking, close-on-exec, options.
     pub(crate) fn kernel_state(fd: c_int) -> (bool, bool, sock::Opts) {
         // SAFETY: fcntl queries on an fd.
-        let (fl, fdfl) = unsafe { (next::fcntl()(fd, libc::F_GETFL), next::fcntl()(fd, libc::F_GETFD)) };
+        let (fl, fdfl) = unsafe {
+            (
+                next::fcntl()(fd, libc::F_GETFL),
+                next::fcntl()(fd, libc::F_GETFD),
+            )
+        };
         let flag = |level, name| int_opt(fd, level, name).is_some_and(|v| v != 0);
         let opts = sock::Opts {
             reuseaddr: flag(libc::SOL_SOCKET, libc::SO_REUSEADDR),
@@ -512,7 +532,10 @@ pub(crate) mod sys {
             return None;
         }
         // SAFETY: the kernel wrote an address of `len` bytes.
-        unsafe { read_addr((&raw const ss).cast(), len) }.ok().flatten().map(|a| a.port())
+        unsafe { read_addr((&raw const ss).cast(), len) }
+            .ok()
+            .flatten()
+            .map(|a| a.port())
     }
 
     /// SIGPIPE to the calling thread, as a write to a closed stream raises.
@@ -718,7 +741,12 @@ pub unsafe extern "C" fn read(fd: c_int, b: *mut c_void, n: size_t) -> ssize_t {
 /// # Safety
 /// As read(2), with `buflen` the buffer's size.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn __read_chk(fd: c_int, b: *mut c_void, n: size_t, buflen: size_t) -> ssize_t {
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    b: *mut c_void,
+    n: size_t,
+    buflen: size_t,
+) -> ssize_t {
     if n <= buflen && linerate(fd).is_some() {
         // SAFETY: the caller's arguments, the length checked.
         return unsafe { read(fd, b, n) };
@@ -806,7 +834,11 @@ pub unsafe extern "C" fn recvfrom(
                 // SAFETY: the caller's address buffer, if any.
                 unsafe { write_addr_opt(from, addr, lenp) }?;
                 // MSG_TRUNC: a datagram's real length, as Linux returns it.
-                let n = if flags & libc::MSG_TRUNC != 0 { full } else { got };
+                let n = if flags & libc::MSG_TRUNC != 0 {
+                    full
+                } else {
+                    got
+                };
                 Ok(ssize(n))
             }))
         })
@@ -886,7 +918,11 @@ fn recv_iov(c: &Core, iov: &[iovec], flags: c_int) -> R<(usize, Option<SocketAdd
         if b.is_empty() {
             continue;
         }
-        let f = if done == 0 { flags } else { flags | libc::MSG_DONTWAIT };
+        let f = if done == 0 {
+            flags
+        } else {
+            flags | libc::MSG_DONTWAIT
+        };
         match c.recv(b, f) {
             Ok((n, _, _)) => {
                 done += n;
@@ -920,7 +956,11 @@ fn send_iov(c: &Core, iov: &[iovec], flags: c_int, to: Option<SocketAddr>) -> R<
         if b.is_empty() {
             continue;
         }
-        let f = if done == 0 { flags } else { flags | libc::MSG_NOSIGNAL };
+        let f = if done == 0 {
+            flags
+        } else {
+            flags | libc::MSG_NOSIGNAL
+        };
         match c.send(b, f, to) {
             Ok(n) => {
                 done += n;
@@ -1171,7 +1211,11 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 /// # Safety
 /// As getsockname(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, lenp: *mut socklen_t) -> c_int {
+pub unsafe extern "C" fn getsockname(
+    fd: c_int,
+    addr: *mut sockaddr,
+    lenp: *mut socklen_t,
+) -> c_int {
     if let Some(c) = ours(fd)
         && let Some(v) = enter(-1, || {
             Some(c.sockname()?.and_then(|a| {
@@ -1191,7 +1235,11 @@ pub unsafe extern "C" fn getsockname(fd: c_int, addr: *mut sockaddr, lenp: *mut 
 /// # Safety
 /// As getpeername(2).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn getpeername(fd: c_int, addr: *mut sockaddr, lenp: *mut socklen_t) -> c_int {
+pub unsafe extern "C" fn getpeername(
+    fd: c_int,
+    addr: *mut sockaddr,
+    lenp: *mut socklen_t,
+) -> c_int {
     if let Some(c) = ours(fd)
         && let Some(v) = enter(-1, || {
             Some(c.peername()?.and_then(|a| {
@@ -1362,7 +1410,12 @@ fn dup_done(c: &Arc<Core>, new: c_int) {
     }
 }
 
-fn fcntl_impl(fd: c_int, cmd: c_int, arg: c_ulong, real: unsafe extern "C" fn(c_int, c_int, ...) -> c_int) -> c_int {
+fn fcntl_impl(
+    fd: c_int,
+    cmd: c_int,
+    arg: c_ulong,
+    real: unsafe extern "C" fn(c_int, c_int, ...) -> c_int,
+) -> c_int {
     if let Some(c) = linerate(fd) {
         if cmd == libc::F_DUPFD || cmd == libc::F_DUPFD_CLOEXEC {
             // SAFETY: libc's fcntl duplicating the placeholder.

@@ -64,7 +64,9 @@ impl Prefix {
                 u32::from(p) & mask == u32::from(a) & mask
             }
             (IpAddr::V6(p), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.len)).unwrap_or(0);
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.len))
+                    .unwrap_or(0);
                 u128::from(p) & mask == u128::from(a) & mask
             }
             _ => false,
@@ -157,7 +159,10 @@ mod tests {
         let d = |q: Query| decide(&rules, Action::Kernel, &q);
         assert_eq!(d(q(Kind::Tcp, Some(22), Some("10.1.2.3"))), Action::Kernel);
         assert_eq!(d(q(Kind::Udp, None, Some("10.1.2.3"))), Action::Linerate);
-        assert_eq!(d(q(Kind::Udp, None, Some("::ffff:10.1.2.3"))), Action::Linerate);
+        assert_eq!(
+            d(q(Kind::Udp, None, Some("::ffff:10.1.2.3"))),
+            Action::Linerate
+        );
         assert_eq!(d(q(Kind::Tcp, Some(5201), None)), Action::Linerate);
         assert_eq!(d(q(Kind::Tcp, None, None)), Action::Kernel);
         assert_eq!(d(q(Kind::Tcp, None, Some("10.2.0.1"))), Action::Kernel);
@@ -170,9 +175,21 @@ mod tests {
         let p = Prefix::parse("10.0.0.0/8").unwrap();
         assert!(p.contains("10.255.0.1".parse().unwrap()));
         assert!(!p.contains("11.0.0.1".parse().unwrap()));
-        assert!(Prefix::parse("0.0.0.0/0").unwrap().contains("1.2.3.4".parse().unwrap()));
+        assert!(
+            Prefix::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("1.2.3.4".parse().unwrap())
+        );
         assert!(Prefix::parse("10.0.0.0/33").is_none());
-        assert!(Prefix::parse("fd00::/8").unwrap().contains("fd12::1".parse().unwrap()));
-        assert!(!Prefix::parse("fd00::/8").unwrap().contains("10.0.0.1".parse().unwrap()));
+        assert!(
+            Prefix::parse("fd00::/8")
+                .unwrap()
+                .contains("fd12::1".parse().unwrap())
+        );
+        assert!(
+            !Prefix::parse("fd00::/8")
+                .unwrap()
+                .contains("10.0.0.1".parse().unwrap())
+        );
     }
 }

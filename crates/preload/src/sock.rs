@@ -386,7 +386,11 @@ impl Core {
             return;
         }
         let mut cx = Context::from_waker(&self.waker);
-        let sides = if advance(st, &mut cx) { Sides::BOTH } else { sides };
+        let sides = if advance(st, &mut cx) {
+            Sides::BOTH
+        } else {
+            sides
+        };
         let want = match &mut st.state {
             State::Undecided { .. } | State::Closed => return,
             State::Connecting(_) => (false, false),
@@ -555,13 +559,19 @@ impl Core {
             return Ok(true);
         };
         let bind_port = ours.map(|a| a.port()).or(*port).unwrap_or(0);
-        let reach = q.remote.is_none_or(|(ip, _)| stack::stack().is_some_and(|s| s.reaches(ip)));
+        let reach = q
+            .remote
+            .is_none_or(|(ip, _)| stack::stack().is_some_and(|s| s.reaches(ip)));
         if !reach || policy::decide(&cfg.rules, cfg.default, q) == Action::Kernel {
             let was_ours = ours.is_some();
             drop(g);
             self.unwatch(fd);
             // Bound to linerate's address only: the kernel cannot have it.
-            return if was_ours { Err(libc::EADDRNOTAVAIL) } else { Ok(false) };
+            return if was_ours {
+                Err(libc::EADDRNOTAVAIL)
+            } else {
+                Ok(false)
+            };
         }
         let Some(stack) = stack::stack() else {
             drop(g);
@@ -571,7 +581,11 @@ impl Core {
         let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), bind_port);
         let s = stack::block_on(UdpSocket::bind(&stack.handle, local)).map_err(|e| errno_of(&e))?;
         self.take_over(&mut g, fd)?;
-        g.state = State::Udp { s, peer, peek: None };
+        g.state = State::Udp {
+            s,
+            peer,
+            peek: None,
+        };
         self.finish(g);
         Ok(true)
     }
@@ -603,7 +617,11 @@ impl Core {
         if policy::decide(&cfg.rules, cfg.default, &q) == Action::Kernel {
             drop(g);
             self.unwatch(fd);
-            return if was_ours { Some(Err(libc::EADDRNOTAVAIL)) } else { None };
+            return if was_ours {
+                Some(Err(libc::EADDRNOTAVAIL))
+            } else {
+                None
+            };
         }
         let Some(stack) = stack::stack() else {
             drop(g);
@@ -666,16 +684,19 @@ impl Core {
             if !reach || policy::decide(&cfg.rules, cfg.default, &q) == Action::Kernel {
                 drop(g);
                 self.unwatch(fd);
-                return if was_ours { Some(Err(libc::EADDRNOTAVAIL)) } else { None };
+                return if was_ours {
+                    Some(Err(libc::EADDRNOTAVAIL))
+                } else {
+                    None
+                };
             }
             let stack = stack::stack()?;
             if let Err(e) = self.take_over(&mut g, fd) {
                 return Some(Err(e));
             }
             let h = stack.handle.clone();
-            g.state = State::Connecting(Box::pin(
-                async move { TcpStream::connect(&h, addr).await },
-            ));
+            g.state =
+                State::Connecting(Box::pin(async move { TcpStream::connect(&h, addr).await }));
             g.shown = (false, true);
         }
         let confirmed = g.confirmed;
@@ -701,15 +722,17 @@ impl Core {
         let (nonblock, opts) = (g.nonblock, g.opts);
         let started = g.shown == (false, true);
         drop(g);
-        let r = self.wait(Sides::BOTH, nonblock, opts.sndtimeo, |st, _| match &st.state {
-            State::Connecting(_) => Poll::Pending,
-            State::Stream { .. } => {
-                st.confirmed = true;
-                Poll::Ready(Ok(()))
-            }
-            _ => {
-                let e = std::mem::take(&mut st.so_error);
-                Poll::Ready(Err(if e == 0 { libc::ECONNABORTED } else { e }))
+        let r = self.wait(Sides::BOTH, nonblock, opts.sndtimeo, |st, _| {
+            match &st.state {
+                State::Connecting(_) => Poll::Pending,
+                State::Stream { .. } => {
+                    st.confirmed = true;
+                    Poll::Ready(Ok(()))
+                }
+                _ => {
+                    let e = std::mem::take(&mut st.so_error);
+                    Poll::Ready(Err(if e == 0 { libc::ECONNABORTED } else { e }))
+                }
             }
         });
         Some(match r {
@@ -726,16 +749,21 @@ impl Core {
             return None;
         }
         let (nonblock, opts) = self.flags();
-        let r = self.wait(Sides::READ, nonblock, opts.rcvtimeo, |st, _| match &mut st.state {
-            State::Listener { ready, err, .. } => match ready.pop_front() {
-                Some(c) => Poll::Ready(Ok(c)),
-                None => match err {
-                    Some(e) => Poll::Ready(Err(*e)),
-                    None => Poll::Pending,
+        let r = self.wait(
+            Sides::READ,
+            nonblock,
+            opts.rcvtimeo,
+            |st, _| match &mut st.state {
+                State::Listener { ready, err, .. } => match ready.pop_front() {
+                    Some(c) => Poll::Ready(Ok(c)),
+                    None => match err {
+                        Some(e) => Poll::Ready(Err(*e)),
+                        None => Poll::Pending,
+                    },
                 },
+                _ => Poll::Ready(Err(libc::EINVAL)),
             },
-            _ => Poll::Ready(Err(libc::EINVAL)),
-        });
+        );
         let (s, peer) = match r {
             Ok(c) => c,
             Err(e) => return Some(Err(e)),
@@ -789,10 +817,15 @@ impl Core {
         let domain = self.domain;
         let mut done = 0usize;
         loop {
-            let r = self.wait(Sides::READ, nonblock && done == 0, opts.rcvtimeo, |st, cx| {
-                let rest = buf.get_mut(done..).unwrap_or_default();
-                recv_once(st, cx, rest, peek, domain)
-            });
+            let r = self.wait(
+                Sides::READ,
+                nonblock && done == 0,
+                opts.rcvtimeo,
+                |st, cx| {
+                    let rest = buf.get_mut(done..).unwrap_or_default();
+                    recv_once(st, cx, rest, peek, domain)
+                },
+            );
             match r {
                 Ok((n, from, full)) => {
                     done += n;
@@ -813,10 +846,15 @@ impl Core {
         let nonblock = nonblock || flags & libc::MSG_DONTWAIT != 0;
         let mut done = 0usize;
         let r = loop {
-            let r = self.wait(Sides::WRITE, nonblock && done == 0, opts.sndtimeo, |st, cx| {
-                let rest = data.get(done..).unwrap_or_default();
-                send_once(st, cx, rest, to)
-            });
+            let r = self.wait(
+                Sides::WRITE,
+                nonblock && done == 0,
+                opts.sndtimeo,
+                |st, cx| {
+                    let rest = data.get(done..).unwrap_or_default();
+                    send_once(st, cx, rest, to)
+                },
+            );
             match r {
                 Ok(n) => {
                     done += n;
@@ -919,7 +957,9 @@ impl Core {
             State::Stream { s, .. } => s.local_addr(),
             State::Listener { l, .. } => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), l.port()),
             State::Udp { s, .. } => s.local_addr(),
-            State::Connecting(_) | State::Failed => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0),
+            State::Connecting(_) | State::Failed => {
+                SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0)
+            }
             State::Closed => return Some(Err(libc::EBADF)),
         };
         Some(Ok(in_domain(self.domain, a)))
@@ -960,9 +1000,7 @@ impl Core {
             } else {
                 libc::IPPROTO_UDP
             }),
-            (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => {
-                b(matches!(g.state, State::Listener { .. }))
-            }
+            (libc::SOL_SOCKET, libc::SO_ACCEPTCONN) => b(matches!(g.state, State::Listener { .. })),
             (libc::SOL_SOCKET, libc::SO_REUSEADDR) => b(o.reuseaddr),
             (libc::SOL_SOCKET, libc::SO_REUSEPORT) => b(o.reuseport),
             (libc::SOL_SOCKET, libc::SO_KEEPALIVE) => b(o.keepalive),
@@ -986,14 +1024,12 @@ impl Core {
             }
             (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if tcp => OptVal::Str("cubic"),
             (libc::IPPROTO_TCP, libc::TCP_INFO) if tcp => OptVal::TcpInfo(match &g.state {
-                State::Stream { .. } => 1,     // TCP_ESTABLISHED
-                State::Connecting(_) => 2,     // TCP_SYN_SENT
-                State::Listener { .. } => 10,  // TCP_LISTEN
-                _ => 7,                        // TCP_CLOSE
+                State::Stream { .. } => 1,    // TCP_ESTABLISHED
+                State::Connecting(_) => 2,    // TCP_SYN_SENT
+                State::Listener { .. } => 10, // TCP_LISTEN
+                _ => 7,                       // TCP_CLOSE
             }),
-            (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if self.domain == libc::AF_INET6 => {
-                b(o.v6only)
-            }
+            (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if self.domain == libc::AF_INET6 => b(o.v6only),
             _ => {
                 unknown_option(level, name);
                 return Some(Err(libc::ENOPROTOOPT));
@@ -1028,8 +1064,12 @@ impl Core {
             (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if self.domain == libc::AF_INET6 => {
                 flag(&mut o.v6only)
             }
-            (libc::SOL_SOCKET, libc::SO_RCVBUF) => int.map(|i| o.rcvbuf = i.max(0)).ok_or(libc::EINVAL),
-            (libc::SOL_SOCKET, libc::SO_SNDBUF) => int.map(|i| o.sndbuf = i.max(0)).ok_or(libc::EINVAL),
+            (libc::SOL_SOCKET, libc::SO_RCVBUF) => {
+                int.map(|i| o.rcvbuf = i.max(0)).ok_or(libc::EINVAL)
+            }
+            (libc::SOL_SOCKET, libc::SO_SNDBUF) => {
+                int.map(|i| o.sndbuf = i.max(0)).ok_or(libc::EINVAL)
+            }
             (libc::SOL_SOCKET, libc::SO_RCVTIMEO) => match v {
                 OptSet::Time(t) => {
                     o.rcvtimeo = t;
@@ -1077,7 +1117,9 @@ impl Core {
         }
         let mut g = lock(&self.st);
         match cmd {
-            libc::F_GETFL => Some(Ok(libc::O_RDWR | if g.nonblock { libc::O_NONBLOCK } else { 0 })),
+            libc::F_GETFL => Some(Ok(
+                libc::O_RDWR | if g.nonblock { libc::O_NONBLOCK } else { 0 }
+            )),
             libc::F_SETFL => {
                 g.nonblock = arg & libc::O_NONBLOCK != 0;
                 Some(Ok(0))

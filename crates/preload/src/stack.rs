@@ -114,7 +114,11 @@ pub(crate) fn stack() -> Option<&'static Stack> {
 }
 
 fn start(cfg: &Config) -> Result<Stack, String> {
-    if !cfg.nic.create && !std::path::Path::new("/sys/class/net").join(&cfg.nic.tap).exists() {
+    if !cfg.nic.create
+        && !std::path::Path::new("/sys/class/net")
+            .join(&cfg.nic.tap)
+            .exists()
+    {
         return Err(format!(
             "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap`, or set nic.create = true)",
             cfg.nic.tap, cfg.nic.tap

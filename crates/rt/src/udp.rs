@@ -332,7 +332,11 @@ impl UdpSocket {
             }
             ready
         }) {
-            return if ready { Poll::Ready(()) } else { Poll::Pending };
+            return if ready {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
         }
         let mut st = lock(&self.shared.st);
         if st.local {
