@@ -90,7 +90,13 @@ struct Site {
 }
 
 impl Site {
+    /// Every socket offloaded (`default = "linerate"`).
     fn new() -> Site {
+        Site::with_policy("[policy]\ndefault = \"linerate\"\n")
+    }
+
+    /// With `policy`, the config file's policy section.
+    fn with_policy(policy: &str) -> Site {
         assert!(netns::is_root(), "system tests need root");
         let lib = library();
         let ns = Netns::new("lrp").unwrap();
@@ -103,9 +109,7 @@ impl Site {
             .unwrap();
         ns.ip(&["link", "set", &tap, "up"]).unwrap();
         let config = std::env::temp_dir().join(format!("{}.toml", netns::unique("lrpc")));
-        let text = format!(
-            "[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{OURS}/24\"\n[policy]\ndefault = \"linerate\"\n"
-        );
+        let text = format!("[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{OURS}/24\"\n{policy}");
         std::fs::write(&config, text).unwrap();
         Site { ns, config, lib }
     }
@@ -236,8 +240,22 @@ impl KillOnDrop {
 }
 
 impl Drop for KillOnDrop {
+    /// SIGTERM first: the process is `timeout` (exec'd by `ip netns exec`
+    /// and `env`), which passes it on to the program it runs; a SIGKILL
+    /// would leave the program behind. SIGKILL if it is still there after.
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         if let Some(c) = self.0.as_mut() {
+            if let Ok(pid) = libc::pid_t::try_from(c.id()) {
+                // SAFETY: a signal to our own child, not yet reaped.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+            for _ in 0..50 {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -538,4 +556,212 @@ fn c_program_answers_as_the_kernel() {
         ours.lines().count(),
         "preload:\n{ours}"
     );
+}
+
+/// A program under the preload that prints "ready" once set up, then runs
+/// until the test is done with it; killed when dropped.
+struct Started {
+    child: KillOnDrop,
+}
+
+impl Started {
+    fn new(mut cmd: Command) -> Started {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        assert_eq!(line.trim(), "ready", "the program did not start");
+        Started {
+            child: KillOnDrop(Some(child)),
+        }
+    }
+
+    /// Waits for the program to end by itself; its status.
+    fn wait(self) -> std::process::ExitStatus {
+        self.child.wait().status
+    }
+}
+
+/// One exchange with a server from the kernel side: send `msg`, read until
+/// the server closes.
+fn ask(site: &Site, to: SocketAddr, msg: &'static [u8]) -> std::io::Result<Vec<u8>> {
+    site.ns
+        .run(move || {
+            let mut c = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+            c.set_read_timeout(Some(Duration::from_secs(10)))?;
+            c.write_all(msg)?;
+            c.shutdown(std::net::Shutdown::Write)?;
+            let mut back = Vec::new();
+            c.read_to_end(&mut back)?;
+            Ok(back)
+        })
+        .unwrap()
+}
+
+/// The policy per server: one program, two listeners; the rule offloads
+/// port 5301 only. Each is reached on its own stack's address and only
+/// there: linerate answers 5302 with a reset, the kernel has nothing on
+/// 5301 (its socket was replaced by linerate's).
+#[test]
+fn policy_splits_one_program_between_the_stacks() {
+    let site = Site::with_policy(
+        "[policy]\ndefault = \"kernel\"\n[[policy.rule]]\ntype = \"tcp\"\nlocal_port = 5301\naction = \"linerate\"\n",
+    );
+    let script = r#"
+import socket
+ls = []
+for port in (5301, 5302):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen()
+    ls.append(s)
+print("ready", flush=True)
+for s in ls:
+    c, _ = s.accept()
+    c.sendall(c.recv(100).upper() + b" " + str(s.getsockname()[1]).encode())
+    c.close()
+"#;
+    let server = Started::new(site.preloaded("python3", &["-c", script]));
+    let refused = |to: SocketAddr| {
+        let e = ask(&site, to, b"x").unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{to}: {e}");
+    };
+    refused(SocketAddr::from((OURS, 5302)));
+    refused(SocketAddr::from((KERNEL, 5301)));
+    assert_eq!(
+        ask(&site, SocketAddr::from((OURS, 5301)), b"tcp").unwrap(),
+        b"TCP 5301"
+    );
+    assert_eq!(
+        ask(&site, SocketAddr::from((KERNEL, 5302)), b"tcp").unwrap(),
+        b"TCP 5302"
+    );
+    assert!(server.wait().success());
+}
+
+/// python3's asyncio (epoll, non-blocking connect, SO_ERROR) under the
+/// preload: an echo server a kernel client checks byte for byte, and a
+/// client of the kernel's echo server.
+#[test]
+fn python_asyncio_echo_both_ways() {
+    let site = Site::new();
+    let server = r#"
+import asyncio
+async def echo(r, w):
+    while data := await r.read(65536):
+        w.write(data)
+        await w.drain()
+    w.close()
+async def main():
+    srv = await asyncio.start_server(echo, "0.0.0.0", 5303)
+    print("ready", flush=True)
+    async with srv:
+        await srv.serve_forever()
+asyncio.run(main())
+"#;
+    let _server = Started::new(site.preloaded("python3", &["-c", server]));
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let to = SocketAddr::from((OURS, 5303));
+    let sent = data.clone();
+    let back = site
+        .ns
+        .run(move || -> std::io::Result<Vec<u8>> {
+            let c = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5))?;
+            c.set_read_timeout(Some(Duration::from_secs(20)))?;
+            let mut w = c.try_clone()?;
+            let writer = std::thread::spawn(move || {
+                w.write_all(&sent)?;
+                w.shutdown(std::net::Shutdown::Write)
+            });
+            let mut back = Vec::new();
+            (&c).read_to_end(&mut back)?;
+            writer.join().unwrap()?;
+            Ok(back)
+        })
+        .unwrap()
+        .unwrap();
+    assert!(
+        back == data,
+        "echoed {} bytes of {}",
+        back.len(),
+        data.len()
+    );
+
+    let _peers = Peers::start(&site.ns);
+    let client = format!(
+        r#"
+import asyncio, hashlib
+async def main():
+    r, w = await asyncio.open_connection("{KERNEL}", {ECHO})
+    data = bytes((i * 13) % 256 for i in range(300000))
+    w.write(data)
+    await w.drain()
+    back = await r.readexactly(len(data))
+    w.close()
+    print("same" if back == data else "differs", flush=True)
+asyncio.run(main())
+"#
+    );
+    let out = output(
+        site.preloaded("python3", &["-c", &client]),
+        "asyncio client",
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "same");
+}
+
+/// A bad config stops the program before main, naming the field; with
+/// `on_error = "kernel"` the program runs on the kernel and says so.
+#[test]
+fn bad_config_stops_before_main_or_falls_back() {
+    let lib = library();
+    let dir = std::env::temp_dir();
+    let run = |text: &str| {
+        let path = dir.join(format!("{}.toml", netns::unique("lrpb")));
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new("sh")
+            .args(["-c", "echo main"])
+            .env("LINERATE_CONFIG", &path)
+            .env("LD_PRELOAD", &lib)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        out
+    };
+    let bad = run("[nic]\ntap = \"lr0\"\nmtu = 70000\n[net]\naddress = \"10.0.0.2/24\"\n");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(bad.stdout.is_empty(), "main ran");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("nic.mtu") && err.contains("give 576 to 9000"),
+        "{err}"
+    );
+
+    let fallback =
+        run("on_error = \"kernel\"\n[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2\"\n");
+    assert!(fallback.status.success());
+    assert_eq!(String::from_utf8_lossy(&fallback.stdout), "main\n");
+    let err = String::from_utf8_lossy(&fallback.stderr);
+    assert!(
+        err.contains("net.address") && err.contains("kernel"),
+        "{err}"
+    );
+
+    let inert = Command::new("sh")
+        .args(["-c", "echo main"])
+        .env_remove("LINERATE_CONFIG")
+        .env("LD_PRELOAD", &lib)
+        .output()
+        .unwrap();
+    assert!(inert.status.success() && inert.stderr.is_empty());
 }
