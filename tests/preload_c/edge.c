@@ -24,6 +24,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -304,6 +305,21 @@ int main(int argc, char **argv) {
     CHECK("udp recvmsg", recvmsg(u, &rh, 0));
     printf("udp recvmsg data: %c%.4s flags %d\n", b1[0], b2, rh.msg_flags);
     close(u);
+
+    /* fork: the child's new sockets work (under the preload they are the
+     * kernel's), and its exit does not wait on the parent's runtime. */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        int ok = connect(c, at(echo), sizeof peer) == 0 && send(c, "fork", 4, 0) == 4 &&
+                 recv(c, buf, 4, MSG_WAITALL) == 4;
+        printf("child echo: %d\n", ok);
+        exit(0);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    printf("child exit: %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     printf("done\n");
     return 0;
 }

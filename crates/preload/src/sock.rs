@@ -77,6 +77,12 @@ pub(crate) fn forked() {
     FORKED.store(true, Ordering::Release);
 }
 
+/// Whether this process is a child that inherited the library's state
+/// without its runtime's threads.
+pub(crate) fn is_forked() -> bool {
+    FORKED.load(Ordering::Acquire)
+}
+
 /// Options a linerate socket keeps (those the engine has no knob for yet are
 /// kept and reported back, as the kernel would).
 #[derive(Debug, Clone, Copy, Default)]
@@ -249,6 +255,10 @@ pub(crate) fn on_socket(fd: c_int, domain: c_int, ty: c_int, proto: c_int) {
     let Some(kind) = kind_of(domain, ty, proto) else {
         return;
     };
+    // A forked child has no runtime threads: its new sockets are the kernel's.
+    if is_forked() {
+        return;
+    }
     let Some(cfg) = stack::config() else {
         return;
     };

@@ -147,6 +147,11 @@ fn start(cfg: &Config) -> Result<Stack, String> {
 /// At exit: the runtime sends what the program wrote and closed (up to a
 /// second), as the kernel would after the process is gone.
 pub(crate) fn at_exit() {
+    // A forked child has the runtime's state but not its threads: nothing
+    // to join or flush there.
+    if crate::sock::is_forked() {
+        return;
+    }
     if let Some(Some(s)) = STACK.get() {
         let rt = s
             .runtime
