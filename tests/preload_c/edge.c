@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -304,7 +305,44 @@ int main(int argc, char **argv) {
     struct msghdr rh = {.msg_iov = riov, .msg_iovlen = 2};
     CHECK("udp recvmsg", recvmsg(u, &rh, 0));
     printf("udp recvmsg data: %c%.4s flags %d\n", b1[0], b2, rh.msg_flags);
+    /* sendmmsg and recvmmsg. */
+    struct iovec mi[2] = {{"one", 3}, {"three", 5}};
+    struct mmsghdr mm[2];
+    memset(mm, 0, sizeof mm);
+    mm[0].msg_hdr.msg_iov = &mi[0];
+    mm[0].msg_hdr.msg_iovlen = 1;
+    mm[1].msg_hdr.msg_iov = &mi[1];
+    mm[1].msg_hdr.msg_iovlen = 1;
+    CHECK("udp sendmmsg", sendmmsg(u, mm, 2, 0));
+    printf("sendmmsg lengths %u %u\n", mm[0].msg_len, mm[1].msg_len);
+    usleep(100000);
+    char r1[16], r2[16];
+    struct iovec ri[2] = {{r1, 16}, {r2, 16}};
+    memset(mm, 0, sizeof mm);
+    mm[0].msg_hdr.msg_iov = &ri[0];
+    mm[0].msg_hdr.msg_iovlen = 1;
+    mm[1].msg_hdr.msg_iov = &ri[1];
+    mm[1].msg_hdr.msg_iovlen = 1;
+    CHECK("udp recvmmsg", recvmmsg(u, mm, 2, 0, NULL));
+    printf("recvmmsg lengths %u %u: %.3s %.5s\n", mm[0].msg_len, mm[1].msg_len, r1, r2);
     close(u);
+
+    /* sendfile from a file to a stream. */
+    char path[] = "/tmp/lr-edge-XXXXXX";
+    int f = mkstemp(path);
+    write(f, "sendfile data", 13);
+    unlink(path);
+    s = connected(echo);
+    off_t off = 4;
+    CHECK("sendfile with offset", sendfile(s, f, &off, 100));
+    printf("offset after: %ld\n", (long)off);
+    lseek(f, 0, SEEK_SET);
+    CHECK("sendfile at position", sendfile(s, f, NULL, 4));
+    printf("position after: %ld\n", (long)lseek(f, 0, SEEK_CUR));
+    CHECK("recv sendfile echo", recv(s, buf, 13, MSG_WAITALL));
+    printf("data: %.13s\n", buf);
+    close(s);
+    close(f);
 
     /* fork: the child's new sockets work (under the preload they are the
      * kernel's), and its exit does not wait on the parent's runtime. */

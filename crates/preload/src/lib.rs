@@ -58,8 +58,9 @@
 //! writev, recv, recvfrom, recvmsg, send, sendto, sendmsg, close, shutdown,
 //! getsockname, getpeername, getsockopt, setsockopt, fcntl (O_NONBLOCK,
 //! FD_CLOEXEC, F_GETFL/F_SETFL, F_GETFD/F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC),
-//! ioctl (FIONBIO, FIONREAD), dup, dup2, dup3, and the fortified `__read_chk`,
-//! `__recv_chk`, `__recvfrom_chk`. Blocking calls sleep on a futex until the
+//! ioctl (FIONBIO, FIONREAD), dup, dup2, dup3, recvmmsg, sendmmsg, sendfile
+//! (a file to a linerate socket, through a per-thread buffer), and the
+//! fortified `__read_chk`, `__recv_chk`, `__recvfrom_chk`. Blocking calls sleep on a futex until the
 //! socket's waker runs (no spinning), honour SO_RCVTIMEO/SO_SNDTIMEO
 //! (`EAGAIN`), and return `EINTR` when a signal handler runs. A write to a
 //! stream whose sending side is shut returns `EPIPE` and raises SIGPIPE
@@ -72,12 +73,10 @@
 //!
 //! # Not yet
 //!
-//! recvmmsg, sendmmsg, sendfile, epoll_pwait2 need nothing from the library
-//! or go to the kernel as they are (sendfile to a linerate socket fails
-//! there with the placeholder's errno); SO_LINGER 0 is recorded but closes
-//! with a FIN; TCP_INFO reports only the state; `fork` leaves inherited
+//! SO_LINGER 0 is recorded but closes with a FIN; TCP_INFO reports only the
+//! state; recvmmsg does not consult its timeout; `fork` leaves inherited
 //! linerate sockets failing with `EIO` in the child (logged), and new
-//! sockets there on the kernel; `SA_RESTART` is not consulted (a blocking
+//! sockets there on the kernel (no queue of its own yet); `SA_RESTART` is not consulted (a blocking
 //! call interrupted by a handler returns `EINTR`); IPv6 peers stay on the
 //! kernel (the engine is configured with an IPv4 address); a socket
 //! duplicated before the policy decided it keeps the kernel socket in the
