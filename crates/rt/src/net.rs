@@ -252,6 +252,56 @@ impl Inner {
         }
     }
 
+    /// Ready once a read would not wait: bytes, the end of the stream or an
+    /// error. Pending leaves `cx`'s waker where a read would.
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(ready) = local::with_engine(&self.rt, self.sock.queue, |e| {
+            e.tcp_readiness(self.sock.h).map_or(true, |r| r.readable)
+        }) {
+            let mut st = lock(&self.sock.st);
+            if ready || !st.rx.is_empty() || st.eof || st.error.is_some() {
+                return Poll::Ready(());
+            }
+            st.local = true;
+            register(&mut st.read_waker, cx.waker());
+            return Poll::Pending;
+        }
+        let mut kick = false;
+        let poll = {
+            let mut st = lock(&self.sock.st);
+            if st.local {
+                st.local = false;
+                kick = true;
+            }
+            if !st.rx.is_empty() || st.eof || st.error.is_some() {
+                Poll::Ready(())
+            } else {
+                register(&mut st.read_waker, cx.waker());
+                Poll::Pending
+            }
+        };
+        if kick {
+            self.rt.serve(&self.sock);
+        }
+        poll
+    }
+
+    /// Ready once a write would not wait: room in the send ring, or an
+    /// error or shut sending side (the write then fails at once).
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = lock(&self.sock.st);
+        if st.error.is_some() || st.shutdown || st.closed || st.tx.free() > 0 {
+            return Poll::Ready(());
+        }
+        register(&mut st.write_waker, cx.waker());
+        Poll::Pending
+    }
+
+    /// Bytes a read returns at once (the staged ones).
+    fn staged(&self) -> usize {
+        lock(&self.sock.st).rx.len()
+    }
+
     fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         if let Some(Some(p)) = local::with_engine(&self.rt, self.sock.queue, |e| {
             self.write_direct(e, cx, data)
@@ -382,6 +432,28 @@ impl TcpStream {
     /// The peer's address.
     pub fn peer_addr(&self) -> SocketAddr {
         self.inner.sock.remote
+    }
+
+    /// Polls until a read would not wait (bytes, the end of the stream, or an
+    /// error to report), without reading: for an event loop that asks before
+    /// it reads, as `poll(2)` does. Pending leaves `cx`'s waker with the
+    /// stream, woken as a pending `poll_read`'s would be; reads and readiness
+    /// checks of one stream share that one waker slot.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.poll_read_ready(cx)
+    }
+
+    /// Polls until a write would not wait (room in the send ring, or an error
+    /// the write reports), without writing. Shares the waker slot of
+    /// `poll_write`.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.poll_write_ready(cx)
+    }
+
+    /// Bytes a read returns without waiting: those staged for the
+    /// application (`FIONREAD`). The engine may hold more.
+    pub fn readable_bytes(&self) -> usize {
+        self.inner.staged()
     }
 
     /// The queue (thread, engine) serving the connection.

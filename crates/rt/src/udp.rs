@@ -380,6 +380,57 @@ impl UdpSocket {
         Poll::Ready(Ok(buf.len()))
     }
 
+    /// Polls until a receive would not wait (a datagram staged, or an error),
+    /// without receiving; shares the waker slot of `poll_recv_from`. A socket
+    /// served on its home queue's own thread asks the engine.
+    pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(ready) = self.direct(|e, st, h| {
+            let ready = !st.rx.is_empty()
+                || st.error.is_some()
+                || e.udp_readiness(h).map_or(true, |r| r.readable);
+            if !ready {
+                st.local = true;
+                register(&mut st.read_waker, cx.waker());
+            }
+            ready
+        }) {
+            return if ready {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
+        }
+        let mut st = lock(&self.shared.st);
+        if st.local {
+            st.local = false;
+            drop(st);
+            self.rt.kick(self.shared.home);
+            st = lock(&self.shared.st);
+        }
+        if !st.rx.is_empty() || st.error.is_some() {
+            return Poll::Ready(());
+        }
+        register(&mut st.read_waker, cx.waker());
+        Poll::Pending
+    }
+
+    /// Polls until a send would not wait (room in the staging queue, or an
+    /// error to report), without sending; shares the waker slot of
+    /// `poll_send_to`.
+    pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = lock(&self.shared.st);
+        if st.tx.len() < STAGED || st.error.is_some() || st.send_error.is_some() {
+            return Poll::Ready(());
+        }
+        register(&mut st.write_waker, cx.waker());
+        Poll::Pending
+    }
+
+    /// The length of the next staged datagram, if one is staged (`FIONREAD`).
+    pub fn next_datagram_len(&self) -> Option<usize> {
+        lock(&self.shared.st).rx.front().map(|(_, d)| d.len())
+    }
+
     /// Receives one datagram into `buf`; returns its length (cut to `buf`, the
     /// rest of a longer datagram is lost) and its sender.
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {

@@ -1,0 +1,242 @@
+//! Safe wrappers over the system calls of the placeholder and the waits.
+
+use super::*;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::AtomicU32;
+
+/// Sleeps while `*seq == expected`, at most `timeout`. `Err(EINTR)` if a
+/// signal arrived.
+pub(crate) fn futex_wait(seq: &AtomicU32, expected: u32, timeout: Option<Duration>) -> R<()> {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: libc::time_t::try_from(t.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(t.subsec_nanos().min(999_999_999) as i32),
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `seq` is a live u32; the timespec outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            seq.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            tsp,
+        )
+    };
+    if r == -1 && errno() == libc::EINTR {
+        return Err(libc::EINTR);
+    }
+    Ok(())
+}
+
+/// Wakes every thread in [`futex_wait`] on `seq`.
+pub(crate) fn futex_wake(seq: &AtomicU32) {
+    // SAFETY: `seq` is a live u32.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            seq.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            c_int::MAX,
+        )
+    };
+}
+
+/// Reads and throws away what `fd` has queued.
+fn drain(fd: c_int) {
+    let mut b = [0u8; 4096];
+    loop {
+        // SAFETY: `b` is writable for its length.
+        let n = unsafe { next::recv()(fd, b.as_mut_ptr().cast(), b.len(), libc::MSG_DONTWAIT) };
+        if n < b.len() as ssize_t {
+            return;
+        }
+    }
+}
+
+/// Makes the placeholder `fd` unwritable: its send buffer full.
+fn fill(fd: c_int) {
+    static ZEROS: [u8; 16384] = [0; 16384];
+    for _ in 0..8 {
+        // SAFETY: a static buffer, readable.
+        let n = unsafe {
+            next::send()(
+                fd,
+                ZEROS.as_ptr().cast(),
+                ZEROS.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < ZEROS.len() as ssize_t {
+            return;
+        }
+    }
+}
+
+/// Moves the placeholder `fd` (peer `b`) from showing `cur` (readable,
+/// writable) to showing `want`.
+pub(crate) fn show(fd: c_int, b: &OwnedFd, cur: (bool, bool), want: (bool, bool)) {
+    use std::os::fd::AsRawFd;
+    let b = b.as_raw_fd();
+    if want.0 != cur.0 {
+        if want.0 {
+            // SAFETY: one readable byte.
+            unsafe {
+                next::send()(
+                    b,
+                    [1u8].as_ptr().cast(),
+                    1,
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+        } else {
+            drain(fd);
+        }
+    }
+    if want.1 != cur.1 {
+        if want.1 {
+            drain(b);
+        } else {
+            fill(fd);
+        }
+    }
+}
+
+fn pair() -> R<(c_int, c_int)> {
+    let mut sv = [0 as c_int; 2];
+    // SAFETY: `sv` has room for the two fds.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+            sv.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(errno());
+    }
+    let small: c_int = 4096;
+    // SAFETY: an int option value of its size.
+    unsafe {
+        next::setsockopt()(
+            sv[0],
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&raw const small).cast(),
+            size_of::<c_int>() as socklen_t,
+        )
+    };
+    Ok((sv[0], sv[1]))
+}
+
+/// A new placeholder: the program's fd and the library's end.
+pub(crate) fn placeholder_new() -> R<(c_int, OwnedFd)> {
+    let (a, b) = pair()?;
+    // SAFETY: `b` is a fresh fd nobody else owns.
+    Ok((a, unsafe { OwnedFd::from_raw_fd(b) }))
+}
+
+/// Puts a placeholder under the number `fd` (closing the kernel socket
+/// there); returns the library's end.
+pub(crate) fn placeholder_over(fd: c_int) -> R<OwnedFd> {
+    let (a, b) = pair()?;
+    // SAFETY: plain fd calls on fds this function holds, and `fd`, which
+    // the caller's table entry owns.
+    unsafe {
+        if next::dup3()(a, fd, libc::O_CLOEXEC) < 0 {
+            let e = errno();
+            next::close()(a);
+            next::close()(b);
+            return Err(e);
+        }
+        next::close()(a);
+        Ok(OwnedFd::from_raw_fd(b))
+    }
+}
+
+fn int_opt(fd: c_int, level: c_int, name: c_int) -> Option<c_int> {
+    let mut v: c_int = 0;
+    let mut len = size_of::<c_int>() as socklen_t;
+    // SAFETY: an int and its length.
+    let r = unsafe { next::getsockopt()(fd, level, name, (&raw mut v).cast(), &mut len) };
+    (r == 0).then_some(v)
+}
+
+fn time_opt(fd: c_int, name: c_int) -> Option<Duration> {
+    let mut tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 0,
+    };
+    let mut len = size_of::<libc::timeval>() as socklen_t;
+    // SAFETY: a timeval and its length.
+    let r =
+        unsafe { next::getsockopt()(fd, libc::SOL_SOCKET, name, (&raw mut tv).cast(), &mut len) };
+    if r != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0) {
+        return None;
+    }
+    Some(
+        Duration::from_secs(tv.tv_sec.max(0) as u64)
+            + Duration::from_micros(tv.tv_usec.max(0) as u64),
+    )
+}
+
+/// The flags and options the program set on the kernel socket `fd`:
+/// non-blocking, close-on-exec, options.
+pub(crate) fn kernel_state(fd: c_int) -> (bool, bool, sock::Opts) {
+    // SAFETY: fcntl queries on an fd.
+    let (fl, fdfl) = unsafe {
+        (
+            next::fcntl()(fd, libc::F_GETFL),
+            next::fcntl()(fd, libc::F_GETFD),
+        )
+    };
+    let flag = |level, name| int_opt(fd, level, name).is_some_and(|v| v != 0);
+    let opts = sock::Opts {
+        reuseaddr: flag(libc::SOL_SOCKET, libc::SO_REUSEADDR),
+        reuseport: flag(libc::SOL_SOCKET, libc::SO_REUSEPORT),
+        keepalive: flag(libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+        nodelay: flag(libc::IPPROTO_TCP, libc::TCP_NODELAY),
+        v6only: flag(libc::IPPROTO_IPV6, libc::IPV6_V6ONLY),
+        rcvtimeo: time_opt(fd, libc::SO_RCVTIMEO),
+        sndtimeo: time_opt(fd, libc::SO_SNDTIMEO),
+        ..sock::Opts::default()
+    };
+    (
+        fl >= 0 && fl & libc::O_NONBLOCK != 0,
+        fdfl >= 0 && fdfl & libc::FD_CLOEXEC != 0,
+        opts,
+    )
+}
+
+/// `bind` on the kernel socket `fd`.
+pub(crate) fn kernel_bind(fd: c_int, a: SocketAddr) -> R<()> {
+    let (ss, len) = encode(a);
+    // SAFETY: a valid address of `len` bytes.
+    let r = unsafe { next::bind()(fd, (&raw const ss).cast(), len) };
+    if r == 0 { Ok(()) } else { Err(errno()) }
+}
+
+/// The port the kernel socket `fd` is bound to.
+pub(crate) fn kernel_port(fd: c_int) -> Option<u16> {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: the storage and its length.
+    let r = unsafe { next::getsockname()(fd, (&raw mut ss).cast(), &mut len) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: the kernel wrote an address of `len` bytes.
+    unsafe { read_addr((&raw const ss).cast(), len) }
+        .ok()
+        .flatten()
+        .map(|a| a.port())
+}
+
+/// SIGPIPE to the calling thread, as a write to a closed stream raises.
+pub(crate) fn raise_sigpipe() {
+    // SAFETY: raise has no memory preconditions.
+    unsafe { libc::raise(libc::SIGPIPE) };
+}

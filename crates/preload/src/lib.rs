@@ -1,0 +1,92 @@
+//! An `LD_PRELOAD` library that runs unmodified programs' BSD-socket calls on
+//! linerate: the TCP and UDP sockets its policy offloads are served by a
+//! linerate runtime on a TAP, in the program's own process; every other call
+//! goes to libc untouched.
+//!
+//! ```text
+//! cargo build --release -p linerate-preload
+//! LINERATE_CONFIG=lr.toml LD_PRELOAD=target/release/liblinerate_preload.so iperf3 -c 10.0.0.1
+//! ```
+//!
+//! The configuration file is described in [`config`]; without
+//! `LINERATE_CONFIG` the library is inert. A bad file stops the program
+//! before `main`, naming the field and the fix (or, with
+//! `on_error = "kernel"`, leaves every socket to the kernel and says so).
+//!
+//! # Which sockets
+//!
+//! Only AF_INET and AF_INET6 sockets of type SOCK_STREAM (TCP) and SOCK_DGRAM
+//! (UDP) are ever linerate's; AF_UNIX, netlink, raw and packet sockets are
+//! the kernel's. The [`policy`] decides per socket, when what it looks at is
+//! known: `listen` (the listening port), `connect` (the peer and the local
+//! port), `bind` or the first `sendto` of a UDP socket. Until then the
+//! socket is a real kernel socket and its calls go to the kernel as they
+//! are; a socket left to the kernel leaves the library's table for good. The
+//! engine does not route: peers off linerate's subnet stay on the kernel.
+//! The runtime (one linerate-rt queue thread per configured queue) starts at
+//! the first socket decided for linerate.
+//!
+//! # Readiness: the placeholder fd
+//!
+//! Every linerate socket owns a real kernel fd number: one end of an AF_UNIX
+//! socketpair (the placeholder), put under the number of the kernel socket
+//! it replaces (`dup3`), so numbers never collide and `select`'s FD_SETSIZE
+//! rules hold. The library keeps the placeholder's kernel readiness equal to
+//! the linerate socket's: readable is one byte queued toward it from the
+//! library's end; not writable is its small send buffer filled, writable
+//! again when the library's end drains it. Each socket has one waker of its
+//! own, registered with linerate-rt wherever a side is not ready; when a
+//! queue thread wakes it, it brings the placeholder up to date (a system
+//! call or two, only when readiness changes) and wakes threads blocked in
+//! the socket's calls (a futex).
+//!
+//! So `poll`, `ppoll`, `select`, `pselect` and every `epoll` call are not
+//! interposed at all: the kernel answers them over sets that mix linerate
+//! sockets with pipes, eventfds, timerfds and kernel sockets, level- or
+//! edge-triggered, EPOLLONESHOT, nested epoll sets, epoll fds inside poll
+//! sets, with the kernel's own timeouts. Interposing them as Onload does
+//! (splitting the set, checking linerate readiness in user space, waiting
+//! in the kernel on the rest plus a wake fd) saves those system calls on
+//! readiness changes but must re-implement every epoll semantic; the
+//! placeholder gets them right by construction. An edge-triggered waiter
+//! gets a new edge when a socket becomes readable again after a read
+//! returned `EAGAIN`, as programs written for edge triggering expect.
+//!
+//! # What is interposed
+//!
+//! socket, bind, listen, accept, accept4, connect, read, write, readv,
+//! writev, recv, recvfrom, recvmsg, send, sendto, sendmsg, close, shutdown,
+//! getsockname, getpeername, getsockopt, setsockopt, fcntl (O_NONBLOCK,
+//! FD_CLOEXEC, F_GETFL/F_SETFL, F_GETFD/F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC),
+//! ioctl (FIONBIO, FIONREAD), dup, dup2, dup3, recvmmsg, sendmmsg, sendfile
+//! (a file to a linerate socket, through a per-thread buffer), and the
+//! fortified `__read_chk`, `__recv_chk`, `__recvfrom_chk`. Blocking calls sleep on a futex until the
+//! socket's waker runs (no spinning), honour SO_RCVTIMEO/SO_SNDTIMEO
+//! (`EAGAIN`), and return `EINTR` when a signal handler runs. A write to a
+//! stream whose sending side is shut returns `EPIPE` and raises SIGPIPE
+//! unless MSG_NOSIGNAL. Options linerate has no knob for are refused with
+//! `ENOPROTOOPT`, logged once per option.
+//!
+//! The library's own threads and calls never go through the interposer (a
+//! per-thread flag); every entry point catches panics (`EIO`, logged); all
+//! `unsafe` code is in one module, the C boundary.
+//!
+//! # Not yet
+//!
+//! SO_LINGER 0 is recorded but closes with a FIN; TCP_INFO reports only the
+//! state; recvmmsg does not consult its timeout; `fork` leaves inherited
+//! linerate sockets failing with `EIO` in the child (logged), and new
+//! sockets there on the kernel (no queue of its own yet); `SA_RESTART` is not consulted (a blocking
+//! call interrupted by a handler returns `EINTR`); IPv6 peers stay on the
+//! kernel (the engine is configured with an IPv4 address); a socket
+//! duplicated before the policy decided it keeps the kernel socket in the
+//! duplicate; EFAULT is detected for null pointers only.
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+#![cfg(target_os = "linux")]
+
+pub mod config;
+mod ffi;
+pub mod policy;
+mod sock;
+mod stack;

@@ -1,0 +1,190 @@
+//! The configuration read at load time and the linerate runtime, started at
+//! the first socket the policy offloads.
+
+use crate::config::{Config, OnError};
+use crate::policy::Prefix;
+use linerate_nic::tap::TapOffloads;
+use linerate_nic::{Tap, TapConfig};
+use linerate_rt::{Handle, Runtime, RuntimeConfig};
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+/// Writes one line to stderr, prefixed with the library's name.
+pub(crate) fn log(msg: impl core::fmt::Display) {
+    eprintln!("linerate-preload: {msg}");
+}
+
+static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
+
+/// The checked configuration; `None` when the library is inert (no
+/// `LINERATE_CONFIG`, or a bad file with `on_error = "kernel"`).
+pub(crate) fn config() -> Option<&'static Config> {
+    CONFIG.get().and_then(Option::as_ref)
+}
+
+/// What loading decided, for [`init`]'s caller.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Loaded {
+    /// No `LINERATE_CONFIG`: every call goes to libc.
+    Inert,
+    /// A good file: offloading as it says.
+    Active,
+    /// A bad file with `on_error = "kernel"`: said on stderr, every call to libc.
+    Kernel,
+    /// A bad file: said on stderr; the program must stop.
+    Exit,
+}
+
+/// Reads and checks `LINERATE_CONFIG`, once, at load.
+pub(crate) fn init() -> Loaded {
+    let Some(path) = std::env::var_os("LINERATE_CONFIG") else {
+        let _ = CONFIG.set(None);
+        return Loaded::Inert;
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            log(format_args!(
+                "LINERATE_CONFIG: cannot read {}: {e}; point it at a readable TOML file",
+                path.to_string_lossy()
+            ));
+            let _ = CONFIG.set(None);
+            return Loaded::Exit;
+        }
+    };
+    match Config::from_toml(&text) {
+        Ok(c) => {
+            let _ = CONFIG.set(Some(c));
+            Loaded::Active
+        }
+        Err(e) => {
+            let _ = CONFIG.set(None);
+            log(format_args!("{}: {e}", path.to_string_lossy()));
+            match crate::config::on_error_of(&text) {
+                OnError::Kernel => {
+                    log("on_error = \"kernel\": every socket of this program is the kernel's");
+                    Loaded::Kernel
+                }
+                OnError::Exit => Loaded::Exit,
+            }
+        }
+    }
+}
+
+/// A running linerate on the configured NIC.
+pub(crate) struct Stack {
+    /// The runtime's handle, for opening sockets.
+    pub(crate) handle: Handle,
+    /// Its subnet: the peers the engine reaches (it does not route).
+    pub(crate) subnet: Prefix,
+    runtime: Mutex<Option<Runtime>>,
+}
+
+impl Stack {
+    /// Whether the engine reaches `ip` (on its subnet, IPv4 or IPv4-mapped).
+    pub(crate) fn reaches(&self, ip: IpAddr) -> bool {
+        self.subnet.contains(ip) && !ip.is_unspecified()
+    }
+}
+
+static STACK: OnceLock<Option<Stack>> = OnceLock::new();
+
+/// The stack, started at the first call; `None` if it could not start (said
+/// once on stderr; the sockets then stay the kernel's).
+pub(crate) fn stack() -> Option<&'static Stack> {
+    STACK
+        .get_or_init(|| {
+            let cfg = config()?;
+            match start(cfg) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    log(format_args!(
+                        "cannot start linerate on {}: {e}; this program's sockets stay the kernel's",
+                        cfg.nic.tap
+                    ));
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn start(cfg: &Config) -> Result<Stack, String> {
+    if !cfg.nic.create
+        && !std::path::Path::new("/sys/class/net")
+            .join(&cfg.nic.tap)
+            .exists()
+    {
+        return Err(format!(
+            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap`, or set nic.create = true)",
+            cfg.nic.tap, cfg.nic.tap
+        ));
+    }
+    let mut tc = TapConfig::new(cfg.nic.tap.clone());
+    tc.queues = cfg.nic.queues;
+    tc.mtu = cfg.nic.mtu;
+    if !cfg.nic.vnet_hdr {
+        tc.offloads = TapOffloads::NONE;
+    }
+    let tap = Tap::open(&tc).map_err(|e| format!("nic.tap: {e}"))?;
+    let (addr, len) = cfg.address;
+    let mut engine = linerate_toe::Config::new(cfg.nic.mac).with_ipv4(addr, len);
+    engine.mtu = cfg.nic.mtu;
+    let mut rc = RuntimeConfig::new(engine);
+    rc.thread_name = "linerate-preload-q".to_owned();
+    let rt = Runtime::start(tap, rc).map_err(|e| e.to_string())?;
+    Ok(Stack {
+        handle: rt.handle().clone(),
+        subnet: Prefix::new(IpAddr::V4(addr), len),
+        runtime: Mutex::new(Some(rt)),
+    })
+}
+
+/// At exit: the runtime sends what the program wrote and closed (up to a
+/// second), as the kernel would after the process is gone.
+pub(crate) fn at_exit() {
+    // A forked child has the runtime's state but not its threads: nothing
+    // to join or flush there.
+    if crate::sock::is_forked() {
+        return;
+    }
+    if let Some(Some(s)) = STACK.get() {
+        let rt = s
+            .runtime
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(rt) = rt {
+            let _ = rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `f` to completion on the calling thread (for the few calls that
+/// wait on a queue thread's answer: bind, listen).
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
