@@ -64,9 +64,9 @@ fn library() -> PathBuf {
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
         .arg("--target-dir")
         .arg(target);
-    if release {
-        cmd.arg("--release");
-    }
+    // This test's own profile: its build of the crates below is reused
+    // instead of a second one in the dev profile.
+    cmd.args(["--profile", if release { "release" } else { "test" }]);
     let out = cmd.output().expect("cargo runs");
     assert!(
         out.status.success(),
