@@ -157,6 +157,7 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod frag;
 #[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
@@ -168,7 +169,7 @@ pub mod tcp;
 pub mod time;
 
 pub use bytes::Bytes;
-pub use config::{Config, ConfigError, TcpConfig, UdpConfig};
+pub use config::{Config, ConfigError, FragConfig, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
     AcceptError, Closing, ConnectError, ConnectionError, EPHEMERAL_PORTS, Engine, Event,
