@@ -201,7 +201,11 @@ pub fn reasm(data: &[u8]) {
                 e.handle_frame(now, &frame, &OffloadMeta::plain());
             }
         }
-        assert!(r.memory() <= cfg.high_thresh, "{} over the bound", r.memory());
+        assert!(
+            r.memory() <= cfg.high_thresh,
+            "{} over the bound",
+            r.memory()
+        );
         for s in 2..6u8 {
             let v4 = FragKey::v4([10, 0, 0, s], [0; 4], 0, 0).src;
             let mut v6 = [0u8; 16];
