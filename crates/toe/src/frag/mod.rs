@@ -407,12 +407,15 @@ impl Reassembler {
             && p.off == off
             && p.end == end
         {
-            if !f.more
-                && let Some(q) = self.slots.get_mut(idx)
-            {
+            if f.more {
+                return Insert::Duplicate;
+            }
+            // The same range, now known to be the last: the end may complete
+            // the datagram.
+            if let Some(q) = self.slots.get_mut(idx) {
                 q.end = Some(end);
             }
-            return Insert::Duplicate;
+            return self.complete(idx).unwrap_or(Insert::Duplicate);
         }
         let before = at.checked_sub(1).and_then(|i| q.pieces.get(i));
         let overlap =
@@ -475,22 +478,25 @@ impl Reassembler {
         let now_mem = QUEUE_COST + q.buffers();
         let old_mem = std::mem::replace(&mut q.mem, now_mem);
         self.charge(&src, now_mem, old_mem);
-        let Some(q) = self.slots.get(idx) else {
-            return Insert::Held;
-        };
-        if q.first && q.end == Some(q.have) {
-            let head_len = q.head.len();
-            self.out.clear();
-            self.out.extend_from_slice(&q.head);
-            for p in &q.pieces {
-                let (a, n) = (p.at as usize, (p.end - p.off) as usize);
-                self.out
-                    .extend_from_slice(q.data.get(a..a + n).unwrap_or_default());
-            }
-            self.remove(idx);
-            return Insert::Complete { head_len };
+        self.complete(idx).unwrap_or(Insert::Held)
+    }
+
+    /// If datagram `idx` is complete, copies it to the output and removes it.
+    fn complete(&mut self, idx: usize) -> Option<Insert> {
+        let q = self.slots.get(idx)?;
+        if !q.first || q.end != Some(q.have) {
+            return None;
         }
-        Insert::Held
+        let head_len = q.head.len();
+        self.out.clear();
+        self.out.extend_from_slice(&q.head);
+        for p in &q.pieces {
+            let (a, n) = (p.at as usize, (p.end - p.off) as usize);
+            self.out
+                .extend_from_slice(q.data.get(a..a + n).unwrap_or_default());
+        }
+        self.remove(idx);
+        Some(Insert::Complete { head_len })
     }
 
     /// Moves `src`'s and the total charge of a datagram from `old` to `new`

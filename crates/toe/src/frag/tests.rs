@@ -395,3 +395,24 @@ fn an_atomic_looking_first_fragment_completes_at_once_and_buffers_are_reused() {
     assert_eq!(r.slots.len(), 1);
     assert!(r.is_empty());
 }
+
+#[test]
+fn a_duplicate_that_says_last_completes_the_datagram() {
+    let mut r = Reassembler::new(&cfg(), 9);
+    let mut c = Counters::default();
+    let d = datagram(11, 16);
+    let held = Insert::Held;
+    assert_eq!(
+        r.insert(Instant::ZERO, &frag(key(1), 0, true, &d[..8]), &mut c),
+        held
+    );
+    assert_eq!(
+        r.insert(Instant::ZERO, &frag(key(1), 8, true, &d[8..]), &mut c),
+        held
+    );
+    assert_eq!(
+        r.insert(Instant::ZERO, &frag(key(1), 8, false, &d[8..]), &mut c),
+        Insert::Complete { head_len: 20 }
+    );
+    assert_eq!(&r.output()[20..], &d[..]);
+}
