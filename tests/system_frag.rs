@@ -221,7 +221,7 @@ impl Host {
     }
 
     /// One frame from the kernel, through the loop's mangling.
-    fn from_kernel(&mut self, f: Vec<u8>, meta: OffloadMeta) {
+    fn kernel_frame(&mut self, f: Vec<u8>, meta: OffloadMeta) {
         let Some((off, more, data_at)) = fragment(&f) else {
             return self.deliver(&f, &meta);
         };
@@ -238,7 +238,7 @@ impl Host {
                 let seq = f
                     .get(data_at + 8..data_at + 12)
                     .map(|s| u32::from_be_bytes(s.try_into().unwrap()));
-                if off == 0 && more && seq.is_some_and(|s| s % 3 == 0) {
+                if off == 0 && more && seq.is_some_and(|s| s.is_multiple_of(3)) {
                     let forged = overlapping(&f, data_at);
                     self.deliver(&forged, &OffloadMeta::plain());
                     self.forged += 1;
@@ -272,7 +272,7 @@ impl Host {
                 .map(|f| (f.bytes().to_vec(), f.meta))
                 .collect();
             for (f, m) in frames {
-                self.from_kernel(f, m);
+                self.kernel_frame(f, m);
             }
             got += n;
             if n < 64 {
@@ -290,7 +290,7 @@ impl Host {
             for _ in 0..40 {
                 let n = self.forged;
                 self.forged += 1;
-                let f = forged(n % 60_000, n % 2 == 1);
+                let f = forged(n % 60_000, !n.is_multiple_of(2));
                 self.deliver(&f, &OffloadMeta::plain());
                 let m = self.engine.memory_usage().reassembly;
                 assert!(m <= high, "reassembly memory {m} over {high}");
@@ -336,6 +336,9 @@ fn payload(seq: u32, len: usize) -> Vec<u8> {
     d
 }
 
+/// SHA-256 of a datagram sent and of its echo.
+type Pair = ([u8; 32], [u8; 32]);
+
 fn sha(d: &[u8]) -> [u8; 32] {
     Sha256::digest(d).into()
 }
@@ -343,7 +346,7 @@ fn sha(d: &[u8]) -> [u8; 32] {
 /// The kernel sends every size (each `rounds` times) to the engine and waits
 /// for the echo, resending after a second without one; returns (SHA-256 of
 /// what it sent, of what came back) and how many resends it took.
-fn kernel_echo_client(v6: bool, rounds: usize) -> (Vec<([u8; 32], [u8; 32])>, usize) {
+fn kernel_echo_client(v6: bool, rounds: usize) -> (Vec<Pair>, usize) {
     let (ours, kernel): (IpAddr, IpAddr) = if v6 {
         (OUR_V6.into(), KERNEL_V6.into())
     } else {

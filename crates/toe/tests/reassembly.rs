@@ -171,7 +171,7 @@ fn ipv4_and_ipv6_reassembled_in_any_order_with_duplicates() {
     // out without an ICMP: they are not first fragments).
     assert!(r.frames().is_empty());
     let c = r.e.counters().clone();
-    r.now = r.now + Duration::from_secs(61);
+    r.now += Duration::from_secs(61);
     r.e.handle_timeout(r.now);
     assert_eq!(r.e.counters().icmp_out_time_excds, c.icmp_out_time_excds);
 }

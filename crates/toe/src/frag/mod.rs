@@ -367,7 +367,7 @@ impl Reassembler {
 
     fn insert_inner(&mut self, now: Instant, f: &Fragment<'_>, counters: &mut Counters) -> Insert {
         let len = f.data.len();
-        if len == 0 || (f.more && len % 8 != 0) {
+        if len == 0 || (f.more && !len.is_multiple_of(8)) {
             return Insert::Refused(Refused::BadLength);
         }
         let end = f.offset.saturating_add(len);

@@ -97,7 +97,7 @@ proptest! {
                 Insert::Complete { head_len } => {
                     prop_assert_eq!(head_len, 20);
                     prop_assert_eq!(&r.output()[..20], &HEAD[..]);
-                    prop_assert!(&r.output()[20..] == &data[..]);
+                    prop_assert!(r.output()[20..] == data[..]);
                     // First when the last piece came; later only again from
                     // duplicates that came after it.
                     prop_assert!(all);
@@ -190,7 +190,7 @@ proptest! {
         let mut now = Instant::ZERO;
         let mut quote = Vec::new();
         for (src, id, off, len, more, dt) in ops {
-            now = now + Duration::from_millis(dt);
+            now += Duration::from_millis(dt);
             while r.expire(now, &mut quote, 576, &mut c).is_some() {}
             let k = FragKey::v4([10, 0, 0, src], DST, 17, id);
             let off = off / 8 * 8;
@@ -356,7 +356,7 @@ fn one_source_cannot_take_the_budget_and_the_oldest_goes_first() {
             held += 1;
         }
     }
-    assert!(held >= 3 && held < 32, "{held}");
+    assert!((3..32).contains(&held), "{held}");
     assert!(r.source_memory(&key(0).src) <= small.per_source);
     assert!(c.ip_reasm_source_limit > 0);
     // Other sources still get in; when the budget is full the oldest

@@ -88,7 +88,7 @@ fn frame6(src: u8, next: u8, id: u32, units: u16, more: bool, opts: u8, data: &[
     f.extend_from_slice(&ME_MAC);
     f.extend_from_slice(&PEER_MAC);
     f.extend_from_slice(&0x86ddu16.to_be_bytes());
-    let extra = if opts % 3 == 0 { 0 } else { 8 };
+    let extra = if opts.is_multiple_of(3) { 0 } else { 8 };
     let plen = (8 + extra + data.len()).min(65_535) as u16;
     let mut h = [0u8; 40];
     h[0] = 0x60;
@@ -136,7 +136,7 @@ pub fn reasm(data: &[u8]) {
         steps += 1;
         match inp.u8() % 8 {
             0 => {
-                now = now + Duration::from_millis(u64::from(inp.u16()) * 8);
+                now += Duration::from_millis(u64::from(inp.u16()) * 8);
                 while let Some(x) = r.expire(now, &mut quote, 1232, &mut counters) {
                     assert!(quote.len() <= 1232);
                     assert!(!x.answer || !quote.is_empty());

@@ -447,6 +447,30 @@ mod tests {
     }
 
     #[test]
+    fn parameter_problem_carries_code_and_pointer() {
+        let mut buf = [0u8; 64];
+        let quote = [0x60u8; 48];
+        let ip = Addrs {
+            src: &SRC,
+            dst: &DST,
+        };
+        let n = emit_parameter_problem(
+            &mut buf,
+            ip,
+            parameter_problem_code::INCOMPLETE_CHAIN,
+            42,
+            &quote,
+        )
+        .unwrap();
+        assert_eq!(n, HEADER_LEN + quote.len());
+        let p = Packet::new_checked(&buf[..n]).unwrap();
+        assert_eq!((p.msg_type(), p.code()), (msg_type::PARAMETER_PROBLEM, 3));
+        assert_eq!(p.pointer(), Some(42));
+        assert_eq!(p.invoking_packet(), Some(&quote[..]));
+        assert!(p.verify_checksum(&SRC, &DST));
+    }
+
+    #[test]
     fn setters_write_fields() {
         let mut buf = [0u8; 8];
         let mut p = Packet::new_unchecked(&mut buf[..]);
