@@ -16,8 +16,9 @@
 //!
 //! A send is checked for what can be checked at once (family, port, size of a
 //! UDP datagram); a datagram the engine then refuses (it does not fit the path
-//! MTU) is dropped and its error returned by the next `send_to`, as an
-//! asynchronous error of a kernel socket is.
+//! MTU and the engine's `Config::fragments` is off) is dropped and its error
+//! returned by the next `send_to`, as an asynchronous error of a kernel socket
+//! is.
 
 use super::local;
 use super::runtime::{Command, Handle, to_io};

@@ -184,6 +184,64 @@ impl Default for UdpConfig {
     }
 }
 
+/// IP fragmentation and reassembly ([`Config::fragments`]; see the crate
+/// docs, "Fragments", and [`crate::frag`]).
+///
+/// The bounds are Linux's (`net/ipv4/inet_fragment.c`): a memory budget with a
+/// high and a low threshold (`ipfrag_high_thresh`, `ipfrag_low_thresh`), here
+/// one per engine for both families; the reassembly timeouts `ipfrag_time`
+/// (30 s) and `ip6frag_time` (60 s, RFC 8200 section 4.5). The per-source
+/// share and the fragment count per datagram are linerate's own (FreeBSD
+/// bounds the latter with `maxfragsperpacket`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FragConfig {
+    /// Reassemble received fragments and fragment UDP datagrams larger than
+    /// the path MTU (for sockets that allow it). Off by default: every
+    /// fragment is dropped and counted (`ip_in_fragments_dropped`) and a UDP
+    /// datagram must fit the path MTU, as before reassembly existed. The
+    /// default suits the TCP appliance linerate is first built for: TCP never
+    /// needs fragments (it keeps DF and clamps its MSS), and reassembly is
+    /// memory held for peers that may never complete a datagram. A host that
+    /// serves UDP protocols with large datagrams (DNS with EDNS, which
+    /// RFC 1122 section 3.3.2 and RFC 8200 section 5 expect every host to
+    /// reassemble) turns it on.
+    pub enabled: bool,
+    /// Bytes all datagrams being reassembled may hold (their buffers, the
+    /// pooled spare buffers and a fixed cost per datagram). A fragment that
+    /// would take the total past this evicts the oldest datagrams until the
+    /// total is at most [`FragConfig::low_thresh`]. Linux's default, 4 MiB.
+    pub high_thresh: usize,
+    /// What eviction brings the total down to (Linux's default, 3 MiB).
+    pub low_thresh: usize,
+    /// Bytes the datagrams from one source address may hold together: a
+    /// fragment that would take its source past this drops the datagram it
+    /// belongs to, so that one sender cannot take the whole budget.
+    pub per_source: usize,
+    /// Fragments one datagram may be made of; one more drops it. A
+    /// 65,535-byte datagram over a 1,280-byte MTU takes 52.
+    pub max_fragments: usize,
+    /// How long an IPv4 datagram may take to complete (Linux's `ipfrag_time`;
+    /// RFC 791 suggests 15 s as the initial timer).
+    pub timeout_v4: Duration,
+    /// How long an IPv6 datagram may take to complete (RFC 8200 section 4.5:
+    /// 60 s).
+    pub timeout_v6: Duration,
+}
+
+impl Default for FragConfig {
+    fn default() -> FragConfig {
+        FragConfig {
+            enabled: false,
+            high_thresh: 4 << 20,
+            low_thresh: 3 << 20,
+            per_source: 1 << 20,
+            max_fragments: 64,
+            timeout_v4: Duration::from_secs(30),
+            timeout_v6: Duration::from_secs(60),
+        }
+    }
+}
+
 /// The interface and engine configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -242,6 +300,9 @@ pub struct Config {
     pub pmtu_expiry: Duration,
     /// Destinations the path MTU cache holds; the one expiring first makes room.
     pub pmtu_entries: usize,
+    /// IP fragmentation and reassembly (off by default: see
+    /// [`FragConfig::enabled`]).
+    pub fragments: FragConfig,
 }
 
 impl Config {
@@ -266,6 +327,7 @@ impl Config {
             icmp_error_burst: 50,
             pmtu_expiry: Duration::from_secs(600),
             pmtu_entries: 256,
+            fragments: FragConfig::default(),
         }
     }
 
@@ -392,10 +454,20 @@ pub enum ConfigError {
     /// `udp.send_buffer` (never writable: a writer waits forever),
     /// `neighbor_queue` (RFC 1122 section 2.3.2.2: keep at least the latest
     /// packet while resolving), `neighbor_max` and `pmtu_entries` (tables
-    /// that could hold nothing).
+    /// that could hold nothing), `fragments.max_fragments` (no datagram could
+    /// be reassembled) and the reassembly timeouts (every datagram would
+    /// expire as it starts).
     Zero {
         /// The field.
         field: &'static str,
+    },
+    /// `fragments.low_thresh` is above `fragments.high_thresh`: eviction
+    /// could never bring the reassembly memory down to its target.
+    FragThresholds {
+        /// `fragments.low_thresh`.
+        low: usize,
+        /// `fragments.high_thresh`.
+        high: usize,
     },
     /// `neighbor_retry` is below [`MIN_NEIGHBOR_RETRY`]: an ARP / neighbour
     /// solicitation flood (RFC 1122 section 2.3.2.1).
@@ -443,6 +515,10 @@ impl core::fmt::Display for ConfigError {
                 write!(f, "tcp.delayed_ack is {value:?}, must be under {max:?}")
             }
             ConfigError::Zero { field } => write!(f, "{field} is 0, at least 1"),
+            ConfigError::FragThresholds { low, high } => write!(
+                f,
+                "fragments.low_thresh ({low}) is above fragments.high_thresh ({high})"
+            ),
             ConfigError::NeighborRetry { value, min } => {
                 write!(f, "neighbor_retry is {value:?}, at least {min:?}")
             }
@@ -557,7 +633,26 @@ impl Config {
         zero("udp.recv_buffer", self.udp.recv_buffer)?;
         zero("udp.recv_datagrams", self.udp.recv_datagrams)?;
         zero("udp.send_buffer", self.udp.send_buffer)?;
-        zero("pmtu_entries", self.pmtu_entries)
+        zero("pmtu_entries", self.pmtu_entries)?;
+        let f = &self.fragments;
+        zero("fragments.max_fragments", f.max_fragments)?;
+        if f.low_thresh > f.high_thresh {
+            return Err(ConfigError::FragThresholds {
+                low: f.low_thresh,
+                high: f.high_thresh,
+            });
+        }
+        if f.timeout_v4.is_zero() {
+            return Err(ConfigError::Zero {
+                field: "fragments.timeout_v4",
+            });
+        }
+        if f.timeout_v6.is_zero() {
+            return Err(ConfigError::Zero {
+                field: "fragments.timeout_v6",
+            });
+        }
+        Ok(())
     }
 }
 

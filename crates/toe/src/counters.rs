@@ -52,8 +52,57 @@ pub struct Counters {
     pub ip_in_addr_errors: u64,
     /// ipInUnknownProtos: no handler for the protocol.
     pub ip_in_unknown_protos: u64,
-    /// Fragments dropped (reassembly is not implemented).
+    /// Fragments dropped unreassembled because reassembly is off
+    /// (`Config::fragments`).
     pub ip_in_fragments_dropped: u64,
+    /// ipReasmReqds: fragments received that needed reassembly.
+    pub ip_reasm_reqds: u64,
+    /// ipReasmOKs: datagrams reassembled.
+    pub ip_reasm_oks: u64,
+    /// ipReasmFails: failures of reassembly (a datagram timed out, evicted,
+    /// overlapping, inconsistent or over a bound; a fragment refused), as
+    /// Linux counts them: not a count of fragments discarded.
+    pub ip_reasm_fails: u64,
+    /// ReasmTimeout (Linux): datagrams whose reassembly timed out.
+    pub ip_reasm_timeout: u64,
+    /// ReasmOverlaps (Linux): datagrams dropped whole because two of their
+    /// fragments overlapped (RFC 5722, and the same for IPv4).
+    pub ip_reasm_overlaps: u64,
+    /// Fragments that repeated one already held exactly (same offset and
+    /// length): ignored, as RFC 8200 section 4.5 allows and Linux does.
+    pub ip_reasm_duplicates: u64,
+    /// Fragments refused for their length: not a multiple of 8 on a fragment
+    /// with more to follow, or empty.
+    pub ip_reasm_bad_length: u64,
+    /// Fragments refused because the datagram would pass 65,535 bytes.
+    pub ip_reasm_too_long: u64,
+    /// Datagrams dropped because a fragment reached past the end a last
+    /// fragment had set, or a second last fragment disagreed on the end.
+    pub ip_reasm_past_end: u64,
+    /// Datagrams dropped for having more fragments than
+    /// `FragConfig::max_fragments`.
+    pub ip_reasm_too_many: u64,
+    /// Datagrams dropped to keep the reassembly memory within
+    /// `FragConfig::high_thresh` (the oldest first).
+    pub ip_reasm_evicted: u64,
+    /// Datagrams dropped because their source held its whole share
+    /// (`FragConfig::per_source`).
+    pub ip_reasm_source_limit: u64,
+    /// Fragments that belonged to a datagram already dropped for overlapping
+    /// fragments (RFC 5722: the fragments not yet received are discarded too).
+    pub ip_reasm_after_overlap: u64,
+    /// IPv6 first fragments without the whole header chain up to the
+    /// upper-layer header (RFC 7112): dropped.
+    pub ip_reasm_incomplete_chain: u64,
+    /// ipFragOKs: datagrams fragmented on output.
+    pub ip_frag_oks: u64,
+    /// ipFragCreates: fragments made on output.
+    pub ip_frag_creates: u64,
+    /// ICMP time exceeded messages sent (reassembly timeouts).
+    pub icmp_out_time_excds: u64,
+    /// ICMP parameter problem messages sent (IPv6 fragments refused, RFC 8200
+    /// section 4.5 and RFC 7112).
+    pub icmp_out_parm_probs: u64,
     /// ipInDelivers: datagrams handed to ICMP or TCP.
     pub ip_in_delivers: u64,
     /// ipOutRequests: datagrams sent (a super-segment counts once).

@@ -116,28 +116,51 @@
 //!
 //! # Fragments
 //!
-//! linerate does not reassemble IP fragments. A received IPv4 fragment (MF set
-//! or a non-zero offset) or IPv6 fragment (a Fragment extension header with M
-//! set or a non-zero offset) is dropped without an answer and counted in
-//! [`Counters::ip_in_fragments_dropped`]; nothing of it reaches a socket.
-//! Why:
+//! One switch, [`Config::fragments`] ([`FragConfig::enabled`]), turns IP
+//! fragmentation and reassembly on. **Off by default**, and then a received
+//! IPv4 fragment (MF set or a non-zero offset) or IPv6 fragment (a Fragment
+//! extension header with M set or a non-zero offset) is dropped without an
+//! answer and counted in [`Counters::ip_in_fragments_dropped`], and a UDP
+//! datagram must fit the path MTU or [`Engine::udp_send_to`] fails with
+//! [`UdpSendError::MessageTooLong`]. Why off:
 //!
 //! * TCP never needs it: every segment leaves with DF set (IPv4; IPv6 routers
 //!   never fragment), the MSS announced and used is clamped to the interface
 //!   MTU, and path MTU discovery (RFC 1191 / RFC 8201, `net::pmtu`) lowers it
 //!   when a smaller link says so. A peer doing the same never sends fragments.
-//! * UDP does not fragment on output either: a datagram must fit the path MTU
-//!   or [`Engine::udp_send_to`] fails with [`UdpSendError::MessageTooLong`]; protocols that send larger datagrams and rely on the
-//!   receiver's reassembly are not served.
 //! * Reassembly is a memory-exhaustion surface: buffers held for datagrams that
 //!   may never complete, per source, under a timer (the "teardrop" and
 //!   fragment-flood attacks; RFC 8900 describes why fragmentation is
-//!   considered fragile). Dropping costs nothing and keeps the engine's memory
-//!   bounded by its sockets.
+//!   considered fragile). A TCP appliance pays nothing for it when off.
+//!
+//! On, for hosts that serve UDP protocols whose datagrams exceed the MTU (DNS
+//! with EDNS, RFC 1122 section 3.3.2 and RFC 8200 section 5 expect every host
+//! to reassemble):
+//!
+//! * fragments of every protocol (UDP, ICMP, and TCP from a peer that sends
+//!   them) are reassembled by [`frag::Reassembler`] and the datagram processed
+//!   as if it had come whole. It is bounded as Linux bounds it
+//!   ([`FragConfig`]): a memory budget whose high threshold evicts the oldest
+//!   datagrams down to the low one, a share per source, a fragment count per
+//!   datagram, and timeouts (30 s IPv4, 60 s IPv6) answered with ICMP time
+//!   exceeded, code 1, when the first fragment had arrived (RFC 792, RFC 8200
+//!   section 4.5). Overlapping fragments drop the whole datagram and its
+//!   fragments still to come (RFC 5722; IPv4 too); exact duplicates are
+//!   ignored; a fragment not a multiple of 8 bytes with more to follow, one
+//!   that would take the datagram past 65,535 bytes, one past the end a last
+//!   fragment set, and an IPv6 first fragment without its whole header chain
+//!   (RFC 7112) are dropped, the IPv6 ones answered with ICMPv6 parameter
+//!   problem as RFC 8200 and RFC 7112 ask. Counters: `ip_reasm_reqds`,
+//!   `ip_reasm_oks`, `ip_reasm_fails`, `ip_reasm_timeout`, `ip_reasm_overlaps`
+//!   (the MIB's and Linux's names) and one per reason.
+//! * a UDP datagram over the path MTU leaves in fragments, unless its socket
+//!   refuses ([`Engine::udp_set_dont_fragment`]): over IPv4 with DF clear, over
+//!   IPv6 behind a Fragment header whose identification follows RFC 7739.
 //!
 //! An IPv6 *atomic* fragment (Fragment header with offset 0 and M clear) is a
 //! whole datagram: it is processed as one, as RFC 6946 section 4 requires, and
-//! not counted. `tests/fragments.rs` checks all of this.
+//! not counted, whether the switch is on or off. `tests/fragments.rs` checks
+//! the default, `tests/reassembly.rs` the rest.
 //!
 //! # RFCs
 //!
@@ -148,6 +171,8 @@
 //! (SYN cookies), RFC 6056 (ephemeral ports), RFC 826 and RFC 1122 (ARP), RFC 4861
 //! (NDP), RFC 792 / RFC 4443 (echo, errors), RFC 768 and RFC 1122 section 4.1
 //! (UDP), RFC 1191 / RFC 8201 (path MTU discovery), RFC 5927 (ICMP attacks),
+//! RFC 791 section 3.2 / RFC 8200 section 4.5 / RFC 5722 / RFC 7112 / RFC 7739
+//! (fragments),
 //! RFC 1122 section 4.2.3.9 and RFC 5461 (hard and soft errors), RFC 9293
 //! section 3.8.4 and RFC 1122 section 4.2.3.6 (keep-alives), RFC 5961 section 7
 //! (challenge ACK limit), RFC 6946 (IPv6 atomic fragments), RFC 5227 section 3
@@ -157,6 +182,7 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
+pub mod frag;
 #[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
@@ -168,7 +194,7 @@ pub mod tcp;
 pub mod time;
 
 pub use bytes::Bytes;
-pub use config::{Config, ConfigError, TcpConfig, UdpConfig};
+pub use config::{Config, ConfigError, FragConfig, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
     AcceptError, Closing, ConnectError, ConnectionError, EPHEMERAL_PORTS, Engine, Event,

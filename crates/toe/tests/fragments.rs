@@ -1,5 +1,5 @@
-//! Fragmented input: linerate does not reassemble (crate docs, "Fragments").
-//! An engine with an established TCP connection (IPv4) and a bound UDP socket
+//! Fragmented input with reassembly off, the default (`Config::fragments`;
+//! crate docs, "Fragments"; `tests/reassembly.rs` has it on). An engine with an established TCP connection (IPv4) and a bound UDP socket
 //! (IPv6) is fed fragments built here with etherparse, each carrying a transport
 //! header and payload that would be accepted if the fragment were taken for a
 //! whole datagram: an IPv4 first fragment (MF=1, offset 0) and an IPv4 last

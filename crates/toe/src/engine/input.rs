@@ -10,6 +10,7 @@
 //! stands for the segments it holds. Every refusal is counted, none panics.
 
 use super::Engine;
+use super::frag::upper_header_len;
 use super::output::IpTo;
 use crate::net::neighbor::Pending;
 use crate::tcp::conn::{Conn, ConnParams};
@@ -36,13 +37,27 @@ const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 
 /// Where a datagram came from and how the NIC layer marked it.
 #[derive(Debug, Clone, Copy)]
-struct From<'m> {
-    mac: [u8; 6],
-    meta: &'m OffloadMeta,
+pub(super) struct From<'m> {
+    pub(super) mac: [u8; 6],
+    pub(super) meta: &'m OffloadMeta,
     /// The frame's data past its head, a chain of fragments (frag-list GRO),
     /// and its length; empty for a linear frame.
-    more: &'m [Frag],
-    more_len: usize,
+    pub(super) more: &'m [Frag],
+    pub(super) more_len: usize,
+}
+
+impl From<'_> {
+    /// The source of a datagram reassembled from fragments that came from
+    /// `mac`: a plain datagram whose checksums are still to be verified.
+    pub(super) fn reassembled(mac: [u8; 6]) -> From<'static> {
+        static PLAIN: OffloadMeta = OffloadMeta::plain();
+        From {
+            mac,
+            meta: &PLAIN,
+            more: &[],
+            more_len: 0,
+        }
+    }
 }
 
 impl Engine {
@@ -326,6 +341,11 @@ impl Engine {
 
     fn ipv4_input(&mut self, now: Instant, data: &[u8], from: From<'_>) {
         self.counters.ip_in_receives += 1;
+        self.ipv4_packet(now, data, from);
+    }
+
+    /// An IPv4 datagram received, or reassembled from its fragments.
+    pub(super) fn ipv4_packet(&mut self, now: Instant, data: &[u8], from: From<'_>) {
         let Some(me) = self.cfg.ipv4 else {
             self.counters.ip_in_addr_errors += 1;
             return;
@@ -348,7 +368,11 @@ impl Engine {
             return;
         }
         if ip.fragment {
-            self.counters.ip_in_fragments_dropped += 1;
+            if self.cfg.fragments.enabled {
+                self.ipv4_fragment(now, &ip, unicast, from);
+            } else {
+                self.counters.ip_in_fragments_dropped += 1;
+            }
             return;
         }
         let payload = ip.payload;
@@ -383,6 +407,17 @@ impl Engine {
 
     fn ipv6_input(&mut self, now: Instant, data: &[u8], from: From<'_>) {
         self.counters.ip_in_receives += 1;
+        self.ipv6_packet(now, data, from, false);
+    }
+
+    /// An IPv6 packet received, or `reassembled` from its fragments.
+    pub(super) fn ipv6_packet(
+        &mut self,
+        now: Instant,
+        data: &[u8],
+        from: From<'_>,
+        reassembled: bool,
+    ) {
         let Some(me) = self.cfg.ipv6 else {
             self.counters.ip_in_addr_errors += 1;
             return;
@@ -401,14 +436,30 @@ impl Engine {
         }
         let payload = ip.payload();
         let Ok(chain) = ext::walk(ip.next_header(), payload) else {
-            self.counters.ip_in_hdr_errors += 1;
+            if self.cfg.fragments.enabled
+                && !reassembled
+                && ext::first_fragment_truncated(ip.next_header(), payload, upper_header_len)
+            {
+                self.incomplete_chain(data.get(..ip.total_len()).unwrap_or(data), unicast, from);
+            } else {
+                self.counters.ip_in_hdr_errors += 1;
+            }
             return;
         };
-        // No reassembly (see the crate docs): fragments are dropped. An atomic
-        // fragment (offset 0, no more fragments) is a whole datagram and is
-        // processed as one (RFC 6946 section 4).
-        if chain.fragment.is_some_and(|f| f.offset != 0 || f.more) {
-            self.counters.ip_in_fragments_dropped += 1;
+        // An atomic fragment (offset 0, no more fragments) is a whole datagram
+        // and is processed as one (RFC 6946 section 4); other fragments are
+        // reassembled, or dropped when that is off (see the crate docs).
+        if let Some(f) = chain.fragment.filter(|f| f.offset != 0 || f.more) {
+            if reassembled {
+                // A fragment inside a reassembled packet: nested fragmentation,
+                // which no sender does.
+                self.counters.ip_in_hdr_errors += 1;
+            } else if self.cfg.fragments.enabled {
+                let packet = data.get(..ip.total_len()).unwrap_or(data);
+                self.ipv6_fragment(now, packet, f, chain, unicast, from);
+            } else {
+                self.counters.ip_in_fragments_dropped += 1;
+            }
             return;
         }
         let upper = payload.get(chain.len..).unwrap_or_default();

@@ -27,12 +27,15 @@ pub struct MemoryUsage {
     /// The 4-tuple table, the timer heap, the transmit and free-slot queues,
     /// the listeners' accept queues, the TIME-WAIT records.
     pub tables: usize,
+    /// Datagrams being reassembled from fragments and the reassembler's
+    /// spare buffers (at most `FragConfig::high_thresh`).
+    pub reassembly: usize,
 }
 
 impl MemoryUsage {
     /// Everything counted.
     pub fn total(&self) -> usize {
-        self.slots + self.buffers + self.tables
+        self.slots + self.buffers + self.tables + self.reassembly
     }
 
     /// [`MemoryUsage::total`] per live connection (0 with none).
@@ -80,6 +83,7 @@ impl Engine {
             slots: self.slots.capacity() * size_of::<Slot>(),
             buffers,
             tables,
+            reassembly: self.reasm.memory(),
         }
     }
 

@@ -19,6 +19,7 @@ mod announce;
 mod error;
 mod events;
 pub(crate) mod flow_hash;
+mod frag;
 mod icmp;
 mod input;
 mod memory;
@@ -142,6 +143,14 @@ pub struct Engine {
     deferred_timer: Option<usize>,
     /// Sockets that changed, for [`Engine::poll_event`].
     events: events::EventQueue,
+    /// Datagrams being reassembled from fragments (`Config::fragments`).
+    reasm: crate::frag::Reassembler,
+    /// The quote of an ICMP time exceeded (reused).
+    frag_quote: Vec<u8>,
+    /// A UDP datagram built whole before it is cut into fragments (reused).
+    frag_scratch: Vec<u8>,
+    /// IPv6 Fragment identifications (RFC 7739).
+    ident6: crate::frag::ident::Ipv6Ident,
 }
 
 impl Engine {
@@ -191,6 +200,14 @@ impl Engine {
         let flow_hash = FlowHash::new(&mut Rng::new(
             k0.rotate_left(29) ^ k1 ^ 0x464c_4f57_4841_5348,
         ));
+        // Keys of their own, derived like the flow hash's.
+        let reasm = crate::frag::Reassembler::new(
+            &config.fragments,
+            k1.rotate_left(17) ^ k0 ^ 0x5245_4153_4d42_4c59,
+        );
+        let ident6 = crate::frag::ident::Ipv6Ident::new(&mut Rng::new(
+            k0.rotate_left(41) ^ k1 ^ 0x4950_3649_4445_4e54,
+        ));
         Engine {
             cfg: config,
             rng,
@@ -219,6 +236,10 @@ impl Engine {
             adopted: None,
             deferred_timer: None,
             events: events::EventQueue::default(),
+            reasm,
+            frag_quote: Vec::new(),
+            frag_scratch: Vec::new(),
+            ident6,
         }
     }
 
@@ -237,12 +258,13 @@ impl Engine {
         let conn = self.timers.peek().map(|(t, _)| t);
         let conn = earliest(conn, self.time_wait.next_expiry());
         let conn = earliest(conn, self.announce.deadline());
+        let conn = earliest(conn, self.reasm.next_deadline());
         earliest(conn, self.neighbors.next_deadline())
     }
 
     /// Runs every timer due at `now`: retransmissions, delayed ACKs, zero-window
     /// probes, TIME-WAIT expiry, neighbour resolution retries, gratuitous ARP
-    /// announcements.
+    /// announcements, reassembly timeouts.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.clock = self.clock.max(now);
         while let Some(idx) = self.timers.pop_due(now) {
@@ -255,6 +277,9 @@ impl Engine {
         }
         self.time_wait_timers(now);
         self.neighbor_timers(now);
+        if self.reasm.next_deadline().is_some_and(|t| t <= now) {
+            self.frag_timers(now);
+        }
         if self.announce.left != 0 {
             self.announce(now);
         }

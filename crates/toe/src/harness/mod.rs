@@ -64,15 +64,17 @@ use std::time::Duration;
 
 mod batch;
 mod oracle;
+mod reasm;
 mod seeds;
 
+pub use reasm::reasm;
 pub use seeds::engine_input;
 
 /// A fuzz target: arbitrary bytes in, panics on a broken invariant.
 pub type Target = fn(&[u8]);
 
 /// Every target of this crate, by the name of its corpus directory.
-pub const TARGETS: &[(&str, Target)] = &[("engine", engine)];
+pub const TARGETS: &[(&str, Target)] = &[("engine", engine), ("reasm", reasm)];
 
 const ME_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];

@@ -332,6 +332,37 @@ pub fn emit_packet_too_big(
     )
 }
 
+/// Codes of the parameter problem message (RFC 4443 section 3.4, RFC 7112
+/// section 5).
+pub mod parameter_problem_code {
+    /// Erroneous header field encountered.
+    pub const HEADER_FIELD: u8 = 0;
+    /// Unrecognized Next Header type encountered.
+    pub const NEXT_HEADER: u8 = 1;
+    /// Unrecognized IPv6 option encountered.
+    pub const OPTION: u8 = 2;
+    /// IPv6 First Fragment has incomplete IPv6 Header Chain (RFC 7112).
+    pub const INCOMPLETE_CHAIN: u8 = 3;
+}
+
+/// Writes a parameter problem (type 4) with `code`
+/// ([`parameter_problem_code`]) and `pointer` (the offset of the field in
+/// error in `invoking`), quoting `invoking`; returns its length.
+pub fn emit_parameter_problem(
+    buf: &mut [u8],
+    ip: Addrs<'_>,
+    code: u8,
+    pointer: u32,
+    invoking: &[u8],
+) -> Result<usize> {
+    build(
+        buf,
+        ip,
+        &head(msg_type::PARAMETER_PROBLEM, code, pointer.to_be_bytes()),
+        invoking,
+    )
+}
+
 /// Writes a time exceeded (type 3) with `code` ([`time_exceeded_code`]), quoting
 /// `invoking`; returns its length.
 pub fn emit_time_exceeded(
@@ -413,6 +444,30 @@ mod tests {
                 Err(e) => prop_assert_eq!(e, Error::truncated(Layer::Icmpv6, 8, bytes.len())),
             }
         }
+    }
+
+    #[test]
+    fn parameter_problem_carries_code_and_pointer() {
+        let mut buf = [0u8; 64];
+        let quote = [0x60u8; 48];
+        let ip = Addrs {
+            src: &SRC,
+            dst: &DST,
+        };
+        let n = emit_parameter_problem(
+            &mut buf,
+            ip,
+            parameter_problem_code::INCOMPLETE_CHAIN,
+            42,
+            &quote,
+        )
+        .unwrap();
+        assert_eq!(n, HEADER_LEN + quote.len());
+        let p = Packet::new_checked(&buf[..n]).unwrap();
+        assert_eq!((p.msg_type(), p.code()), (msg_type::PARAMETER_PROBLEM, 3));
+        assert_eq!(p.pointer(), Some(42));
+        assert_eq!(p.invoking_packet(), Some(&quote[..]));
+        assert!(p.verify_checksum(&SRC, &DST));
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub struct FragmentInfo {
     pub more: bool,
     /// Identification.
     pub ident: u32,
+    /// Where the Fragment header starts, in bytes from the start of the chain
+    /// (the end of the fixed header): the length of the unfragmentable part's
+    /// extension headers (RFC 8200 section 4.5).
+    pub at: usize,
 }
 
 impl FragmentInfo {
@@ -97,6 +101,7 @@ pub fn walk(mut next_header: u8, data: &[u8]) -> Result<ExtChain> {
                 offset: off_flags >> 3,
                 more: off_flags & 1 == 1,
                 ident: u32::from_be_bytes([word(4), word(5), word(6), word(7)]),
+                at: off,
             };
             chain.fragment = Some(frag);
             chain.count += 1;
@@ -115,6 +120,50 @@ pub fn walk(mut next_header: u8, data: &[u8]) -> Result<ExtChain> {
         next_header = nh;
     }
     Ok(chain)
+}
+
+/// True if the chain holds a first Fragment header (offset 0) after which it
+/// ends before its upper-layer header does: RFC 7112's "incomplete header
+/// chain", for a chain [`walk`] refused. `upper_len` gives the least bytes of
+/// an upper-layer header (`None` for a protocol whose header is not checked).
+pub fn first_fragment_truncated(
+    next_header: u8,
+    data: &[u8],
+    upper_len: impl Fn(u8) -> Option<usize>,
+) -> bool {
+    let mut nh = next_header;
+    let mut off = 0usize;
+    let mut first = false;
+    for _ in 0..=MAX_EXTENSIONS {
+        let rest = data.get(off..).unwrap_or_default();
+        if !is_extension(nh) {
+            return first && upper_len(nh).is_some_and(|n| rest.len() < n);
+        }
+        let (Some(&next), Some(&len_byte)) = (rest.first(), rest.get(1)) else {
+            return first;
+        };
+        let hdr_len = match nh {
+            FRAGMENT => 8,
+            AH => (usize::from(len_byte) + 2) * 4,
+            _ => (usize::from(len_byte) + 1) * 8,
+        };
+        if rest.len() < hdr_len {
+            return first;
+        }
+        if nh == FRAGMENT {
+            let off_flags = u16::from_be_bytes([
+                rest.get(2).copied().unwrap_or(0),
+                rest.get(3).copied().unwrap_or(0),
+            ]);
+            if off_flags >> 3 != 0 {
+                return false;
+            }
+            first = true;
+        }
+        off += hdr_len;
+        nh = next;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -162,7 +211,8 @@ mod tests {
             Some(FragmentInfo {
                 offset: 0,
                 more: true,
-                ident: 0xdead_beef
+                ident: 0xdead_beef,
+                at: 24,
             })
         );
     }
@@ -208,6 +258,24 @@ mod tests {
             walk(ROUTING, &[6]).unwrap_err(),
             Error::truncated(Layer::Ipv6Ext, 8, 1)
         );
+    }
+
+    #[test]
+    fn incomplete_chain_after_a_first_fragment() {
+        let udp = |nh: u8| (nh == 17).then_some(8);
+        // Fragment (offset 0, M) then a destination-options header cut short.
+        let cut = [DEST_OPTS, 0, 0, 1, 0, 0, 0, 1, 17, 1, 0, 0];
+        assert!(walk(FRAGMENT, &cut).is_err());
+        assert!(first_fragment_truncated(FRAGMENT, &cut, udp));
+        // Fragment then a UDP header of 4 bytes: the upper-layer header is cut.
+        let short = [17, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4];
+        assert!(first_fragment_truncated(FRAGMENT, &short, udp));
+        let whole = [17, 0, 0, 1, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert!(!first_fragment_truncated(FRAGMENT, &whole, udp));
+        // A later fragment, or no fragment at all: not this case.
+        let later = [DEST_OPTS, 0, 0, 9, 0, 0, 0, 1, 17, 1, 0, 0];
+        assert!(!first_fragment_truncated(FRAGMENT, &later, udp));
+        assert!(!first_fragment_truncated(DEST_OPTS, &[17, 1, 0, 0], udp));
     }
 
     proptest::proptest! {

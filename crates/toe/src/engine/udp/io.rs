@@ -5,6 +5,7 @@
 
 use super::UdpOut;
 use crate::engine::Engine;
+use crate::engine::frag::FRAG_HEADER_LEN;
 use crate::engine::output::{HOP_LIMIT, IpTo, ip_header_len, put_eth, put_ipv4, put_ipv6};
 use crate::engine::sink::TxSink;
 use crate::net::neighbor::{Lookup, Queued};
@@ -14,8 +15,8 @@ use linerate_wire::checksum;
 use linerate_wire::ethernet::{self, ethertype};
 use linerate_wire::icmp::v6::Addrs;
 use linerate_wire::icmp::{self, v4 as icmpv4, v6 as icmpv6};
-use linerate_wire::ipv4::protocol;
-use linerate_wire::udp;
+use linerate_wire::ipv4::{self, protocol};
+use linerate_wire::{ipv6, udp};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// A received UDP datagram and where it came from.
@@ -123,6 +124,66 @@ fn build_udp(
     Some(meta)
 }
 
+/// Writes one fragment's frame into `buf` (exactly its length): Ethernet with
+/// `macs`, then an IPv4 header with DF clear, MF = `more` and offset `off`, or
+/// an IPv6 header and a Fragment header (RFC 8200 section 4.5) with
+/// identification `id`, then `piece`. False if `buf` is not that length.
+#[allow(clippy::too_many_arguments)]
+fn put_fragment(
+    buf: &mut [u8],
+    macs: ([u8; 6], [u8; 6]),
+    src: IpAddr,
+    dst: IpAddr,
+    id: u32,
+    off: usize,
+    more: bool,
+    piece: &[u8],
+) -> bool {
+    let l3 = ethernet::HEADER_LEN;
+    let units = (off / 8) as u16;
+    let data_at = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            put_eth(buf, macs.0, macs.1, ethertype::IPV4);
+            let Some(ip) = buf.get_mut(l3..) else {
+                return false;
+            };
+            put_ipv4(ip, s, d, protocol::UDP, piece.len(), id as u16);
+            let Some(h) = ip.get_mut(..ipv4::HEADER_LEN) else {
+                return false;
+            };
+            let mut p = ipv4::Packet::new_unchecked(h);
+            p.set_dont_frag(false);
+            p.set_more_frags(more);
+            p.set_frag_offset(units);
+            p.fill_checksum();
+            l3 + ipv4::HEADER_LEN
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            put_eth(buf, macs.0, macs.1, ethertype::IPV6);
+            let Some(ip) = buf.get_mut(l3..) else {
+                return false;
+            };
+            let plen = FRAG_HEADER_LEN + piece.len();
+            put_ipv6(ip, s, d, protocol::FRAGMENT, plen, HOP_LIMIT);
+            let Some(fh) = ip.get_mut(ipv6::HEADER_LEN..ipv6::HEADER_LEN + FRAG_HEADER_LEN) else {
+                return false;
+            };
+            let [o0, o1] = ((units << 3) | u16::from(more)).to_be_bytes();
+            let [i0, i1, i2, i3] = id.to_be_bytes();
+            fh.copy_from_slice(&[protocol::UDP, 0, o0, o1, i0, i1, i2, i3]);
+            l3 + ipv6::HEADER_LEN + FRAG_HEADER_LEN
+        }
+        _ => return false,
+    };
+    match buf.get_mut(data_at..) {
+        Some(d) if d.len() == piece.len() => {
+            d.copy_from_slice(piece);
+            true
+        }
+        _ => false,
+    }
+}
+
 impl Engine {
     /// the sink ran out of room (the rest stays queued).
     pub(in crate::engine) fn flush_udp(
@@ -167,6 +228,11 @@ impl Engine {
         let hop = self.udp_next_hop(now, out.dst.ip());
         let src_mac = self.cfg.mac;
         let hdrs = ethernet::HEADER_LEN + ip_header_len(out.dst.ip()) + udp::HEADER_LEN;
+        if out.may_fragment
+            && (out.frag_id.is_some() || out.data.len() > self.udp_max_payload(now, out.dst.ip()))
+        {
+            return self.emit_udp_fragments(now, out, hop, sink, n);
+        }
         loop {
             let rest = out.data.len() - out.off;
             let (len, gso) = match out.seg {
@@ -239,6 +305,119 @@ impl Engine {
                 return true;
             }
         }
+    }
+
+    /// Emits what is left of `out`, a datagram larger than the path MTU, in
+    /// fragments (see the [parent module](super)); false if the sink had no
+    /// room for one (the rest goes on the next poll, with the same
+    /// identification).
+    fn emit_udp_fragments(
+        &mut self,
+        now: Instant,
+        out: &mut UdpOut,
+        hop: Option<[u8; 6]>,
+        sink: &mut impl TxSink,
+        n: &mut usize,
+    ) -> bool {
+        // The whole UDP datagram, checksum complete: the fragments are its
+        // pieces.
+        let mut dg = std::mem::take(&mut self.frag_scratch);
+        dg.clear();
+        dg.resize(udp::HEADER_LEN + out.data.len(), 0);
+        let ulen = dg.len();
+        let v6 = out.dst.is_ipv6();
+        let pseudo = match (out.src.ip(), out.dst.ip()) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                checksum::pseudo_ipv4(s.octets(), d.octets(), protocol::UDP, ulen as u16)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                checksum::pseudo_ipv6(&s.octets(), &d.octets(), protocol::UDP, ulen as u32)
+            }
+            _ => 0,
+        };
+        {
+            let mut u = udp::Packet::new_unchecked(&mut dg[..]);
+            u.set_src_port(out.src.port());
+            u.set_dst_port(out.dst.port());
+            u.set_length(ulen.min(65_535) as u16);
+            u.payload_mut().copy_from_slice(&out.data);
+            u.fill_checksum(pseudo);
+        }
+        let id = match out.frag_id {
+            Some(id) => id,
+            None => {
+                let id = match (out.src.ip(), out.dst.ip()) {
+                    (IpAddr::V6(s), IpAddr::V6(d)) => self.ident6.next(&s.octets(), &d.octets()),
+                    _ => u32::from(self.next_ip_id(1)),
+                };
+                out.frag_id = Some(id);
+                id
+            }
+        };
+        // Data per fragment: what fits the path MTU behind the IP header
+        // (and the Fragment header), in 8-byte units.
+        let ip_hdrs = ip_header_len(out.dst.ip()) + if v6 { FRAG_HEADER_LEN } else { 0 };
+        let mtu = usize::from(self.path_mtu(now, out.dst.ip()));
+        let per = (mtu.saturating_sub(ip_hdrs) / 8 * 8).max(8);
+        let src_mac = self.cfg.mac;
+        let mut room = true;
+        while out.off < ulen {
+            let off = out.off;
+            let end = off.saturating_add(per).min(ulen);
+            let more = end < ulen;
+            let piece = dg.get(off..end).unwrap_or_default();
+            let frame_len = ethernet::HEADER_LEN + ip_hdrs + piece.len();
+            let fill = |buf: &mut [u8], mac: [u8; 6]| {
+                put_fragment(
+                    buf,
+                    (mac, src_mac),
+                    out.src.ip(),
+                    out.dst.ip(),
+                    id,
+                    off,
+                    more,
+                    piece,
+                )
+            };
+            match hop {
+                Some(mac) => {
+                    let Some(buf) = sink.buffer(frame_len) else {
+                        room = false;
+                        break;
+                    };
+                    if fill(buf, mac) {
+                        sink.commit(&OffloadMeta::plain());
+                        *n += 1;
+                    }
+                }
+                None => {
+                    let mut f = vec![0u8; frame_len];
+                    if fill(&mut f, [0; 6]) {
+                        match self
+                            .neighbors
+                            .enqueue(now, out.dst.ip(), (f, OffloadMeta::plain()))
+                        {
+                            Queued::ProbeNow => self.probe(out.dst.ip()),
+                            Queued::Waiting => {}
+                            Queued::Dropped => self.counters.neighbor_drops += 1,
+                            Queued::TableFull => {
+                                self.counters.neighbor_drops += 1;
+                                self.counters.neighbor_table_full += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            self.counters.ip_frag_creates += 1;
+            out.off = end;
+        }
+        self.frag_scratch = dg;
+        if room {
+            self.counters.ip_frag_oks += 1;
+            self.counters.udp_out_datagrams += 1;
+            self.counters.ip_out_requests += 1;
+        }
+        room
     }
 
     /// A UDP datagram addressed to us (RFC 768, RFC 1122 section 4.1.3): checked,

@@ -18,10 +18,16 @@
 //!
 //! # Sizes and fragments
 //!
-//! linerate neither fragments nor reassembles: every datagram leaves with DF set
-//! (IPv4) and must fit the path MTU (the interface MTU, or less once ICMP has
-//! said so: `net::pmtu`), else the send fails with [`UdpSendError::MessageTooLong`], as
-//! Linux's `IP_PMTUDISC_DO` does.
+//! A datagram that fits the path MTU (the interface MTU, or less once ICMP has
+//! said so: `net::pmtu`) leaves whole, with DF set over IPv4. A larger one is
+//! fragmented when [`Config::fragments`](crate::Config::fragments) is on and
+//! the socket allows it (the default; [`Engine::udp_set_dont_fragment`] is
+//! Linux's `IP_PMTUDISC_DO`): over IPv4 in fragments with DF clear, over IPv6
+//! behind a Fragment header (RFC 8200 section 4.5) whose identification
+//! follows RFC 7739; checksums complete, no GSO. Otherwise the send fails
+//! with [`UdpSendError::MessageTooLong`]. A segmented send's datagrams must
+//! each fit. Received fragments are reassembled when the same switch is on
+//! (`engine::frag`).
 //!
 //! # Offloads
 //!
@@ -99,6 +105,9 @@ struct UdpSock {
     rx_bytes: usize,
     tx_bytes: usize,
     drops: u64,
+    /// Datagrams over the path MTU are refused rather than fragmented
+    /// (Linux's `IP_PMTUDISC_DO`).
+    dont_fragment: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -120,8 +129,14 @@ struct UdpOut {
     seg: usize,
     data: Vec<u8>,
     /// Bytes of `data` already sent (a segmented send without offloads goes out
-    /// datagram by datagram, and the sink may fill up in between).
+    /// datagram by datagram, and the sink may fill up in between); for a
+    /// datagram sent in fragments, bytes of the UDP datagram (header
+    /// included) already sent.
     off: usize,
+    /// The datagram may be fragmented if it does not fit the path MTU.
+    may_fragment: bool,
+    /// Its fragments' identification, once the first is out.
+    frag_id: Option<u32>,
 }
 
 /// The engine's UDP state.
@@ -263,6 +278,7 @@ impl Engine {
             rx_bytes: 0,
             tx_bytes: 0,
             drops: 0,
+            dont_fragment: false,
         };
         let t = &mut self.udp;
         let idx = match t.free.pop() {
@@ -346,8 +362,17 @@ impl Engine {
         })
     }
 
-    /// The largest UDP payload one datagram to `ip` may carry: the path MTU less
-    /// the IP and UDP headers.
+    /// Refuses (`on`) or allows datagrams larger than the path MTU on socket
+    /// `h`, like Linux's `IP_MTU_DISCOVER` with `IP_PMTUDISC_DO` or
+    /// `IP_PMTUDISC_WANT`. Allowed by default; either way such datagrams are
+    /// refused while [`Config::fragments`](crate::Config::fragments) is off.
+    pub fn udp_set_dont_fragment(&mut self, h: UdpHandle, on: bool) -> Result<(), InvalidHandle> {
+        self.udp.sock_mut(h)?.dont_fragment = on;
+        Ok(())
+    }
+
+    /// The largest UDP payload one unfragmented datagram to `ip` may carry:
+    /// the path MTU less the IP and UDP headers.
     pub fn udp_max_payload(&self, now: Instant, ip: IpAddr) -> usize {
         usize::from(self.path_mtu(now, ip)).saturating_sub(ip_header_len(ip) + udp::HEADER_LEN)
     }
@@ -397,8 +422,10 @@ impl Engine {
     /// other family, port 0 or the unspecified address;
     /// [`UdpSendError::NoAddress`] without a source address of the family;
     /// [`UdpSendError::MessageTooLong`] if it does not fit the path MTU
-    /// ([`Engine::udp_max_payload`]); [`UdpSendError::WouldBlock`] if the
-    /// socket's send queue is full.
+    /// ([`Engine::udp_max_payload`]) and may not be fragmented (fragments
+    /// off in the config, or [`Engine::udp_set_dont_fragment`]), or does not
+    /// fit a UDP length field; [`UdpSendError::WouldBlock`] if the socket's
+    /// send queue is full.
     pub fn udp_send_to(
         &mut self,
         h: UdpHandle,
@@ -442,7 +469,11 @@ impl Engine {
         remote: SocketAddr,
         seg: usize,
     ) -> Result<usize, UdpSendError> {
-        let local = self.udp.sock(h)?.local;
+        let sock = self.udp.sock(h)?;
+        let local = sock.local;
+        // A single datagram may go in fragments (a segmented send's
+        // datagrams must each fit).
+        let may_fragment = seg == 0 && self.cfg.fragments.enabled && !sock.dont_fragment;
         if local.is_ipv4() != remote.is_ipv4() || remote.port() == 0 || remote.ip().is_unspecified()
         {
             return Err(UdpSendError::InvalidDestination);
@@ -465,7 +496,7 @@ impl Engine {
             IpAddr::V4(_) => 65_535 - 20 - udp::HEADER_LEN,
             IpAddr::V6(_) => 65_535 - udp::HEADER_LEN,
         };
-        if per.min(payload.len()) > max || payload.len() > whole_max {
+        if (per.min(payload.len()) > max && !may_fragment) || payload.len() > whole_max {
             return Err(UdpSendError::MessageTooLong);
         }
         let limit = self.cfg.udp.send_buffer;
@@ -489,6 +520,8 @@ impl Engine {
             seg,
             data,
             off: 0,
+            may_fragment,
+            frag_id: None,
         });
         Ok(payload.len())
     }
