@@ -28,6 +28,7 @@
 //!   does); and the 64-at-a-time round on two threads sharing one pool at once.
 //!
 //! Run with `cargo bench --bench nic`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -16,6 +16,7 @@
 //! times 8.
 //!
 //! Run with `cargo bench --features system-tests --bench nic_tap`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

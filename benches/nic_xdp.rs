@@ -18,6 +18,7 @@
 //! times the frame's bytes times 8.
 //!
 //! Run with `cargo bench --features af-xdp --bench nic_xdp`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -18,7 +18,7 @@
 //! --table` prints one table instead: every case runs in short turns, round robin,
 //! and each figure is the median of its turns. On a shared, loaded machine load
 //! then falls on all cases alike, which makes the side-by-side ratios fair; the
-//! figures in the linerate-rss documentation come from it.
+//! figures in `docs/performance.md` come from it.
 
 // Benchmark set-up: a failed unwrap is a broken benchmark.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

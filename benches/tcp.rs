@@ -39,18 +39,19 @@
 //!   counting global allocator tracks live heap bytes; the figure is the growth for
 //!   [`MEM_CONNS`] established, idle connections (each carried a 64-byte request
 //!   and its response, read) divided by their number, for both ends together and
-//!   per end, less what the thread's buffer cache (`toe::tcp::pool`) grew by
+//!   per end, less what the thread's buffer cache (`toe::sim::internals::cached_buffer_bytes`) grew by
 //!   (blocks freed and kept for the next connection, not held by any);
 //!   beside it the engine's own accounting (`Engine::memory_usage`).
 //!   Buffer storage is allocated as data arrives and released when drained, so
 //!   an idle connection holds its slot and table entries only.
 //!
 //! Run with `cargo bench --bench tcp`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::offload::OffloadMeta;
 use linerate::toe::sim::{LinkConfig, Sim};
-use linerate::toe::{Engine, Error, Instant, ListenerHandle, SocketHandle, TcpState};
+use linerate::toe::{Engine, Instant, InvalidHandle, ListenerHandle, SocketHandle, TcpState};
 use linerate_testkit::bulk::{self, Offload, Stack, Tunnelled};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -218,7 +219,7 @@ fn open_use_close(sim: &mut Sim, listener: linerate::toe::ListenerHandle) {
                 let gone = |e: &Engine, h| {
                     matches!(
                         e.tcp_state(h),
-                        Err(Error::InvalidHandle) | Ok(TcpState::Closed | TcpState::TimeWait)
+                        Err(InvalidHandle) | Ok(TcpState::Closed | TcpState::TimeWait)
                     )
                 };
                 let server_gone = server.is_none_or(|s| gone(&sim.engines[1], s));
@@ -251,7 +252,8 @@ struct Wire {
     spare: Vec<Vec<u8>>,
     now: Instant,
     /// Time spent inside each engine's calls, kept only when `timing` is on (the
-    /// clock reads cost about 5 % of a batch of a thousand, a third of one).
+    /// clock reads are a noticeable part of a batch of a thousand, and a large
+    /// one of a single connection).
     spent: [Duration; 2],
     timing: bool,
 }
@@ -429,11 +431,7 @@ fn memory_per_connection() {
     let listener = sim.engines[1].tcp_listen(80).expect("listen");
     // Warm up: ARP resolved, tables and queues grown for one connection.
     open_use_close(&mut sim, listener);
-    let cached = || {
-        use linerate::toe::tcp::pool;
-        let (small, chunks) = pool::cached_small();
-        pool::cached_bytes() + small + chunks * pool::CHUNK
-    };
+    let cached = linerate::toe::sim::internals::cached_buffer_bytes;
     let before = LIVE.load(Ordering::Relaxed);
     let cached_before = cached();
     let remote = "10.0.0.2:80".parse().expect("address");

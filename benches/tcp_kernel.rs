@@ -30,9 +30,10 @@
 //!
 //! Run with `cargo bench --features system-tests --bench tcp_kernel` (add
 //! `af-xdp` to the features for the AF_XDP cases).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use linerate::toe::{Engine, Error, Instant, TcpState};
+use linerate::toe::{Engine, Instant, InvalidHandle, RecvError, SendError, TcpState};
 use linerate_testkit::cpu::{CpuTime, process_cpu_time};
 use linerate_testkit::netns::{self, Netns, VethPair};
 use linerate_testkit::stream;
@@ -210,7 +211,7 @@ fn to_linerate(
                         break;
                     }
                     Ok(n) => got += n,
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("recv after {got} bytes: {e}"),
                 }
             }
@@ -263,7 +264,7 @@ fn from_linerate(
                 let n = (LEN - sent).min(data.len());
                 match e.tcp_send(conn, &data[..n]) {
                     Ok(k) => sent += k,
-                    Err(Error::WouldBlock) => break,
+                    Err(SendError::WouldBlock) => break,
                     Err(e) => panic!("send: {e}"),
                 }
             }
@@ -275,8 +276,7 @@ fn from_linerate(
         h.pump_until("close", &mut |e| {
             matches!(
                 e.tcp_state(conn),
-                Ok(TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed)
-                    | Err(Error::InvalidHandle)
+                Ok(TcpState::FinWait2 | TcpState::TimeWait | TcpState::Closed) | Err(InvalidHandle)
             )
         });
         wall

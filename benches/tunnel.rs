@@ -10,6 +10,7 @@
 //! over the bare memory pair: the tunnel's own cost is the difference.
 //!
 //! Run with `cargo bench --bench tunnel`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::hint::black_box;
 use std::net::IpAddr;

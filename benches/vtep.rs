@@ -11,6 +11,7 @@
 //!   VTEPs (three copies each).
 //!
 //! Run with `cargo bench --bench vtep`. The target is 5 Mpps per core.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use linerate::nic::{Batch, Frame, MemNic, Nic, NicCaps, NicError};

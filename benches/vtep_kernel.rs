@@ -23,6 +23,7 @@
 //! VTEP's thread; softirq work the kernel hands to ksoftirqd is not in it.
 //!
 //! Run with `sudo cargo bench --features system-tests --bench vtep_kernel`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use linerate::nic::tap::TapOffloads;

@@ -3,6 +3,7 @@
 //! The seeds come from the frame catalogue and, for the engine, from structured
 //! inputs of a peer and an application (`regenerate_seeds`); cargo-fuzz grew the
 //! rest.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate::toe::harness as toe_harness;
 use linerate::tunnel::harness as tunnel_harness;

@@ -1,5 +1,6 @@
 //! Linux TCP against linerate over an impaired path, and the kernel-to-kernel
-//! reference through the same impairment (issue 16; TESTING.md recipe 4b).
+//! reference through the same impairment (issue 16; docs/testing.md: "An
+//! impaired path").
 //!
 //! `linerate_testkit::impair` owns a TAP in a namespace it creates (the kernel
 //! at 10.78.0.1) and impairs every frame each way as netem would (the kernel's

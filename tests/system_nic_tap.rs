@@ -24,6 +24,7 @@
 //! Needs root: `cargo test --features system-tests --test system_nic_tap`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate::nic::pcap::MemoryRecorder;
 use linerate::nic::tap::{Tap, TapConfig, TapOffloads};

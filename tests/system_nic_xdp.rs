@@ -20,6 +20,7 @@
 //! --test system_nic_xdp -- --test-threads=1`.
 #![cfg(all(feature = "system-tests", feature = "af-xdp"))]
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate::nic::xdp::{Xdp, XdpAttach, XdpConfig};
 use linerate::nic::{Batch, Counter, Frag, Frame, Nic, NicError, Readiness, SharedBuf};

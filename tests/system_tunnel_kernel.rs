@@ -1,4 +1,5 @@
-//! VXLAN against Linux (issue 12, "against Linux"; TESTING.md recipe 4).
+//! VXLAN against Linux (issue 12, "against Linux"; docs/testing.md: "The Linux
+//! VXLAN device as a tunnel peer").
 //!
 //! The kernel's own VXLAN device (`vx0`) sits in a namespace the test creates,
 //! over a TAP whose other end this process owns (`linerate_testkit::vxlan`).

@@ -1,5 +1,5 @@
 //! The linerate VTEP against Linux's VXLAN device (issue 13, "Must show",
-//! first point; TESTING.md recipe 4).
+//! first point; docs/testing.md: "The VTEP against the kernel's VXLAN device").
 //!
 //! ```text
 //! ns A: kernel TCP ── TAP ══ linerate Vtep (in this process, a thread) ══ TAP ── ns B: vx0 ── kernel TCP

@@ -10,6 +10,7 @@
 //!
 //! Needs root and tshark: run with `cargo test --features system-tests`.
 #![cfg(feature = "system-tests")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate::wire::layout::{self, L3Kind, L4Kind, TunnelKind};
 use linerate_testkit::capture::Capture;

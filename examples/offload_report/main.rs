@@ -10,8 +10,9 @@
 //!
 //! Besides the tables it prints, the report writes SVG charts (Gbit/s and CPU
 //! seconds per GB against write size, one pair per experiment), `report.csv`
-//! with every cell and an `index.html` that shows them, into
-//! `target/offload-report/` (or `--out DIR`).
+//! with every cell, `summary.md` (the headline ratios as one Markdown table,
+//! for the README) and an `index.html` that shows them, into
+//! `target/offload-report/` (or `--out DIR`). `--help` lists the flags.
 //!
 //! Experiments: the TCP bulk table below; the tunnel experiment
 //! ([`tunnel`]: VXLAN, GENEVE and NVGRE with tunnel offloads in hardware, in
@@ -48,10 +49,12 @@
 
 mod chart;
 mod scaling;
+mod summary;
 mod tunnel;
 mod vnic;
 
 use chart::{Out, Row, Series};
+use clap::Parser;
 use linerate_testkit::bulk::{self, Measurement, Stack, WRITES};
 use std::error::Error;
 use std::path::PathBuf;
@@ -81,146 +84,63 @@ fn best(a: Option<Measurement>, b: Measurement) -> Measurement {
     }
 }
 
-/// Command-line options.
+/// linerate's offload report: TCP bulk throughput and CPU per GB against write
+/// size, offloads on against off, linerate against smoltcp, through tunnels,
+/// across queues and virtual NICs, all over the in-memory backend.
+#[derive(Parser)]
+#[command(name = "offload_report")]
 struct Options {
+    /// A tenth of the bytes per cell, one round.
+    #[arg(long)]
     quick: bool,
-    /// Run only this stack (for profiling one cell).
+    /// Run one stack at one write size (for profiling one cell).
+    #[arg(long, value_name = "STACK", value_parser = stack_parser())]
     only: Option<Stack>,
     /// Run only this write size.
+    #[arg(long, value_name = "BYTES")]
     write: Option<usize>,
-    /// Where the charts and the CSV go.
+    /// Where the charts, the CSV and the summary go.
+    #[arg(long, value_name = "DIR", default_value = "target/offload-report")]
     out: PathBuf,
     /// Skip the tunnel experiment.
+    #[arg(long)]
     no_tunnel: bool,
+    /// Skip the queue-scaling experiment.
+    #[arg(long)]
     no_scaling: bool,
     /// Skip the virtual NIC experiment.
+    #[arg(long)]
     no_vnic: bool,
     /// Run only the virtual NIC experiment.
+    #[arg(long)]
     vnic_only: bool,
-    /// Run the virtual NIC experiment at this pair count only.
-    pairs: Option<usize>,
-    /// With `only`: run the cell this many times (a longer profile).
-    repeat: usize,
-    /// One tunnel cell (`KIND:MODE`, e.g. `vxlan:hw`), `repeat` times.
-    tunnel_cell: Option<String>,
-    /// Run only the scaling experiment, `repeat` rounds.
+    /// Run only the queue-scaling experiment (--repeat rounds, --quick for less).
+    #[arg(long)]
     scaling_only: bool,
-    /// One scaling cell (`tokio|queues:N`), `repeat` times.
+    /// Run the virtual NIC experiment at this pair count only.
+    #[arg(long, value_name = "N")]
+    pairs: Option<usize>,
+    /// With --only: run the cell N times, one line each (a longer profile).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    repeat: usize,
+    /// Run one cell of the tunnel experiment (plain|vxlan|geneve|nvgre :
+    /// hw|sw|off, one way, --write or 64 KiB writes), --repeat times.
+    #[arg(long, value_name = "KIND:MODE")]
+    tunnel_cell: Option<String>,
+    /// Run one cell of the scaling experiment (tokio|queues : 1|2), --repeat
+    /// times (for profiling).
+    #[arg(long, value_name = "TASKS:QUEUES")]
     scaling_cell: Option<String>,
 }
 
-fn options() -> Result<Options, Box<dyn Error>> {
-    use clap::{Arg, ArgAction, Command, value_parser};
-    let stacks: Vec<&'static str> = Stack::ALL
-        .into_iter()
-        .chain(Stack::ZERO_COPY)
-        .map(Stack::name)
-        .collect();
-    let flag = |name: &'static str, help: &'static str| {
-        Arg::new(name)
-            .long(name)
-            .action(ArgAction::SetTrue)
-            .help(help)
-    };
-    let m = Command::new("offload_report")
-        .about(
-            "linerate's offload report: TCP bulk throughput and CPU per GB against write \
-             size, offloads on against off, linerate against smoltcp, through tunnels, \
-             across queues and virtual NICs, all over the in-memory backend",
-        )
-        .arg(flag("quick", "a tenth of the bytes per cell, one round"))
-        .arg(
-            Arg::new("only")
-                .long("only")
-                .value_name("STACK")
-                .value_parser(stacks)
-                .help("run one stack at one write size (for profiling one cell)"),
-        )
-        .arg(
-            Arg::new("write")
-                .long("write")
-                .value_name("BYTES")
-                .value_parser(value_parser!(usize))
-                .help("run only this write size"),
-        )
-        .arg(
-            Arg::new("out")
-                .long("out")
-                .value_name("DIR")
-                .value_parser(value_parser!(PathBuf))
-                .default_value("target/offload-report")
-                .help("where the charts and the CSV go"),
-        )
-        .arg(flag("no-tunnel", "skip the tunnel experiment"))
-        .arg(flag("no-scaling", "skip the queue-scaling experiment"))
-        .arg(flag("no-vnic", "skip the virtual NIC experiment"))
-        .arg(flag("vnic-only", "run only the virtual NIC experiment"))
-        .arg(flag(
-            "scaling-only",
-            "run only the queue-scaling experiment (--repeat rounds, --quick for less)",
-        ))
-        .arg(
-            Arg::new("pairs")
-                .long("pairs")
-                .value_name("N")
-                .value_parser(value_parser!(usize))
-                .help("run the virtual NIC experiment at this pair count only"),
-        )
-        .arg(
-            Arg::new("repeat")
-                .long("repeat")
-                .value_name("N")
-                .value_parser(value_parser!(usize))
-                .default_value("1")
-                .help("with --only: run the cell N times, one line each (a longer profile)"),
-        )
-        .arg(
-            Arg::new("tunnel-cell")
-                .long("tunnel-cell")
-                .value_name("KIND:MODE")
-                .help(
-                    "run one cell of the tunnel experiment (plain|vxlan|geneve|nvgre : \
-                     hw|sw|off, one way, --write or 64 KiB writes), --repeat times",
-                ),
-        )
-        .arg(
-            Arg::new("scaling-cell")
-                .long("scaling-cell")
-                .value_name("TASKS:QUEUES")
-                .help(
-                    "run one cell of the scaling experiment (tokio|queues : 1|2), --repeat \
-                     times (for profiling)",
-                ),
-        )
-        .try_get_matches()
-        .unwrap_or_else(|e| e.exit());
-    let only = match m.get_one::<String>("only") {
-        Some(name) => Some(
-            Stack::ALL
-                .into_iter()
-                .chain(Stack::ZERO_COPY)
-                .find(|s| s.name() == name)
-                .ok_or(format!("no stack {name:?}"))?,
-        ),
-        None => None,
-    };
-    Ok(Options {
-        quick: m.get_flag("quick"),
-        only,
-        write: m.get_one::<usize>("write").copied(),
-        out: m
-            .get_one::<PathBuf>("out")
-            .cloned()
-            .unwrap_or_else(|| PathBuf::from("target/offload-report")),
-        no_tunnel: m.get_flag("no-tunnel"),
-        no_scaling: m.get_flag("no-scaling"),
-        no_vnic: m.get_flag("no-vnic"),
-        vnic_only: m.get_flag("vnic-only"),
-        pairs: m.get_one::<usize>("pairs").copied(),
-        repeat: m.get_one::<usize>("repeat").copied().unwrap_or(1).max(1),
-        tunnel_cell: m.get_one::<String>("tunnel-cell").cloned(),
-        scaling_only: m.get_flag("scaling-only"),
-        scaling_cell: m.get_one::<String>("scaling-cell").cloned(),
+/// `--only`'s values: the stacks' names.
+fn stack_parser() -> impl clap::builder::TypedValueParser<Value = Stack> {
+    use clap::builder::TypedValueParser;
+    let all = || Stack::ALL.into_iter().chain(Stack::ZERO_COPY);
+    clap::builder::PossibleValuesParser::new(all().map(Stack::name)).try_map(move |name| {
+        all()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| format!("no stack {name:?}"))
     })
 }
 
@@ -271,7 +191,8 @@ fn zero_copy_table(opts: &Options, scale: u64, rounds: usize) -> Result<(), Box<
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let opts = options()?;
+    let mut opts = Options::parse();
+    opts.repeat = opts.repeat.max(1);
     if let Some(cell) = &opts.tunnel_cell {
         return tunnel::one_cell(cell, opts.write.unwrap_or(64 * 1024), opts.repeat);
     }
@@ -431,9 +352,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         vnic::section(&mut out, quick, opts.pairs, 1)?;
     }
     let dir = out.finish()?;
+    if let Some(md) = summary::markdown(&table, rounds, quick) {
+        std::fs::write(dir.join("summary.md"), md)?;
+    }
     println!();
     println!(
-        "charts (SVG), report.csv and index.html in {}",
+        "charts (SVG), report.csv, summary.md and index.html in {}",
         dir.display()
     );
     println!(

@@ -40,8 +40,8 @@ pub const SPAN: Duration = Duration::from_millis(1000);
 /// [`WARMUP_PER_PAIR`] per pair: slow start and receive-buffer auto-tuning take
 /// the same number of round trips at any pair count, and on one thread a round
 /// trip is a visit to every engine, so reaching the steady state takes longer
-/// with more pairs (with a fixed 300 ms, 128 pairs were measured still ramping
-/// up: 25 % below 16 pairs, 12 % below with a longer span).
+/// with more pairs (with a fixed 300 ms, 128 pairs are measured still ramping
+/// up, below 16 pairs: `--vnic-only --pairs 128` against `--pairs 16`).
 pub const WARMUP: Duration = Duration::from_millis(300);
 
 /// Warm-up added per pair.

@@ -7,7 +7,7 @@ use linerate::nic::Nic;
 // The only place these tests name the runtime's driver (it is moving to its own
 // crate): `Host::new`.
 use linerate::rt::Driver;
-use linerate::toe::{Config, Engine, Error, Instant, ListenerHandle, SocketHandle};
+use linerate::toe::{Config, Engine, Instant, ListenerHandle, RecvError, SendError, SocketHandle};
 use linerate_testkit::stream::{Digester, Pattern};
 use std::io;
 use std::time::Duration;
@@ -156,7 +156,7 @@ impl Sender {
             }
             match engine.tcp_send(self.s, &self.buf[self.off..self.end]) {
                 Ok(n) => self.off += n,
-                Err(Error::WouldBlock) => break,
+                Err(SendError::WouldBlock) => break,
                 Err(e) => panic!("send after {} bytes: {e}", self.len - self.p.left()),
             }
         }
@@ -189,7 +189,7 @@ impl Receiver {
             match engine.tcp_recv(self.s, &mut self.buf) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.d.update(&self.buf[..n]),
-                Err(Error::WouldBlock) => break,
+                Err(RecvError::WouldBlock) => break,
                 Err(e) => panic!("recv after {} bytes: {e}", self.d.len),
             }
         }

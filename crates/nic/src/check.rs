@@ -2,8 +2,8 @@
 
 use crate::caps::NicCaps;
 use crate::counters::Counter;
+use crate::error::{MetaError, NicError};
 use crate::frame::Frame;
-use crate::nic::NicError;
 use linerate_offload::GsoType;
 use linerate_wire::layout::{L3Kind, L4Kind, Layout};
 use linerate_wire::{Layer, ethernet};
@@ -19,8 +19,8 @@ use linerate_wire::{Layer, ethernet};
 /// Inline for the common frame (no segmentation request, no partial checksum,
 /// its head an Ethernet header at least, within the MTU): a backend checks
 /// every wire frame, software GSO's segments included, and a call per frame
-/// was 1.3 % of the software-offload bulk cell (perf). Anything else takes
-/// the full check, out of line.
+/// shows in a profile of the software-offload bulk cell (`offload_report --
+/// --only linerate-on`). Anything else takes the full check, out of line.
 #[inline]
 pub fn check_tx(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicError, Counter)> {
     if frame.meta.gso.is_none()
@@ -63,9 +63,9 @@ fn check_tx_full(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicEr
         }
         return Ok(None);
     };
-    let invalid = |what| (NicError::InvalidMeta { what }, Counter::TxDroppedInvalid);
+    let invalid = |e| (NicError::InvalidMeta(e), Counter::TxDroppedInvalid);
     if gso.size == 0 {
-        return Err(invalid("segment size 0"));
+        return Err(invalid(MetaError::ZeroSegmentSize));
     }
     // A scatter-gather super-frame is parsed in its head, against its whole
     // length; its headers must all be there.
@@ -73,7 +73,10 @@ fn check_tx_full(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicEr
         .with_probe(linerate_wire::layout::parse)
         .map_err(malformed)?;
     if layout.header_len() > frame.head_len() {
-        return Err(invalid("a super-frame's headers must be in its head"));
+        return Err(invalid(MetaError::HeadersOutsideHead {
+            headers: layout.header_len(),
+            head: frame.head_len(),
+        }));
     }
     let inner = layout.innermost();
     let kind_ok = match gso.kind {
@@ -82,7 +85,7 @@ fn check_tx_full(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicEr
         GsoType::UdpL4 => inner.l4 == L4Kind::Udp,
     };
     if !kind_ok {
-        return Err(invalid("segmentation kind does not match the headers"));
+        return Err(invalid(MetaError::KindMismatch { kind: gso.kind }));
     }
     let l2 = usize::from(layout.outer.l3_offset);
     let limit = caps.max_gso_size as usize + l2;
@@ -105,8 +108,12 @@ fn check_tx_full(caps: &NicCaps, frame: &Frame) -> Result<Option<Layout>, (NicEr
         ));
     }
     let payload = len.saturating_sub(headers);
-    if payload.div_ceil(usize::from(gso.size)) > usize::from(caps.max_gso_segs) {
-        return Err(invalid("more segments than the backend allows"));
+    let segments = payload.div_ceil(usize::from(gso.size));
+    if segments > usize::from(caps.max_gso_segs) {
+        return Err(invalid(MetaError::TooManySegments {
+            segments,
+            limit: caps.max_gso_segs,
+        }));
     }
     Ok(Some(layout))
 }
@@ -187,7 +194,7 @@ mod tests {
         ));
         assert!(matches!(
             check_tx(&full, &gso_frame(&bytes, 0)),
-            Err((NicError::InvalidMeta { .. }, _))
+            Err((NicError::InvalidMeta(MetaError::ZeroSegmentSize), _))
         ));
         let mut v6 = gso_frame(&bytes, 1000);
         if let Some(g) = v6.meta.gso.as_mut() {
@@ -195,7 +202,12 @@ mod tests {
         }
         assert!(matches!(
             check_tx(&full, &v6),
-            Err((NicError::InvalidMeta { .. }, Counter::TxDroppedInvalid))
+            Err((
+                NicError::InvalidMeta(MetaError::KindMismatch {
+                    kind: GsoType::TcpV6
+                }),
+                Counter::TxDroppedInvalid
+            ))
         ));
         let small = NicCaps {
             max_gso_size: 30_000,

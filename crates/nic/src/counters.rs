@@ -68,6 +68,8 @@ counters! {
     TxDroppedUnsupported => "tx_dropped_unsupported",
     /// Frames refused for transmission: malformed, or rejected by the kernel.
     TxDroppedInvalid => "tx_dropped_invalid",
+    /// Frames dropped because the interface was down.
+    TxDroppedLinkDown => "tx_dropped_link_down",
     /// Received frames GRO merged into another (each merge counts one).
     GroMerged => "gro_merged",
     /// Super-frames GRO emitted.

@@ -114,7 +114,7 @@ impl Frags {
             // assigned: an assignment calls the drop glue of the old value
             // (empty, but a call), across which the fragment waits on the
             // stack, to be read back by one wide load that stalls on store
-            // forwarding (half of software GSO's per-segment commit in perf).
+            // forwarding (perf of `cargo bench --bench gso -- sg-frames`).
             // What comes out is `Rep::None`, which owns nothing.
             core::mem::forget(core::mem::replace(&mut self.rep, Rep::One(frag)));
         } else {

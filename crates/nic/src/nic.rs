@@ -1,8 +1,9 @@
 //! The [`Nic`] trait every backend and the shim implement, and its errors.
 
-use crate::buf::{BufError, Pool};
-use crate::caps::{NicCaps, Unsupported};
+use crate::buf::Pool;
+use crate::caps::NicCaps;
 use crate::counters::Counters;
+pub use crate::error::NicError;
 use crate::frame::Batch;
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
@@ -111,125 +112,6 @@ impl<N: Nic + ?Sized> Nic for Box<N> {
     }
     fn set_rx_sg(&mut self, on: bool) -> bool {
         (**self).set_rx_sg(on)
-    }
-}
-
-/// Why a NIC operation failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum NicError {
-    /// There is no queue `queue`; the NIC has `queues`.
-    NoQueue {
-        /// The queue asked for.
-        queue: usize,
-        /// How many the NIC has.
-        queues: usize,
-    },
-    /// A frame longer than the MTU allows, without a segmentation request (or with
-    /// one whose segments would be too long, or a super-frame over the limit).
-    Oversize {
-        /// The frame's length, or the length of one of its segments.
-        len: usize,
-        /// The most allowed.
-        limit: usize,
-    },
-    /// A frame asks for an offload the backend does not have.
-    Unsupported(Unsupported),
-    /// A frame whose headers cannot be parsed where the backend needs them.
-    Malformed(linerate_wire::Error),
-    /// A frame whose metadata cannot be honoured as it stands (for example a
-    /// segmentation request with segment size 0).
-    InvalidMeta {
-        /// What is wrong.
-        what: &'static str,
-    },
-    /// A frame the kernel refused (`EINVAL` on a TAP write: a bad
-    /// `virtio_net_hdr` or a frame the kernel cannot take).
-    Rejected {
-        /// The frame's length.
-        len: usize,
-        /// What the kernel said.
-        error: std::io::Error,
-    },
-    /// A buffer operation did not fit.
-    Buffer(BufError),
-    /// An operating-system call failed.
-    Io(std::io::Error),
-    /// The operating system refused for lack of privilege (`EPERM`, `EACCES`):
-    /// AF_XDP sockets and XDP programs need root (`CAP_NET_RAW`,
-    /// `CAP_NET_ADMIN`, `CAP_BPF`).
-    PermissionDenied {
-        /// What was being done.
-        what: &'static str,
-        /// What the kernel said.
-        error: std::io::Error,
-    },
-    /// A configuration value was refused (software RSS steering).
-    Config(linerate_rss::ConfigError),
-    /// A frame's metadata has no `virtio_net_hdr` form the backend can write
-    /// (GSO inside GRE; a tunnel request without the 24-byte header), or the
-    /// header is inconsistent with the frame.
-    Virtio(linerate_offload::virtio::VirtioError),
-}
-
-impl core::fmt::Display for NicError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            NicError::NoQueue { queue, queues } => {
-                write!(f, "no queue {queue}: the NIC has {queues}")
-            }
-            NicError::Oversize { len, limit } => write!(
-                f,
-                "frame of {len} bytes exceeds the limit of {limit} and is not marked for segmentation"
-            ),
-            NicError::Unsupported(u) => write!(f, "unsupported offload: {u}"),
-            NicError::Malformed(e) => write!(f, "malformed frame: {e}"),
-            NicError::InvalidMeta { what } => write!(f, "invalid offload metadata: {what}"),
-            NicError::Rejected { len, error } => {
-                write!(f, "the kernel refused a {len}-byte frame: {error}")
-            }
-            NicError::Buffer(e) => write!(f, "buffer: {e}"),
-            NicError::Io(e) => write!(f, "I/O: {e}"),
-            NicError::PermissionDenied { what, error } => {
-                write!(f, "{what}: {error} (this needs root)")
-            }
-            NicError::Config(e) => write!(f, "configuration: {e}"),
-            NicError::Virtio(e) => write!(f, "virtio_net_hdr: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for NicError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            NicError::Unsupported(e) => Some(e),
-            NicError::Malformed(e) => Some(e),
-            NicError::Rejected { error, .. }
-            | NicError::Io(error)
-            | NicError::PermissionDenied { error, .. } => Some(error),
-            NicError::Buffer(e) => Some(e),
-            NicError::Config(e) => Some(e),
-            NicError::Virtio(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<std::io::Error> for NicError {
-    fn from(e: std::io::Error) -> Self {
-        NicError::Io(e)
-    }
-}
-
-impl From<BufError> for NicError {
-    fn from(e: BufError) -> Self {
-        NicError::Buffer(e)
-    }
-}
-
-impl From<Unsupported> for NicError {
-    fn from(e: Unsupported) -> Self {
-        NicError::Unsupported(e)
     }
 }
 

@@ -82,9 +82,10 @@ impl<W: Write + Send> PcapRecorder<W> {
             endianness: Endianness::native(),
             ..Default::default()
         };
+        // pcap-file's error, kept whole as the I/O error's source.
         header
             .write_to(&mut writer)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+            .map_err(std::io::Error::other)?;
         Ok(PcapRecorder {
             state: Mutex::new(PcapState {
                 writer: Some(writer),

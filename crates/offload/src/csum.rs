@@ -82,7 +82,14 @@ impl fmt::Display for CsumError {
     }
 }
 
-impl std::error::Error for CsumError {}
+impl std::error::Error for CsumError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CsumError::Layout(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<linerate_wire::Error> for CsumError {
     fn from(e: linerate_wire::Error) -> Self {

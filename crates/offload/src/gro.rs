@@ -153,7 +153,7 @@
 //! `tcp4_gro_receive` does with `skb_gro_checksum_validate`, and refuses a packet
 //! with a bad one (`refused_csum_bad`, `refused_outer_csum_bad`, ...). The
 //! innermost transport checksum is verified as the packet's payload is copied
-//! into its run ([`checksum::copy_partial`]), so a packet GRO keeps is read
+//! into its run ([`linerate_wire::checksum::copy_partial`]), so a packet GRO keeps is read
 //! once, not once to verify and once to copy; a packet whose checksum turns out
 //! bad there is refused exactly as if it had been refused before the copy (the
 //! run keeps its bytes, no counter but its refusal moves). A packet GRO verified

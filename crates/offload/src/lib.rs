@@ -9,11 +9,12 @@ pub use meta::{Checksum, Gso, GsoTunnel, GsoType, OffloadMeta, RssHash, RssHashT
 pub mod csum;
 pub mod gro;
 pub mod gso;
+#[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
 pub mod virtio;
 
-pub use csum::{Verdict, complete, prepare_partial, verify};
+pub use csum::{CsumError, Verdict, complete, prepare_partial, verify};
 pub use gro::{ChainSink, FlushReason, Gro, GroConfig, GroCounters, NoChain};
 pub use gso::{CsumMode, GsoError, SegmentBuf, Segmenter, ZeroCopyBuf};
 pub use virtio::VirtioNetHdr;

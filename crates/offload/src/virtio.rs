@@ -252,7 +252,14 @@ impl fmt::Display for VirtioError {
     }
 }
 
-impl std::error::Error for VirtioError {}
+impl std::error::Error for VirtioError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VirtioError::Layout(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<linerate_wire::Error> for VirtioError {
     fn from(e: linerate_wire::Error) -> Self {

@@ -71,54 +71,24 @@
 //!
 //! # Performance
 //!
-//! `cargo bench --bench rss -- --table` (from the workspace root) prints all of
-//! these side by side: every case runs in short turns, round robin, and each figure
+//! `cargo bench --bench rss -- --table` (from the workspace root) prints every
+//! path side by side: each case runs in short turns, round robin, and each figure
 //! is the median of its turns, so load on a shared machine falls on all cases
-//! alike; `cargo bench --bench rss` runs the same cases under criterion. On the
-//! development machine (2 cores of an AMD EPYC reporting AVX-512 and GFNI, shared
-//! with other builds, load average 9 to 10 during this run), ns per hash, one
-//! [`Toeplitz::hash`] call each / in [`Toeplitz::hash_batch`]:
-//!
-//! | type     | bitwise | portable  | clmul     | vpclmul   | gfni      |
-//! |----------|--------:|----------:|----------:|----------:|----------:|
-//! | IPv4     |    55   | 2.6 / 2.5 | 3.0 / 1.8 | 3.0 / 1.9 | 2.0 / 1.0 |
-//! | TCP/IPv4 |    72   | 3.7 / 3.4 | 3.6 / 2.5 | 3.6 / 1.9 | 2.0 / 0.9 |
-//! | UDP/IPv4 |    72   | 3.7 / 3.4 | 3.6 / 2.5 | 3.6 / 1.9 | 2.0 / 1.0 |
-//! | IPv6     |   154   | 8.4 / 8.4 | 6.3 / 5.2 | 4.4 / 3.2 | 3.8 / 2.0 |
-//! | TCP/IPv6 |   170   | 9.4 / 9.3 | 7.4 / 6.0 | 5.0 / 4.2 | 3.8 / 1.9 |
-//! | UDP/IPv6 |   170   | 9.4 / 9.3 | 7.4 / 6.0 | 5.0 / 4.2 | 3.8 / 1.9 |
+//! alike; `cargo bench --bench rss` runs the same cases under criterion. The
+//! current figures are in the workspace's `docs/performance.md`.
 //!
 //! [`Path::detect`] prefers `gfni`, then `vpclmul`, then `clmul`, then `portable`:
-//! `gfni` is the fastest for every type, single and batched; batched, as dispatch
-//! hashes, it takes half the time of `vpclmul` (two inputs share each pass). Where
-//! the CPU lacks GFNI or those AVX-512 parts, `vpclmul` is the fastest batched on
-//! every type but IPv4 addresses alone, where `clmul` is as fast.
+//! `gfni` is the fastest for every hash type, single and batched; batched, as
+//! dispatch hashes, it takes half the time of `vpclmul` (two inputs share each
+//! pass). Where the CPU lacks GFNI or those AVX-512 parts, `vpclmul` is the
+//! fastest batched on every type but IPv4 addresses alone, where `clmul` is as
+//! fast.
 //!
-//! Finding the hash input, ns per frame, read from the bytes /
-//! `layout::parse` + [`HashConfig::input`]: TCP/IPv4 14 / 26, UDP/IPv6 18 / 37,
-//! TCP/IPv4 in QinQ 14 / 27, VXLAN 23 / 59, GENEVE 25 / 60. NVGRE and IPv6 with an
-//! extension header fall back to the parse after a 4 to 5 ns attempt (80 / 76, 45 /
-//! 41).
-//!
-//! Dispatch of TCP/IPv4 frames from one ring in batches of 256, Mpps with the
-//! backend's hash / with a software hash, per item type (2 shared cores without
-//! GFNI, so hashed on the `vpclmul` path; load average 3 to 4; medians of ten
-//! table runs):
-//!
-//! | queues | [`RxFrame`] (40 B) | [`RxBuf`] (24 B) |
-//! |-------:|-------------------:|-----------------:|
-//! | 2      | 78 / 28            | 98 / 29          |
-//! | 4      | 78 / 28            | 97 / 29          |
-//! | 8      | 75 / 27            | 94 / 28          |
-//!
-//! Items move by value through the queues, so their size is much of the cost.
-//! While `OffloadMeta` carried a whole 104-byte `Layout`, [`RxFrame`] was 144 bytes
-//! and dispatched at 41 / 18, 39 / 17 and 32 / 16 Mpps on the same machine in the
-//! same runs: the lean meta gives it 1.5 to 1.7 times the software-hash rate and
-//! about twice the backend-hash rate, within 4 % of [`RxBuf`] with a software
-//! hash, where reading the input and hashing it are now the cost. (On the
-//! GFNI machine of the tables above, the 40-byte item measured 30 Mpps with a
-//! software hash.) Source port choice (allocate and release): about 42 ns.
+//! Dispatch moves items by value through the queues, so their size is much of
+//! the cost: [`RxFrame`] carries a whole `OffloadMeta` (lean, with no layout in
+//! it) in 40 bytes, [`RxBuf`] 24. With a software hash, reading the hash input
+//! and hashing it are the limit; the input read straight from the frame's bytes
+//! costs about half of a full `layout::parse`.
 #![deny(unsafe_code)]
 
 pub mod dispatch;

@@ -43,6 +43,9 @@ pub struct DriverStats {
     /// Frames the backend refused (oversize, unsupported offload, malformed);
     /// each is dropped and counted in the NIC's `tx_dropped_*` counters too.
     pub tx_refused: u64,
+    /// Frames dropped because the link was down ([`NicError::LinkDown`]):
+    /// the driver goes on, and frames flow again once the link is up.
+    pub tx_link_down: u64,
 }
 
 /// What a [`Driver`] drives: something that takes batches of received frames,
@@ -419,6 +422,9 @@ fn flush<N: Nic>(
             Ok(0) => return Ok(()),
             Ok(n) => stats.tx_frames += n as u64,
             Err(e @ (NicError::Io(_) | NicError::NoQueue { .. })) => return Err(e),
+            // Dropped (the backend took it out of the batch); the rest are
+            // tried, and dropped the same way while the link stays down.
+            Err(NicError::LinkDown) => stats.tx_link_down += 1,
             // The refused frame is gone from the batch; go on with the rest.
             Err(_) => stats.tx_refused += 1,
         }

@@ -67,9 +67,8 @@ pub mod worker;
 
 pub use driver::{Driver, DriverStats, Service};
 pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
-pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig};
+pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig, Unsent};
 pub use shared::SharedNic;
-pub use socket::io_error;
 pub use udp::UdpSocket;
 pub use worker::{QueueNic, Worker, Workers};
 

@@ -8,8 +8,11 @@
 //! stream's own lock, and the queue thread moves the rings to and from the
 //! engine's buffers. A task that finds its ring full (write) or empty (read)
 //! leaves its waker there; the queue thread wakes it when it moves bytes, when the
-//! stream ends or fails. Reads and writes wake the queue thread only when it has
-//! work: the send ring was empty, or the receive ring had stalled full.
+//! stream ends or fails. Reads and writes call on the queue thread only when it
+//! has work: the send ring was empty, or the receive ring had stalled full; the
+//! stream then goes on the queue's list of streams to serve, and the engine's
+//! events (`linerate_toe::Event`) name the rest, so the queue thread never
+//! visits a stream nothing happened to.
 //!
 //! A task running on the stream's own queue thread ([`crate::local`]) skips the
 //! rings: it reads from and writes into the engine's buffers directly, and waits
@@ -19,7 +22,7 @@ use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{ListenShared, SockShared, register};
-use linerate_toe::{Engine, Error};
+use linerate_toe::{Engine, RecvError, SendError};
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
@@ -94,8 +97,8 @@ impl TcpListener {
             rt.command(q, cmd).await?;
             // On error, dropping `listener` closes the queues that did listen.
             rx.await
-                .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
-                .map_err(to_io)?;
+                .map_err(|_| rt.inner.stopped())?
+                .map_err(|e| rt.inner.io_error(e))?;
         }
         Ok(listener)
     }
@@ -120,7 +123,7 @@ impl TcpListener {
             return Poll::Ready(Ok((TcpStream::new(sock, self.rt.clone()), remote)));
         }
         if let Some(e) = st.error {
-            return Poll::Ready(Err(to_io(e)));
+            return Poll::Ready(Err(self.rt.inner.io_error(e)));
         }
         register(&mut st.waker, cx.waker());
         Poll::Pending
@@ -144,7 +147,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.sock.close();
-        self.rt.kick(self.sock.queue);
+        self.rt.serve(&self.sock);
     }
 }
 
@@ -187,7 +190,7 @@ impl Inner {
                 }
                 Poll::Ready(Ok(()))
             } else if let Some(e) = st.error {
-                Poll::Ready(Err(to_io(e)))
+                Poll::Ready(Err(self.rt.inner.io_error(e)))
             } else if st.eof {
                 Poll::Ready(Ok(()))
             } else {
@@ -196,7 +199,7 @@ impl Inner {
             }
         };
         if kick {
-            self.rt.kick(self.sock.queue);
+            self.rt.serve(&self.sock);
         }
         poll
     }
@@ -229,22 +232,22 @@ impl Inner {
                 Poll::Ready(Ok(()))
             }
             Ok(_) => match st.error {
-                Some(e) => Poll::Ready(Err(to_io(e))),
+                Some(e) => Poll::Ready(Err(self.rt.inner.io_error(e))),
                 None => {
                     st.eof = true;
                     Poll::Ready(Ok(()))
                 }
             },
-            Err(Error::WouldBlock) => match st.error {
-                Some(e) => Poll::Ready(Err(to_io(e))),
+            Err(RecvError::WouldBlock) => match st.error {
+                Some(e) => Poll::Ready(Err(self.rt.inner.io_error(e))),
                 None => {
                     register(&mut st.read_waker, cx.waker());
                     Poll::Pending
                 }
             },
             Err(e) => {
-                let e = *st.error.get_or_insert(e);
-                Poll::Ready(Err(to_io(e)))
+                let e = *st.error.get_or_insert(e.into());
+                Poll::Ready(Err(self.rt.inner.io_error(e)))
             }
         }
     }
@@ -260,10 +263,10 @@ impl Inner {
             let mut guard = lock(&self.sock.st);
             let st = &mut *guard;
             if let Some(e) = st.error {
-                return Poll::Ready(Err(to_io(e)));
+                return Poll::Ready(Err(self.rt.inner.io_error(e)));
             }
             if st.shutdown || st.closed {
-                return Poll::Ready(Err(to_io(Error::Closed)));
+                return Poll::Ready(Err(to_io(SendError::Closed)));
             }
             if data.is_empty() {
                 return Poll::Ready(Ok(0));
@@ -277,7 +280,7 @@ impl Inner {
             n
         };
         if was_empty {
-            self.rt.kick(self.sock.queue);
+            self.rt.serve(&self.sock);
         }
         Poll::Ready(Ok(n))
     }
@@ -294,10 +297,10 @@ impl Inner {
         let mut guard = lock(&self.sock.st);
         let st = &mut *guard;
         if let Some(e) = st.error {
-            return Some(Poll::Ready(Err(to_io(e))));
+            return Some(Poll::Ready(Err(self.rt.inner.io_error(e))));
         }
         if st.shutdown || st.closed {
-            return Some(Poll::Ready(Err(to_io(Error::Closed))));
+            return Some(Poll::Ready(Err(to_io(SendError::Closed))));
         }
         if data.is_empty() {
             return Some(Poll::Ready(Ok(0)));
@@ -306,22 +309,22 @@ impl Inner {
             return None;
         }
         Some(match engine.tcp_send(self.sock.h, data) {
-            Ok(0) | Err(Error::WouldBlock) => {
+            Ok(0) | Err(SendError::WouldBlock) => {
                 // The queue thread wakes it when the engine takes bytes again.
                 register(&mut st.write_waker, cx.waker());
                 Poll::Pending
             }
             Ok(n) => Poll::Ready(Ok(n)),
             Err(e) => {
-                st.error = Some(e);
-                Poll::Ready(Err(to_io(e)))
+                let e = *st.error.get_or_insert(e.into());
+                Poll::Ready(Err(self.rt.inner.io_error(e)))
             }
         })
     }
 
     fn poll_shutdown(&self) -> Poll<io::Result<()>> {
         lock(&self.sock.st).shutdown = true;
-        self.rt.kick(self.sock.queue);
+        self.rt.serve(&self.sock);
         Poll::Ready(Ok(()))
     }
 }
@@ -354,7 +357,8 @@ impl TcpStream {
     /// Opens a connection to `remote` from `queue`: with the runtime's steering,
     /// its source port makes the peer's replies arrive on that queue.
     /// Fails with `ConnectionRefused` if the peer answers with RST, `TimedOut`
-    /// if it never answers.
+    /// if it never answers, `AddrNotAvailable` if no source port is free (the
+    /// message says which range ran out and how to get more).
     pub async fn connect_on(
         rt: &Handle,
         queue: usize,
@@ -365,8 +369,8 @@ impl TcpStream {
             .await?;
         let sock = rx
             .await
-            .map_err(|_| io::Error::from(io::ErrorKind::NotConnected))?
-            .map_err(to_io)?;
+            .map_err(|_| rt.inner.stopped())?
+            .map_err(|e| rt.inner.io_error(e))?;
         Ok(TcpStream::new(sock, rt.clone()))
     }
 

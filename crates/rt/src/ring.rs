@@ -2,12 +2,16 @@
 //! a queue thread, one per direction of a stream.
 //!
 //! Readers and writers see the contents as at most two slices, so data moves with
-//! one `copy_from_slice` per slice and nothing is allocated after creation.
+//! one `copy_from_slice` per slice. The storage is allocated at the first write,
+//! never before and nothing after: a stream that carries no data in one
+//! direction (or none at all, an idle connection) holds no buffer for it.
 
 /// A ring of bytes with a fixed capacity.
 #[derive(Debug)]
 pub(crate) struct ByteRing {
+    /// Empty until the first write, then `cap` bytes.
     buf: Box<[u8]>,
+    cap: usize,
     head: usize,
     len: usize,
 }
@@ -16,14 +20,21 @@ impl ByteRing {
     /// An empty ring holding at most `cap` bytes (at least 1).
     pub(crate) fn new(cap: usize) -> ByteRing {
         ByteRing {
-            buf: vec![0u8; cap.max(1)].into_boxed_slice(),
+            buf: Box::default(),
+            cap: cap.max(1),
             head: 0,
             len: 0,
         }
     }
 
     pub(crate) fn capacity(&self) -> usize {
-        self.buf.len()
+        self.cap
+    }
+
+    /// True once the ring has its storage.
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> bool {
+        !self.buf.is_empty()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -61,6 +72,9 @@ impl ByteRing {
     /// The first contiguous free area (empty when the ring is full); fill it, then
     /// call [`ByteRing::produce`].
     pub(crate) fn writable(&mut self) -> &mut [u8] {
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; self.cap].into_boxed_slice();
+        }
         let cap = self.capacity();
         let tail = (self.head + self.len) % cap;
         let end = if tail >= self.head && self.len < cap {
@@ -104,6 +118,21 @@ mod tests {
     fn contents(r: &ByteRing) -> Vec<u8> {
         let (a, b) = r.readable();
         [a, b].concat()
+    }
+
+    #[test]
+    fn storage_comes_with_the_first_write() {
+        let mut r = ByteRing::new(1 << 20);
+        assert!(!r.allocated());
+        assert_eq!(
+            (r.len(), r.free(), r.readable()),
+            (0, 1 << 20, (&[][..], &[][..]))
+        );
+        r.consume(5);
+        assert!(!r.allocated());
+        assert_eq!(r.write(b"x"), 1);
+        assert!(r.allocated());
+        assert_eq!(contents(&r), b"x");
     }
 
     #[test]

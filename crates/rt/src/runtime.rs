@@ -5,10 +5,16 @@
 //!
 //! * **Queue threads** (`linerate-q0`, `linerate-q1`, ...): each loops over
 //!   commands from its channel, a [`Driver`] round on its queue (receive, timers),
-//!   a sweep of its streams and listeners (staging rings to and from the engine,
+//!   serving the streams that need it (staging rings to and from the engine,
 //!   accepts, connect results, task wake-ups), and transmit; then it blocks on
 //!   the queue's readiness until the engine's next timer. Nothing of one queue's
 //!   engine is touched by another thread.
+//! * **Only what changed is served**: a stream is visited when its engine
+//!   reports an event for it ([`linerate_toe::Event`]: readable, writable,
+//!   connected, closed, failed) or its application side asks (bytes staged
+//!   into an empty send ring, room made in a stalled receive ring, shutdown,
+//!   drop). A queue with 100,000 idle streams serves a busy one as it serves
+//!   it alone (`benches/idle.rs`).
 //! * **Application threads and tasks** talk to a queue through its bounded
 //!   command channel (listen, connect, engine calls) and through per-stream
 //!   staging rings (data), then wake the queue thread. The memory backend's
@@ -31,7 +37,7 @@ use super::RtError;
 use super::driver::{Driver, offloads_fit};
 use super::local::{Executor, Remote};
 use super::shared::{SharedNic, lock};
-use super::socket::{ListenShared, SockShared, io_error, wake};
+use super::socket::{ListenShared, SockError, SockShared, wake};
 use super::udp::{UdpBound, UdpShared, service_udp};
 use linerate_nic::{Nic, NicError, Notify, Readiness};
 use linerate_offload::OffloadMeta;
@@ -39,7 +45,10 @@ use linerate_rss::{FlowTuple, PortAllocator, Steering};
 use linerate_toe::Config;
 use linerate_toe::Instant;
 use linerate_toe::TcpState;
-use linerate_toe::{Engine, Error, ListenerHandle, SocketHandle};
+use linerate_toe::{
+    ConnectError, ConnectionError, Engine, Event, ListenerHandle, RecvError, SendError,
+    SocketHandle,
+};
 use std::cell::RefCell;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -74,7 +83,8 @@ pub struct RuntimeConfig {
     /// application and the engine's own buffers.
     pub stream_buffer: usize,
     /// Accepted connections a listener holds (over all queues) before the queues
-    /// leave further ones in their engines' accept queues.
+    /// leave further ones in their engines' accept queues; each engine's own
+    /// backlog (`tcp.backlog`) is raised to it if lower.
     pub accept_backlog: usize,
     /// Longest a queue thread sleeps with nothing to do (it is woken earlier by
     /// frames, commands and its engine's timers).
@@ -84,6 +94,14 @@ pub struct RuntimeConfig {
     pub fd_poll: Duration,
     /// Prefix of the queue threads' names.
     pub thread_name: String,
+    /// How long stopping the runtime (dropping it, [`Runtime::shutdown`])
+    /// waits for the streams' staged data and FINs to go out and be
+    /// acknowledged, as `SO_LINGER` bounds a closing socket: every stream's
+    /// sending side is shut once what it staged is sent, and the queue threads
+    /// go on until every byte and FIN is acknowledged or this time passes.
+    /// Zero stops at once (what is unsent is lost). [`Runtime::shutdown_timeout`]
+    /// sets it per call and says what was left.
+    pub linger: Duration,
     /// CPUs to pin the queue threads to: queue `q`'s thread runs only on
     /// `cpus[q % cpus.len()]`. Empty (the default): not pinned. Pinned, the
     /// threads of two runtimes that talk to each other in one process (the
@@ -95,7 +113,8 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Defaults for an interface `engine`: a seed from the operating system, no
-    /// steering, 64-command channels, 256 KiB staging rings.
+    /// steering, 64-command channels, 256 KiB staging rings, a linger of one
+    /// second.
     pub fn new(engine: Config) -> RuntimeConfig {
         RuntimeConfig {
             engine,
@@ -109,6 +128,7 @@ impl RuntimeConfig {
             fd_poll: Duration::from_millis(1),
             thread_name: "linerate-q".to_string(),
             cpus: Vec::new(),
+            linger: Duration::from_secs(1),
         }
     }
 }
@@ -131,18 +151,18 @@ pub(crate) enum Command {
     Listen {
         port: u16,
         shared: Arc<ListenShared>,
-        reply: oneshot::Sender<Result<(), Error>>,
+        reply: oneshot::Sender<Result<(), SockError>>,
     },
     /// Open a connection from this queue.
     Connect {
         remote: SocketAddr,
-        reply: oneshot::Sender<Result<Arc<SockShared>, Error>>,
+        reply: oneshot::Sender<Result<Arc<SockShared>, SockError>>,
     },
     /// Bind a UDP socket on the queue's engine; the reply is the bound address.
     UdpBind {
         addr: SocketAddr,
         shared: Arc<UdpShared>,
-        reply: oneshot::Sender<Result<SocketAddr, Error>>,
+        reply: oneshot::Sender<Result<SocketAddr, SockError>>,
     },
     /// Run a closure on the engine.
     Run(Box<dyn FnOnce(&mut Engine) + Send>),
@@ -264,6 +284,18 @@ struct QueueShared {
     stats: StatCells,
     /// Tasks spawned onto the queue and wake-ups of its tasks from other threads.
     remote: Arc<Remote>,
+    /// Streams whose application side changed (bytes staged to send, room
+    /// made in a stalled receive ring, shutdown, close), for the queue thread
+    /// to serve: with the engine's events, all it serves.
+    dirty: Dirty,
+}
+
+/// A queue's list of streams to serve for their application side.
+#[derive(Debug, Default)]
+struct Dirty {
+    list: std::sync::Mutex<Vec<Arc<SockShared>>>,
+    /// The list is not empty (the queue thread takes the lock only then).
+    pending: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -273,9 +305,46 @@ pub(crate) struct Inner {
     stop: AtomicBool,
     pub(crate) epoch: std::time::Instant,
     stream_buffer: usize,
+    /// How long a stopping queue waits for its streams' data (nanoseconds).
+    linger: AtomicU64,
+    /// Why a queue thread stopped on its own (its NIC failed, it panicked):
+    /// every later call that finds the runtime stopped says it.
+    failure: std::sync::OnceLock<String>,
 }
 
 impl Inner {
+    /// The error of a call that found the runtime (or the queue) stopped,
+    /// with the cause if a queue failed.
+    pub(crate) fn stopped(&self) -> io::Error {
+        match self.failure.get() {
+            Some(why) => io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("the linerate runtime has stopped: {why}"),
+            ),
+            None => io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the linerate runtime has stopped",
+            ),
+        }
+    }
+
+    /// The `std::io` form of a socket error; an abort because a queue failed
+    /// says why, and running out of source ports says how to get more.
+    pub(crate) fn io_error(&self, e: impl Into<SockError>) -> io::Error {
+        let e = e.into();
+        match (e, self.failure.get()) {
+            (SockError::Connection(ConnectionError::Aborted), Some(why)) => io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("connection aborted: {why}"),
+            ),
+            (SockError::NoPorts { remote, steered }, _) => io::Error::new(
+                io::ErrorKind::AddrNotAvailable,
+                no_ports(remote, steered, self.queues.len()),
+            ),
+            _ => e.into(),
+        }
+    }
+
     fn now(&self) -> Instant {
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
@@ -287,13 +356,6 @@ impl Inner {
 #[derive(Debug, Clone)]
 pub struct Handle {
     pub(crate) inner: Arc<Inner>,
-}
-
-fn stopped() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotConnected,
-        "the linerate runtime has stopped",
-    )
 }
 
 impl Handle {
@@ -327,14 +389,14 @@ impl Handle {
             return Ok(r);
         }
         let Some(f) = slot else {
-            return Err(stopped());
+            return Err(self.inner.stopped());
         };
         let (tx, rx) = oneshot::channel();
         let run = move |e: &mut Engine| {
             let _ = tx.send(f(e));
         };
         self.command(queue, Command::Run(Box::new(run))).await?;
-        rx.await.map_err(|_| stopped())
+        rx.await.map_err(|_| self.inner.stopped())
     }
 
     /// [`Handle::with_engine`] for a thread outside any async runtime (it blocks;
@@ -360,7 +422,7 @@ impl Handle {
             ));
         }
         let Some(f) = slot else {
-            return Err(stopped());
+            return Err(self.inner.stopped());
         };
         let (tx, rx) = oneshot::channel();
         let run = move |e: &mut Engine| {
@@ -369,9 +431,9 @@ impl Handle {
         let q = self.queue(queue)?;
         q.cmd
             .blocking_send(Command::Run(Box::new(run)))
-            .map_err(|_| stopped())?;
+            .map_err(|_| self.inner.stopped())?;
         self.kick(queue);
-        rx.blocking_recv().map_err(|_| stopped())
+        rx.blocking_recv().map_err(|_| self.inner.stopped())
     }
 
     fn queue(&self, queue: usize) -> io::Result<&QueueShared> {
@@ -389,7 +451,7 @@ impl Handle {
             .cmd
             .send(cmd)
             .await
-            .map_err(|_| stopped())?;
+            .map_err(|_| self.inner.stopped())?;
         self.kick(queue);
         Ok(())
     }
@@ -406,6 +468,20 @@ impl Handle {
                     format!("no queue {queue}: the runtime has {}", self.queues()),
                 )
             })
+    }
+
+    /// Asks the queue thread of `sock` to serve it: its application side
+    /// changed. The queue thread serves only such streams and those its
+    /// engine reports events for, so a stream nobody touches costs nothing.
+    pub(crate) fn serve(&self, sock: &Arc<SockShared>) {
+        let Some(q) = self.inner.queues.get(sock.queue) else {
+            return;
+        };
+        if !sock.dirty.swap(true, Ordering::AcqRel) {
+            lock(&q.dirty.list).push(Arc::clone(sock));
+            q.dirty.pending.store(true, Ordering::Release);
+        }
+        self.kick(sock.queue);
     }
 
     /// Wakes the thread of `queue`.
@@ -434,12 +510,34 @@ impl Handle {
 
 /// The per-queue runtime. See the [module docs](self).
 ///
-/// Dropping it stops the queue threads and waits for them; streams and
-/// listeners still open then fail with [`std::io::ErrorKind::ConnectionAborted`].
+/// Stopping it (dropping it, [`Runtime::shutdown`], [`Runtime::shutdown_timeout`])
+/// is graceful: listeners close, every stream's staged data goes out followed
+/// by a FIN, and the queue threads run until the peers have acknowledged all of
+/// it or the linger time ([`RuntimeConfig::linger`]) passes; then streams and
+/// listeners still open fail with [`std::io::ErrorKind::ConnectionAborted`].
 #[derive(Debug)]
 pub struct Runtime {
     handle: Handle,
-    threads: Vec<JoinHandle<Result<(), NicError>>>,
+    threads: Vec<JoinHandle<Result<Unsent, NicError>>>,
+}
+
+/// What a stopping runtime could not deliver within its linger time
+/// ([`Runtime::shutdown_timeout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Unsent {
+    /// Streams (and connections whose handles were given up) with data or a
+    /// FIN the peer had not acknowledged.
+    pub streams: usize,
+    /// Bytes they held: staged, in the engines' send buffers, or sent and not
+    /// acknowledged.
+    pub bytes: u64,
+}
+
+impl Unsent {
+    /// Nothing was left.
+    pub fn is_empty(&self) -> bool {
+        self.streams == 0
+    }
 }
 
 impl Runtime {
@@ -494,6 +592,11 @@ impl Runtime {
             });
         }
         let mut engine_cfg = cfg.engine.clone();
+        // The queue thread moves established connections out of its engine's
+        // accept queue once per round; a burst of handshakes completing in one
+        // receive batch must fit there until then, as it fits the listener's
+        // own queue (`accept_backlog`).
+        engine_cfg.tcp.backlog = engine_cfg.tcp.backlog.max(cfg.accept_backlog);
         if !offloads_fit(&engine_cfg, &caps) {
             engine_cfg.offloads = false;
         }
@@ -516,6 +619,7 @@ impl Runtime {
                 wake,
                 stats: StatCells::default(),
                 remote: Arc::new(Remote::new(notify)),
+                dirty: Dirty::default(),
             });
             let seed = cfg.seed ^ (q as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             // The queues are one interface: the first announces its addresses
@@ -544,6 +648,8 @@ impl Runtime {
             stop: AtomicBool::new(false),
             epoch: std::time::Instant::now(),
             stream_buffer: cfg.stream_buffer.max(1),
+            linger: AtomicU64::new(u64::try_from(cfg.linger.as_nanos()).unwrap_or(u64::MAX)),
+            failure: std::sync::OnceLock::new(),
         });
         let mut rt = Runtime {
             handle: Handle { inner },
@@ -556,6 +662,9 @@ impl Runtime {
                 inner: Arc::clone(&rt.handle.inner),
                 cmd,
                 conns: Vec::new(),
+                streams: 0,
+                todo: Vec::new(),
+                dirty: Vec::new(),
                 listeners: Vec::new(),
                 udps: Vec::new(),
                 ports,
@@ -565,6 +674,9 @@ impl Runtime {
                 max_wait: cfg.max_wait,
                 fd_poll: cfg.fd_poll,
                 stats: QueueStats::default(),
+                link_down: false,
+                link_down_seen: 0,
+                link_tx_seen: 0,
             };
             let cpu = (!cfg.cpus.is_empty())
                 .then(|| cfg.cpus.get(q % cfg.cpus.len()).copied())
@@ -592,24 +704,38 @@ impl Runtime {
         &self.handle
     }
 
-    /// Stops the queue threads and waits for them; returns the first error a
-    /// queue stopped with.
+    /// Stops the runtime gracefully, waiting up to [`RuntimeConfig::linger`]
+    /// for the streams' data and FINs to be acknowledged (see [`Runtime`]);
+    /// returns the first error a queue stopped with.
     pub fn shutdown(mut self) -> Result<(), RtError> {
+        self.stop().map(|_| ())
+    }
+
+    /// [`Runtime::shutdown`] waiting up to `linger` (zero: stop at once), and
+    /// saying what was left unacknowledged when it stopped.
+    pub fn shutdown_timeout(mut self, linger: Duration) -> Result<Unsent, RtError> {
+        let nanos = u64::try_from(linger.as_nanos()).unwrap_or(u64::MAX);
+        self.handle.inner.linger.store(nanos, Ordering::Release);
         self.stop()
     }
 
-    fn stop(&mut self) -> Result<(), RtError> {
+    fn stop(&mut self) -> Result<Unsent, RtError> {
         self.handle.inner.stop.store(true, Ordering::Release);
         self.handle.kick_all();
-        let mut first = Ok(());
+        let mut first = Ok(Unsent::default());
         for (queue, t) in self.threads.drain(..).enumerate() {
             let r = match t.join() {
-                Ok(Ok(())) => Ok(()),
+                Ok(Ok(u)) => Ok(u),
                 Ok(Err(e)) => Err(RtError::Nic(e)),
                 Err(_) => Err(RtError::Panicked { queue }),
             };
-            if first.is_ok() {
-                first = r;
+            match (&mut first, r) {
+                (Ok(total), Ok(u)) => {
+                    total.streams += u.streams;
+                    total.bytes += u.bytes;
+                }
+                (Ok(_), Err(e)) => first = Err(e),
+                (Err(_), _) => {}
             }
         }
         first
@@ -627,10 +753,12 @@ struct Conn {
     h: SocketHandle,
     sock: Arc<SockShared>,
     /// The connect call waiting for the handshake.
-    connect: Option<oneshot::Sender<Result<Arc<SockShared>, Error>>>,
+    connect: Option<oneshot::Sender<Result<Arc<SockShared>, SockError>>>,
     /// Source port from the allocator, released when the stream goes.
     port: Option<u16>,
     fin_sent: bool,
+    /// On this round's list of streams to serve.
+    todo: bool,
 }
 
 struct Listening {
@@ -650,7 +778,14 @@ struct QueueLoop<N: Nic> {
     driver: Driver<N, RefCell<Engine>>,
     inner: Arc<Inner>,
     cmd: mpsc::Receiver<Command>,
-    conns: Vec<Conn>,
+    /// The streams, by their engine handle's index.
+    conns: Vec<Option<Conn>>,
+    /// How many of `conns` are there.
+    streams: usize,
+    /// Streams to serve this round (indices into `conns`).
+    todo: Vec<usize>,
+    /// Streams the application side changed, taken from the queue's list.
+    dirty: Vec<Arc<SockShared>>,
     listeners: Vec<Listening>,
     /// UDP sockets bound on this queue.
     udps: Vec<UdpBound>,
@@ -662,10 +797,15 @@ struct QueueLoop<N: Nic> {
     max_wait: Duration,
     fd_poll: Duration,
     stats: QueueStats,
+    /// Frames are being dropped because the link is down (logged once).
+    link_down: bool,
+    /// The driver's link-down drops and frames sent when last looked at.
+    link_down_seen: u64,
+    link_tx_seen: u64,
 }
 
 impl<N: Nic> QueueLoop<N> {
-    fn run(mut self) -> Result<(), NicError> {
+    fn run(mut self) -> Result<Unsent, NicError> {
         let handle = Handle {
             inner: Arc::clone(&self.inner),
         };
@@ -675,11 +815,111 @@ impl<N: Nic> QueueLoop<N> {
         };
         let mut tasks = Executor::install(self.q, handle, remote);
         let r = self.run_inner(&mut tasks);
-        // Tasks first: dropping them closes their streams, which the
-        // teardown then fails like every other.
+        // Tasks first: dropping them closes their streams, whose data then
+        // goes out while the queue lingers; what is left after is failed.
         tasks.shutdown();
+        let left = match &r {
+            Ok(()) => self.linger(),
+            Err(e) => {
+                let why = format!("queue {} failed: {e}", self.q);
+                tracing::error!(queue = self.q, error = %e, "linerate queue thread failed; its streams are aborted");
+                let _ = self.inner.failure.set(why);
+                Unsent::default()
+            }
+        };
         self.teardown();
-        r
+        r.map(|()| left)
+    }
+
+    /// The graceful part of stopping: listeners close, every stream's sending
+    /// side is shut after what it staged, and the loop goes on (receive,
+    /// timers, serving, transmit) until the peers acknowledged every byte and
+    /// FIN, or the linger time passes. Returns what was left.
+    fn linger(&mut self) -> Unsent {
+        let linger = Duration::from_nanos(self.inner.linger.load(Ordering::Acquire));
+        let start = self.inner.now();
+        let deadline = start + linger;
+        let engine = self.driver.service_mut().get_mut();
+        for l in self.listeners.drain(..) {
+            let _ = engine.tcp_unlisten(l.lh);
+            let w = {
+                let mut st = lock(&l.shared.st);
+                st.error = Some(ConnectionError::Aborted);
+                st.waker.take()
+            };
+            wake(w);
+        }
+        for idx in 0..self.conns.len() {
+            if let Some(Some(c)) = self.conns.get(idx) {
+                lock(&c.sock.st).shutdown = true;
+                self.note(idx);
+            }
+        }
+        loop {
+            let now = self.inner.now();
+            if let Err(e) = self.linger_round(now) {
+                tracing::warn!(queue = self.q, error = %e, "NIC failed while lingering");
+                return self.unsent();
+            }
+            let left = self.unsent();
+            if left.is_empty() || now >= deadline {
+                if !left.is_empty() {
+                    tracing::warn!(
+                        queue = self.q,
+                        streams = left.streams,
+                        bytes = left.bytes,
+                        "stopping with data the peers have not acknowledged (linger {linger:?})"
+                    );
+                }
+                return left;
+            }
+            let next = self.driver.next_deadline(now, false);
+            let until = next.map_or(deadline, |d| d.min(deadline));
+            let tick = now + Duration::from_millis(1);
+            if self.wait(now, Some(until.min(tick))).is_err() {
+                return left;
+            }
+        }
+    }
+
+    /// One round of the loop while lingering: no commands, tasks or accepts.
+    fn linger_round(&mut self, now: Instant) -> Result<(), NicError> {
+        let mut neighbor = std::mem::take(&mut self.neighbor);
+        self.driver
+            .receive_with(now, &mut |f, m| neighbor.push((f.to_vec(), *m)))?;
+        self.forward(&mut neighbor);
+        self.neighbor = neighbor;
+        self.driver.handle_timeouts(now);
+        self.serve();
+        self.sweep_udp();
+        self.driver.transmit(now)?;
+        self.publish();
+        Ok(())
+    }
+
+    /// What is not yet acknowledged: streams with staged bytes, or whose
+    /// engine connection has unacknowledged data or FIN, and connections the
+    /// engine closes on its own.
+    fn unsent(&mut self) -> Unsent {
+        let engine = self.driver.service_mut().get_mut();
+        let closing = engine.closing();
+        let mut u = Unsent {
+            streams: closing.connections,
+            bytes: closing.bytes as u64,
+        };
+        for c in self.conns.iter().flatten() {
+            let staged = lock(&c.sock.st).tx.len();
+            let acked = engine.tcp_fin_acked(c.h).unwrap_or(true);
+            let failed = engine
+                .tcp_readiness(c.h)
+                .map_or(true, |r| r.error.is_some());
+            if failed || (acked && staged == 0) {
+                continue;
+            }
+            u.streams += 1;
+            u.bytes += (staged + engine.tcp_info(c.h).map_or(0, |i| i.send_queue)) as u64;
+        }
+        u
     }
 
     fn run_inner(&mut self, tasks: &mut Executor) -> Result<(), NicError> {
@@ -694,15 +934,15 @@ impl<N: Nic> QueueLoop<N> {
             self.neighbor = neighbor;
             self.driver.handle_timeouts(now);
             self.accept_all();
-            self.sweep();
+            self.serve();
             self.sweep_udp();
-            // Tasks on this thread read what the sweep staged and write what
-            // the second sweep hands to the engine, in the same round.
+            // Tasks on this thread read what the serving staged and write what
+            // the second serving hands to the engine, in the same round.
             if tasks.has_work() {
                 if let Some(again) = tasks.run(now, self.driver.service()) {
                     more |= again;
                     self.accept_all();
-                    self.sweep();
+                    self.serve();
                     self.sweep_udp();
                 }
                 self.stats.tasks = tasks.tasks() as u64;
@@ -744,24 +984,25 @@ impl<N: Nic> QueueLoop<N> {
                 } => {
                     let r = self.driver.service_mut().get_mut().tcp_listen(port);
                     let ok = r.map(|lh| self.listeners.push(Listening { lh, shared }));
-                    let _ = reply.send(ok);
+                    let _ = reply.send(ok.map_err(SockError::from));
                 }
                 Command::Connect { remote, reply } => match self.connect(now, remote) {
                     Ok((h, port)) => match self.driver.service_mut().get_mut().tcp_addrs(h) {
                         Ok((local, remote)) => {
                             let sock =
                                 SockShared::new(self.q, h, local, remote, self.inner.stream_buffer);
-                            self.conns.push(Conn {
+                            self.insert(Conn {
                                 h,
                                 sock: Arc::new(sock),
                                 connect: Some(reply),
                                 port,
                                 fin_sent: false,
+                                todo: false,
                             });
                         }
                         Err(e) => {
                             self.stats.connect_failures += 1;
-                            let _ = reply.send(Err(e));
+                            let _ = reply.send(Err(e.into()));
                         }
                     },
                     Err(e) => {
@@ -778,14 +1019,17 @@ impl<N: Nic> QueueLoop<N> {
                     // first, so a bind right after a drop finds the port free.
                     self.sweep_udp();
                     let engine = self.driver.service_mut().get_mut();
-                    let r = engine.udp_bind(addr).and_then(|h| {
-                        let local = engine.udp_info(h)?.local;
-                        if shared.single {
-                            lock(&shared.st).handle = Some(h);
-                        }
-                        self.udps.push(UdpBound { h, shared });
-                        Ok(local)
-                    });
+                    let r = engine
+                        .udp_bind(addr)
+                        .map_err(SockError::from)
+                        .and_then(|h| {
+                            let local = engine.udp_info(h)?.local;
+                            if shared.single {
+                                lock(&shared.st).handle = Some(h);
+                            }
+                            self.udps.push(UdpBound { h, shared });
+                            Ok(local)
+                        });
                     let _ = reply.send(r);
                 }
                 Command::Run(f) => f(self.driver.service_mut().get_mut()),
@@ -806,25 +1050,37 @@ impl<N: Nic> QueueLoop<N> {
         &mut self,
         now: Instant,
         remote: SocketAddr,
-    ) -> Result<(SocketHandle, Option<u16>), Error> {
+    ) -> Result<(SocketHandle, Option<u16>), SockError> {
         let engine = self.driver.service_mut().get_mut();
         let Some((p4, p6)) = self.ports.as_mut() else {
-            return engine.tcp_connect(now, remote).map(|h| (h, None));
+            return match engine.tcp_connect(now, remote) {
+                Ok(h) => Ok((h, None)),
+                Err(ConnectError::NoPorts) => Err(SockError::NoPorts {
+                    remote,
+                    steered: None,
+                }),
+                Err(e) => Err(SockError::Connect(e)),
+            };
         };
         let cfg = engine.config();
+        let no_address = SockError::Connect(ConnectError::NoAddress);
         let (flow, ports) = match remote.ip() {
             IpAddr::V4(r) => {
-                let local = cfg.ipv4.ok_or(Error::NoAddress)?.addr;
+                let local = cfg.ipv4.ok_or(no_address)?.addr;
                 (FlowTuple::tcp4(local, 0, r, remote.port()), p4)
             }
             IpAddr::V6(r) => {
-                let local = cfg.ipv6.ok_or(Error::NoAddress)?.addr;
+                let local = cfg.ipv6.ok_or(no_address)?.addr;
                 (FlowTuple::tcp6(local, 0, r, remote.port()), p6)
             }
         };
-        let queue = u16::try_from(self.q).map_err(|_| Error::NoPorts)?;
+        let no_ports = SockError::NoPorts {
+            remote,
+            steered: Some(ports.range()),
+        };
+        let queue = u16::try_from(self.q).map_err(|_| no_ports)?;
         let mut busy = Vec::new();
-        let mut result = Err(Error::NoPorts);
+        let mut result = Err(no_ports);
         // A port still in TIME-WAIT towards the same peer is refused by the
         // engine: keep it aside and take another.
         for _ in 0..16 {
@@ -836,10 +1092,10 @@ impl<N: Nic> QueueLoop<N> {
                     result = Ok((h, Some(port)));
                     break;
                 }
-                Err(Error::AddrInUse) => busy.push(port),
+                Err(ConnectError::AddrInUse) => busy.push(port),
                 Err(e) => {
                     busy.push(port);
-                    result = Err(e);
+                    result = Err(SockError::Connect(e));
                     break;
                 }
             }
@@ -903,6 +1159,7 @@ impl<N: Nic> QueueLoop<N> {
                     connect: None,
                     port: None,
                     fin_sent: false,
+                    todo: false,
                 });
                 woke = true;
             }
@@ -912,24 +1169,105 @@ impl<N: Nic> QueueLoop<N> {
             true
         });
         self.stats.passive_opens += accepted.len() as u64;
-        self.conns.extend(accepted);
+        for c in accepted {
+            self.insert(c);
+        }
     }
 
-    /// Serves every stream: pending connects, staged data both ways, shutdown,
-    /// close, errors, wake-ups.
-    fn sweep(&mut self) {
-        let engine = self.driver.service_mut().get_mut();
-        let stats = &mut self.stats;
-        let ports = &mut self.ports;
-        self.conns.retain_mut(|c| {
-            let keep = service(engine, c, stats);
-            if !keep && let (Some(port), Some((p4, p6))) = (c.port, ports.as_mut()) {
-                let alloc = if c.sock.remote.is_ipv4() { p4 } else { p6 };
-                let _ = alloc.release(port);
+    /// Adds a stream, to be served this round.
+    fn insert(&mut self, c: Conn) {
+        let idx = c.h.index();
+        if self.conns.len() <= idx {
+            self.conns.resize_with(idx + 1, || None);
+        }
+        if let Some(slot) = self.conns.get_mut(idx) {
+            if slot.is_none() {
+                self.streams += 1;
             }
-            keep
-        });
-        self.stats.streams = self.conns.len() as u64;
+            *slot = Some(c);
+        }
+        self.note(idx);
+        self.stats.streams = self.streams as u64;
+    }
+
+    /// Puts stream `idx` on this round's list.
+    fn note(&mut self, idx: usize) {
+        if let Some(Some(c)) = self.conns.get_mut(idx)
+            && !c.todo
+        {
+            c.todo = true;
+            self.todo.push(idx);
+        }
+    }
+
+    /// Puts the stream of engine handle `h` on this round's list, if it is
+    /// still the one there.
+    fn note_handle(&mut self, h: SocketHandle) {
+        if let Some(Some(c)) = self.conns.get(h.index())
+            && c.h == h
+        {
+            self.note(h.index());
+        }
+    }
+
+    /// Serves the streams that need it: those the application side changed
+    /// (the queue's dirty list) and those the engine reports events for
+    /// (pending connects, staged data both ways, shutdown, close, errors,
+    /// wake-ups). Idle streams are not visited.
+    fn serve(&mut self) {
+        if let Some(q) = self.inner.queues.get(self.q)
+            && q.dirty.pending.swap(false, Ordering::AcqRel)
+        {
+            std::mem::swap(&mut *lock(&q.dirty.list), &mut self.dirty);
+        }
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for sock in dirty.drain(..) {
+            // Cleared before it is served: a change made from now on puts
+            // it on the list again.
+            sock.dirty.store(false, Ordering::Release);
+            if sock.queue == self.q {
+                self.note_handle(sock.h);
+            }
+        }
+        self.dirty = dirty;
+        loop {
+            while let Some(ev) = self.driver.service_mut().get_mut().poll_event() {
+                match ev {
+                    Event::Connected(h)
+                    | Event::Readable(h)
+                    | Event::Writable(h)
+                    | Event::Closed(h)
+                    | Event::Failed(h, _) => self.note_handle(h),
+                    _ => {}
+                }
+            }
+            if self.todo.is_empty() {
+                break;
+            }
+            let mut todo = std::mem::take(&mut self.todo);
+            let engine = self.driver.service_mut().get_mut();
+            for &idx in &todo {
+                let Some(Some(c)) = self.conns.get_mut(idx) else {
+                    continue;
+                };
+                c.todo = false;
+                if service(engine, c, &mut self.stats) {
+                    continue;
+                }
+                if let Some(Some(c)) = self.conns.get_mut(idx).map(Option::take) {
+                    self.streams = self.streams.saturating_sub(1);
+                    if let (Some(port), Some((p4, p6))) = (c.port, self.ports.as_mut()) {
+                        let alloc = if c.sock.remote.is_ipv4() { p4 } else { p6 };
+                        let _ = alloc.release(port);
+                    }
+                }
+            }
+            todo.clear();
+            self.todo = todo;
+            // Serving called the engine (sends, reads, closes): what that
+            // changed is served in the same round.
+        }
+        self.stats.streams = self.streams as u64;
     }
 
     /// Serves every UDP socket bound on this queue.
@@ -944,7 +1282,21 @@ impl<N: Nic> QueueLoop<N> {
         self.stats.polls = d.polls;
         self.stats.rx_frames = d.rx_frames;
         self.stats.tx_frames = d.tx_frames;
-        self.stats.tx_dropped = d.tx_refused;
+        self.stats.tx_dropped = d.tx_refused + d.tx_link_down;
+        if d.tx_link_down > self.link_down_seen {
+            if !self.link_down {
+                tracing::warn!(
+                    queue = self.q,
+                    "the link is down: frames are dropped (and counted) until it comes up"
+                );
+                self.link_down = true;
+            }
+            self.link_down_seen = d.tx_link_down;
+            self.link_tx_seen = d.tx_frames;
+        } else if self.link_down && d.tx_frames > self.link_tx_seen {
+            tracing::info!(queue = self.q, "the link is up: frames flow");
+            self.link_down = false;
+        }
         if let Some(q) = self.inner.queues.get(self.q) {
             q.stats.store(&self.stats);
         }
@@ -973,19 +1325,20 @@ impl<N: Nic> QueueLoop<N> {
 
     /// The runtime stopped: every stream, connect and listener fails.
     fn teardown(&mut self) {
-        for c in self.conns.drain(..) {
+        self.streams = 0;
+        for c in self.conns.drain(..).flatten() {
             if let Some(reply) = c.connect {
-                let _ = reply.send(Err(Error::Aborted));
+                let _ = reply.send(Err(ABORTED));
             }
-            c.sock.fail(Error::Aborted);
+            c.sock.fail(ABORTED);
         }
         for b in self.udps.drain(..) {
-            b.shared.fail(Error::Aborted);
+            b.shared.fail(ConnectionError::Aborted);
         }
         for l in self.listeners.drain(..) {
             let w = {
                 let mut st = lock(&l.shared.st);
-                st.error = Some(Error::Aborted);
+                st.error = Some(ConnectionError::Aborted);
                 st.waker.take()
             };
             wake(w);
@@ -994,13 +1347,13 @@ impl<N: Nic> QueueLoop<N> {
         while let Ok(cmd) = self.cmd.try_recv() {
             match cmd {
                 Command::Listen { reply, .. } => {
-                    let _ = reply.send(Err(Error::Aborted));
+                    let _ = reply.send(Err(ABORTED));
                 }
                 Command::Connect { reply, .. } => {
-                    let _ = reply.send(Err(Error::Aborted));
+                    let _ = reply.send(Err(ABORTED));
                 }
                 Command::UdpBind { reply, .. } => {
-                    let _ = reply.send(Err(Error::Aborted));
+                    let _ = reply.send(Err(ABORTED));
                 }
                 Command::Run(_) | Command::Frame(..) => {}
             }
@@ -1013,8 +1366,8 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
     let h = c.h;
     if let Some(reply) = c.connect.take() {
         let failed = match engine.tcp_readiness(h) {
-            Ok(r) => r.error,
-            Err(e) => Some(e),
+            Ok(r) => r.error.map(SockError::from),
+            Err(e) => Some(e.into()),
         };
         if let Some(e) = failed {
             stats.connect_failures += 1;
@@ -1060,9 +1413,9 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
                             break;
                         }
                     }
-                    Err(Error::WouldBlock) => break,
+                    Err(SendError::WouldBlock) => break,
                     Err(e) => {
-                        st.error = Some(e);
+                        st.error = Some(e.into());
                         break;
                     }
                 }
@@ -1074,8 +1427,10 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
             c.fin_sent = true;
         }
         // A stream its task reads on this thread keeps its bytes in the
-        // engine (the task reads them there); others are staged.
-        if !st.eof && !st.closed && !st.local && st.error.is_none() {
+        // engine (the task reads them there); others are staged. (Asked
+        // first: the receive ring gets its storage only when bytes come.)
+        let readable = engine.tcp_readiness(h).is_ok_and(|r| r.readable);
+        if readable && !st.eof && !st.closed && !st.local && st.error.is_none() {
             loop {
                 let area = st.rx.writable();
                 if area.is_empty() {
@@ -1092,9 +1447,9 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
                         st.rx.produce(n);
                         wake_r = true;
                     }
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => {
-                        st.error = Some(e);
+                        st.error = Some(e.into());
                         break;
                     }
                 }
@@ -1103,7 +1458,7 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
         if st.error.is_none() {
             match engine.tcp_readiness(h) {
                 Ok(r) => {
-                    st.error = r.error;
+                    st.error = r.error.map(SockError::from);
                     // Tasks that read and write the engine directly wait on
                     // its readiness: readable bytes (or the end), room to send
                     // (a writer waits on the staging ring only while the ring
@@ -1111,7 +1466,7 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
                     wake_r |= st.local && r.readable && st.read_waker.is_some();
                     wake_w |= st.tx.is_empty() && r.writable && st.write_waker.is_some();
                 }
-                Err(e) => st.error = Some(e),
+                Err(e) => st.error = Some(e.into()),
             }
         }
         if st.error.is_some() {
@@ -1132,7 +1487,38 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
     true
 }
 
-/// The `std::io` error for a failed socket call.
-pub(crate) fn to_io(e: Error) -> io::Error {
-    io_error(e)
+/// The error of every socket of a runtime that stopped.
+const ABORTED: SockError = SockError::Connection(ConnectionError::Aborted);
+
+/// The `std::io` error for a failed socket call, of the kind the engine's
+/// error documents.
+pub(crate) fn to_io(e: impl Into<io::Error>) -> io::Error {
+    e.into()
+}
+
+/// What an active open that found no free source port says: which range ran
+/// out, and how to get more.
+fn no_ports(remote: SocketAddr, steered: Option<(u16, u16)>, queues: usize) -> String {
+    let (low, high) = linerate_toe::EPHEMERAL_PORTS;
+    let per_remote = usize::from(high - low) + 1;
+    match steered {
+        Some((first, last)) => {
+            let n = usize::from(last.saturating_sub(first)) + 1;
+            format!(
+                "no free source port for a connection to {remote}: none is left on this \
+                 queue of the {n} ports of RuntimeConfig::ephemeral ({first}-{last}), which \
+                 every destination shares and steering splits over {queues} queue(s); widen \
+                 RuntimeConfig::ephemeral (the engine's own range, without steering, is \
+                 {per_remote} ports per remote address and port)"
+            )
+        }
+        None => {
+            format!(
+                "no free source port for a connection to {remote}: all {per_remote} ports of \
+                 the engine's range {low}-{high} have a connection to that address and port \
+                 (each remote address and port has a range of its own); connect to more \
+                 server ports or addresses"
+            )
+        }
+    }
 }

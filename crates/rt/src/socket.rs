@@ -4,11 +4,15 @@
 
 use super::ring::ByteRing;
 use super::shared::lock;
-use linerate_toe::{Error, SocketHandle};
+use linerate_toe::{
+    ConnectError, ConnectionError, InvalidHandle, ListenError, RecvError, SendError, SocketHandle,
+    UdpBindError, UdpSendError,
+};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::task::Waker;
 
 /// A stream: what both sides see.
@@ -21,6 +25,10 @@ pub(crate) struct SockShared {
     pub(crate) local: SocketAddr,
     pub(crate) remote: SocketAddr,
     pub(crate) st: Mutex<SockState>,
+    /// On its queue's list of streams the application side changed (see
+    /// [`crate::Handle::serve`]); cleared by the queue thread when it takes the
+    /// list.
+    pub(crate) dirty: AtomicBool,
 }
 
 /// The mutable part of a stream.
@@ -33,7 +41,7 @@ pub(crate) struct SockState {
     /// The engine reported the end of the stream (after `rx` is read).
     pub(crate) eof: bool,
     /// The connection failed.
-    pub(crate) error: Option<Error>,
+    pub(crate) error: Option<SockError>,
     /// The application shut the sending side (a FIN follows `tx`).
     pub(crate) shutdown: bool,
     /// The application dropped the stream: send what is in `tx`, then close.
@@ -73,6 +81,7 @@ impl SockShared {
                 read_waker: None,
                 write_waker: None,
             }),
+            dirty: AtomicBool::new(false),
         }
     }
 
@@ -85,7 +94,7 @@ impl SockShared {
     }
 
     /// Fails the stream with `e` (if it has not failed yet) and wakes its tasks.
-    pub(crate) fn fail(&self, e: Error) {
+    pub(crate) fn fail(&self, e: SockError) {
         let (r, w) = {
             let mut st = lock(&self.st);
             st.error.get_or_insert(e);
@@ -111,7 +120,7 @@ pub(crate) struct ListenState {
     /// The application dropped the listener.
     pub(crate) closed: bool,
     /// The runtime stopped.
-    pub(crate) error: Option<Error>,
+    pub(crate) error: Option<ConnectionError>,
 }
 
 impl ListenShared {
@@ -143,20 +152,100 @@ pub(crate) fn register(slot: &mut Option<Waker>, waker: &Waker) {
     }
 }
 
-/// The `std::io` form of an engine error.
-pub fn io_error(e: Error) -> io::Error {
-    let kind = match e {
-        Error::ConnectionRefused => io::ErrorKind::ConnectionRefused,
-        Error::ConnectionReset => io::ErrorKind::ConnectionReset,
-        Error::TimedOut => io::ErrorKind::TimedOut,
-        Error::Aborted => io::ErrorKind::ConnectionAborted,
-        Error::AddrInUse => io::ErrorKind::AddrInUse,
-        Error::NoAddress | Error::NoPorts => io::ErrorKind::AddrNotAvailable,
-        Error::NotConnected => io::ErrorKind::NotConnected,
-        Error::Closed => io::ErrorKind::BrokenPipe,
-        Error::WouldBlock => io::ErrorKind::WouldBlock,
-        Error::MessageTooLong | Error::InvalidArgument => io::ErrorKind::InvalidInput,
-        _ => io::ErrorKind::Other,
-    };
-    io::Error::new(kind, e)
+/// An engine error the runtime keeps until a call reports it. The engine's
+/// errors are `Copy`, so one value answers every later read, write or accept;
+/// it becomes an `io::Error` (of the kind the engine's error documents) only
+/// then, in `Inner::io_error`, which adds what the runtime knows: why it
+/// stopped, and how to get more source ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SockError {
+    /// The connection failed, or the runtime stopped (`Aborted`).
+    Connection(ConnectionError),
+    /// An active open failed at once, for a reason other than source ports.
+    Connect(ConnectError),
+    /// No source port is free for an active open toward `remote`: in the
+    /// range of the runtime's port allocator, `RuntimeConfig::ephemeral`
+    /// (with steering), or in the engine's own range for that destination.
+    NoPorts {
+        remote: SocketAddr,
+        steered: Option<(u16, u16)>,
+    },
+    Listen(ListenError),
+    /// A send failed other than by the connection failing.
+    Send(SendError),
+    /// A receive failed other than by the connection failing.
+    Recv(RecvError),
+    UdpBind(UdpBindError),
+    UdpSend(UdpSendError),
+    /// The engine no longer knows the socket.
+    InvalidHandle,
+}
+
+impl From<ConnectionError> for SockError {
+    fn from(e: ConnectionError) -> SockError {
+        SockError::Connection(e)
+    }
+}
+
+impl From<InvalidHandle> for SockError {
+    fn from(_: InvalidHandle) -> SockError {
+        SockError::InvalidHandle
+    }
+}
+
+impl From<ListenError> for SockError {
+    fn from(e: ListenError) -> SockError {
+        SockError::Listen(e)
+    }
+}
+
+impl From<UdpBindError> for SockError {
+    fn from(e: UdpBindError) -> SockError {
+        SockError::UdpBind(e)
+    }
+}
+
+impl From<UdpSendError> for SockError {
+    fn from(e: UdpSendError) -> SockError {
+        SockError::UdpSend(e)
+    }
+}
+
+/// A failed connection is kept as its [`ConnectionError`], however it was
+/// found (a send, a receive, the readiness).
+impl From<SendError> for SockError {
+    fn from(e: SendError) -> SockError {
+        match e {
+            SendError::Failed(c) => SockError::Connection(c),
+            SendError::InvalidHandle => SockError::InvalidHandle,
+            e => SockError::Send(e),
+        }
+    }
+}
+
+impl From<RecvError> for SockError {
+    fn from(e: RecvError) -> SockError {
+        match e {
+            RecvError::Failed(c) => SockError::Connection(c),
+            RecvError::InvalidHandle => SockError::InvalidHandle,
+            e => SockError::Recv(e),
+        }
+    }
+}
+
+/// The `std::io` form, without what only the runtime knows.
+impl From<SockError> for io::Error {
+    fn from(e: SockError) -> io::Error {
+        match e {
+            SockError::Connection(e) => e.into(),
+            SockError::Connect(e) => e.into(),
+            SockError::NoPorts { .. } => ConnectError::NoPorts.into(),
+            SockError::Listen(e) => e.into(),
+            SockError::Send(e) => e.into(),
+            SockError::Recv(e) => e.into(),
+            SockError::UdpBind(e) => e.into(),
+            SockError::UdpSend(e) => e.into(),
+            SockError::InvalidHandle => InvalidHandle.into(),
+        }
+    }
 }

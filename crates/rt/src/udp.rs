@@ -23,7 +23,7 @@ use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{register, wake};
-use linerate_toe::{Engine, Error, UdpHandle};
+use linerate_toe::{ConnectionError, Engine, UdpHandle, UdpRecvError, UdpSendError};
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
@@ -55,9 +55,9 @@ pub(crate) struct UdpState {
     tx: VecDeque<(SocketAddr, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
     /// An error to report from the next send.
-    send_error: Option<Error>,
+    send_error: Option<UdpSendError>,
     /// The runtime stopped.
-    error: Option<Error>,
+    error: Option<ConnectionError>,
     /// The application dropped the socket.
     closed: bool,
     /// The binding's handle in the home queue's engine (a socket bound on one
@@ -90,7 +90,7 @@ impl UdpShared {
     }
 
     /// Fails the socket (the runtime stopped) and wakes its tasks.
-    pub(crate) fn fail(&self, e: Error) {
+    pub(crate) fn fail(&self, e: ConnectionError) {
         let (r, w) = {
             let mut st = lock(&self.st);
             st.error.get_or_insert(e);
@@ -135,7 +135,7 @@ pub(crate) fn service_udp(engine: &mut Engine, q: usize, b: &UdpBound) -> bool {
     if q == b.shared.home {
         while let Some((to, data)) = st.tx.pop_front() {
             match engine.udp_send_to(b.h, &data, to) {
-                Err(Error::WouldBlock) => {
+                Err(UdpSendError::WouldBlock) => {
                     st.tx.push_front((to, data));
                     break;
                 }
@@ -270,10 +270,10 @@ impl UdpSocket {
         target: SocketAddr,
     ) -> Poll<io::Result<usize>> {
         if target.is_ipv4() != self.local.is_ipv4() || target.port() == 0 {
-            return Poll::Ready(Err(to_io(Error::InvalidArgument)));
+            return Poll::Ready(Err(to_io(UdpSendError::InvalidDestination)));
         }
         if buf.len() > MAX_PAYLOAD {
-            return Poll::Ready(Err(to_io(Error::MessageTooLong)));
+            return Poll::Ready(Err(to_io(UdpSendError::MessageTooLong)));
         }
         if let Some(Some(p)) = self.direct(|e, st, h| {
             if !st.tx.is_empty() {
@@ -285,7 +285,7 @@ impl UdpSocket {
             }
             Some(match e.udp_send_to(h, buf, target) {
                 Ok(n) => Poll::Ready(Ok(n)),
-                Err(Error::WouldBlock) => {
+                Err(UdpSendError::WouldBlock) => {
                     register(&mut st.write_waker, cx.waker());
                     Poll::Pending
                 }
@@ -349,7 +349,7 @@ impl UdpSocket {
                     buf.advance(n);
                     Poll::Ready(Ok(from))
                 }
-                Err(Error::WouldBlock) => {
+                Err(UdpRecvError::WouldBlock) => {
                     register(&mut st.read_waker, cx.waker());
                     Poll::Pending
                 }

@@ -8,9 +8,10 @@
 
 mod common;
 
-use common::{pattern, two_runtimes_waiting};
+use common::{mem_pair, pattern, two_runtimes_waiting};
 use linerate_rt::local::{self, JoinHandle};
-use linerate_rt::{Handle, Runtime, TcpListener, TcpStream};
+use linerate_rt::{Handle, Runtime, RuntimeConfig, TcpListener, TcpStream};
+use linerate_toe::sim::Sim;
 use std::cell::{Cell, RefCell};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -620,18 +621,37 @@ fn engine_calls_from_a_task_on_its_queue_run_in_place() {
     assert_eq!(got.0, got.2);
 }
 
-/// User plus system CPU of this process, in clock ticks (`/proc/self/stat`).
-fn cpu_ticks() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let rest = &s[s.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14 and 15 of stat; `rest` starts at field 3.
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+/// User plus system CPU, in clock ticks, of this process's threads whose
+/// names start with `prefix` (`/proc/self/task/*/stat`): the test's own queue
+/// threads, not the other tests running beside it.
+fn cpu_ticks(prefix: &str) -> u64 {
+    let mut ticks = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(s) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (s.find('('), s.rfind(')')) else {
+            continue;
+        };
+        if !s[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        let f: Vec<&str> = s[close + 2..].split_whitespace().collect();
+        // Fields 14 and 15 of stat; the slice starts at field 3.
+        ticks += f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    }
+    ticks
 }
 
 #[test]
 fn a_timer_left_behind_by_a_finished_task_does_not_keep_the_queue_busy() {
-    let (crt, _srt) = runtimes(1);
+    let (a, _b) = mem_pair(1);
+    let cfg = RuntimeConfig {
+        thread_name: "lr-idletmr-q".into(),
+        max_wait: LONG_WAIT,
+        ..RuntimeConfig::new(Sim::host_config(1))
+    };
+    let crt = Runtime::start(a, cfg).unwrap();
     let h = crt.handle().clone();
     join(
         h.spawn_on(0, || async {
@@ -649,9 +669,9 @@ fn a_timer_left_behind_by_a_finished_task_does_not_keep_the_queue_busy() {
     std::thread::sleep(Duration::from_millis(400));
     // The queue thread, with nothing to do, sleeps: a spinning loop (its
     // deadline stuck at the past timer's) would use about 100 ticks here.
-    let t0 = cpu_ticks();
+    let t0 = cpu_ticks("lr-idletmr-q");
     std::thread::sleep(Duration::from_secs(1));
-    let used = cpu_ticks() - t0;
+    let used = cpu_ticks("lr-idletmr-q") - t0;
     assert!(used < 30, "{used} ticks of CPU in an idle second");
     assert_eq!(h.stats(0).unwrap().timers, 0);
 }

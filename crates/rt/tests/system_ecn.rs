@@ -14,7 +14,7 @@
 use linerate_testkit::impair::tcp_info;
 use linerate_testkit::netns;
 use linerate_testkit::tap::{KERNEL_IP, OUR_IP, TapHost};
-use linerate_toe::{EcnMode, Error, TcpState};
+use linerate_toe::{EcnMode, RecvError, SendError, TcpState};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -76,7 +76,7 @@ fn kernel_to_linerate(offloads: bool) {
                     hasher.update(&buf[..n]);
                     got += n;
                 }
-                Err(Error::WouldBlock) => break,
+                Err(RecvError::WouldBlock) => break,
                 Err(e) => panic!("recv after {got} bytes: {e}"),
             }
         }
@@ -132,7 +132,7 @@ fn linerate_to_kernel(offloads: bool, mode: EcnMode) -> bool {
             }
             match h.engine_mut().tcp_send(c, &data[off..]) {
                 Ok(n) => off += n,
-                Err(Error::WouldBlock) => break,
+                Err(SendError::WouldBlock) => break,
                 Err(e) => panic!("send: {e}"),
             }
         }

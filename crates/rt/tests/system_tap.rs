@@ -1,4 +1,5 @@
-//! Linux TCP against the linerate engine over a TAP interface (TESTING.md recipe 2).
+//! Linux TCP against the linerate engine over a TAP interface (docs/testing.md:
+//! "Linux TCP against the engine").
 //!
 //! Each test makes a [`TapHost`]: a TAP (with a virtio_net_hdr) moved into a
 //! network namespace it creates, the kernel at 10.77.0.1/24 on it, and a linerate
@@ -28,7 +29,7 @@
 
 use linerate_testkit::netns;
 use linerate_testkit::tap::{KERNEL_IP, OUR_IP, TapHost};
-use linerate_toe::{Error, TcpState};
+use linerate_toe::{ConnectionError, RecvError, SendError, TcpState};
 use sha2::{Digest, Sha256};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -151,7 +152,7 @@ fn kernel_to_linerate(offloads: bool) {
                         hasher.update(&buf[..n]);
                         got += n;
                     }
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("recv after {got} bytes: {e}"),
                 }
             }
@@ -243,7 +244,7 @@ fn linerate_to_kernel(offloads: bool) {
                 }
                 match h.engine_mut().tcp_send(c, &buf[off..end]) {
                     Ok(n) => off += n,
-                    Err(Error::WouldBlock) => break,
+                    Err(SendError::WouldBlock) => break,
                     Err(e) => panic!("send: {e}"),
                 }
             }
@@ -359,7 +360,7 @@ fn kernel_sees_refused_reset_and_eof() {
     );
     assert_eq!(
         h.engine_mut().tcp_readiness(c).unwrap().error,
-        Some(Error::ConnectionRefused)
+        Some(ConnectionError::Refused)
     );
     assert!(h.engine().counters().tcp_out_rsts >= 2);
 }

@@ -21,16 +21,13 @@
 //! The off and smoltcp cells do not acknowledge alike. smoltcp's
 //! `Interface::poll` takes every frame waiting before it sends anything, and
 //! its socket sends at most one ACK per poll, so its receiver answers a whole
-//! window of segments with one stretch ACK: at 64 KiB writes (384 MiB) it puts
-//! 277,678 frames on the wire for 275,790 data segments, about 1,900 ACKs.
-//! linerate acknowledges every second full-sized segment even within a batch
-//! (`tcp::input`'s `process_text` says why), but keeps at most 16 ACKs of
-//! in-order data owed per batch (`tcp::sack_owed`: the newest covers the rest, as a GRO
-//! receiver's one ACK per super-segment does): 290,439 frames for 278,076 data
-//! segments (1448 bytes each beside timestamps, against smoltcp's 1460), about
-//! 12,400 ACKs, here a whole window arriving per batch. Until session 14 the
-//! ACKs owed beyond 16 went out too, all with the batch's final acknowledgment
-//! number (417,121 frames: 139,000 ACKs, 127,000 of them such duplicates).
+//! window of segments with one stretch ACK. linerate acknowledges every second
+//! full-sized segment even within a batch (`tcp::input`'s `process_text` says
+//! why), but keeps at most 16 ACKs of in-order data owed per batch (`tcp::sack_owed`: the newest
+//! covers the rest, as a GRO receiver's one ACK per super-segment does), so
+//! over the memory pair, where a whole window arrives per batch, it sends
+//! several times smoltcp's ACKs for the same data (the wire's `tx_packets`
+//! counters show how many).
 //! smoltcp here also runs no congestion control (its `socket-tcp-cubic` and
 //! `-reno` features are off), no SACK and no timestamps.
 //!

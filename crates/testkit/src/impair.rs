@@ -1,5 +1,5 @@
-//! An impaired path between the Linux kernel and linerate (TESTING.md recipe
-//! 4b): this kernel has no `sch_netem`, so the process that owns the TAP
+//! An impaired path between the Linux kernel and linerate (docs/testing.md:
+//! "An impaired path"): this kernel has no `sch_netem`, so the process that owns the TAP
 //! impairs the frames itself, as netem would on a real link.
 //!
 //! * [`Model`]: netem's per-frame decisions from a seed (loss, delay with
@@ -9,7 +9,7 @@
 //!   way. A kernel super-frame is segmented first (linerate_offload's GSO), so
 //!   every impairment applies per wire frame; released frames are coalesced
 //!   again by GRO when offloads are on, as a receiving NIC would.
-//! * [`linerate`] (feature `rt`): linerate's engine on an impaired TAP against a
+//! * `linerate` (feature `rt`): linerate's engine on an impaired TAP against a
 //!   kernel socket in a namespace; [`kernel_to_kernel`]: the reference, a second
 //!   kernel in linerate's place with this process relaying between the two
 //!   TAPs through the same wrapper. Both move bytes of a seeded pattern, check

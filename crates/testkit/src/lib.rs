@@ -10,7 +10,7 @@
 //! * [`bulk`]: one-way TCP bulk transfers between two linerate engines (offloads on
 //!   or off) or two smoltcp stacks over a memory link, measured in wall and CPU
 //!   time ([`cpu`]): the cells of the offload report and the `tcp` benchmark.
-//! * [`tap`]: a linerate engine facing the Linux kernel over a TAP in a namespace
+//! * `tap` (feature `rt`): a linerate engine facing the Linux kernel over a TAP in a namespace
 //!   (root only): the kernel interop tests and the kernel benchmark.
 //! * [`vxlan`]: the kernel's own VXLAN device in a namespace, over a TAP whose
 //!   other end is linerate's underlay (root only).

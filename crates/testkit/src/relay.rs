@@ -1,4 +1,5 @@
-//! This process as the wire between two NICs (TESTING.md recipe 1): whatever one
+//! This process as the wire between two NICs (docs/testing.md: "linerate as the
+//! wire between two Linux stacks"): whatever one
 //! receives, the other transmits, metadata and all. With two TAPs whose kernel
 //! sides sit in two namespaces, the two kernels talk through it; with the TAPs'
 //! offloads on, super-frames cross whole.

@@ -1,4 +1,5 @@
-//! A linerate engine facing the Linux kernel over a TAP (TESTING.md recipe 2):
+//! A linerate engine facing the Linux kernel over a TAP (docs/testing.md: "Linux
+//! TCP against the engine"):
 //! the TAP (with a `virtio_net_hdr`) is moved into a network namespace this
 //! host creates, the kernel gets [`KERNEL_IP`]/24 on it, and the engine runs at
 //! [`OUR_IP`] on this side, driven by the runtime's [`Driver`] (the production

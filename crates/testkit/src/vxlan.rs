@@ -1,4 +1,4 @@
-//! The Linux kernel's own VXLAN device as a tunnel peer (TESTING.md recipe 4), over
+//! The Linux kernel's own VXLAN device as a tunnel peer (docs/testing.md), over
 //! a TAP whose other end this process owns as the underlay.
 //!
 //! [`KernelVtep::new`] creates a namespace, opens a TAP (with a `virtio_net_hdr`

@@ -170,7 +170,7 @@ pub struct UdpConfig {
     /// Datagrams a socket's receive queue holds at most, whatever their size.
     pub recv_datagrams: usize,
     /// Payload bytes a socket may have queued for transmission; a send that does
-    /// not fit is refused with [`crate::Error::WouldBlock`].
+    /// not fit is refused with [`crate::UdpSendError::WouldBlock`].
     pub send_buffer: usize,
 }
 

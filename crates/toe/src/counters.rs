@@ -162,8 +162,8 @@ pub struct Counters {
     pub tcp_challenge_acks_suppressed: u64,
     /// Out-of-order segments dropped because the engine's out-of-order budget
     /// (`TcpConfig::ofo_total`) was spent, or because their connection already
-    /// holds as many disjoint out-of-order ranges as it tracks
-    /// (`tcp::assembler::MAX_RANGES`).
+    /// holds as many disjoint out-of-order ranges as it tracks (a fixed
+    /// number per connection).
     pub tcp_ofo_dropped: u64,
     /// In-order segments whose payload the receive buffer kept in its frame
     /// instead of copying (`Engine::handle_frames`, `tcp::recvbuf`).

@@ -50,9 +50,9 @@
 //!
 //! Over a NIC, `linerate-rt`'s `Driver` is that loop (batched, with
 //! back-pressure), and its `Runtime` runs one per queue on threads of its own.
-//! With the `sim` feature, `sim` (a simulated link with faults, in virtual
-//! time) and the fuzz harness are built too: test support, not part of the
-//! engine.
+//! With the `harness` feature, [`sim`] (a simulated link with faults, in
+//! virtual time) and the fuzz harness are built too: test support, not part of
+//! the engine.
 //!
 //! # Shape
 //!
@@ -66,8 +66,10 @@
 //!
 //! The socket API sits on the engine: `tcp_listen`, `tcp_accept`, `tcp_connect`,
 //! `tcp_send`, `tcp_recv`, `tcp_shutdown`, `tcp_close`, `tcp_abort`, `tcp_state`,
-//! `tcp_readiness`, `tcp_info`, `tcp_set_keepalive`, with typed [`Error`]s
-//! (refused, reset, timed out); and UDP: `udp_bind`, `udp_send_to`,
+//! `tcp_readiness`, `tcp_info`, `tcp_set_keepalive`, each with an error type
+//! of its own whose variants say what to do next ([`SendError::WouldBlock`]:
+//! wait for [`Event::Writable`]), a failed connection's cause a
+//! [`ConnectionError`] (refused, reset, timed out); and UDP: `udp_bind`, `udp_send_to`,
 //! `udp_send_to_segmented` (USO), `udp_recv_from`, `udp_recv_with` (lending),
 //! `udp_readiness`, `udp_info`, `udp_close`. Handles are slot indices with a
 //! generation. Zero-copy variants:
@@ -84,12 +86,12 @@
 //!   state). FIN-WAIT-2 and TIME-WAIT have no send space, so no retransmission can be
 //!   pending there.
 //! * **Buffers**: per connection, a send buffer from SND.UNA that is a queue of
-//!   byte chunks ([`sendbuf`](tcp::sendbuf): copies fill a growing tail chunk,
+//!   byte chunks (`tcp::sendbuf`: copies fill a growing tail chunk,
 //!   handed-over `Bytes` are queued as they are), and a receive ring whose free
 //!   space past the readable bytes holds out-of-order data, tracked by an
-//!   [`assembler`](tcp::assembler) that also yields the SACK blocks. Both hold
+//!   assembler (`tcp::assembler`) that also yields the SACK blocks. Both hold
 //!   storage only while they hold data (the ring's comes from a per-thread
-//!   [`pool`](tcp::pool) and returns there when drained), so an idle connection
+//!   `tcp::pool` and returns there when drained), so an idle connection
 //!   costs its slot and its table entries. Output copies payload once, from the
 //!   send buffer into the frame.
 //! * **Timers**: each connection knows its earliest deadline (RTO, persist, delayed
@@ -125,7 +127,7 @@
 //!   MTU, and path MTU discovery (RFC 1191 / RFC 8201, `net::pmtu`) lowers it
 //!   when a smaller link says so. A peer doing the same never sends fragments.
 //! * UDP does not fragment on output either: a datagram must fit the path MTU
-//!   or [`Engine::udp_send_to`] fails with [`Error::MessageTooLong`]; protocols that send larger datagrams and rely on the
+//!   or [`Engine::udp_send_to`] fails with [`UdpSendError::MessageTooLong`]; protocols that send larger datagrams and rely on the
 //!   receiver's reassembly are not served.
 //! * Reassembly is a memory-exhaustion surface: buffers held for datagrams that
 //!   may never complete, per source, under a timer (the "teardrop" and
@@ -155,12 +157,12 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
-#[cfg(feature = "sim")]
+#[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
 pub(crate) mod net;
 pub mod rng;
-#[cfg(feature = "sim")]
+#[cfg(feature = "harness")]
 pub mod sim;
 pub mod tcp;
 pub mod time;
@@ -169,8 +171,10 @@ pub use bytes::Bytes;
 pub use config::{Config, ConfigError, TcpConfig, UdpConfig};
 pub use counters::Counters;
 pub use engine::{
-    Engine, Error, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
-    SocketHandle, TcpInfo, TxSink, UdpHandle, UdpInfo,
+    AcceptError, Closing, ConnectError, ConnectionError, EPHEMERAL_PORTS, Engine, Event,
+    InvalidHandle, ListenError, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
+    RecvError, SendError, SocketHandle, TcpInfo, TxSink, UdpBindError, UdpHandle, UdpInfo,
+    UdpRecvError, UdpSendError,
 };
 pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;

@@ -29,6 +29,9 @@
 //! the applications do: the same run gives the same frames at the same virtual
 //! times (tests/sim_determinism.rs checks it). [`Link::tap`] records what the
 //! link hands out, for a test to compare runs by.
+//!
+//! [`internals`] exposes the few engine internals that tests and benchmarks
+//! measure against (the out-of-order range limit, the thread's buffer cache).
 
 use crate::config::Config;
 use crate::engine::Engine;
@@ -42,6 +45,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
+
+pub mod internals;
 
 /// The Ethernet address the simulated router answers from ([`LinkConfig::pmtu`]).
 pub const ROUTER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0xfe];

@@ -7,7 +7,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Error, TcpState};
+use linerate_toe::{AcceptError, TcpState};
 use linerate_wire::tcp::Flags;
 
 const P: u32 = 9_000;
@@ -62,7 +62,7 @@ fn connections_reset_before_accept_are_skipped_and_free_the_backlog() {
         got.push(r.e.tcp_addrs(h).unwrap().1.port());
     }
     assert_eq!(got, vec![1002, 1004, 1005, 1006]);
-    assert_eq!(r.e.tcp_accept(l), Err(Error::WouldBlock));
+    assert_eq!(r.e.tcp_accept(l), Err(AcceptError::WouldBlock));
 }
 
 #[test]
@@ -86,5 +86,5 @@ fn churn_before_accept_keeps_the_queue_bounded() {
     assert!(after <= before + 4096, "{before} -> {after}");
     let h = r.e.tcp_accept(l).unwrap();
     assert_eq!(r.e.tcp_addrs(h).unwrap().1.port(), 2000);
-    assert_eq!(r.e.tcp_accept(l), Err(Error::WouldBlock));
+    assert_eq!(r.e.tcp_accept(l), Err(AcceptError::WouldBlock));
 }

@@ -280,9 +280,10 @@ fn each_out_of_order_frame_gets_its_own_duplicate_ack() {
 /// receiver handling the frames one by one sends (Linux's): a duplicate ACK
 /// for the hole at frame 1 per out-of-order frame, each with the
 /// acknowledgement number of its moment, then one covering all five (the hole
-/// filled, RFC 5681 section 4.2). Before, it failed with one ACK for the five:
-/// a Linux sender on a reordering path then got a stretch ACK per batch and
-/// took 2-4x as long (issue 16).
+/// filled, RFC 5681 section 4.2). One ACK for the five is the failure this
+/// guards against: a Linux sender on a reordering path then gets a stretch ACK
+/// per batch and takes several times as long (the reordering cells of
+/// `tests/system_impair.rs`'s `issue_16_matrix`).
 #[test]
 fn reordering_healed_within_one_batch_is_acknowledged_as_it_happened() {
     let mut p = Peer::new();
@@ -309,9 +310,10 @@ fn reordering_healed_within_one_batch_is_acknowledged_as_it_happened() {
 /// A retransmission fills the hole and, in the same batch, in-order data
 /// follows it. The ACK owed for the filled hole carries the acknowledgement
 /// number of its moment; the data after it must be acknowledged at once too,
-/// not left to the delayed-ACK timer. Before, it failed with the last ACK
-/// short of RCV.NXT: the owed ACK took the place of the one the later data
-/// called for, and a Linux sender sat in tail loss probes and 40 ms waits.
+/// not left to the delayed-ACK timer. The failure this guards against: the
+/// last ACK short of RCV.NXT, the owed ACK taking the place of the one the
+/// later data calls for, and a Linux sender sitting in tail loss probes and
+/// 40 ms waits.
 #[test]
 fn data_after_a_filled_hole_in_one_batch_is_acknowledged_at_once() {
     let mut p = Peer::new();
@@ -375,12 +377,12 @@ fn each_wholly_old_frame_gets_its_own_duplicate_ack() {
 /// ACK for the batch. Each ACK covers the end of its frame (of its second
 /// segment), the last one everything.
 ///
-/// Before, it failed with one ACK for the batch. A Linux sender whose flight
-/// all arrives in one batch then gets one ACK per flight; when that ACK is
-/// lost (1 % of frames corrupted), nothing is left to clock it, it waits for
-/// its tail loss probe, a single new segment, which waits for our 40 ms
-/// delayed-ACK timer (issue 16, "dup 5 %, corrupt 1 %", kernel to linerate:
-/// 12 probes per 64 MiB against 1 to a Linux receiver, 1.0 s against 0.37 s).
+/// With one ACK for the batch, a Linux sender whose flight all arrives in one
+/// batch gets one ACK per flight; when that ACK is lost (1 % of frames
+/// corrupted), nothing is left to clock it, it waits for its tail loss probe,
+/// a single new segment, which waits for our 40 ms delayed-ACK timer (the
+/// "dup 5 %, corrupt 1 %" cells, kernel to linerate, of
+/// `tests/system_impair.rs`'s `issue_16_matrix`).
 #[test]
 fn with_sack_each_frame_of_a_batch_holding_two_segments_gets_its_own_ack() {
     let mut p = Peer::sack();
@@ -414,13 +416,12 @@ fn with_sack_each_frame_of_a_batch_holding_two_segments_gets_its_own_ack() {
 
 /// A receive batch holding more frames than the engine keeps owed ACKs for
 /// (40 plain full-sized segments, in order, nothing lost: 20 ACKs owed): every ACK sent
-/// acknowledges more than the one before, the last one everything. Before, the
-/// ACKs owed beyond the 16 the engine keeps went out with the final
-/// acknowledgment number, all alike: four identical ACKs, which a sender without
-/// SACK counts as duplicates (a Linux sender to linerate with SACK off and 1 %
-/// loss saw more duplicate ACKs than it had segments out, raised its
-/// reordering estimate to 44-92 and retransmitted up to 2.6 times what it
-/// retransmitted toward a Linux receiver).
+/// acknowledges more than the one before, the last one everything. ACKs owed
+/// beyond the 16 the engine keeps must not go out with the final
+/// acknowledgment number, all alike: a sender without SACK counts such ACKs as
+/// duplicates, more than it has segments out, takes that for reordering and
+/// retransmits more than toward a Linux receiver (the "SACK off, loss 1 %"
+/// cells of `tests/system_impair.rs`'s `issue_16_matrix`).
 #[test]
 fn a_batch_longer_than_the_owed_acks_sends_no_duplicate_ack() {
     for mut p in [Peer::new(), Peer::sack()] {
@@ -494,10 +495,11 @@ fn a_batch_longer_than_the_owed_acks_sends_no_duplicate_ack() {
 /// after a duplicate (the sender retransmitted), as in Linux's receiver
 /// (`tcp_event_data_recv`, `tcp_data_queue`'s `tcp_enter_quickack_mode`):
 /// a lone full-sized segment then gets its ACK at once instead of after the
-/// delayed-ACK timer. Before, only the start of a connection had them; over
-/// a path with 5 % loss each way (issue 16, kernel to linerate) the kernel's
-/// sender, restarting after each of its ~240 timeouts per 64 MiB, waited for
-/// linerate's 40 ms timer where a Linux receiver answered at once.
+/// delayed-ACK timer. With quick ACKs only at the start of a connection, a
+/// sender restarting after each of its timeouts over a lossy path waits for
+/// linerate's 40 ms timer where a Linux receiver answers at once (the
+/// "loss 5 %" cells, kernel to linerate, of `tests/system_impair.rs`'s
+/// `issue_16_matrix`).
 #[test]
 fn quick_acks_return_after_a_gap_longer_than_the_rto_and_after_a_duplicate() {
     let mut p = Peer::new();

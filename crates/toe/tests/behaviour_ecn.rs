@@ -393,8 +393,9 @@ fn ece_reduces_cwnd_once_per_window_and_the_next_new_data_carries_cwr() {
 /// reach receiver", `tcp_fastretrans_alert`). The ACK of exactly that
 /// point was sent before the receiver could see our CWR (which goes on the
 /// next new data, at that point), so its ECE still answers the old mark.
-/// Before, that ACK reduced cwnd a second time: two reductions per mark in
-/// ecn_sim as soon as the receiver acknowledged every second segment.
+/// Taken as a new mark, that ACK would reduce cwnd a second time: two
+/// reductions per mark in `ecn_sim` once the receiver acknowledges every
+/// second segment.
 #[test]
 fn an_ece_on_the_ack_of_the_reduced_window_itself_does_not_reduce_again() {
     let (mut r, _, c, port, me) = active(EcnMode::On, false, true, false);

@@ -12,7 +12,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::tcp::assembler::MAX_RANGES;
+use linerate_toe::sim::internals::OOO_RANGES as MAX_RANGES;
 
 /// A receiver with a receive buffer of `rcvbuf` bytes and no auto-tuning.
 fn rx(rcvbuf: usize, tune: impl FnOnce(&mut linerate_toe::Config)) -> Receiver {
@@ -157,9 +157,9 @@ fn duplicate_acks_keep_their_window_while_the_reader_frees_space() {
 /// no window update: it could only repeat the held window, and to a sender
 /// without SACK an ACK that repeats the last one is one more duplicate, more
 /// than the segments it has out (Linux then takes it for reordering, raises
-/// its duplicate threshold and waits for its timer: SACK off, 1 % loss,
-/// kernel to linerate, offloads off, reordering 90 and 8 timeouts where Linux
-/// to Linux saw 3 and 2). One duplicate ACK per segment that arrives.
+/// its duplicate threshold and waits for its timer: the "SACK off, loss 1 %"
+/// cells, kernel to linerate, of `tests/system_impair.rs`'s `issue_16_matrix`
+/// with `LINERATE_IMPAIR_DEBUG`). One duplicate ACK per segment that arrives.
 #[test]
 fn a_read_while_a_hole_waits_sends_no_extra_duplicate() {
     let mut rx = rx(64 << 10, |_| {});

@@ -9,7 +9,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Error, SocketHandle};
+use linerate_toe::{ConnectionError, SocketHandle};
 use linerate_wire::etherparse::{TcpHeaderSlice, TcpOptionElement as O};
 use linerate_wire::tcp::Flags;
 use linerate_wire::{ethernet, ipv4};
@@ -219,7 +219,10 @@ fn recovery_after_rto_keeps_a_timer_while_data_is_outstanding() {
         later.iter().any(|s| s.seq == base + MSS),
         "SND.UNA retransmitted: {later:?}"
     );
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(ConnectionError::TimedOut)
+    );
     assert_eq!(
         r.e.counters().tcp_window_probes,
         0,

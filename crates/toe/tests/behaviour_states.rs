@@ -8,7 +8,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Error, SocketHandle, TcpState};
+use linerate_toe::{ConnectionError, SocketHandle, TcpState};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
@@ -259,7 +259,7 @@ fn challenge_acks_in_close_wait() {
     r.input(&tcp_frame(80, port, P + 2, None, Flags::RST, 0, &[], &[]));
     assert_eq!(
         r.e.tcp_readiness(c).unwrap().error,
-        Some(Error::ConnectionReset)
+        Some(ConnectionError::Reset)
     );
 }
 

@@ -44,8 +44,8 @@ fn high_of(segs: &[Seen], high: u32) -> u32 {
 
 /// Round trips of 10 ms; each window is acknowledged by one ACK per 64 KiB (the
 /// last one covering the rest): cwnd doubles each round trip in slow start.
-/// Before, slow start grew by at most 2 SMSS per ACK (RFC 3465's L): it failed
-/// with cwnd 10,000 -> 12,000 in the first round trip instead of 20,000.
+/// Slow start limited to 2 SMSS per ACK (RFC 3465's L) fails here, with cwnd
+/// 10,000 -> 12,000 in the first round trip instead of 20,000.
 #[test]
 fn slow_start_doubles_per_round_trip_under_one_ack_per_64_kib() {
     let (mut r, c, port, base) = connected(
@@ -94,10 +94,11 @@ fn slow_start_doubles_per_round_trip_under_one_ack_per_64_kib() {
 /// ACK per segment), 20 segments go, the peer receives them and its one ACK for all of them is lost.
 /// A tail loss probe (2 SRTT + 2 ms later) sends the next two new segments
 /// (two, so that a receiver acknowledges at once instead of after its delayed
-/// ACK time, RFC 5681 section 4.2); the peer's answer acknowledges everything and the sender goes on, long before
-/// its retransmission timer (200 ms, the minimum). Before, probes needed SACK:
-/// it failed with nothing sent in those 100 ms (the sender waited for its
-/// retransmission timer, then resent from SND.UNA).
+/// ACK time, RFC 5681 section 4.2); the peer's answer acknowledges everything
+/// and the sender goes on, long before its retransmission timer (200 ms, the
+/// minimum). Probes that need SACK fail here, with nothing sent in those
+/// 100 ms (the sender waits for its retransmission timer, then resends from
+/// SND.UNA).
 #[test]
 fn a_lost_stretch_ack_without_sack_is_recovered_by_a_probe() {
     let (mut r, c, port, base) = connected(

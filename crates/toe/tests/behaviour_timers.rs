@@ -210,7 +210,7 @@ fn unanswered_zero_window_probes_repeat_one_byte_then_give_up() {
     );
     assert_eq!(
         r.e.tcp_readiness(c).unwrap().error,
-        Some(linerate_toe::Error::TimedOut)
+        Some(linerate_toe::ConnectionError::TimedOut)
     );
     assert_eq!(r.e.counters().tcp_estab_resets, 1);
 }
@@ -259,7 +259,7 @@ fn window_shrunk_below_a_segment_persist_takes_over_from_the_rto() {
     );
     assert_eq!(
         r.e.tcp_readiness(c).unwrap().error,
-        Some(linerate_toe::Error::TimedOut)
+        Some(linerate_toe::ConnectionError::TimedOut)
     );
 }
 
@@ -324,6 +324,6 @@ fn window_opening_after_a_data_probe_hands_over_to_the_rto() {
     r.advance(Duration::from_secs(30));
     assert_eq!(
         r.e.tcp_readiness(c).unwrap().error,
-        Some(linerate_toe::Error::TimedOut)
+        Some(linerate_toe::ConnectionError::TimedOut)
     );
 }

@@ -94,8 +94,8 @@ fn a_spurious_fast_retransmission_is_undone_after_d_sack() {
 /// counts a D-SACKed retransmission): the same reordering once more, segment
 /// 10 arriving 3 ms after 11 to 14 (min_RTT 10 ms, so the window is now 5 ms
 /// instead of 2.5 ms, and no longer zero with DupThresh segments SACKed), is
-/// not taken for a loss. Before, it failed with a second fast retransmission:
-/// the window stayed zero, reordering never having been seen.
+/// not taken for a loss. Without that, a second fast retransmission follows:
+/// the window stays zero, reordering never having been seen.
 #[test]
 fn after_a_d_sack_the_same_reordering_is_no_loss() {
     let (mut r, c, port, base) = connected(
@@ -199,9 +199,9 @@ fn a_spurious_timeout_is_undone_by_the_timestamp_echo() {
 /// and no retransmission is left above SND.UNA, so the cut is undone at once,
 /// inside recovery (Linux's `tcp_try_undo_partial`), without waiting for the
 /// D-SACK of the retransmission. An echo of the retransmission's own timestamp
-/// (the retransmission filled the hole: a real loss) undoes nothing. Before,
-/// the undo waited for the end of recovery or the D-SACK, and failed with no
-/// undo and cwnd left at CUBIC's cut.
+/// (the retransmission filled the hole: a real loss) undoes nothing. An undo
+/// that waits for the end of recovery or the D-SACK fails here, with cwnd left
+/// at CUBIC's cut.
 #[test]
 fn a_hole_filled_by_the_original_undoes_the_cut_inside_recovery() {
     for original_fills in [true, false] {

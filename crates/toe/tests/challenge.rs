@@ -6,7 +6,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Error, SocketHandle, TcpState};
+use linerate_toe::{ConnectionError, SocketHandle, TcpState};
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ fn a_flood_of_in_window_rsts_gets_at_most_the_limit_of_challenge_acks_per_second
     r.input(&tcp_frame(80, port, rcv_nxt, None, Flags::RST, 0, &[], &[]));
     assert_eq!(
         r.e.tcp_readiness(c).unwrap().error,
-        Some(Error::ConnectionReset)
+        Some(ConnectionError::Reset)
     );
 }
 

@@ -9,7 +9,7 @@
 mod common;
 
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Counters, EcnMode, Error, Instant};
+use linerate_toe::{Counters, EcnMode, Instant, RecvError};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -105,7 +105,7 @@ fn run(offloads: bool, every: u32, data: &[u8]) -> Outcome {
                         break;
                     }
                     Ok(n) => received.extend_from_slice(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("recv: {e}"),
                 }
             }

@@ -21,22 +21,15 @@ use std::time::Duration;
 const LEN: usize = 1 << 20;
 
 /// The most simulated time one transfer (connect to the receiver's end of stream)
-/// may take. Clean, 1 MiB takes about 3 ms at 50 us latency. Under these faults,
-/// over seeds 200..2200: median 0.36 s, 99th percentile 2.6 s, worst 4.5 s (seed
-/// 893), with 2,745 retransmission timeouts in all; before D-SACK, undo and
-/// slow start counting every acknowledged byte (issue 16) median 0.52 s, p99
-/// 2.7 s, worst 4.4 s (seed 1480) and 3,334 timeouts; earlier, median 0.63 s,
-/// p99 3.4 s, worst 7.0 s (seed 889), 3,781 timeouts; before RACK-TLP (`tcp::rack`)
-/// and the RTT rule for retransmitted data it was median 4 s, p99 20 s, worst 82 s
-/// and 31,776 timeouts, nearly all the time spent in timeouts: losses in a small
-/// window and lost retransmissions waited for the RTO, and an RTT sample from the
-/// ACK of a spurious retransmission (echoing the original's timestamp) set SRTT
-/// to seconds, after which RTTVAR kept the RTO at 10 to 60 s. What is left is
-/// mostly a lost SYN or SYN-ACK (the 1 s initial RTO), retransmissions lost with
-/// nothing sent after them to reveal it, the go-back-N resend after a timeout at
-/// one segment per round trip, and small windows after many reductions waiting on
-/// the receiver's 40 ms delayed ACK. 30 s holds every seed measured with a wide
-/// margin and still fails a stall (a connection whose timers stopped).
+/// may take. Clean, 1 MiB takes a few milliseconds at 50 us latency; under these
+/// faults most seeds take tens of milliseconds and the slowest a few seconds
+/// (`seeds_200_to_2199` prints the median, the 99th percentile and the worst).
+/// What the slow ones spend their time on is mostly a lost SYN or SYN-ACK (the
+/// 1 s initial RTO), retransmissions lost with nothing sent after them to reveal
+/// it, the go-back-N resend after a timeout at one segment per round trip, and
+/// small windows after many reductions waiting on the receiver's 40 ms delayed
+/// ACK. 30 s holds every seed with a wide margin and still fails a stall (a
+/// connection whose timers stopped).
 const SIM_BOUND: Duration = Duration::from_secs(30);
 
 /// What a seed runs with: offloads on for even seeds, IPv6 for every second pair,

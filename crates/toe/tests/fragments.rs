@@ -17,7 +17,7 @@ mod common;
 
 use common::raw::{ME_MAC, PEER_MAC, Raw, peer_addr};
 use common::udp::{ME4, ME6, PEER4, PEER6, dual_host};
-use linerate_toe::{Error, SocketHandle, UdpHandle};
+use linerate_toe::{RecvError, SocketHandle, UdpHandle, UdpRecvError};
 use linerate_wire::etherparse::{
     IpFragOffset, IpNumber, Ipv4Header, Ipv6FragmentHeader, Ipv6Header, TcpHeader, UdpHeader,
 };
@@ -127,10 +127,14 @@ fn dropped_as_fragment(r: &mut Raw, frame: &[u8], c: SocketHandle, u: UdpHandle,
     assert_eq!(after.icmp_out_msgs, before.icmp_out_msgs, "{what}");
     assert_eq!(after.tcp_out_rsts, before.tcp_out_rsts, "{what}");
     let mut buf = [0u8; 2048];
-    assert_eq!(r.e.tcp_recv(c, &mut buf), Err(Error::WouldBlock), "{what}");
+    assert_eq!(
+        r.e.tcp_recv(c, &mut buf),
+        Err(RecvError::WouldBlock),
+        "{what}"
+    );
     assert_eq!(
         r.e.udp_recv_from(u, &mut buf).map(|x| x.0),
-        Err(Error::WouldBlock),
+        Err(UdpRecvError::WouldBlock),
         "{what}"
     );
     assert!(r.frames().is_empty(), "{what}: the engine answered");
@@ -208,13 +212,19 @@ fn ipv6_atomic_fragment_is_processed_whole() {
     let (n, from) = r.e.udp_recv_from(u, &mut buf).unwrap();
     assert_eq!(&buf[..n], data);
     assert_eq!(from, "[fd00::2]:5000".parse().unwrap());
-    assert_eq!(r.e.udp_recv_from(u, &mut buf), Err(Error::WouldBlock));
+    assert_eq!(
+        r.e.udp_recv_from(u, &mut buf),
+        Err(UdpRecvError::WouldBlock)
+    );
     assert!(r.frames().is_empty());
     // A wrong checksum is still caught behind the Fragment header.
     let mut bad = udp6(data, Some((0, false)));
     let last = bad.len() - 1;
     bad[last] ^= 1;
     r.input(&bad);
-    assert_eq!(r.e.udp_recv_from(u, &mut buf), Err(Error::WouldBlock));
+    assert_eq!(
+        r.e.udp_recv_from(u, &mut buf),
+        Err(UdpRecvError::WouldBlock)
+    );
     assert_eq!(r.e.counters().udp_in_csum_errors, 1);
 }

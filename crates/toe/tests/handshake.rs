@@ -6,7 +6,9 @@ mod common;
 
 use common::raw::*;
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Error, TcpState};
+use linerate_toe::{
+    ConnectError, ConnectionError, EPHEMERAL_PORTS, ListenError, RecvError, TcpState,
+};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
@@ -110,8 +112,43 @@ fn syn_ack_echoes_only_what_the_syn_offered() {
     ));
     r.frames();
     let l = r.e.tcp_listen(81).unwrap();
-    assert_eq!(r.e.tcp_listen(81), Err(Error::AddrInUse));
+    assert_eq!(r.e.tcp_listen(81), Err(ListenError::AddrInUse));
     let _ = l;
+}
+
+/// Each call's errors, from the caller's arguments and the engine's tables.
+#[test]
+fn listen_and_connect_errors() {
+    let mut r = Raw::host(|c| c.ipv6 = None);
+    assert_eq!(r.e.tcp_listen(0), Err(ListenError::InvalidPort));
+    assert_eq!(
+        r.e.tcp_connect_from(r.now, 0, peer_addr(80)),
+        Err(ConnectError::InvalidPort)
+    );
+    assert_eq!(
+        r.e.tcp_connect(r.now, "[fd00::9]:80".parse().unwrap()),
+        Err(ConnectError::NoAddress)
+    );
+    // Every source port of the range toward one remote address and port is
+    // taken: the next connect there fails with NoPorts (a chosen port, with
+    // AddrInUse), while another remote port still has a whole range.
+    let (first, last) = EPHEMERAL_PORTS;
+    for port in first..=last {
+        r.e.tcp_connect_from(r.now, port, peer_addr(80)).unwrap();
+    }
+    assert_eq!(
+        r.e.tcp_connect(r.now, peer_addr(80)),
+        Err(ConnectError::NoPorts)
+    );
+    assert_eq!(
+        r.e.tcp_connect_from(r.now, first, peer_addr(80)),
+        Err(ConnectError::AddrInUse)
+    );
+    assert!(r.e.tcp_connect(r.now, peer_addr(81)).is_ok());
+    assert_eq!(
+        r.e.memory_usage().connections,
+        usize::from(last - first) + 2
+    );
 }
 
 #[test]
@@ -158,11 +195,11 @@ fn connect_to_closed_port_is_refused() {
     }));
     assert_eq!(
         sim.engines[0].tcp_readiness(c).unwrap().error,
-        Some(Error::ConnectionRefused)
+        Some(ConnectionError::Refused)
     );
     assert_eq!(
         sim.engines[0].tcp_recv(c, &mut [0; 4]),
-        Err(Error::ConnectionRefused)
+        Err(RecvError::Failed(ConnectionError::Refused))
     );
     assert_eq!(sim.engines[1].counters().tcp_out_rsts, 1);
     assert_eq!(sim.engines[0].counters().tcp_attempt_fails, 1);

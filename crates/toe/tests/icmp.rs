@@ -11,7 +11,7 @@ use common::raw::*;
 use common::udp::*;
 use common::{pattern, settle};
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Error, SocketHandle, TcpState};
+use linerate_toe::{ConnectionError, RecvError, SendError, SocketHandle, TcpState, UdpSendError};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::icmp::{v4 as icmpv4, v6 as icmpv6};
 use std::net::SocketAddr;
@@ -42,14 +42,14 @@ fn bulk(sim: &mut Sim, v6: bool, port: u16, data: &[u8]) -> usize {
         while sent < data.len() {
             match sim.engines[0].tcp_send(c, &data[sent..]) {
                 Ok(n) => sent += n,
-                Err(Error::WouldBlock) => break,
+                Err(SendError::WouldBlock) => break,
                 Err(e) => panic!("send: {e}"),
             }
         }
         if let Some(s) = s {
             loop {
                 match sim.engines[1].tcp_recv(s, &mut buf) {
-                    Ok(0) | Err(Error::WouldBlock) => break,
+                    Ok(0) | Err(RecvError::WouldBlock) => break,
                     Ok(n) => got.extend_from_slice(&buf[..n]),
                     Err(e) => panic!("recv: {e}"),
                 }
@@ -305,9 +305,12 @@ fn port_unreachable_fails_a_connection_attempt_only_when_it_quotes_the_syn() {
         r.input(&unreachable(port_code, &good));
         assert_eq!(
             r.e.tcp_readiness(c).unwrap().error,
-            Some(Error::ConnectionRefused)
+            Some(ConnectionError::Refused)
         );
-        assert_eq!(r.e.tcp_recv(c, &mut [0; 4]), Err(Error::ConnectionRefused));
+        assert_eq!(
+            r.e.tcp_recv(c, &mut [0; 4]),
+            Err(RecvError::Failed(ConnectionError::Refused))
+        );
         let k = r.e.counters();
         assert_eq!((k.tcp_icmp_refused, k.tcp_attempt_fails), (1, 1));
         assert_eq!(k.icmp_in_dest_unreachs, 3);
@@ -342,7 +345,7 @@ fn frag_needed_for_a_udp_socket_lowers_its_largest_datagram() {
     assert_eq!(r.e.udp_max_payload(r.now, to.ip()), 1000 - 28);
     assert_eq!(
         r.e.udp_send_to(h, &[5; 973], to),
-        Err(Error::MessageTooLong)
+        Err(UdpSendError::MessageTooLong)
     );
     assert_eq!(r.e.udp_send_to(h, &[5; 972], to), Ok(972));
     // The same from a port nobody is bound to: ignored.

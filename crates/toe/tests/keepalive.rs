@@ -9,7 +9,9 @@ mod common;
 use common::raw::*;
 use common::settle;
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Engine, Error, Instant, Keepalive, SocketHandle, TcpState};
+use linerate_toe::{
+    ConnectionError, Engine, Instant, Keepalive, RecvError, SocketHandle, TcpState,
+};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
@@ -59,8 +61,14 @@ fn unanswered_probes_fail_the_connection_after_idle_plus_probes_times_interval()
         assert_eq!(p.ack, rcv_nxt);
         assert!(p.payload.is_empty());
     }
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
-    assert_eq!(r.e.tcp_recv(c, &mut [0; 4]), Err(Error::TimedOut));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(ConnectionError::TimedOut)
+    );
+    assert_eq!(
+        r.e.tcp_recv(c, &mut [0; 4]),
+        Err(RecvError::Failed(ConnectionError::TimedOut))
+    );
     let k = r.e.counters();
     assert_eq!((k.tcp_keepalive_probes, k.tcp_keepalive_timeouts), (3, 1));
     // It failed at idle + 3 * interval exactly: no timer is left.
@@ -92,7 +100,10 @@ fn any_segment_from_the_peer_answers_and_restarts_the_idle_clock() {
     let seen = r.advance(Duration::from_secs(60));
     let at: Vec<Duration> = seen.iter().map(|s| s.at - answered).collect();
     assert_eq!(at, [10, 12, 14].map(Duration::from_secs));
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(ConnectionError::TimedOut)
+    );
     assert_eq!(r.e.counters().tcp_keepalive_probes, 5);
     assert!(answered - start == Duration::from_secs(13));
 }
@@ -107,7 +118,10 @@ fn no_probes_while_data_is_in_flight() {
     // Retransmissions only, each carrying the data; the RTO gives up.
     assert!(seen.iter().all(|s| s.payload == b"never acknowledged"));
     assert_eq!(r.e.counters().tcp_keepalive_probes, 0);
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(ConnectionError::TimedOut)
+    );
 }
 
 /// Two hosts, a connection that exchanged a few bytes and went quiet.
@@ -186,7 +200,7 @@ fn a_vanished_peer_times_out_after_idle_plus_probes_times_interval() {
     };
     assert_eq!(
         sim.engines[0].tcp_readiness(c).unwrap().error,
-        Some(Error::TimedOut)
+        Some(ConnectionError::TimedOut)
     );
     // The last segment heard came at most a second (the settle) before the link
     // went quiet: the first probe is `idle` after it, the others `interval`

@@ -6,7 +6,7 @@
 mod common;
 
 use common::raw::*;
-use linerate_toe::{Error, TcpState};
+use linerate_toe::{ConnectionError, RecvError, TcpState};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use proptest::prelude::*;
@@ -59,9 +59,12 @@ fn in_window_rst_gets_a_challenge_ack_exact_rst_resets() {
     assert!(r.segments().is_empty());
     assert_eq!(
         r.e.tcp_readiness(c).unwrap().error,
-        Some(Error::ConnectionReset)
+        Some(ConnectionError::Reset)
     );
-    assert_eq!(r.e.tcp_recv(c, &mut [0; 8]), Err(Error::ConnectionReset));
+    assert_eq!(
+        r.e.tcp_recv(c, &mut [0; 8]),
+        Err(RecvError::Failed(ConnectionError::Reset))
+    );
     assert_eq!(r.e.counters().tcp_estab_resets, 1);
 }
 

@@ -9,8 +9,7 @@ mod common;
 
 use common::pattern;
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::tcp::sendbuf::COPY_BELOW;
-use linerate_toe::{Bytes, Engine, Error, SocketHandle, TcpState};
+use linerate_toe::{Bytes, ConnectionError, Engine, RecvError, SendError, SocketHandle, TcpState};
 use std::time::Duration;
 
 /// Deliberately not a multiple of any write size used below.
@@ -48,7 +47,7 @@ fn small_writes_arrive_byte_exact_and_fill_the_buffer_exactly() {
             // buffer (queued by reference, leaving the tail's room behind it).
             let handed = writes % 50 == 49;
             let len = if handed {
-                COPY_BELOW + writes % 1000
+                Engine::COPY_BELOW + writes % 1000
             } else {
                 writes * 37 % 200 + 1
             };
@@ -74,7 +73,7 @@ fn small_writes_arrive_byte_exact_and_fill_the_buffer_exactly() {
                     cut += 1;
                     break;
                 }
-                Err(Error::WouldBlock) => {
+                Err(SendError::WouldBlock) => {
                     assert_eq!(queued, SEND_BUFFER, "refused with room left");
                     assert_eq!(e.tcp_send(c, &[]), Ok(0));
                     refused += 1;
@@ -87,7 +86,7 @@ fn small_writes_arrive_byte_exact_and_fill_the_buffer_exactly() {
         if let Some(h) = server {
             loop {
                 match s.engines[1].tcp_recv(h, &mut buf) {
-                    Ok(0) | Err(Error::WouldBlock) => break,
+                    Ok(0) | Err(RecvError::WouldBlock) => break,
                     Ok(n) => got.extend_from_slice(&buf[..n]),
                     Err(err) => panic!("recv: {err}"),
                 }
@@ -115,7 +114,7 @@ fn writes_that_cannot_be_sent_say_why() {
         .unwrap();
     assert_eq!(s.engines[0].tcp_send(c, b"early"), Ok(5));
     s.engines[0].tcp_shutdown(c).unwrap();
-    assert_eq!(s.engines[0].tcp_send(c, b"late"), Err(Error::Closed));
+    assert_eq!(s.engines[0].tcp_send(c, b"late"), Err(SendError::Closed));
 
     // Refused by the peer (no listener): the reason, not just "closed".
     let r = s.engines[0]
@@ -126,17 +125,23 @@ fn writes_that_cannot_be_sent_say_why() {
     assert_eq!(s.engines[0].tcp_state(r), Ok(TcpState::Closed));
     assert_eq!(
         s.engines[0].tcp_send(r, b"x"),
-        Err(Error::ConnectionRefused)
+        Err(SendError::Failed(ConnectionError::Refused))
     );
 
     // A handle given up is refused, also once its slot holds a new connection,
     // which the stale handle must not write into.
     s.engines[0].tcp_close(r).unwrap();
-    assert_eq!(s.engines[0].tcp_send(r, b"x"), Err(Error::InvalidHandle));
+    assert_eq!(
+        s.engines[0].tcp_send(r, b"x"),
+        Err(SendError::InvalidHandle)
+    );
     let fresh = s.engines[0]
         .tcp_connect(s.now, "10.0.0.2:80".parse().unwrap())
         .unwrap();
-    assert_eq!(s.engines[0].tcp_send(r, b"x"), Err(Error::InvalidHandle));
+    assert_eq!(
+        s.engines[0].tcp_send(r, b"x"),
+        Err(SendError::InvalidHandle)
+    );
     assert_eq!(s.engines[0].tcp_info(fresh).unwrap().send_queue, 0);
     assert_eq!(s.engines[0].tcp_send(fresh, b"ok"), Ok(2));
     assert_eq!(s.engines[0].tcp_info(fresh).unwrap().send_queue, 2);

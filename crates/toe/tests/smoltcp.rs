@@ -11,7 +11,7 @@ use common::smol::{Sink, Source, smol_connect, smol_host, smol_time};
 use common::{fnv, pattern};
 use linerate_offload::OffloadMeta;
 use linerate_toe::sim::{Link, LinkConfig, Sim};
-use linerate_toe::{Engine, Error, Instant, TcpState};
+use linerate_toe::{Engine, Instant, RecvError, SendError, TcpState};
 use smoltcp::iface::{Interface, SocketSet};
 use smoltcp::phy::{Device, DeviceCapabilities, Medium, RxToken, TxToken};
 use smoltcp::socket::tcp;
@@ -174,7 +174,7 @@ fn linerate_to_smoltcp(link: LinkConfig, offloads: bool, len: usize) -> (Duratio
         while sent < len {
             match p.engine.tcp_send(c, &data[sent..]) {
                 Ok(n) => sent += n,
-                Err(Error::WouldBlock) => break,
+                Err(SendError::WouldBlock) => break,
                 Err(e) => panic!("{e}"),
             }
         }
@@ -239,7 +239,7 @@ fn smoltcp_to_linerate(link: LinkConfig, offloads: bool, len: usize) -> Pair {
                         break;
                     }
                     Ok(n) => got.extend_from_slice(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("{e}"),
                 }
             }

@@ -9,7 +9,7 @@ mod common;
 use common::{fnv, pattern};
 use linerate_offload::OffloadMeta;
 use linerate_toe::sim::{Link, LinkConfig, Sim};
-use linerate_toe::{Engine, Error, SocketHandle};
+use linerate_toe::{AcceptError, Engine, RecvError, SendError, SocketHandle};
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use linerate_wire::etherparse::{TcpHeader, TcpOptionElement as O};
 use std::net::SocketAddr;
@@ -100,7 +100,7 @@ fn run(sim: &mut Sim, flood: usize, per_ms: usize, conns: usize, len: usize) -> 
             while *sent < len {
                 match sim.engines[0].tcp_send(*c, &data[*sent..]) {
                     Ok(n) => *sent += n,
-                    Err(Error::WouldBlock) => break,
+                    Err(SendError::WouldBlock) => break,
                     Err(e) => panic!("send: {e}"),
                 }
             }
@@ -117,7 +117,7 @@ fn run(sim: &mut Sim, flood: usize, per_ms: usize, conns: usize, len: usize) -> 
                 match sim.engines[1].tcp_recv(*s, &mut buf) {
                     Ok(0) => *eof = true,
                     Ok(n) => got.extend_from_slice(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("recv: {e}"),
                 }
             }
@@ -170,7 +170,7 @@ fn legitimate_connections_complete_through_a_100k_syn_flood() {
     assert_eq!(c.tcp_syncookies_recv, 20);
     assert_eq!(c.tcp_out_rsts - rsts, 1_000);
     let l2 = sim.engines[1].tcp_listen(81).unwrap();
-    assert_eq!(sim.engines[1].tcp_accept(l2), Err(Error::WouldBlock));
+    assert_eq!(sim.engines[1].tcp_accept(l2), Err(AcceptError::WouldBlock));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Linux UDP against the linerate engine over a TAP interface (TESTING.md
-//! recipe 2), over IPv4 and IPv6.
+//! Linux UDP against the linerate engine over a TAP interface (docs/testing.md:
+//! "Linux TCP against the engine"), over IPv4 and IPv6.
 //!
 //! The set-up is `system_tap.rs`'s (copied, the test files share no module): a
 //! TAP with a virtio_net_hdr moved into a namespace where the kernel has
@@ -23,7 +23,7 @@
 use linerate_nic::tap::{Tap, TapConfig, TapOffloads};
 use linerate_nic::{Batch, Frame, Nic};
 use linerate_testkit::netns::{self, Netns};
-use linerate_toe::{Config, Engine, Error, Instant, UdpHandle};
+use linerate_toe::{Config, Engine, Instant, UdpHandle, UdpRecvError};
 use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -312,6 +312,6 @@ fn kernel_gets_econnrefused_from_a_closed_linerate_port() {
     assert_eq!(from, t.join().unwrap().unwrap());
     assert_eq!(
         h.engine.udp_recv_from(u, &mut [0; 4]),
-        Err(Error::WouldBlock)
+        Err(UdpRecvError::WouldBlock)
     );
 }

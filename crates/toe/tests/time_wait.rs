@@ -307,7 +307,7 @@ fn the_four_tuple_is_reusable_after_two_msl() {
     assert_eq!(r.e.memory_usage().time_wait, 1);
     assert_eq!(
         r.e.tcp_connect_from(r.now, 50_000, peer_addr(80)),
-        Err(linerate_toe::Error::AddrInUse)
+        Err(linerate_toe::ConnectError::AddrInUse)
     );
     // Another peer port is another 4-tuple.
     assert!(r.e.tcp_connect_from(r.now, 50_000, peer_addr(81)).is_ok());

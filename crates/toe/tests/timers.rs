@@ -8,7 +8,7 @@ mod common;
 use common::raw::*;
 use common::{pattern, settle};
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Error, Instant, TcpState};
+use linerate_toe::{ConnectionError, Instant, SendError, TcpState};
 use linerate_wire::etherparse::TcpOptionElement as O;
 use linerate_wire::tcp::Flags;
 use std::time::Duration;
@@ -28,8 +28,14 @@ fn syn_backoff_then_timeout() {
     assert_eq!(seen.len(), 5);
     // 1 s initial RTO, doubled after every expiry.
     assert_eq!(gaps(&seen), vec![1000, 2000, 4000, 8000]);
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
-    assert_eq!(r.e.tcp_send(c, b"x"), Err(Error::TimedOut));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(ConnectionError::TimedOut)
+    );
+    assert_eq!(
+        r.e.tcp_send(c, b"x"),
+        Err(SendError::Failed(ConnectionError::TimedOut))
+    );
 }
 
 /// Establishes a connection from the engine to a raw peer that offers no options;
@@ -79,7 +85,10 @@ fn data_rto_backoff_then_timeout() {
     for w in g.windows(2) {
         assert_eq!(w[1], 2 * w[0], "{g:?}");
     }
-    assert_eq!(r.e.tcp_readiness(c).unwrap().error, Some(Error::TimedOut));
+    assert_eq!(
+        r.e.tcp_readiness(c).unwrap().error,
+        Some(ConnectionError::TimedOut)
+    );
     assert_eq!(r.e.counters().tcp_timeouts, 5);
     assert_eq!(r.e.counters().tcp_retrans_segs, 5);
 }

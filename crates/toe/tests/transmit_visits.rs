@@ -147,7 +147,7 @@ fn request_response_close_sends_each_frame_at_once() {
     assert_eq!(got, [(1, ACK | FIN, 64), (0, ACK, 0)]);
     // The server's FIN is ACKed (FIN-WAIT-2, nothing to send); the client's
     // close sends its FIN at once, and the server ACKs it at once.
-    assert_eq!(w.e[1].tcp_state(s), Err(linerate_toe::Error::InvalidHandle));
+    assert_eq!(w.e[1].tcp_state(s), Err(linerate_toe::InvalidHandle));
     assert_eq!(w.e[0].tcp_recv(c, &mut buf), Ok(64));
     assert_eq!(w.e[0].tcp_recv(c, &mut buf), Ok(0));
     assert_eq!(w.e[0].tcp_state(c), Ok(TcpState::CloseWait));

@@ -9,7 +9,9 @@ use common::raw::{ME_MAC, PEER_MAC, Raw};
 use common::udp::*;
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Error, MAX_UDP_SEGMENTS, UdpHandle};
+use linerate_toe::{
+    InvalidHandle, MAX_UDP_SEGMENTS, UdpBindError, UdpHandle, UdpRecvError, UdpSendError,
+};
 use linerate_wire::{arp, ethernet};
 use proptest::prelude::*;
 use std::net::{IpAddr, SocketAddr};
@@ -258,7 +260,10 @@ fn closed_port_answers_port_unreachable_quoting_the_datagram() {
     r.e.udp_close(h).unwrap();
     let h = r.e.udp_bind(SocketAddr::new(ME4.into(), 9)).unwrap();
     r.input(&b);
-    assert_eq!(r.e.udp_recv_from(h, &mut [0; 8]), Err(Error::WouldBlock));
+    assert_eq!(
+        r.e.udp_recv_from(h, &mut [0; 8]),
+        Err(UdpRecvError::WouldBlock)
+    );
 }
 
 #[test]
@@ -314,7 +319,10 @@ fn receive_queue_is_bounded_and_drops_are_counted() {
     for i in 0..4u8 {
         assert_eq!(r.e.udp_recv_with(h, |d, _| d[0]), Ok(i));
     }
-    assert_eq!(r.e.udp_recv_with(h, |d, _| d.len()), Err(Error::WouldBlock));
+    assert_eq!(
+        r.e.udp_recv_with(h, |d, _| d.len()),
+        Err(UdpRecvError::WouldBlock)
+    );
     assert!(!r.e.udp_readiness(h).unwrap().readable);
     // Bytes bound too: 600 + 500 > 1000.
     r.input(&udp_from_peer(peer(false, 1), 9, &[1; 600]));
@@ -357,7 +365,7 @@ fn bad_checksums_are_dropped_zero_means_none_only_over_ipv4() {
     );
     assert_eq!(
         r.e.udp_recv_with(h6, |d, _| d.len()),
-        Err(Error::WouldBlock)
+        Err(UdpRecvError::WouldBlock)
     );
     assert_eq!(r.e.counters().udp_in_csum_errors, 3);
     // A truncated header or a length beyond the datagram: dropped, counted.
@@ -371,58 +379,64 @@ fn bad_checksums_are_dropped_zero_means_none_only_over_ipv4() {
 fn send_and_bind_errors() {
     let mut r = dual_host(|c| c.udp.send_buffer = 3000);
     let h = r.e.udp_bind(unspec(false, 7)).unwrap();
-    assert_eq!(r.e.udp_bind(unspec(false, 7)), Err(Error::AddrInUse));
+    assert_eq!(r.e.udp_bind(unspec(false, 7)), Err(UdpBindError::AddrInUse));
     let h6 = r.e.udp_bind(unspec(true, 7)).unwrap();
     assert_eq!(
         r.e.udp_bind(SocketAddr::new("10.9.9.9".parse().unwrap(), 8)),
-        Err(Error::NoAddress)
+        Err(UdpBindError::NoAddress)
     );
     let to = peer(false, 53);
     assert_eq!(
         r.e.udp_send_to(h, &[0; 1473], to),
-        Err(Error::MessageTooLong)
+        Err(UdpSendError::MessageTooLong)
     );
     assert_eq!(r.e.udp_send_to(h, &[0; 1472], to), Ok(1472));
     assert_eq!(
         r.e.udp_send_to(h6, &[0; 1453], peer(true, 53)),
-        Err(Error::MessageTooLong)
+        Err(UdpSendError::MessageTooLong)
     );
     assert_eq!(
         r.e.udp_send_to(h, b"x", peer(true, 53)),
-        Err(Error::InvalidArgument)
+        Err(UdpSendError::InvalidDestination)
     );
     assert_eq!(
         r.e.udp_send_to(h, b"x", peer(false, 0)),
-        Err(Error::InvalidArgument)
+        Err(UdpSendError::InvalidDestination)
     );
     assert_eq!(
         r.e.udp_send_to_segmented(h, &[0; 100], to, 0),
-        Err(Error::InvalidArgument)
+        Err(UdpSendError::InvalidSegmentSize)
     );
     assert_eq!(
         r.e.udp_send_to_segmented(h, &[0; 3000], to, 1473),
-        Err(Error::MessageTooLong)
+        Err(UdpSendError::MessageTooLong)
     );
     let too_many = vec![0u8; 100 * MAX_UDP_SEGMENTS + 1];
     assert_eq!(
         r.e.udp_send_to_segmented(h, &too_many, to, 100),
-        Err(Error::MessageTooLong)
+        Err(UdpSendError::MessageTooLong)
     );
     // The send queue: 1472 queued, 1000 more fit, 1000 more do not.
     assert_eq!(r.e.udp_send_to(h, &[0; 1000], to), Ok(1000));
     assert!(r.e.udp_readiness(h).unwrap().writable);
-    assert_eq!(r.e.udp_send_to(h, &[0; 1000], to), Err(Error::WouldBlock));
+    assert_eq!(
+        r.e.udp_send_to(h, &[0; 1000], to),
+        Err(UdpSendError::WouldBlock)
+    );
     assert_eq!(r.e.counters().udp_sndbuf_errors, 1);
     assert_eq!(r.e.udp_info(h).unwrap().send_bytes, 2472);
     assert_eq!(transmit(&mut r).len(), 2);
     assert_eq!(r.e.udp_info(h).unwrap().send_bytes, 0);
     // Closed: the handle is dead, the port free again.
     r.e.udp_close(h).unwrap();
-    assert_eq!(r.e.udp_info(h), Err(Error::InvalidHandle));
-    assert_eq!(r.e.udp_send_to(h, b"x", to), Err(Error::InvalidHandle));
+    assert_eq!(r.e.udp_info(h), Err(InvalidHandle));
+    assert_eq!(
+        r.e.udp_send_to(h, b"x", to),
+        Err(UdpSendError::InvalidHandle)
+    );
     let again = r.e.udp_bind(unspec(false, 7)).unwrap();
     assert_ne!(again, h);
-    assert_eq!(r.e.udp_close(h), Err(Error::InvalidHandle));
+    assert_eq!(r.e.udp_close(h), Err(InvalidHandle));
 }
 
 #[test]

@@ -8,8 +8,7 @@ mod common;
 
 use common::{fnv, pattern};
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::tcp::sendbuf::COPY_BELOW;
-use linerate_toe::{Bytes, Engine, Error, SocketHandle, TcpState};
+use linerate_toe::{Bytes, Engine, RecvError, SendError, SocketHandle, TcpState};
 use std::time::Duration;
 
 /// Two hosts with a small receive buffer (so the ring wraps often).
@@ -76,7 +75,7 @@ fn transfer(
                     pending = Some(buf.slice(n..));
                     break;
                 }
-                Err(Error::WouldBlock) => {
+                Err(SendError::WouldBlock) => {
                     pending = Some(buf);
                     break;
                 }
@@ -116,7 +115,7 @@ fn transfer(
                     return true;
                 }
                 Ok(_) => {}
-                Err(Error::WouldBlock) => return false,
+                Err(RecvError::WouldBlock) => return false,
                 Err(e) => panic!("recv: {e}"),
             }
         }
@@ -140,7 +139,15 @@ fn byte_exact_with_partial_reads_and_wrap_around() {
     let mut s = sim(1, LinkConfig::default(), 16 * 1024);
     let data = pattern(3 << 20, 1);
     // Buffers above and below the copy threshold, odd sizes; reads of odd sizes.
-    let sizes = [70_000, 3, COPY_BELOW - 1, COPY_BELOW, 9_001, 1_448, 65_536];
+    let sizes = [
+        70_000,
+        3,
+        Engine::COPY_BELOW - 1,
+        Engine::COPY_BELOW,
+        9_001,
+        1_448,
+        65_536,
+    ];
     let got = transfer(&mut s, &data, &sizes, |call| {
         [1000, 1, 4093, 20_000][call % 4]
     });
@@ -230,7 +237,7 @@ fn recv_with_edge_cases() {
         called = true;
         0
     });
-    assert_eq!(r, Err(Error::WouldBlock));
+    assert_eq!(r, Err(RecvError::WouldBlock));
     assert!(!called);
     s.engines[0].tcp_send(c, b"hello world").unwrap();
     s.run_until(s.now + Duration::from_millis(5), |_| false);
@@ -255,12 +262,12 @@ fn recv_with_edge_cases() {
     assert_eq!(s.engines[1].tcp_recv_with(h, |_| 0), Ok(0));
     assert_eq!(
         s.engines[0].tcp_send_bytes(c, Bytes::from_static(b"late")),
-        Err(Error::InvalidHandle)
+        Err(SendError::InvalidHandle)
     );
     s.engines[1].tcp_close(h).unwrap();
     assert_eq!(
         s.engines[1].tcp_recv_with(h, |_| 0),
-        Err(Error::InvalidHandle)
+        Err(RecvError::InvalidHandle)
     );
 }
 
@@ -274,6 +281,6 @@ fn send_bytes_after_shutdown_is_refused() {
     s.engines[0].tcp_shutdown(c).unwrap();
     assert_eq!(
         s.engines[0].tcp_send_bytes(c, Bytes::from(vec![1u8; 4096])),
-        Err(Error::Closed)
+        Err(SendError::Closed)
     );
 }

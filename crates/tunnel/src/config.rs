@@ -215,44 +215,117 @@ impl VniConfig {
     }
 }
 
-/// A configuration refused by [`crate::Tunnel::new`].
+/// Why [`crate::Tunnel::new`] or [`crate::Tunnel::many`] refused a
+/// [`VtepConfig`] and its [`VniConfig`]s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ConfigError {
-    /// A VNI over 24 bits, or the same VNI twice.
-    Vni(u32),
-    /// Local and remote (or next-hop, or allowed source) addresses of
-    /// different families.
-    Family,
-    /// A GENEVE option with data not a multiple of 4 or over 124 bytes, or
-    /// options over 252 bytes in all.
-    GeneveOption,
-    /// An empty source-port range, or port 0 for a UDP tunnel.
-    Ports,
-    /// A fixed DSCP over 63, or TTL 0.
-    OuterField,
-    /// The underlay MTU leaves no room for an inner frame (at least 68 bytes of
-    /// inner IP).
-    Mtu,
+pub enum TunnelConfigError {
+    /// A VNI (VSID for NVGRE) over 24 bits.
+    VniTooLarge {
+        /// The VNI given.
+        vni: u32,
+    },
+    /// The same VNI twice in one call.
+    DuplicateVni {
+        /// The VNI given twice.
+        vni: u32,
+    },
+    /// An address of the other family than the VTEP's local underlay address
+    /// (a remote, a next hop, an allowed source, a gateway).
+    Family {
+        /// The VTEP's local underlay address.
+        local: IpAddr,
+        /// The first address of the other family.
+        other: IpAddr,
+    },
+    /// A GENEVE option whose data is not a multiple of 4 bytes or is over 124,
+    /// or options over 252 bytes in all.
+    GeneveOption {
+        /// The option's class.
+        class: u16,
+        /// The option's type.
+        kind: u8,
+        /// Bytes of the option's data.
+        data_len: usize,
+        /// Bytes of all the options with their headers, up to this one.
+        total: usize,
+    },
+    /// An empty outer source-port range.
+    EmptySourcePorts,
+    /// Destination port 0 for a UDP tunnel (VXLAN, GENEVE).
+    ZeroPort,
+    /// A fixed outer DSCP over 63.
+    Dscp {
+        /// The DSCP given.
+        dscp: u8,
+    },
+    /// An outer TTL (hop limit) of 0.
+    ZeroTtl,
+    /// The underlay MTU leaves no room for an inner frame of at least 68 bytes
+    /// of IP once the encapsulation is taken off.
+    Mtu {
+        /// The underlay's MTU.
+        mtu: u16,
+        /// Bytes the encapsulation takes.
+        overhead: usize,
+    },
     /// No VNI given.
     NoVni,
     /// More than [`MAX_REMOTES`] remote VTEPs on one VNI.
-    Remotes,
+    TooManyRemotes {
+        /// The VNI.
+        vni: u32,
+    },
 }
 
-impl core::fmt::Display for ConfigError {
+impl core::fmt::Display for TunnelConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ConfigError::Vni(v) => write!(f, "VNI {v} is over 24 bits or given twice"),
-            ConfigError::Family => f.write_str("underlay addresses of different families"),
-            ConfigError::GeneveOption => f.write_str("bad GENEVE option length"),
-            ConfigError::Ports => f.write_str("empty source-port range or port 0"),
-            ConfigError::OuterField => f.write_str("DSCP over 63 or TTL 0"),
-            ConfigError::Mtu => f.write_str("underlay MTU too small for the encapsulation"),
-            ConfigError::NoVni => f.write_str("no VNI given"),
-            ConfigError::Remotes => write!(f, "more than {MAX_REMOTES} remote VTEPs on a VNI"),
+            TunnelConfigError::VniTooLarge { vni } => {
+                write!(f, "VNI {vni} is over 24 bits: use a VNI of 0 to 16777215")
+            }
+            TunnelConfigError::DuplicateVni { vni } => {
+                write!(f, "VNI {vni} is given twice: give each VNI once")
+            }
+            TunnelConfigError::Family { local, other } => write!(
+                f,
+                "{other} is not of the family of the local underlay address {local}: use \
+                 underlay addresses of one family"
+            ),
+            TunnelConfigError::GeneveOption {
+                class,
+                kind,
+                data_len,
+                total,
+            } => write!(
+                f,
+                "GENEVE option class {class:#06x} type {kind:#04x} has {data_len} bytes of data \
+                 ({total} bytes of options so far): give each option a multiple of 4 bytes, \
+                 at most 124, and all of them at most 252 bytes with their headers"
+            ),
+            TunnelConfigError::EmptySourcePorts => f.write_str(
+                "the outer source-port range is empty: give a range such as 49152..=65535",
+            ),
+            TunnelConfigError::ZeroPort => f.write_str(
+                "UDP destination port 0: use the encapsulation's port (VXLAN 4789, GENEVE 6081)",
+            ),
+            TunnelConfigError::Dscp { dscp } => {
+                write!(f, "outer DSCP {dscp} is over 63: use 0 to 63")
+            }
+            TunnelConfigError::ZeroTtl => f.write_str("outer TTL 0: use 1 to 255, such as 64"),
+            TunnelConfigError::Mtu { mtu, overhead } => write!(
+                f,
+                "underlay MTU {mtu} leaves no room for an inner frame after {overhead} bytes of \
+                 encapsulation: raise the underlay MTU to at least {}",
+                overhead + 68
+            ),
+            TunnelConfigError::NoVni => f.write_str("no VNI given: give at least one VniConfig"),
+            TunnelConfigError::TooManyRemotes { vni } => write!(
+                f,
+                "VNI {vni} has more than {MAX_REMOTES} remote VTEPs: split them over several VNIs"
+            ),
         }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for TunnelConfigError {}

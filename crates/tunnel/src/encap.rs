@@ -1,7 +1,7 @@
 //! Transmit: the outer headers, built once per VNI as a template, copied into
 //! a frame's headroom and patched.
 
-use crate::config::{ConfigError, Dscp, Encap, UdpCsum, VniConfig, VtepConfig};
+use crate::config::{Dscp, Encap, GeneveOpt, TunnelConfigError, UdpCsum, VniConfig, VtepConfig};
 use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
 use linerate_wire::{checksum, geneve, gre, vxlan};
 use std::net::IpAddr;
@@ -46,6 +46,27 @@ pub(crate) fn overhead(vtep: &VtepConfig) -> usize {
         }
 }
 
+/// GENEVE options as RFC 8926 section 3.5 allows them: data a multiple of 4
+/// bytes, at most 124, and 252 bytes of options in all.
+fn check_geneve(options: &[GeneveOpt]) -> Result<(), TunnelConfigError> {
+    let mut total = 0;
+    for o in options {
+        total += geneve::OPTION_HEADER_LEN + o.data.len();
+        if o.data.len() % 4 != 0
+            || o.data.len() > geneve::MAX_OPTION_DATA_LEN
+            || total > geneve::MAX_OPTIONS_LEN
+        {
+            return Err(TunnelConfigError::GeneveOption {
+                class: o.class,
+                kind: o.kind,
+                data_len: o.data.len(),
+                total,
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Template {
     /// The template for `vni` on `vtep` toward `remote` with destination MAC
     /// `dst_mac`.
@@ -54,15 +75,26 @@ impl Template {
         vni: &VniConfig,
         remote: IpAddr,
         dst_mac: [u8; 6],
-    ) -> Result<Template, ConfigError> {
+    ) -> Result<Template, TunnelConfigError> {
         if vni.vni > 0x00ff_ffff {
-            return Err(ConfigError::Vni(vni.vni));
+            return Err(TunnelConfigError::VniTooLarge { vni: vni.vni });
         }
-        if vtep.src_ports.is_empty() || (vtep.port == 0 && !matches!(vtep.encap, Encap::Nvgre)) {
-            return Err(ConfigError::Ports);
+        if vtep.src_ports.is_empty() {
+            return Err(TunnelConfigError::EmptySourcePorts);
         }
-        if matches!(vtep.dscp, Dscp::Fixed(d) if d > 63) || vtep.ttl == 0 {
-            return Err(ConfigError::OuterField);
+        if vtep.port == 0 && !matches!(vtep.encap, Encap::Nvgre) {
+            return Err(TunnelConfigError::ZeroPort);
+        }
+        if let Dscp::Fixed(dscp) = vtep.dscp
+            && dscp > 63
+        {
+            return Err(TunnelConfigError::Dscp { dscp });
+        }
+        if vtep.ttl == 0 {
+            return Err(TunnelConfigError::ZeroTtl);
+        }
+        if let Encap::Geneve { options, .. } = &vtep.encap {
+            check_geneve(options)?;
         }
         let len = overhead(vtep);
         let mut b = [0u8; MAX_HEADER];
@@ -98,7 +130,7 @@ impl Template {
                     checksum::pseudo_ipv6(&s.octets(), &d.octets(), proto, 0),
                 )
             }
-            _ => return Err(ConfigError::Family),
+            (local, other) => return Err(TunnelConfigError::Family { local, other }),
         };
         let t = if udp { l4 + 8 } else { l4 };
         let vni24 = (vni.vni << 8).to_be_bytes();
@@ -126,8 +158,8 @@ impl Template {
                     })
                     .collect();
                 let mut buf = [0u8; geneve::MAX_OPTIONS_LEN];
-                let n =
-                    geneve::emit_options(&opts, &mut buf).map_err(|_| ConfigError::GeneveOption)?;
+                // Checked above (`check_geneve`): emitting cannot fail.
+                let n = geneve::emit_options(&opts, &mut buf).unwrap_or(0);
                 let critical = options.iter().any(|o| o.kind & geneve::TYPE_CRITICAL != 0);
                 let flags = if critical { geneve::FLAG_CRITICAL } else { 0 };
                 // Version 0, option length in 4-byte words.

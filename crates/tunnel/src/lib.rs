@@ -98,13 +98,14 @@ pub mod counters;
 mod decap;
 mod ecn;
 mod encap;
+#[cfg(feature = "harness")]
 pub mod harness;
 mod neigh;
 mod tunnel;
 pub mod vtep;
 
 pub use config::{
-    ConfigError, Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, UdpCsum, VniConfig,
+    Dscp, Encap, Gateway, GeneveOpt, MAX_REMOTES, NextHop, TunnelConfigError, UdpCsum, VniConfig,
     VtepConfig,
 };
 pub use counters::{TunnelCounter, TunnelCounters};

@@ -1,7 +1,7 @@
 //! The overlay NIC: [`Tunnel`] builds [`TunnelNic`]s over an underlay.
 
 use crate::bridge::Overlay;
-use crate::config::{ConfigError, Encap, MAX_REMOTES, NextHop, VniConfig, VtepConfig};
+use crate::config::{Encap, MAX_REMOTES, NextHop, TunnelConfigError, VniConfig, VtepConfig};
 use crate::counters::{TunnelCounter, TunnelCounters};
 use crate::decap::{self, Control, Decap, Refused, RxConfig};
 use crate::encap::{Template, overhead};
@@ -9,8 +9,8 @@ use crate::neigh;
 use crate::{EcnDecap, decap_ecn};
 use linerate_nic::neigh::{Lookup, NeighborCache, Queued};
 use linerate_nic::{
-    Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, Offloads, PacketBuf, Pool, Readiness,
-    Recorder,
+    Batch, Counter, Counters, Frame, MetaError, Nic, NicCaps, NicError, Offloads, PacketBuf, Pool,
+    Readiness, Recorder,
 };
 use linerate_offload::{Checksum, GsoTunnel, OffloadMeta};
 use std::collections::VecDeque;
@@ -167,9 +167,9 @@ impl Tunnel {
         underlay: N,
         vtep: VtepConfig,
         vni: VniConfig,
-    ) -> Result<TunnelNic, ConfigError> {
+    ) -> Result<TunnelNic, TunnelConfigError> {
         let mut v = Tunnel::many(underlay, vtep, vec![vni])?;
-        v.pop().ok_or(ConfigError::NoVni)
+        v.pop().ok_or(TunnelConfigError::NoVni)
     }
 
     /// One overlay NIC per VNI of `vnis`, in that order, all over `underlay`
@@ -178,35 +178,39 @@ impl Tunnel {
         underlay: N,
         vtep: VtepConfig,
         vnis: Vec<VniConfig>,
-    ) -> Result<Vec<TunnelNic>, ConfigError> {
+    ) -> Result<Vec<TunnelNic>, TunnelConfigError> {
         if vnis.is_empty() {
-            return Err(ConfigError::NoVni);
+            return Err(TunnelConfigError::NoVni);
         }
         let queues = underlay.queues();
         let hlen = overhead(&vtep);
         let mut states = Vec::with_capacity(vnis.len());
         for (i, v) in vnis.iter().enumerate() {
             if vnis.iter().take(i).any(|w| w.vni == v.vni) {
-                return Err(ConfigError::Vni(v.vni));
+                return Err(TunnelConfigError::DuplicateVni { vni: v.vni });
             }
             let fam = vtep.local_ip.is_ipv6();
-            let hop_fam = match v.next_hop {
-                crate::NextHop::Resolve(ip) => ip.is_ipv6() == fam,
-                crate::NextHop::Static(_) => true,
+            let hop = match v.next_hop {
+                crate::NextHop::Resolve(ip) => Some(ip),
+                crate::NextHop::Static(_) => None,
             };
-            if v.remote_ip.is_ipv6() != fam
-                || !hop_fam
-                || v.allowed_sources.iter().any(|a| a.is_ipv6() != fam)
-                || v.remotes.iter().any(|a| a.is_ipv6() != fam)
-                || v.gateway.is_some_and(|g| g.ip.is_ipv6() != fam)
-            {
-                return Err(ConfigError::Family);
+            let mismatch = std::iter::once(v.remote_ip)
+                .chain(hop)
+                .chain(v.allowed_sources.iter().copied())
+                .chain(v.remotes.iter().copied())
+                .chain(v.gateway.map(|g| g.ip))
+                .find(|a| a.is_ipv6() != fam);
+            if let Some(other) = mismatch {
+                return Err(TunnelConfigError::Family {
+                    local: vtep.local_ip,
+                    other,
+                });
             }
             let mut ips = vec![v.remote_ip];
             for r in &v.remotes {
                 if !ips.contains(r) {
                     if ips.len() >= MAX_REMOTES {
-                        return Err(ConfigError::Remotes);
+                        return Err(TunnelConfigError::TooManyRemotes { vni: v.vni });
                     }
                     ips.push(*r);
                 }
@@ -244,8 +248,12 @@ impl Tunnel {
             .first()
             .and_then(|s| s.peers.first())
             .is_some_and(|p| p.template.csum);
-        let caps = overlay_caps(underlay.caps(), hlen, vtep.offloads, &vtep.encap, csum)
-            .ok_or(ConfigError::Mtu)?;
+        let caps = overlay_caps(underlay.caps(), hlen, vtep.offloads, &vtep.encap, csum).ok_or(
+            TunnelConfigError::Mtu {
+                mtu: underlay.caps().mtu,
+                overhead: hlen,
+            },
+        )?;
         let pool = underlay.pool().clone();
         let tx_sg = underlay.tx_sg();
         let vcounters = TunnelCounters::new();
@@ -744,9 +752,7 @@ impl TunnelNic {
             let Some(meta) = meta else {
                 self.counters.add(queue, Counter::TxDroppedInvalid, 1);
                 tcounters.add(TunnelCounter::TxInvalid, 1);
-                err.get_or_insert(NicError::InvalidMeta {
-                    what: "inner frame does not fit the tunnel",
-                });
+                err.get_or_insert(NicError::InvalidMeta(MetaError::EncapOverflow { len }));
                 stop = i;
                 break;
             };

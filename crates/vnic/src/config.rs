@@ -200,6 +200,37 @@ impl Default for PartitionConfig {
     }
 }
 
+/// Why a [`RateLimit`] was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RateError {
+    /// A bit rate with a bucket of 0 bits: nothing could ever be sent.
+    BitRateWithoutBurst,
+    /// A packet rate with a bucket of 0 packets: nothing could ever be sent.
+    PacketRateWithoutBurst,
+    /// Neither a bit nor a packet rate.
+    NoRate,
+}
+
+impl core::fmt::Display for RateError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            RateError::BitRateWithoutBurst => {
+                "a bit rate with a burst of 0 bits: give burst_bits at least one frame's bits \
+                 (RateLimit::bits picks 1 ms of traffic)"
+            }
+            RateError::PacketRateWithoutBurst => {
+                "a packet rate with a burst of 0 packets: give burst_packets at least 1"
+            }
+            RateError::NoRate => {
+                "neither bits_per_sec nor packets_per_sec is set: set one, or give no rate limit"
+            }
+        })
+    }
+}
+
+impl std::error::Error for RateError {}
+
 /// Why a vNIC could not be made.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -221,8 +252,8 @@ pub enum VnicError {
     BadVlan(u16),
     /// A queue count outside 1..=[`MAX_QUEUES`], or an RSS steering for another count.
     BadQueues(u16),
-    /// A rate limit with a zero burst for a non-zero rate.
-    BadRate(&'static str),
+    /// A rate limit that cannot work.
+    BadRate(RateError),
     /// A filter rule refused.
     Filter(FilterError),
     /// A ring of no frames.
@@ -261,7 +292,7 @@ impl core::fmt::Display for VnicError {
                     "{q} queues: a vNIC has 1 to {MAX_QUEUES}, and its RSS as many"
                 )
             }
-            VnicError::BadRate(what) => write!(f, "rate limit: {what}"),
+            VnicError::BadRate(e) => write!(f, "rate limit: {e}"),
             VnicError::Filter(e) => write!(f, "filter: {e}"),
             VnicError::BadRing => write!(f, "a receive ring must hold at least one frame"),
             VnicError::TunnelMacInUse { vni, mac: m } => write!(
@@ -278,6 +309,7 @@ impl std::error::Error for VnicError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             VnicError::Filter(e) => Some(e),
+            VnicError::BadRate(e) => Some(e),
             VnicError::Rss(e) => Some(e),
             _ => None,
         }

@@ -53,8 +53,8 @@ mod vlan;
 mod vnic;
 
 pub use config::{
-    Exceed, MAX_QUEUES, MAX_VID, MAX_VNICS, PartitionConfig, RateLimit, SwitchMode, VlanMode,
-    VnicConfig, VnicError,
+    Exceed, MAX_QUEUES, MAX_VID, MAX_VNICS, PartitionConfig, RateError, RateLimit, SwitchMode,
+    VlanMode, VnicConfig, VnicError,
 };
 pub use partition::Partition;
 pub use vnic::Vnic;

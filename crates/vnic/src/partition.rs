@@ -1,8 +1,8 @@
 //! The partition: one backend, its vNICs, and the receive side of the data path.
 
 use crate::config::{
-    Exceed, MAX_QUEUES, MAX_VID, MAX_VNICS, PartitionConfig, RateLimit, SwitchMode, VlanMode,
-    VnicConfig, VnicError,
+    Exceed, MAX_QUEUES, MAX_VID, MAX_VNICS, PartitionConfig, RateError, RateLimit, SwitchMode,
+    VlanMode, VnicConfig, VnicError,
 };
 use crate::filter::{Action, FilterError, Filters, FlowKey, Verdict};
 use crate::rate::Limiter;
@@ -133,8 +133,11 @@ impl<N: Nic> Partition<N> {
             if let Action::Steer(q) = r.action
                 && q >= cfg.queues
             {
-                let e = format!("rule {i}: steers to queue {q} of {}", cfg.queues);
-                return Err(VnicError::Filter(FilterError(e)));
+                return Err(VnicError::Filter(FilterError::NoSuchQueue {
+                    rule: i,
+                    queue: q,
+                    queues: cfg.queues,
+                }));
             }
         }
         let rx_filters = Filters::new(cfg.rx_filters.clone())?;
@@ -494,17 +497,13 @@ fn validate(cfg: &VnicConfig) -> Result<Vec<u16>, VnicError> {
     }
     for r in [&cfg.tx_rate, &cfg.rx_rate].into_iter().flatten() {
         if r.bits_per_sec > 0 && r.burst_bits == 0 {
-            return Err(VnicError::BadRate(
-                "a bit rate needs a burst of at least one bit",
-            ));
+            return Err(VnicError::BadRate(RateError::BitRateWithoutBurst));
         }
         if r.packets_per_sec > 0 && r.burst_packets == 0 {
-            return Err(VnicError::BadRate(
-                "a packet rate needs a burst of at least one packet",
-            ));
+            return Err(VnicError::BadRate(RateError::PacketRateWithoutBurst));
         }
         if r.bits_per_sec == 0 && r.packets_per_sec == 0 {
-            return Err(VnicError::BadRate("neither a bit nor a packet rate"));
+            return Err(VnicError::BadRate(RateError::NoRate));
         }
     }
     let check = |v: u16| {

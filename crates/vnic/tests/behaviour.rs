@@ -13,8 +13,9 @@ use linerate_nic::memory::{self, Clock, PairConfig};
 use linerate_nic::{Batch, Counter, Frame, MemNic, Nic, NicCaps, Shim, ShimConfig};
 use linerate_offload::{Gso, GsoType, OffloadMeta};
 use linerate_rss::{FlowTuple, HashConfig, IndirectionTable, RssKey, Steering};
+use linerate_vnic::filter::FilterError;
 use linerate_vnic::{
-    Partition, PartitionConfig, SwitchMode, VlanMode, Vnic, VnicConfig, VnicError,
+    Partition, PartitionConfig, RateError, SwitchMode, VlanMode, Vnic, VnicConfig, VnicError,
 };
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use std::net::Ipv4Addr;
@@ -424,7 +425,10 @@ fn configurations_are_checked() {
         }),
         ..VnicConfig::new(A)
     };
-    assert!(matches!(bad(cfg), Some(VnicError::BadRate(_))));
+    assert!(matches!(
+        bad(cfg),
+        Some(VnicError::BadRate(RateError::BitRateWithoutBurst))
+    ));
     // 256 and no more.
     let vnics: Vec<Vnic<MemNic>> = (0..256u16)
         .map(|i| {
@@ -618,7 +622,14 @@ fn filters_drop_steer_and_count_per_vnic() {
         ..VnicConfig::new(B)
     });
     assert!(
-        matches!(bad.as_ref().err(), Some(VnicError::Filter(_))),
+        matches!(
+            bad.as_ref().err(),
+            Some(VnicError::Filter(FilterError::NoSuchQueue {
+                rule: 0,
+                queue: 1,
+                queues: 1
+            }))
+        ),
         "{:?}",
         bad.err()
     );

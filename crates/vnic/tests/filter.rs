@@ -7,7 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use linerate_vnic::filter::{
-    Action, Filters, FlowKey, IpPrefix, Level, Match, PortRange, Rule, Verdict, naive,
+    Action, FilterError, Filters, FlowKey, IpPrefix, Level, Match, PortRange, Rule, Side, Verdict,
+    naive,
 };
 use linerate_wire::build::{FrameBuilder, Ip, L4};
 use proptest::prelude::*;
@@ -515,38 +516,72 @@ fn a_range_is_covered_exactly() {
     }
 }
 
-/// Rules the classifier cannot honour are refused with a reason.
+/// Rules the classifier cannot honour are refused with a typed reason naming
+/// the rule and the value at fault.
 #[test]
 fn bad_rules_are_refused() {
+    let long4 = IpPrefix {
+        addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        len: 33,
+    };
+    let long6 = IpPrefix {
+        addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
+        len: 129,
+    };
+    let empty = PortRange { lo: 9, hi: 8 };
     let bad = [
-        Match {
-            src_ip: Some(IpPrefix {
-                addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                len: 33,
-            }),
-            ..Match::default()
-        },
-        Match {
-            dst_ip: Some(IpPrefix {
-                addr: IpAddr::V6(Ipv6Addr::LOCALHOST),
-                len: 129,
-            }),
-            ..Match::default()
-        },
-        Match {
-            vlan: Some(4096),
-            ..Match::default()
-        },
-        Match {
-            vni: Some(1 << 24),
-            ..Match::default()
-        },
-        Match {
-            dst_port: Some(PortRange { lo: 9, hi: 8 }),
-            ..Match::default()
-        },
+        (
+            Match {
+                src_ip: Some(long4),
+                ..Match::default()
+            },
+            FilterError::PrefixTooLong {
+                rule: 1,
+                side: Side::Source,
+                prefix: long4,
+            },
+        ),
+        (
+            Match {
+                dst_ip: Some(long6),
+                ..Match::default()
+            },
+            FilterError::PrefixTooLong {
+                rule: 1,
+                side: Side::Destination,
+                prefix: long6,
+            },
+        ),
+        (
+            Match {
+                vlan: Some(4096),
+                ..Match::default()
+            },
+            FilterError::VlanTooLarge { rule: 1, vid: 4096 },
+        ),
+        (
+            Match {
+                vni: Some(1 << 24),
+                ..Match::default()
+            },
+            FilterError::VniTooLarge {
+                rule: 1,
+                vni: 1 << 24,
+            },
+        ),
+        (
+            Match {
+                dst_port: Some(empty),
+                ..Match::default()
+            },
+            FilterError::EmptyPortRange {
+                rule: 1,
+                side: Side::Destination,
+                range: empty,
+            },
+        ),
     ];
-    for m in bad {
+    for (m, want) in bad {
         let r = Filters::new(vec![
             Rule {
                 when: Match::default(),
@@ -558,7 +593,13 @@ fn bad_rules_are_refused() {
             },
         ]);
         let e = r.expect_err("refused");
-        assert!(e.to_string().starts_with("rule 1:"), "{e}");
+        assert_eq!(e, want);
+        // The message names the rule and says what to use instead.
+        let text = e.to_string();
+        assert!(
+            text.starts_with("rule 1:") && text.contains("use"),
+            "{text}"
+        );
     }
 }
 

@@ -53,6 +53,7 @@ pub mod vxlan;
 pub mod build;
 pub mod layout;
 
+#[cfg(feature = "harness")]
 #[doc(hidden)]
 pub mod harness;
 

@@ -83,9 +83,10 @@ impl Stack {
 /// twice that. A window of MSS frames (a 512 KiB window is 362 of them) is
 /// taken from the pool before any comes back, and a magazine smaller than that
 /// runs empty and full again every window, each time through the depot's
-/// lock a batch at a time: with 32 (a magazine of 64) the slow paths cost
-/// about 2 % of the bulk transfer's CPU with software offloads and with
-/// offloads off alike. The price is what one thread can hold back from the
+/// lock a batch at a time: with 32 (a magazine of 64) the refills and spills
+/// show in a profile of the bulk transfer with software offloads and with
+/// offloads off alike (`cargo run --release --example offload_report -- --only
+/// linerate-on --write 65536`). The price is what one thread can hold back from the
 /// others: twice the batch, and never more than `max_free` allows.
 const MAX_BATCH: usize = 256;
 
@@ -538,8 +539,8 @@ impl Pool {
     ///
     /// For a frame made in place (software GSO's segment heads): a buffer from
     /// [`Pool::alloc`] is assembled on the stack and moved into the frame by
-    /// wide loads of narrow stores, which stall on store forwarding (a third
-    /// of the time software GSO spent lending each segment's head, in perf).
+    /// wide loads of narrow stores, which stall on store forwarding (perf of
+    /// `cargo bench --bench gso -- sg-frames` shows it on each segment's head).
     /// Checking `buf` in release builds stalls the same way: its fields were
     /// just written by overlapping stores.
     #[inline]

@@ -274,8 +274,8 @@ impl Frag {
     ///
     /// Always inlined: made out of line, its result comes back through memory
     /// as three narrow stores that the caller reads as one 16-byte load, which
-    /// waits on store forwarding (half the time software GSO spent committing
-    /// each segment, in perf).
+    /// waits on store forwarding (perf of `cargo bench --bench gso --
+    /// sg-frames` shows it on each segment's commit).
     #[inline(always)]
     pub fn new(buf: SharedBuf, off: usize, len: usize) -> Option<Frag> {
         let end = off.checked_add(len)?;

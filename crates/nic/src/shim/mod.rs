@@ -104,8 +104,9 @@ use crate::buf::{Frag, PacketBuf, Pool, PoolConfig, SharedBuf};
 use crate::caps::{NicCaps, Offloads, RssCaps};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
+use crate::error::{NicConfigError, NicError};
 use crate::frame::{Batch, Frags, Frame};
-use crate::nic::{Nic, NicError, check_queue};
+use crate::nic::{Nic, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::Recorder;
 use linerate_offload::gro::{ChainSink, Gro, GroConfig, GroSink};
@@ -310,8 +311,9 @@ impl<N: Nic> Shim<N> {
     ///
     /// # Errors
     ///
-    /// [`NicError::Config`] if software RSS is needed and the default steering
-    /// cannot be built for the queue count, or `cfg.steering` has a different
+    /// [`NicError::Config`]: [`NicConfigError::Rss`] if software RSS is needed
+    /// and the default steering cannot be built for the queue count,
+    /// [`NicConfigError::SteeringQueues`] if `cfg.steering` has a different
     /// queue count than presented.
     pub fn new(backend: N, cfg: ShimConfig) -> Result<Shim<N>, NicError> {
         let bcaps = *backend.caps();
@@ -331,7 +333,7 @@ impl<N: Nic> Shim<N> {
                 // bytes is of the flow GRO sees.
                 None => Arc::new(Steering::new(
                     &RssKey::MICROSOFT,
-                    IndirectionTable::new(presented).map_err(NicError::Config)?,
+                    IndirectionTable::new(presented)?,
                     HashConfig {
                         layout: cfg.gro_config.layout,
                         ..HashConfig::default()
@@ -339,9 +341,11 @@ impl<N: Nic> Shim<N> {
                 )),
             };
             if s.queues() != presented {
-                return Err(NicError::InvalidMeta {
-                    what: "the steering's queue count differs from the presented queues",
-                });
+                return Err(NicConfigError::SteeringQueues {
+                    steering: s.queues(),
+                    presented,
+                }
+                .into());
             }
             Some(s)
         } else {
@@ -530,7 +534,7 @@ impl<N: Nic> Shim<N> {
                 Err(e) => {
                     // Segments of a frame that failed part-way are not sent.
                     q.pending.truncate(first);
-                    return Err((gso_error(e), Counter::TxDroppedInvalid));
+                    return Err((e.into(), Counter::TxDroppedInvalid));
                 }
             };
             if !self.tx_sg {
@@ -549,12 +553,8 @@ impl<N: Nic> Shim<N> {
         }
         if matches!(frame.meta.csum, Checksum::Partial { .. }) && !b.tx_csum && self.soft.tx_csum {
             let meta = frame.meta;
-            let done = csum::complete(frame.bytes_mut(), &meta).map_err(|e| {
-                (
-                    NicError::Malformed(csum_error(e)),
-                    Counter::TxDroppedInvalid,
-                )
-            })?;
+            let done = csum::complete(frame.bytes_mut(), &meta)
+                .map_err(|e| (NicError::from(e), Counter::TxDroppedInvalid))?;
             frame.meta.csum = done;
             tally.add(Counter::CsumCompleted, 1);
         }
@@ -831,37 +831,6 @@ impl HeaderSink for SgSink<'_, '_> {
             // its headers are in the payload, and a head must hold them.
             f.linearize();
         }
-    }
-}
-
-/// A segmentation failure as a NIC error.
-fn gso_error(e: GsoError) -> NicError {
-    match e {
-        GsoError::Layout(w) => NicError::Malformed(w),
-        GsoError::KindMismatch { .. } => NicError::InvalidMeta {
-            what: "segmentation kind does not match the headers",
-        },
-        GsoError::TunnelMismatch { .. } => NicError::InvalidMeta {
-            what: "segmentation tunnel does not match the headers",
-        },
-        GsoError::Fragment => NicError::InvalidMeta {
-            what: "an IP fragment cannot be segmented",
-        },
-        GsoError::LengthMismatch { .. } => NicError::InvalidMeta {
-            what: "a length field disagrees with the frame",
-        },
-        GsoError::Checksum(e) => NicError::Malformed(csum_error(e)),
-        _ => NicError::InvalidMeta {
-            what: "the super-frame cannot be segmented",
-        },
-    }
-}
-
-/// A checksum failure as a wire error.
-fn csum_error(e: csum::CsumError) -> linerate_wire::Error {
-    match e {
-        csum::CsumError::Layout(w) => w,
-        _ => linerate_wire::Error::truncated(linerate_wire::Layer::Ethernet, 0, 0),
     }
 }
 

@@ -362,8 +362,8 @@ fn backend_offloads_are_used_not_redone() {
 /// A backend with TSO but not TSO inside tunnels (a TAP whose kernel lacks
 /// `TUN_F_UDP_TUNNEL_GSO`): the shim presents tunnel TSO and segments tunnel
 /// super-frames itself, while plain ones go to the backend whole. The shim
-/// used to refuse the tunnel ones (`Unsupported(Gso)`): neither side "had" it,
-/// since TSO was the backend's and the tunnel flag the shim's.
+/// must not refuse the tunnel ones (`Unsupported(Gso)`) for neither side
+/// "having" it, TSO being the backend's and the tunnel flag the shim's.
 #[test]
 fn tunnel_super_frames_are_segmented_here_when_the_backend_has_only_plain_tso() {
     let caps = NicCaps {
@@ -431,6 +431,51 @@ fn super_frames_are_resegmented_for_a_stack_without_lro() {
         joined.extend(inner_payload(f.bytes()));
     }
     assert_eq!(joined, data);
+}
+
+/// A super-frame software GSO cannot cut is refused with the segmenter's
+/// own error, its figures kept (here: bytes after the IP packet).
+#[test]
+fn a_gso_refusal_keeps_the_segmenters_error() {
+    let (a, _b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let mut a = Shim::new(a, ShimConfig::all()).unwrap();
+    let (mut frame, meta) = super_frame(Tun::None, false, &payload(3000, 1), 1460);
+    let ip_end = frame.len();
+    frame.extend_from_slice(&[0; 10]);
+    let mut batch = Batch::new();
+    batch.push(Frame::new(a.pool().alloc_from(&frame), meta));
+    let e = a.transmit(0, &mut batch).unwrap_err();
+    match e {
+        NicError::Gso(linerate_offload::GsoError::LengthMismatch {
+            declared, actual, ..
+        }) => assert_eq!((declared, actual), (ip_end, frame.len())),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(a.counters().total(Counter::TxDroppedInvalid), 1);
+}
+
+/// A steering for another queue count than the shim presents is refused with
+/// both counts.
+#[test]
+fn a_steering_of_the_wrong_size_is_refused() {
+    let (_a, b) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+    let steering = Steering::new(
+        &RssKey::MICROSOFT,
+        IndirectionTable::new(2).unwrap(),
+        HashConfig::default(),
+    );
+    let cfg = ShimConfig {
+        queues: 4,
+        steering: Some(Arc::new(steering)),
+        ..ShimConfig::all()
+    };
+    match Shim::new(b, cfg) {
+        Err(NicError::Config(NicConfigError::SteeringQueues {
+            steering: 2,
+            presented: 4,
+        })) => {}
+        other => panic!("{:?}", other.err()),
+    }
 }
 
 #[test]

@@ -48,8 +48,9 @@ use crate::buf::{Pool, PoolConfig};
 use crate::caps::{NicCaps, Offloads};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
+use crate::error::{NicConfigError, NicError, check_ifname};
 use crate::frame::{Batch, Frame};
-use crate::nic::{Nic, NicError, check_queue};
+use crate::nic::{Nic, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::{Direction, Record, Recorder};
 use crate::sys;
@@ -228,14 +229,9 @@ impl core::fmt::Debug for Tap {
     }
 }
 
-fn ifreq(name: &str, flags: libc::c_short) -> io::Result<libc::ifreq> {
+fn ifreq(name: &str, flags: libc::c_short) -> Result<libc::ifreq, NicConfigError> {
+    check_ifname(name)?;
     let bytes = name.as_bytes();
-    if bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("interface name {name:?}: at most 15 bytes, no NUL"),
-        ));
-    }
     // An all-zero ifreq is valid: a NUL name and a zero union.
     let mut req = libc::ifreq {
         ifr_name: [0; libc::IFNAMSIZ],
@@ -332,7 +328,15 @@ impl Tap {
         for _ in 0..queues {
             let fd = sys::open_rw_nonblock(c"/dev/net/tun")?;
             let mut req = ifreq(&name, flags)?;
-            sys::ioctl_ptr(&fd, libc::TUNSETIFF, &mut req)?;
+            sys::ioctl_ptr(&fd, libc::TUNSETIFF, &mut req).map_err(|error| {
+                match error.raw_os_error() {
+                    Some(libc::EPERM | libc::EACCES) => NicError::PermissionDenied {
+                        what: "creating a TAP interface (TUNSETIFF)",
+                        error,
+                    },
+                    _ => NicError::Io(error),
+                }
+            })?;
             name = name_of(&req);
             set_hdr_len(&fd, HdrLen::V1)?;
             let mut le: libc::c_int = 1;
@@ -597,6 +601,12 @@ impl Tap {
                 },
                 Counter::TxDroppedInvalid,
             )),
+            // The link is down (the kernel's tun driver refuses writes to
+            // a device that is not up): dropped and counted, not fatal.
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => Err(WriteFail::Refused(
+                NicError::LinkDown,
+                Counter::TxDroppedLinkDown,
+            )),
             Err(e) => Err(WriteFail::Refused(
                 NicError::Io(e),
                 Counter::TxDroppedInvalid,
@@ -625,6 +635,8 @@ impl Nic for Tap {
             let n = match sys::read(fd, area) {
                 Ok(Some(n)) => n,
                 Ok(None) => break,
+                // Nothing to read from a device that is down.
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
                 Err(e) => {
                     result = Err(NicError::Io(e));
                     break;

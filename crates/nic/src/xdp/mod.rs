@@ -60,7 +60,9 @@
 //! Without root (`CAP_NET_RAW`, `CAP_NET_ADMIN`, `CAP_BPF`):
 //! [`NicError::PermissionDenied`]. A queue the interface lacks (`ethtool -l`):
 //! [`NicError::NoQueue`] before anything is allocated. No such interface in the
-//! calling thread's network namespace: [`NicError::Io`] of kind `NotFound`.
+//! calling thread's network namespace: [`NicError::Io`] of kind `NotFound`. A
+//! ring or frame size or an interface name that cannot work:
+//! [`NicError::Config`], before anything is allocated.
 
 mod queue;
 mod sys;
@@ -69,8 +71,9 @@ use crate::buf::{Pool, PoolConfig};
 use crate::caps::{NicCaps, Offloads};
 use crate::check::check_tx;
 use crate::counters::{Counter, Counters, Tally, count};
+use crate::error::{NicConfigError, NicError, check_ifname};
 use crate::frame::{Batch, Frame};
-use crate::nic::{Nic, NicError, check_queue};
+use crate::nic::{Nic, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::{Direction, Record, Recorder};
 use queue::{OpenError, Sizes, XskQueue};
@@ -192,10 +195,6 @@ impl core::fmt::Debug for Xdp {
     }
 }
 
-fn invalid(what: String) -> NicError {
-    NicError::Io(io::Error::new(io::ErrorKind::InvalidInput, what))
-}
-
 /// `EPERM`/`EACCES` become [`NicError::PermissionDenied`].
 fn os_error(what: &'static str, error: io::Error) -> NicError {
     match error.raw_os_error() {
@@ -208,19 +207,22 @@ fn open_error(e: OpenError) -> NicError {
     match e {
         OpenError::Umem(e) => os_error("creating an AF_XDP UMEM", e),
         OpenError::Socket(e) => os_error("binding an AF_XDP socket", e),
-        OpenError::Config(what) => invalid(what),
+        OpenError::Config(e) => NicError::Config(e),
     }
 }
 
 impl Xdp {
     /// Opens `cfg.queues` queues of `cfg.interface` (see the module docs).
     pub fn open(cfg: &XdpConfig) -> Result<Xdp, NicError> {
-        let ring = QueueSize::new(cfg.ring_size).map_err(|e| invalid(e.to_string()))?;
+        check_ifname(&cfg.interface)?;
+        let ring = QueueSize::new(cfg.ring_size).map_err(|_| NicConfigError::RingSize {
+            size: cfg.ring_size,
+        })?;
         if cfg.frame_size < 2048 || !cfg.frame_size.is_power_of_two() {
-            return Err(invalid(format!(
-                "UMEM frame size {}: a power of two, at least 2048",
-                cfg.frame_size
-            )));
+            return Err(NicConfigError::FrameSize {
+                size: cfg.frame_size,
+            }
+            .into());
         }
         let queues = cfg.queues.max(1);
         // Before anything is allocated: the interface and its queues.
@@ -242,7 +244,9 @@ impl Xdp {
         let name: Interface = cfg
             .interface
             .parse()
-            .map_err(|_| invalid(format!("interface name {:?}", cfg.interface)))?;
+            .map_err(|_| NicConfigError::InterfaceName {
+                name: cfg.interface.clone(),
+            })?;
         let mut bind = match cfg.bind {
             XdpBind::Copy => BindFlags::XDP_COPY,
             XdpBind::ZeroCopy => BindFlags::XDP_ZEROCOPY,
@@ -507,13 +511,19 @@ mod tests {
             ring_size: 1000,
             ..XdpConfig::new("lo")
         };
-        assert_eq!(kind(Xdp::open(&bad_ring)), io::ErrorKind::InvalidInput);
+        assert!(matches!(
+            Xdp::open(&bad_ring),
+            Err(NicError::Config(NicConfigError::RingSize { size: 1000 }))
+        ));
         for frame_size in [1024, 3000] {
             let bad_frame = XdpConfig {
                 frame_size,
                 ..XdpConfig::new("lo")
             };
-            assert_eq!(kind(Xdp::open(&bad_frame)), io::ErrorKind::InvalidInput);
+            assert!(matches!(
+                Xdp::open(&bad_frame),
+                Err(NicError::Config(NicConfigError::FrameSize { size })) if size == frame_size
+            ));
         }
     }
 
@@ -522,7 +532,10 @@ mod tests {
         let cfg = XdpConfig::new("lrnoSuchIf0");
         assert_eq!(kind(Xdp::open(&cfg)), io::ErrorKind::NotFound);
         let cfg = XdpConfig::new("a-name-longer-than-15");
-        assert_eq!(kind(Xdp::open(&cfg)), io::ErrorKind::InvalidInput);
+        assert!(matches!(
+            Xdp::open(&cfg),
+            Err(NicError::Config(NicConfigError::InterfaceName { name })) if name == cfg.interface
+        ));
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! descriptor here comes from this queue's [`Umem::new`], and each one is, at any
 //! moment, in exactly one place (a ring, `free`, or a local of one call).
 
+use crate::error::NicConfigError;
 use crate::frame::Frame;
 use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
@@ -35,7 +36,7 @@ pub(crate) enum OpenError {
     /// Socket creation or bind failed (`xsk_socket__create`, XDP attach).
     Socket(std::io::Error),
     /// A configuration value xsk-rs refused.
-    Config(String),
+    Config(NicConfigError),
 }
 
 fn io_of(e: &(dyn std::error::Error + 'static), what: &str) -> std::io::Error {
@@ -100,22 +101,22 @@ impl XskQueue {
         socket: SocketConfig,
         need_wakeup: bool,
     ) -> Result<XskQueue, OpenError> {
-        let ring = xsk_rs::config::QueueSize::new(sizes.ring)
-            .map_err(|e| OpenError::Config(e.to_string()))?;
-        let frame = xsk_rs::config::FrameSize::new(sizes.frame)
-            .map_err(|e| OpenError::Config(e.to_string()))?;
+        let bad_ring = || OpenError::Config(NicConfigError::RingSize { size: sizes.ring });
+        let bad_frame = || OpenError::Config(NicConfigError::FrameSize { size: sizes.frame });
+        let ring = xsk_rs::config::QueueSize::new(sizes.ring).map_err(|_| bad_ring())?;
+        let frame = xsk_rs::config::FrameSize::new(sizes.frame).map_err(|_| bad_frame())?;
         let umem_cfg = UmemConfig::builder()
             .frame_size(frame)
             .fill_queue_size(ring)
             .comp_queue_size(ring)
             .build()
-            .map_err(|e| OpenError::Config(e.to_string()))?;
+            .map_err(|_| bad_frame())?;
         let room = umem_cfg.mtu() as usize;
         let count = sizes
             .ring
             .checked_mul(2)
             .and_then(core::num::NonZeroU32::new)
-            .ok_or_else(|| OpenError::Config(format!("ring size {}", sizes.ring)))?;
+            .ok_or_else(bad_ring)?;
         let (umem, mut descs) =
             Umem::new(umem_cfg, count, false).map_err(|e| OpenError::Umem(io_of(&e, "UMEM")))?;
         // SAFETY: this UMEM is not shared: no socket is bound to this interface
@@ -124,9 +125,7 @@ impl XskQueue {
         #[allow(unsafe_code)]
         let (tx, rx, rings) = unsafe { Socket::new(socket, &umem, interface, queue) }
             .map_err(|e| OpenError::Socket(io_of(&e, "AF_XDP socket")))?;
-        let (mut fill, comp) = rings.ok_or_else(|| {
-            OpenError::Config("libxdp handed back no fill and completion rings".to_owned())
-        })?;
+        let (mut fill, comp) = rings.ok_or(OpenError::Config(NicConfigError::SharedUmem))?;
         let free = descs.split_off(sizes.ring as usize);
         // SAFETY: the receive half of this UMEM's descriptors, handed to the
         // kernel once; they come back through the rx ring.

@@ -42,13 +42,8 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 
 /// A `struct ifreq` naming `name`, the union zeroed.
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    crate::error::check_ifname(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("interface name {name:?}: 1 to 15 bytes, no NUL"),
-        ));
-    }
     let mut req = libc::ifreq {
         ifr_name: [0; libc::IFNAMSIZ],
         ifr_ifru: libc::__c_anonymous_ifr_ifru { ifru_mtu: 0 },

@@ -262,8 +262,8 @@ impl<P: AsRef<[u8]> + Clone> Table<P> {
     /// segments (the second decides the IP ID mode the fast path checks), if
     /// it has none yet. From the second on, not the third: a bulk flow's runs
     /// end at every receive batch's end, and each segment taken before the
-    /// template is a full walk (those walks were 3 % of the software-offload
-    /// bulk cell's time, perf).
+    /// template is a full walk (visible in a profile of the software-offload
+    /// bulk cell, `offload_report -- --only linerate-on`).
     #[inline]
     pub(super) fn template(&mut self, slot: usize) {
         if let (Some(run), Some(t)) = (self.runs.get(slot), self.fast.get_mut(slot))

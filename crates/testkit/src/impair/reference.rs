@@ -15,7 +15,7 @@ use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// [`super::linerate`] with a kernel socket in its own namespace and TAP in
+/// `super::linerate` (feature `rt`) with a kernel socket in its own namespace and TAP in
 /// place of linerate's engine: the kernel facing linerate ("K", at
 /// [`KERNEL_IP`], with `cfg.kernel`'s options) is wrapped exactly as in the
 /// linerate run, so the same frames of K meet the same draws. Root only.

@@ -14,7 +14,7 @@ use linerate_nic::Nic;
 use linerate_nic::pcap::PcapRecorder;
 use linerate_nic::tap::Tap;
 use linerate_rt::Driver;
-use linerate_toe::{Config, Engine, Error, Instant, SocketHandle, TcpState};
+use linerate_toe::{Config, Engine, Instant, RecvError, SendError, SocketHandle, TcpState};
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -198,7 +198,7 @@ fn to_linerate(
             match h.engine().tcp_recv(s, &mut buf) {
                 Ok(0) => break 'recv std::time::Instant::now(),
                 Ok(n) => d.update(buf.get(..n).unwrap_or_default()),
-                Err(Error::WouldBlock) => break,
+                Err(RecvError::WouldBlock) => break,
                 Err(e) => return Err(io::Error::other(format!("recv after {} bytes: {e}", d.len))),
             }
         }
@@ -261,7 +261,7 @@ fn from_linerate(
                 .tcp_send(c, buf.get(off..filled).unwrap_or_default())
             {
                 Ok(n) => off += n,
-                Err(Error::WouldBlock) => break,
+                Err(SendError::WouldBlock) => break,
                 Err(e) => return Err(io::Error::other(format!("send: {e}"))),
             }
         }

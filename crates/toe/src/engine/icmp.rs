@@ -29,7 +29,7 @@
 //!
 //! Port and protocol unreachable (ICMPv4 codes 3 and 2, ICMPv6 code 4) are hard
 //! errors (RFC 1122 section 4.2.3.9). A connection in SYN-SENT fails with
-//! [`Error::ConnectionRefused`](super::Error::ConnectionRefused), as Linux does
+//! [`ConnectionError::Refused`](super::ConnectionError::Refused), as Linux does
 //! (the one case RFC 5461 section 2.1 describes every stack agreeing on). In the
 //! synchronized states hard errors are treated as soft, as RFC 5461 section 2.1
 //! and RFC 1122's advice against aborting on transient conditions lead Linux

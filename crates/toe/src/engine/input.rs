@@ -98,8 +98,8 @@ impl Engine {
         // Each frame processed where it lies in the batch, a buffer kept by
         // a connection taken out of it, and the rest dropped together at the
         // end, in the same order as one by one (nothing takes a buffer from
-        // a pool meanwhile): moved out of the batch first, each frame was
-        // copied through the stack (perf, every frame received).
+        // a pool meanwhile). Moving a frame out of the batch would copy it
+        // through the stack.
         for f in batch.iter_mut() {
             if !f.frags.is_empty() {
                 if self.handle_chained(now, f) {

@@ -2,7 +2,7 @@
 //! buffer storage, and the tables and queues around them.
 //!
 //! Buffers hold storage only while they hold data (see
-//! [`Ring`](crate::tcp::ring::Ring) and [`SendBuf`](crate::tcp::sendbuf::SendBuf)),
+//! `tcp::ring::Ring` and `tcp::sendbuf::SendBuf`),
 //! so an idle established connection costs its slot and its table entries.
 
 use super::{Engine, Slot};
@@ -71,7 +71,8 @@ impl Engine {
                 .flatten()
                 .map(|l| l.ready.capacity() * size_of::<(usize, u32)>())
                 .sum::<usize>()
-            + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>();
+            + (self.ready.capacity() + self.free.capacity()) * size_of::<usize>()
+            + self.events.bytes();
         let time_wait = self.time_wait.len();
         MemoryUsage {
             connections: connections + time_wait,
@@ -92,5 +93,40 @@ impl Engine {
     /// grows with the connections, so lookups stay O(1) at any count.
     pub fn table_load(&self) -> (usize, usize) {
         (self.by_tuple.len(), self.by_tuple.capacity())
+    }
+}
+
+/// Connections whose handles were given up ([`Engine::tcp_close`]) and that
+/// still have data or a FIN the peer has not acknowledged: what a runtime
+/// waits for before it stops ([`Engine::closing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Closing {
+    /// Such connections.
+    pub connections: usize,
+    /// Bytes they hold that the peer has not acknowledged.
+    pub bytes: usize,
+}
+
+impl Engine {
+    /// The connections the engine is still closing on its own (their handles
+    /// given up, data or FIN unacknowledged). Walks every slot: O(connections),
+    /// for a runtime that is stopping.
+    pub fn closing(&self) -> Closing {
+        let mut c = Closing::default();
+        for conn in self.slots.iter().filter_map(|s| s.conn.as_ref()) {
+            if conn.app_closed && conn.close_reason().is_none() && !conn.fin_acked() {
+                c.connections += 1;
+                c.bytes += conn.tx.len();
+            }
+        }
+        c
+    }
+
+    /// Whether everything sent on `h`, its FIN included, was acknowledged
+    /// (FIN-WAIT-2, TIME-WAIT, or closed in order). False while data or the
+    /// FIN waits, or before the application shut the sending side.
+    pub fn tcp_fin_acked(&self, h: crate::SocketHandle) -> Result<bool, super::InvalidHandle> {
+        let c = self.handle_conn(h)?;
+        Ok(c.fin_acked())
     }
 }

@@ -16,6 +16,8 @@
 //! a super-segment's worth of data per visit.
 
 mod announce;
+mod error;
+mod events;
 pub(crate) mod flow_hash;
 mod icmp;
 mod input;
@@ -29,11 +31,16 @@ mod timers;
 mod tuples;
 mod udp;
 
-pub use memory::MemoryUsage;
+pub use events::Event;
+pub use memory::{Closing, MemoryUsage};
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
 
-pub use socket::{Error, ListenerHandle, Readiness, SocketHandle, TcpInfo};
+pub use error::{
+    AcceptError, ConnectError, ConnectionError, EPHEMERAL_PORTS, InvalidHandle, ListenError,
+    RecvError, SendError, UdpBindError, UdpRecvError, UdpSendError,
+};
+pub use socket::{ListenerHandle, Readiness, SocketHandle, TcpInfo};
 pub use udp::{MAX_UDP_SEGMENTS, UdpHandle, UdpInfo};
 
 use crate::config::{Config, ConfigError};
@@ -64,6 +71,8 @@ struct Slot {
     accept: bool,
     /// The connection's header template (`template`), for its next hop.
     tmpl: template::TxTemplate,
+    /// Its place in the event queue and the readiness last reported.
+    ev: events::EventState,
 }
 
 /// A listening port.
@@ -82,11 +91,13 @@ struct Listener {
     /// Until when returning ACKs are checked for SYN cookies (set when one is
     /// sent, for as long as a cookie stays valid).
     cookies_until: Option<Instant>,
+    /// Its place in the event queue and the readiness last reported.
+    ev: events::EventState,
 }
 
 /// The connection engine for one interface. See the [crate docs](crate).
 #[derive(Debug)]
-#[cfg_attr(feature = "sim", derive(Clone))]
+#[cfg_attr(feature = "harness", derive(Clone))]
 pub struct Engine {
     cfg: Config,
     rng: Rng,
@@ -129,6 +140,8 @@ pub struct Engine {
     /// A connection whose timer is rescheduled when the receive call returns
     /// rather than after each of its segments (see `after_input_event`).
     deferred_timer: Option<usize>,
+    /// Sockets that changed, for [`Engine::poll_event`].
+    events: events::EventQueue,
 }
 
 impl Engine {
@@ -205,6 +218,7 @@ impl Engine {
             rx_owned: None,
             adopted: None,
             deferred_timer: None,
+            events: events::EventQueue::default(),
         }
     }
 
@@ -234,6 +248,7 @@ impl Engine {
         while let Some(idx) = self.timers.pop_due(now) {
             if let Some(conn) = self.slots.get_mut(idx).and_then(|s| s.conn.as_mut()) {
                 conn.on_timeout(now, &mut self.counters);
+                self.tcp_changed(idx);
                 self.after_event(idx);
                 self.mark_ready(idx);
             }
@@ -368,6 +383,10 @@ impl Engine {
             self.adopted = Some((idx, slot.generation));
         }
         let after = conn.asm.held();
+        if !slot.ev.queued {
+            slot.ev.queued = true;
+            self.events.push_tcp(idx);
+        }
         self.ofo_held = (self.ofo_held + after).saturating_sub(before);
         rst
     }
@@ -457,6 +476,7 @@ impl Engine {
                     queued: false,
                     accept: false,
                     tmpl: template::TxTemplate::EMPTY,
+                    ev: events::EventState::NEW,
                 });
                 self.slots.len() - 1
             }
@@ -466,6 +486,9 @@ impl Engine {
         };
         // A template is for one connection's addresses and ports.
         slot.tmpl = template::TxTemplate::EMPTY;
+        // Nothing reported for the new connection yet (a queue entry of the
+        // slot's last one, if any, now serves this one).
+        slot.ev.seen = 0;
         let conn = slot.conn.insert(make());
         self.by_tuple.insert((conn.local, conn.remote), idx);
         self.apply_cached_pmtu(idx);
@@ -512,6 +535,10 @@ impl Engine {
             return;
         }
         lst.queued = lst.queued.saturating_sub(1);
+        if lst.queued == 0 {
+            // Emptied: the next connection is reported again.
+            lst.ev.rearm(events::bits::READABLE);
+        }
         if lst.ready.len() > 2 * lst.queued + 16 {
             let slots = &self.slots;
             lst.ready
@@ -609,7 +636,18 @@ impl Engine {
             lst.queued += 1;
             slot.accept = true;
             self.counters.tcp_passive_opens += 1;
+            if let Some(l) = listener {
+                self.listener_changed(l);
+            }
         }
+        // Connected, closed or failed: an event for its owner.
+        self.tcp_changed(idx);
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return;
+        };
+        let Some(conn) = slot.conn.as_mut() else {
+            return;
+        };
         if conn.close_reason().is_some() {
             let orphan = conn.app_closed || listener.is_some();
             let key = (conn.local, conn.remote);

@@ -43,8 +43,9 @@ pub(crate) const ROUND_QUANTUM: usize = MAX_SUPER_DATA;
 /// many short writes, and it is copied instead). Linux's `MAX_SKB_FRAGS` is
 /// 17. Each transmit round seals what the writer added since the last into a
 /// chunk of its own, so a writer of 1 KiB pieces leaves chunks of one round's
-/// freed window each: with 4, one super-segment in nine was copied whole
-/// (`SendBuf::peek`) at 1 KiB writes.
+/// freed window each; with too few references a super-segment of such chunks
+/// is copied whole (`SendBuf::peek`; counter `tcp_out_by_ref` against the
+/// report's 1 KiB cells shows it).
 const MAX_TX_FRAGS: usize = 16;
 
 /// Hop limit / TTL of the datagrams we originate.

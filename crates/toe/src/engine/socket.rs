@@ -2,17 +2,22 @@
 //! accept, connect, send, recv, shutdown, close, abort, state and readiness.
 //!
 //! Handles are slot indices with a generation, so a handle to a connection that is
-//! gone is refused ([`Error::InvalidHandle`]) rather than reaching the one that
-//! took its slot. Calls never block: [`Error::WouldBlock`] says "try after the next
-//! input". Connection failures are typed: refused, reset, timed out.
+//! gone is refused ([`InvalidHandle`]) rather than reaching the one that took its
+//! slot. Calls never block: a `WouldBlock` variant says which event to wait for.
+//! Each call has its error type (`super::error`); connection failures are a
+//! [`ConnectionError`]: refused, reset, timed out, aborted.
 
+use super::error::{
+    AcceptError, ConnectError, ConnectionError, EPHEMERAL_PORTS, InvalidHandle, ListenError,
+    RecvError, SendError,
+};
+use super::events::bits;
 use super::{Engine, Listener};
 use crate::tcp::TcpState;
 use crate::tcp::conn::Conn;
 use crate::tcp::state::CloseReason;
 use crate::time::Instant;
 use bytes::Bytes;
-use core::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -23,66 +28,31 @@ pub struct SocketHandle {
     generation: u32,
 }
 
+impl SocketHandle {
+    pub(super) fn new(idx: usize, generation: u32) -> SocketHandle {
+        SocketHandle {
+            index: idx as u32,
+            generation,
+        }
+    }
+
+    /// A small number naming the connection's slot in its engine: dense, and
+    /// reused once the connection is gone (a handle compares unequal to the
+    /// one before it, an index does not). For the caller's own tables.
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+}
+
 /// A listening socket's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerHandle(u32);
 
-/// Why a socket call failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Error {
-    /// The handle does not name a live socket (closed, or never valid).
-    InvalidHandle,
-    /// Nothing to read, or no room to write, right now.
-    WouldBlock,
-    /// The interface has no address of the needed family.
-    NoAddress,
-    /// The port is already listened on, or the 4-tuple is in use.
-    AddrInUse,
-    /// No ephemeral port is free for this destination.
-    NoPorts,
-    /// The connection is not established yet or no longer accepts this call.
-    NotConnected,
-    /// Writing after shutdown or close.
-    Closed,
-    /// The peer answered the SYN with RST (`ECONNREFUSED`).
-    ConnectionRefused,
-    /// The peer reset the connection (`ECONNRESET`).
-    ConnectionReset,
-    /// Retransmissions gave up (`ETIMEDOUT`).
-    TimedOut,
-    /// The connection was aborted locally.
-    Aborted,
-    /// A datagram does not fit the path MTU, a UDP length field or the segment
-    /// limit (`EMSGSIZE`).
-    MessageTooLong,
-    /// An argument is not usable: a destination of the other family, port 0,
-    /// a zero segment size (`EINVAL`).
-    InvalidArgument,
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = match self {
-            Error::InvalidHandle => "invalid socket handle",
-            Error::WouldBlock => "operation would block",
-            Error::NoAddress => "no address of that family on the interface",
-            Error::AddrInUse => "address in use",
-            Error::NoPorts => "no free ephemeral port",
-            Error::NotConnected => "not connected",
-            Error::Closed => "socket closed for writing",
-            Error::ConnectionRefused => "connection refused",
-            Error::ConnectionReset => "connection reset by peer",
-            Error::TimedOut => "connection timed out",
-            Error::Aborted => "connection aborted",
-            Error::MessageTooLong => "message too long",
-            Error::InvalidArgument => "invalid argument",
-        };
-        f.write_str(s)
+impl ListenerHandle {
+    pub(super) fn new(idx: usize) -> ListenerHandle {
+        ListenerHandle(idx as u32)
     }
 }
-
-impl std::error::Error for Error {}
 
 /// What a socket is ready for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,7 +62,7 @@ pub struct Readiness {
     /// `tcp_send` would take bytes (or return an error).
     pub writable: bool,
     /// The connection failed with this error.
-    pub error: Option<Error>,
+    pub error: Option<ConnectionError>,
 }
 
 /// A snapshot of a connection's TCP variables (like Linux's `tcp_info`).
@@ -140,34 +110,37 @@ pub struct TcpInfo {
     pub reo_wnd: Duration,
 }
 
-fn reason_error(r: CloseReason) -> Option<Error> {
+pub(super) fn reason_error(r: CloseReason) -> Option<ConnectionError> {
     match r {
         CloseReason::Normal => None,
-        CloseReason::Refused => Some(Error::ConnectionRefused),
-        CloseReason::Reset => Some(Error::ConnectionReset),
-        CloseReason::TimedOut => Some(Error::TimedOut),
-        CloseReason::Aborted => Some(Error::Aborted),
+        CloseReason::Refused => Some(ConnectionError::Refused),
+        CloseReason::Reset => Some(ConnectionError::Reset),
+        CloseReason::TimedOut => Some(ConnectionError::TimedOut),
+        CloseReason::Aborted => Some(ConnectionError::Aborted),
     }
 }
 
 impl Engine {
-    fn handle_conn(&self, h: SocketHandle) -> Result<&Conn, Error> {
-        let slot = self
-            .slots
-            .get(h.index as usize)
-            .ok_or(Error::InvalidHandle)?;
+    /// Buffers handed to [`Engine::tcp_send_bytes`] shorter than this many
+    /// bytes are copied into the send buffer rather than queued by reference:
+    /// a queued buffer costs an entry and a walk at output, more than copying
+    /// a few hundred bytes.
+    pub const COPY_BELOW: usize = crate::tcp::sendbuf::COPY_BELOW;
+
+    pub(super) fn handle_conn(&self, h: SocketHandle) -> Result<&Conn, InvalidHandle> {
+        let slot = self.slots.get(h.index as usize).ok_or(InvalidHandle)?;
         if slot.generation != h.generation {
-            return Err(Error::InvalidHandle);
+            return Err(InvalidHandle);
         }
         match slot.conn.as_ref() {
             Some(c) if !c.app_closed => Ok(c),
-            _ => Err(Error::InvalidHandle),
+            _ => Err(InvalidHandle),
         }
     }
 
-    fn handle_conn_mut(&mut self, h: SocketHandle) -> Result<&mut Conn, Error> {
+    fn handle_conn_mut(&mut self, h: SocketHandle) -> Result<&mut Conn, InvalidHandle> {
         self.handle_conn(h)?;
-        self.conn_mut(h.index as usize).ok_or(Error::InvalidHandle)
+        self.conn_mut(h.index as usize).ok_or(InvalidHandle)
     }
 
     fn handle_of(&self, idx: usize) -> SocketHandle {
@@ -185,6 +158,20 @@ impl Engine {
         self.mark_ready(h.index as usize);
     }
 
+    /// After a read: once nothing is left to read, the next bytes are reported
+    /// ([`Event::Readable`](super::Event::Readable)).
+    #[inline]
+    fn drained(&mut self, h: SocketHandle) {
+        if let Some(slot) = self.slots.get_mut(h.index as usize)
+            && slot
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.rx.is_empty() && !c.fin_received())
+        {
+            slot.ev.rearm(bits::READABLE);
+        }
+    }
+
     /// After an application call: bookkeeping and a transmit opportunity.
     fn touched(&mut self, h: SocketHandle) {
         let idx = h.index as usize;
@@ -194,9 +181,12 @@ impl Engine {
 
     /// Listens on `port` on every address of the interface (LISTEN, RFC 9293
     /// section 3.10.1 with a passive open).
-    pub fn tcp_listen(&mut self, port: u16) -> Result<ListenerHandle, Error> {
-        if self.by_port.contains_key(&port) || port == 0 {
-            return Err(Error::AddrInUse);
+    pub fn tcp_listen(&mut self, port: u16) -> Result<ListenerHandle, ListenError> {
+        if port == 0 {
+            return Err(ListenError::InvalidPort);
+        }
+        if self.by_port.contains_key(&port) {
+            return Err(ListenError::AddrInUse);
         }
         let l = Listener {
             port,
@@ -204,6 +194,7 @@ impl Engine {
             queued: 0,
             embryonic: 0,
             cookies_until: None,
+            ev: super::events::EventState::NEW,
         };
         let idx = match self.listeners.iter().position(Option::is_none) {
             Some(i) => {
@@ -222,12 +213,12 @@ impl Engine {
     }
 
     /// Takes the next established connection from a listener's queue.
-    pub fn tcp_accept(&mut self, l: ListenerHandle) -> Result<SocketHandle, Error> {
+    pub fn tcp_accept(&mut self, l: ListenerHandle) -> Result<SocketHandle, AcceptError> {
         let lst = self
             .listeners
             .get_mut(l.0 as usize)
             .and_then(Option::as_mut)
-            .ok_or(Error::InvalidHandle)?;
+            .ok_or(AcceptError::InvalidHandle)?;
         // Stale entries (connections that ended before being taken) are
         // skipped.
         while let Some((idx, generation)) = lst.ready.pop_front() {
@@ -239,21 +230,29 @@ impl Engine {
             }
             slot.accept = false;
             lst.queued = lst.queued.saturating_sub(1);
+            if lst.queued == 0 {
+                lst.ev.rearm(bits::READABLE);
+            }
             if let Some(c) = slot.conn.as_mut() {
                 c.listener = None;
             }
+            // Reported from here on as it stands: connected, and readable if
+            // data came with it.
+            slot.ev.seen = bits::CONNECTED;
+            self.tcp_changed(idx);
             return Ok(self.handle_of(idx));
         }
-        Err(Error::WouldBlock)
+        lst.ev.rearm(bits::READABLE);
+        Err(AcceptError::WouldBlock)
     }
 
     /// Stops listening. Connections not yet accepted are reset.
-    pub fn tcp_unlisten(&mut self, l: ListenerHandle) -> Result<(), Error> {
+    pub fn tcp_unlisten(&mut self, l: ListenerHandle) -> Result<(), InvalidHandle> {
         let lst = self
             .listeners
             .get_mut(l.0 as usize)
             .and_then(Option::take)
-            .ok_or(Error::InvalidHandle)?;
+            .ok_or(InvalidHandle)?;
         self.by_port.remove(&lst.port);
         let pending: Vec<usize> = self
             .slots
@@ -281,17 +280,29 @@ impl Engine {
     /// Opens a connection to `remote` (an active OPEN): SYN-SENT, from the
     /// interface's address of the same family and a random free ephemeral port
     /// (RFC 6056 section 3.3.2's random search).
-    pub fn tcp_connect(&mut self, now: Instant, remote: SocketAddr) -> Result<SocketHandle, Error> {
+    ///
+    /// Errors: [`ConnectError::NoAddress`], [`ConnectError::NoPorts`]. A
+    /// connection refused or timed out later is reported by
+    /// [`Event::Failed`](super::Event::Failed).
+    pub fn tcp_connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+    ) -> Result<SocketHandle, ConnectError> {
         self.connect_from(now, None, remote)
     }
 
     /// [`Engine::tcp_connect`] from a chosen local port (as after `bind`).
+    ///
+    /// Errors: [`ConnectError::NoAddress`], [`ConnectError::AddrInUse`] if the
+    /// port already has a connection to `remote`, [`ConnectError::InvalidPort`]
+    /// for port 0.
     pub fn tcp_connect_from(
         &mut self,
         now: Instant,
         local_port: u16,
         remote: SocketAddr,
-    ) -> Result<SocketHandle, Error> {
+    ) -> Result<SocketHandle, ConnectError> {
         self.connect_from(now, Some(local_port), remote)
     }
 
@@ -300,18 +311,19 @@ impl Engine {
         now: Instant,
         port: Option<u16>,
         remote: SocketAddr,
-    ) -> Result<SocketHandle, Error> {
+    ) -> Result<SocketHandle, ConnectError> {
         self.clock = self.clock.max(now);
         let local_ip = match remote.ip() {
             IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
             IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
         }
-        .ok_or(Error::NoAddress)?;
+        .ok_or(ConnectError::NoAddress)?;
         let local = match port {
+            Some(0) => return Err(ConnectError::InvalidPort),
             Some(p) => {
                 let cand = SocketAddr::new(local_ip, p);
-                if p == 0 || self.by_tuple.contains_key(&(cand, remote)) {
-                    return Err(Error::AddrInUse);
+                if self.by_tuple.contains_key(&(cand, remote)) {
+                    return Err(ConnectError::AddrInUse);
                 }
                 cand
             }
@@ -327,22 +339,30 @@ impl Engine {
     }
 
     /// A free ephemeral port for `remote`, searched from a random start.
-    fn ephemeral(&mut self, local_ip: IpAddr, remote: SocketAddr) -> Result<SocketAddr, Error> {
-        const LOW: u16 = 49_152;
-        let span = u64::from(u16::MAX - LOW) + 1;
+    fn ephemeral(
+        &mut self,
+        local_ip: IpAddr,
+        remote: SocketAddr,
+    ) -> Result<SocketAddr, ConnectError> {
+        let (low, high) = EPHEMERAL_PORTS;
+        let span = u64::from(high - low) + 1;
         let start = self.rng.below(span);
         (0..span)
-            .map(|i| SocketAddr::new(local_ip, LOW + ((start + i) % span) as u16))
+            .map(|i| SocketAddr::new(local_ip, low + ((start + i) % span) as u16))
             .find(|cand| {
                 !self.by_tuple.contains_key(&(*cand, remote))
                     && !self.by_port.contains_key(&cand.port())
             })
-            .ok_or(Error::NoPorts)
+            .ok_or(ConnectError::NoPorts)
     }
 
     /// Queues `data` for sending; returns how many bytes the send buffer took.
     /// Allowed before the handshake completes (the data waits).
-    pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, Error> {
+    ///
+    /// Errors: [`SendError::WouldBlock`] while the buffer is full (wait for
+    /// [`Event::Writable`](super::Event::Writable)); [`SendError::Closed`] after
+    /// [`Engine::tcp_shutdown`]; [`SendError::Failed`] once the connection failed.
+    pub fn tcp_send(&mut self, h: SocketHandle, data: &[u8]) -> Result<usize, SendError> {
         self.send_with(h, data.is_empty(), |c| c.send(data))
     }
 
@@ -356,58 +376,68 @@ impl Engine {
         h: SocketHandle,
         empty: bool,
         push: impl FnOnce(&mut Conn) -> usize,
-    ) -> Result<usize, Error> {
+    ) -> Result<usize, SendError> {
         let idx = h.index as usize;
         let slot = self
             .slots
             .get_mut(idx)
             .filter(|s| s.generation == h.generation)
-            .ok_or(Error::InvalidHandle)?;
+            .ok_or(SendError::InvalidHandle)?;
         let c = slot
             .conn
             .as_mut()
             .filter(|c| !c.app_closed)
-            .ok_or(Error::InvalidHandle)?;
+            .ok_or(SendError::InvalidHandle)?;
         if !c.can_send() {
             // Closed: say why.
             let why = c.close_reason().and_then(reason_error);
-            return Err(why.unwrap_or(Error::Closed));
+            return Err(why.map_or(SendError::Closed, SendError::Failed));
         }
         // Nothing fits exactly when the buffer is full (a send takes as much as
         // fits). Queued before the copy, so that nothing but the buffer is live
         // across it.
         if c.tx.free() == 0 && !empty {
-            return Err(Error::WouldBlock);
+            slot.ev.rearm(bits::WRITABLE);
+            return Err(SendError::WouldBlock);
         }
         Engine::enqueue(&mut self.ready, &mut slot.queued, idx);
         let n = push(c);
+        if c.tx.free() == 0 {
+            // Full: the room that comes back is reported.
+            slot.ev.rearm(bits::WRITABLE);
+        }
         debug_assert!(n > 0 || empty);
         Ok(n)
     }
 
     /// Reads received bytes into `buf`. `Ok(0)` is the end of the stream (the peer
-    /// closed and everything was read); [`Error::WouldBlock`] means no data yet.
-    pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, Error> {
+    /// closed and everything was read); [`RecvError::WouldBlock`] means no data
+    /// yet (wait for [`Event::Readable`](super::Event::Readable));
+    /// [`RecvError::Failed`] comes once the connection failed and what arrived
+    /// before was read.
+    pub fn tcp_recv(&mut self, h: SocketHandle, buf: &mut [u8]) -> Result<usize, RecvError> {
         let c = self.handle_conn_mut(h)?;
         let n = c.recv(buf);
         if n > 0 || buf.is_empty() {
+            self.drained(h);
             self.wake(h);
             return Ok(n);
         }
         if let Some(r) = c.close_reason() {
             return match reason_error(r) {
-                Some(e) => Err(e),
+                Some(e) => Err(RecvError::Failed(e)),
                 None => Ok(0),
             };
         }
         if c.fin_received() {
             return Ok(0);
         }
-        Err(Error::WouldBlock)
+        self.drained(h);
+        Err(RecvError::WouldBlock)
     }
 
     /// Closes the sending side: a FIN follows the buffered data (shutdown(SHUT_WR)).
-    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), Error> {
+    pub fn tcp_shutdown(&mut self, h: SocketHandle) -> Result<(), InvalidHandle> {
         let c = self.handle_conn_mut(h)?;
         c.shutdown();
         self.touched(h);
@@ -417,7 +447,7 @@ impl Engine {
     /// CLOSE (RFC 9293 section 3.10.4): shuts the sending side and gives the handle
     /// up; the engine finishes the close (FIN, TIME-WAIT) on its own. Unread data
     /// makes it an abort with RST instead (RFC 1122 section 4.2.2.13).
-    pub fn tcp_close(&mut self, h: SocketHandle) -> Result<(), Error> {
+    pub fn tcp_close(&mut self, h: SocketHandle) -> Result<(), InvalidHandle> {
         let c = self.handle_conn_mut(h)?;
         if c.rx.is_empty() {
             c.shutdown();
@@ -433,7 +463,7 @@ impl Engine {
 
     /// ABORT (RFC 9293 section 3.10.5): an RST to the peer, buffers dropped, the
     /// handle given up.
-    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), Error> {
+    pub fn tcp_abort(&mut self, h: SocketHandle) -> Result<(), InvalidHandle> {
         let c = self.handle_conn_mut(h)?;
         c.abort();
         c.app_closed = true;
@@ -444,25 +474,25 @@ impl Engine {
     }
 
     /// Turns Nagle's algorithm off (`true`) or on, like `TCP_NODELAY`.
-    pub fn tcp_set_nodelay(&mut self, h: SocketHandle, on: bool) -> Result<(), Error> {
+    pub fn tcp_set_nodelay(&mut self, h: SocketHandle, on: bool) -> Result<(), InvalidHandle> {
         self.handle_conn_mut(h)?.no_delay = on;
         self.touched(h);
         Ok(())
     }
 
     /// The connection's state (STATUS).
-    pub fn tcp_state(&self, h: SocketHandle) -> Result<TcpState, Error> {
+    pub fn tcp_state(&self, h: SocketHandle) -> Result<TcpState, InvalidHandle> {
         Ok(self.handle_conn(h)?.tcp_state())
     }
 
     /// The local and remote addresses.
-    pub fn tcp_addrs(&self, h: SocketHandle) -> Result<(SocketAddr, SocketAddr), Error> {
+    pub fn tcp_addrs(&self, h: SocketHandle) -> Result<(SocketAddr, SocketAddr), InvalidHandle> {
         let c = self.handle_conn(h)?;
         Ok((c.local, c.remote))
     }
 
     /// What the socket is ready for.
-    pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, Error> {
+    pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, InvalidHandle> {
         let c = self.handle_conn(h)?;
         let error = c.close_reason().and_then(reason_error);
         Ok(Readiness {
@@ -473,7 +503,7 @@ impl Engine {
     }
 
     /// TCP variables of the connection.
-    pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, Error> {
+    pub fn tcp_info(&self, h: SocketHandle) -> Result<TcpInfo, InvalidHandle> {
         let c = self.handle_conn(h)?;
         let snd = c.state.snd();
         let rcv = c.state.rcv();
@@ -502,12 +532,12 @@ impl Engine {
 
     /// Turns keep-alive probes on with `ka`, or off with `None` (the default):
     /// RFC 9293 section 3.8.4, see [`crate::tcp::Keepalive`]. A connection whose
-    /// probes go unanswered fails with [`Error::TimedOut`].
+    /// probes go unanswered fails with [`ConnectionError::TimedOut`].
     pub fn tcp_set_keepalive(
         &mut self,
         h: SocketHandle,
         ka: Option<crate::tcp::Keepalive>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), InvalidHandle> {
         let c = self.handle_conn_mut(h)?;
         c.ka.cfg = ka;
         c.ka.probes_out = 0;
@@ -518,7 +548,10 @@ impl Engine {
     }
 
     /// The keep-alive settings.
-    pub fn tcp_keepalive(&self, h: SocketHandle) -> Result<Option<crate::tcp::Keepalive>, Error> {
+    pub fn tcp_keepalive(
+        &self,
+        h: SocketHandle,
+    ) -> Result<Option<crate::tcp::Keepalive>, InvalidHandle> {
         Ok(self.handle_conn(h)?.ka.cfg)
     }
 
@@ -526,8 +559,9 @@ impl Engine {
     /// buffer keeps a reference and output copies from it straight into the
     /// frames. Returns how many bytes were taken from the front of `data` (all of
     /// it if there is room; send the rest, `data.slice(n..)`, later). Buffers
-    /// shorter than [`COPY_BELOW`](crate::tcp::sendbuf::COPY_BELOW) are copied.
-    pub fn tcp_send_bytes(&mut self, h: SocketHandle, data: Bytes) -> Result<usize, Error> {
+    /// shorter than [`Engine::COPY_BELOW`] bytes are copied. Errors: as
+    /// [`Engine::tcp_send`].
+    pub fn tcp_send_bytes(&mut self, h: SocketHandle, data: Bytes) -> Result<usize, SendError> {
         self.send_with(h, data.is_empty(), |c| c.send_bytes(data))
     }
 
@@ -536,28 +570,30 @@ impl Engine {
     /// returns (it is called again with the next slice only if it took the whole
     /// of the previous one). Returns the bytes consumed. Without data `read` is
     /// not called, and the result is as for [`Engine::tcp_recv`]: `Ok(0)` at the
-    /// end of the stream, [`Error::WouldBlock`] when nothing arrived yet. (So
+    /// end of the stream, [`RecvError::WouldBlock`] when nothing arrived yet. (So
     /// `Ok(0)` after `read` was called means it took nothing.)
     pub fn tcp_recv_with(
         &mut self,
         h: SocketHandle,
         read: impl FnMut(&[u8]) -> usize,
-    ) -> Result<usize, Error> {
+    ) -> Result<usize, RecvError> {
         let c = self.handle_conn_mut(h)?;
         if !c.rx.is_empty() {
             let n = c.recv_with(read);
+            self.drained(h);
             self.wake(h);
             return Ok(n);
         }
         if let Some(r) = c.close_reason() {
             return match reason_error(r) {
-                Some(e) => Err(e),
+                Some(e) => Err(RecvError::Failed(e)),
                 None => Ok(0),
             };
         }
         if c.fin_received() {
             return Ok(0);
         }
-        Err(Error::WouldBlock)
+        self.drained(h);
+        Err(RecvError::WouldBlock)
     }
 }

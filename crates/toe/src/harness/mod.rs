@@ -47,7 +47,7 @@
 use crate::config::Config;
 use crate::counters::Counters;
 use crate::engine::PoolSink;
-use crate::engine::{Engine, Error, SocketHandle};
+use crate::engine::{Engine, InvalidHandle, SocketHandle};
 use crate::sim::Sim;
 use crate::tcp::TcpState;
 use crate::time::Instant;
@@ -791,7 +791,7 @@ impl Harness {
             let state = self.e.tcp_state(conn.h);
             if conn.closed {
                 assert!(
-                    matches!(state, Ok(TcpState::Closed) | Err(Error::InvalidHandle)),
+                    matches!(state, Ok(TcpState::Closed) | Err(InvalidHandle)),
                     "conn {k}: closed, then {state:?}"
                 );
                 continue;

@@ -40,6 +40,7 @@ impl Assembler {
     }
 
     /// The ranges held, lowest first.
+    #[cfg(test)]
     pub fn ranges(&self) -> &[(Seq, Seq)] {
         &self.ranges
     }
@@ -106,12 +107,6 @@ impl Assembler {
             }
         }
         out
-    }
-
-    /// Forgets everything.
-    pub fn clear(&mut self) {
-        self.ranges.clear();
-        self.recent.clear();
     }
 }
 

@@ -303,6 +303,13 @@ impl Conn {
             )
     }
 
+    /// Our FIN (and so everything before it) was acknowledged: FIN-WAIT-2,
+    /// TIME-WAIT, or closed in order.
+    pub fn fin_acked(&self) -> bool {
+        matches!(self.state, State::FinWait2(_) | State::TimeWait(_))
+            || matches!(&self.state, State::Closed(c) if c.reason == CloseReason::Normal)
+    }
+
     /// True once the peer's FIN has been received (all data before it is in `rx`).
     pub fn fin_received(&self) -> bool {
         matches!(

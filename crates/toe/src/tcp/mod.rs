@@ -12,27 +12,29 @@
 //! * [`ecn`]: Explicit Congestion Notification (RFC 3168).
 //! * `autotune`: receive-window auto-tuning (dynamic right-sizing, Linux's
 //!   `tcp_rcv_space_adjust`).
-//! * [`cc`], [`rtt`], [`sack`], [`assembler`], [`recvbuf`], [`ring`], [`pool`], [`sendbuf`], [`seq`]: the parts.
+//! * `cc`, `rtt`, `sack`, `assembler`, `recvbuf`, `ring`, `pool`, `sendbuf`, `seq`:
+//!   the parts, private to the engine (tests and benches that measure against
+//!   them use `sim::internals`).
 
-pub mod assembler;
+pub(crate) mod assembler;
 pub(crate) mod autotune;
-pub mod cc;
+pub(crate) mod cc;
 pub(crate) mod conn;
 pub(crate) mod cookie;
 pub mod ecn;
 pub(crate) mod input;
 pub(crate) mod keepalive;
 mod output;
-pub mod pool;
+pub(crate) mod pool;
 pub(crate) mod rack;
-pub mod recvbuf;
-pub mod ring;
-pub mod rtt;
-pub mod sack;
+pub(crate) mod recvbuf;
+pub(crate) mod ring;
+pub(crate) mod rtt;
+pub(crate) mod sack;
 mod sack_owed;
 pub(crate) mod segment;
-pub mod sendbuf;
-pub mod seq;
+pub(crate) mod sendbuf;
+pub(crate) mod seq;
 pub(crate) mod state;
 mod undo;
 mod zero_copy;

@@ -276,10 +276,10 @@ fn bare(seq: Seq, ack: Seq, flags: Flags, wnd: u16) -> Outgoing {
 /// as a window was: a duplicate ACK counts as one only if its window is the
 /// same (RFC 5681 section 2, and Linux's sender, for which any window change
 /// is a window update, `FLAG_WIN_UPDATE`). Without SACK the sender then sees
-/// its three duplicate ACKs and retransmits at once; before, the reader freeing
-/// space between two of them moved the window, and the Linux sender waited
-/// for its retransmission timeout instead (SACK off, 1 % loss, offloads on:
-/// 33 of linerate's duplicate ACKs in 4 MiB changed the window, 1 of Linux's).
+/// its three duplicate ACKs and retransmits at once; were the window to move
+/// because the reader freed space between two of them, a Linux sender would
+/// wait for its retransmission timeout instead (the `SACK off, loss 1 %`
+/// cells of `tests/system_impair.rs`'s `issue_16_matrix`).
 pub(super) fn window_field(rcv: &mut Rcv, free: usize, hold: bool) -> u16 {
     if hold && holds_window(rcv, free) {
         let field = (rcv.adv_right.since(rcv.nxt) >> rcv.shift).min(65_535);

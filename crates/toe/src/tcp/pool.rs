@@ -139,11 +139,13 @@ pub fn give_chunk(mut b: BytesMut) {
 }
 
 /// Bytes cached by this thread now in blocks of [`MIN_BLOCK`] or more.
+#[cfg(any(test, feature = "harness"))]
 pub fn cached_bytes() -> usize {
     CACHE.with(|c| c.borrow().bytes)
 }
 
 /// Bytes cached by this thread now in smaller blocks, and send chunks cached.
+#[cfg(any(test, feature = "harness"))]
 pub fn cached_small() -> (usize, usize) {
     CACHE.with(|c| {
         let c = c.borrow();

@@ -12,16 +12,15 @@
 //! retransmission, arrived (RFC 3522's Eifel test), capped by SRTT. One
 //! departure: the step is a quarter of max(min_RTT, SRTT / 4), not of min_RTT.
 //! Where the reordering is what makes min_RTT small (segments that skip a queue
-//! or take a faster path: netem's `reorder`, measured at 20-60 µs against 10 ms
-//! SRTT here) the RFC's window can never grow past a few hundred microseconds,
-//! every reordered segment marks the half window sent before it lost, and the
-//! sender never leaves recovery (linerate to Linux with 5 ms delay and 10 %
-//! reordering: 14.9 s and 3,436 retransmissions, against 2.5 s and 424 with
-//! this step; Linux's own sender, whose GSO bursts share one send time, took
-//! 3.2 s and 318). Without reordering seen nothing changes: the window is still
-//! zero in recovery or
-//! with DupThresh segments SACKed as long as no reordering was seen (a
-//! never-retransmitted range delivered below the highest delivered sequence).
+//! or take a faster path, as netem's `reorder` does, where min_RTT is a small
+//! fraction of SRTT) the RFC's window can never grow past a few hundred
+//! microseconds, every reordered segment marks the half window sent before it
+//! lost, and the sender never leaves recovery (the `delay 5 ms, reorder 10 %`
+//! cells of `tests/system_impair.rs`'s `issue_16_matrix`, linerate to Linux,
+//! beside Linux's own sender). Without reordering seen nothing changes: the
+//! window is still zero in recovery or with DupThresh segments SACKed as long
+//! as no reordering was seen (a never-retransmitted range delivered below the
+//! highest delivered sequence).
 //!
 //! TLP (section 7): when the sender is neither in recovery nor holding SACKed
 //! data, a probe timeout PTO = 2 * SRTT (plus the peer's delayed ACK when one
@@ -920,8 +919,9 @@ impl Snd {
     /// compresses the SACKs of out-of-order segments into one), and if that
     /// ACK is lost, or the retransmission is and nothing was sent after it,
     /// nothing comes back: the sender waited for its retransmission timer
-    /// (200 ms at least, against RTTs of 100 µs over the impaired TAP; one
-    /// such timeout in most 16 MiB runs at 1 % loss without timestamps).
+    /// (200 ms at least, against RTTs of about 100 µs over the impaired TAP:
+    /// the `timestamps off, loss 1 %` cells of `tests/system_impair.rs`'s
+    /// `issue_16_matrix`).
     /// After a PTO without an ACK the probe is new data (its ACK or SACK
     /// either ends recovery or shows RACK the retransmission lost), else the
     /// lowest un-SACKed segment again; cwnd is not cut.

@@ -33,10 +33,10 @@ pub const ADOPT_MIN: usize = 2048;
 
 /// A smaller payload, down to this, is kept too when it fills at least half
 /// of its frame's buffer: a full-sized segment at MTU 1500 (1448 or 1460
-/// bytes in a 2 KiB pool buffer). In the offloads-off bulk cell of the offload
-/// report (64 KiB writes) keeping such segments rather than copying them into
-/// the ring cost 1.6 % less CPU per byte (0.374 against 0.368 s/GB, medians
-/// of 8 alternating runs). The same payload in a large buffer (a backend's
+/// bytes in a 2 KiB pool buffer): keeping such segments rather than copying
+/// them into the ring costs less CPU per byte in the offloads-off bulk cell
+/// (`cargo run --release --example offload_report -- --only linerate-off
+/// --write 65536 --repeat 8`). The same payload in a large buffer (a backend's
 /// 64 KiB receive buffers) is still copied.
 pub const ADOPT_MIN_DENSE: usize = 1024;
 
@@ -162,11 +162,6 @@ impl RecvBuf {
         self.cap.saturating_sub(self.len())
     }
 
-    /// Frames adopted and not yet read through.
-    pub fn frames_held(&self) -> usize {
-        self.held.len()
-    }
-
     /// Writes `data` starting `offset` bytes after the readable bytes, without
     /// making it readable; as much as fits; returns how much.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> usize {
@@ -201,9 +196,9 @@ impl RecvBuf {
     pub(crate) fn adopt(&mut self, range: core::ops::Range<usize>) {
         self.held_len += range.len();
         // A plain `push_back`: made with `resize_with` (so that the entry
-        // would not go through the stack) it cost an out-of-line generic
-        // call per adopted segment, and measured 1 % dearer on the
-        // offloads-off bulk cell (0.252 against 0.250 CPU s/GB).
+        // would not go through the stack) it costs an out-of-line generic
+        // call per adopted segment, dearer on the offloads-off bulk cell
+        // (`offload_report -- --only linerate-off --write 65536`).
         self.held.push_back(Held {
             buf: Kept::Awaited,
             start: range.start,

@@ -45,6 +45,7 @@ impl Ring {
     }
 
     /// Bytes it can hold.
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.cap
     }
@@ -152,6 +153,7 @@ impl Ring {
     }
 
     /// Appends as much of `data` as fits; returns how much.
+    #[cfg(test)]
     pub fn push(&mut self, data: &[u8]) -> usize {
         let n = data.len().min(self.free());
         let written = self.write_at(0, data.get(..n).unwrap_or_default());

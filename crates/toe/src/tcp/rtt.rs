@@ -95,6 +95,7 @@ impl RttEstimator {
     }
 
     /// RTTVAR.
+    #[cfg(test)]
     pub fn rttvar(&self) -> Duration {
         Duration::from_nanos(self.rttvar)
     }
@@ -117,6 +118,7 @@ impl RttEstimator {
     }
 
     /// Number of expiries since the last sample.
+    #[cfg(test)]
     pub fn backoffs(&self) -> u32 {
         self.backoff
     }

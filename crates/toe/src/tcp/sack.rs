@@ -32,6 +32,7 @@ impl Scoreboard {
     }
 
     /// The highest SACKed sequence number (the end of the last block).
+    #[cfg(test)]
     pub fn high_sacked(&self) -> Option<Seq> {
         self.blocks.last().map(|&(_, e)| e)
     }
@@ -42,6 +43,7 @@ impl Scoreboard {
     }
 
     /// Adds the blocks of one ACK; returns true if any byte was newly SACKed.
+    #[cfg(test)]
     pub fn update(&mut self, una: Seq, max: Seq, blocks: &[(u32, u32)]) -> bool {
         self.update_with(una, max, blocks, |_, _| {})
     }
@@ -142,6 +144,7 @@ impl Scoreboard {
     }
 
     /// True if `seq` is SACKed.
+    #[cfg(test)]
     pub fn is_sacked(&self, seq: Seq) -> bool {
         self.blocks.iter().any(|&(s, e)| seq.in_range(s, e))
     }

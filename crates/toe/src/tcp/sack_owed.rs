@@ -13,8 +13,8 @@
 //! growing is never reported; and a sender on a reordering path gets one
 //! stretch ACK per batch where a Linux receiver sends one per segment, which
 //! starves its RACK reordering window and undo of the timing they need (the
-//! Linux sender to linerate with 10 % reordering: 4.4-5.9 s against 1.1-2.6 s
-//! to a Linux receiver, 1.7 s with an ACK per segment). One snapshot per owed
+//! `delay 5 ms, reorder 10 %` cells, kernel to linerate, of
+//! `tests/system_impair.rs`). One snapshot per owed
 //! ACK, oldest first, in a queue whose room is kept from batch to batch (no
 //! allocation per frame once it has grown to the largest batch).
 //!
@@ -22,11 +22,9 @@
 //! while holes remain, an ACK left out takes with it the only report of the
 //! ranges that arrived between its frame and the next kept one, and a sender
 //! running RACK (Linux) marks what it never saw SACKed as lost and sends it
-//! again. When ACKs were capped at 16 per batch, the last covering the rest, a
-//! Linux sender over a path without GRO and with 1 % loss retransmitted
-//! three times as many segments as were lost (`tests/system_impair.rs`). A batch then costs one snapshot
-//! per ACK it owes, each no larger than the option it becomes. Only ACKs of
-//! in-order data are thinned ([`IN_ORDER`]).
+//! again (the loss cells without GRO of `tests/system_impair.rs` show it). A
+//! batch costs one snapshot per ACK it owes, each no larger than the option it
+//! becomes. Only ACKs of in-order data are thinned ([`IN_ORDER`]).
 //!
 //! D-SACK (RFC 2883 section 4): an ACK for data that arrived twice carries the
 //! duplicate range as its first block, then the SACK blocks as RFC 2018 orders
@@ -44,16 +42,13 @@ use linerate_wire::tcp::SackBlocks;
 /// duplicate) owed at most. One more takes the place of such an ACK that only
 /// moved the acknowledgment number on between two that moved it further
 /// (dropped as a lost ACK would be: the next covers it), so that a long batch
-/// of in-order data keeps its last ACK, covering all. Before, the extra ones
-/// went out with the final acknowledgment number, all alike: a batch of 64
-/// in-order segments sent 16 identical ACKs after the 16 it should, and a
-/// sender without SACK counted them as duplicates (a Linux sender to
-/// linerate, SACK off, 1 % loss: reordering estimate 44-92, `TCPRenoReorder`
-/// up to 184, and up to 2.6 times the retransmissions toward a Linux
-/// receiver). So in-order data gets at most this many ACKs per batch, like a
-/// GRO receiver's one per super-segment (the memory backend's bulk transfer,
-/// a whole window per batch: 139,000 ACKs per 384 MiB, half of them such
-/// duplicates, to 12,400).
+/// of in-order data keeps its last ACK, covering all. Extra ones sent with
+/// the final acknowledgment number would all be alike, and a sender without
+/// SACK counts them as duplicate ACKs: more duplicates than segments out reads
+/// as reordering, and it retransmits more than toward a Linux receiver (the
+/// `SACK off, loss 1 %` cells of `tests/system_impair.rs`). So in-order data
+/// gets at most this many ACKs per batch, like a GRO receiver's one per
+/// super-segment.
 const IN_ORDER: usize = 16;
 
 /// ACKs owed at most, whatever they report: far more than a receive batch

@@ -77,11 +77,6 @@ impl SendBuf {
         }
     }
 
-    /// Bytes it can hold.
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
     /// Bytes it holds.
     pub fn len(&self) -> usize {
         self.len
@@ -105,6 +100,7 @@ impl SendBuf {
     }
 
     /// Chunks queued (sealed ones and the tail).
+    #[cfg(test)]
     pub fn chunk_count(&self) -> usize {
         self.chunks.len() + usize::from(!self.tail.is_empty())
     }

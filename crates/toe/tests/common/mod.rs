@@ -7,7 +7,7 @@ pub mod smol;
 pub mod udp;
 
 use linerate_toe::sim::{LinkConfig, Sim};
-use linerate_toe::{Engine, Error, Instant, SocketHandle, TcpState};
+use linerate_toe::{Engine, Instant, RecvError, SendError, SocketHandle, TcpState};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -63,11 +63,11 @@ pub fn send_then_shut(
     data: &[u8],
     sent: &mut usize,
     shut: &mut bool,
-) -> Result<(), Error> {
+) -> Result<(), SendError> {
     while *sent < data.len() {
         match e.tcp_send(c, &data[*sent..]) {
             Ok(n) => *sent += n,
-            Err(Error::WouldBlock) => break,
+            Err(SendError::WouldBlock) => break,
             Err(e) => return Err(e),
         }
     }
@@ -85,12 +85,12 @@ pub fn recv_each(
     s: SocketHandle,
     buf: &mut [u8],
     mut got: impl FnMut(&[u8]),
-) -> Result<bool, Error> {
+) -> Result<bool, RecvError> {
     loop {
         match e.tcp_recv(s, buf) {
             Ok(0) => return Ok(true),
             Ok(n) => got(&buf[..n]),
-            Err(Error::WouldBlock) => return Ok(false),
+            Err(RecvError::WouldBlock) => return Ok(false),
             Err(e) => return Err(e),
         }
     }
@@ -195,7 +195,7 @@ pub fn transfer_paced(
                         break;
                     }
                     Ok(n) => received.extend_from_slice(&buf[..n]),
-                    Err(Error::WouldBlock) => break,
+                    Err(RecvError::WouldBlock) => break,
                     Err(e) => panic!("recv: {e}"),
                 }
             }

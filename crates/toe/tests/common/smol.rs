@@ -5,7 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use super::pattern;
-use linerate_toe::{Engine, Error, Instant, SocketHandle};
+use linerate_toe::{Engine, Instant, RecvError, SendError, SocketHandle};
 use sha2::{Digest, Sha256};
 use smoltcp::iface::{Config as SmolConfig, Interface, SocketHandle as SmolHandle, SocketSet};
 use smoltcp::phy::Device;
@@ -98,7 +98,7 @@ impl Source {
             let n = chunk.len().min(len - *sent);
             match e.tcp_send(c, &chunk[..n]) {
                 Ok(k) => *sent += k,
-                Err(Error::WouldBlock) => break,
+                Err(SendError::WouldBlock) => break,
                 Err(e) => panic!("linerate send after {sent} bytes: {e}"),
             }
         }
@@ -155,7 +155,7 @@ impl Sink {
                     self.hash.update(&self.buf[..n]);
                     self.got += n;
                 }
-                Err(Error::WouldBlock) => return false,
+                Err(RecvError::WouldBlock) => return false,
                 Err(e) => panic!("linerate recv after {} bytes: {e}", self.got),
             }
         }

@@ -18,4 +18,5 @@ pub mod domain;
 
 pub use domain::{BridgeDomain, DomainConfig, Overlay, PortCounters};
 
+#[cfg(feature = "harness")]
 pub mod harness;

@@ -236,20 +236,22 @@ impl core::fmt::Display for ConfigProblem {
     }
 }
 
-/// Why a configuration was refused.
+/// Why a VTEP configuration file was refused by [`parse`]: its TOML, or the
+/// rules of an [`EndpointConfig`]. (What [`crate::Tunnel::new`] refuses of a
+/// [`crate::VtepConfig`] is a [`crate::TunnelConfigError`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigError {
+pub enum VtepConfigError {
     /// The TOML reader's message (syntax, types, unknown or missing fields).
     Syntax(String),
     /// The rules the file breaks, all of them.
     Invalid(Vec<ConfigProblem>),
 }
 
-impl core::fmt::Display for ConfigError {
+impl core::fmt::Display for VtepConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            ConfigError::Syntax(m) => write!(f, "configuration: {m}"),
-            ConfigError::Invalid(ps) => {
+            VtepConfigError::Syntax(m) => write!(f, "configuration: {m}"),
+            VtepConfigError::Invalid(ps) => {
                 write!(f, "configuration refused:")?;
                 for p in ps {
                     write!(f, "\n  {p}")?;
@@ -260,7 +262,7 @@ impl core::fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl std::error::Error for VtepConfigError {}
 
 /// Collects problems while checking.
 struct Check(Vec<ConfigProblem>);
@@ -368,8 +370,9 @@ fn parse_hex(s: &str) -> Option<Vec<u8>> {
 }
 
 /// Reads and checks a configuration.
-pub fn parse(text: &str) -> Result<EndpointConfig, ConfigError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string()))?;
+pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| VtepConfigError::Syntax(e.to_string()))?;
     let mut c = Check(Vec::new());
     let underlay = check_underlay(&mut c, &raw.underlay);
     let fdb = check_fdb(&mut c, &raw.fdb);
@@ -400,7 +403,7 @@ pub fn parse(text: &str) -> Result<EndpointConfig, ConfigError> {
             fdb,
             vnis,
         }),
-        _ => Err(ConfigError::Invalid(c.0)),
+        _ => Err(VtepConfigError::Invalid(c.0)),
     }
 }
 

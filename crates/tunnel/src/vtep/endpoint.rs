@@ -13,9 +13,12 @@
 
 use super::config::{EncapSpec, EndpointConfig, VniSpec};
 use super::split::{SplitKey, split};
-use crate::bridge::{BridgeDomain, Dest, DomainConfig, Fdb, FdbRecord, Mac, SuppressConfig};
+use crate::bridge::{
+    BridgeDomain, Dest, DomainConfig, Fdb, FdbError, FdbRecord, Mac, SuppressConfig, SuppressError,
+};
 use crate::{
-    ConfigError, Encap, Gateway, NextHop, Tunnel, TunnelCounter, TunnelNic, VniConfig, VtepConfig,
+    Encap, Gateway, NextHop, Tunnel, TunnelConfigError, TunnelCounter, TunnelNic, VniConfig,
+    VtepConfig,
 };
 use linerate_nic::Nic;
 use std::net::IpAddr;
@@ -38,9 +41,21 @@ pub enum VtepError {
         got: usize,
     },
     /// The tunnel refused its config.
-    Tunnel(ConfigError),
-    /// A static FDB or neighbour entry or flood-list entry was refused.
-    Table(String),
+    Tunnel(TunnelConfigError),
+    /// A flood-list entry or a static FDB entry was refused.
+    Fdb {
+        /// The VNI.
+        vni: u32,
+        /// Why.
+        error: FdbError,
+    },
+    /// A static neighbour entry (ARP/ND suppression) was refused.
+    Neighbor {
+        /// The VNI.
+        vni: u32,
+        /// Why.
+        error: SuppressError,
+    },
 }
 
 impl core::fmt::Display for VtepError {
@@ -50,19 +65,38 @@ impl core::fmt::Display for VtepError {
                 f,
                 "vni {v}: no remote VTEP: give it a flood list or a static entry"
             ),
-            VtepError::Ports { vni, want, got } => {
-                write!(f, "vni {vni}: {got} local ports given, {want} configured")
-            }
+            VtepError::Ports { vni, want, got } => write!(
+                f,
+                "vni {vni}: {got} local ports given, {want} configured: give one per port \
+                 its config names"
+            ),
             VtepError::Tunnel(e) => write!(f, "tunnel: {e}"),
-            VtepError::Table(e) => write!(f, "fdb: {e}"),
+            VtepError::Fdb { vni, error } => write!(
+                f,
+                "vni {vni}: forwarding table: {error}: raise the FDB's bounds or give fewer \
+                 entries"
+            ),
+            VtepError::Neighbor { vni, error } => write!(
+                f,
+                "vni {vni}: neighbour table: {error}: raise its bounds or give fewer entries"
+            ),
         }
     }
 }
 
-impl std::error::Error for VtepError {}
+impl std::error::Error for VtepError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            VtepError::Tunnel(e) => Some(e),
+            VtepError::Fdb { error, .. } => Some(error),
+            VtepError::Neighbor { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
-impl From<ConfigError> for VtepError {
-    fn from(e: ConfigError) -> VtepError {
+impl From<TunnelConfigError> for VtepError {
+    fn from(e: TunnelConfigError) -> VtepError {
         VtepError::Tunnel(e)
     }
 }
@@ -246,18 +280,19 @@ impl Vtep {
             for p in ports.get_mut(i).map(core::mem::take).unwrap_or_default() {
                 d.add_port(p);
             }
-            let table = |e: &dyn core::fmt::Debug| VtepError::Table(format!("vni {}: {e:?}", s.id));
+            let fdb = |error| VtepError::Fdb { vni: s.id, error };
             for ip in &s.flood {
-                d.fdb_mut().add_flood(s.id, *ip).map_err(|e| table(&e))?;
+                d.fdb_mut().add_flood(s.id, *ip).map_err(fdb)?;
             }
             for (m, ip) in &s.statics {
                 d.fdb_mut()
                     .add_static(s.id, *m, Dest::Remote(*ip))
-                    .map_err(|e| table(&e))?;
+                    .map_err(fdb)?;
             }
             if let Some(sup) = d.suppress_mut() {
                 for (ip, m) in &s.neighbors {
-                    sup.add_static(s.id, *ip, *m).map_err(|e| table(&e))?;
+                    sup.add_static(s.id, *ip, *m)
+                        .map_err(|error| VtepError::Neighbor { vni: s.id, error })?;
                 }
             }
             domains.push(d);

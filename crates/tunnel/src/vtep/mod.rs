@@ -7,4 +7,5 @@ pub mod config;
 pub mod endpoint;
 pub mod split;
 
+pub use config::{EndpointConfig, VtepConfigError, parse};
 pub use endpoint::{Learning, Vtep, VtepError, overlay_mtu, underlay_mac};

@@ -129,13 +129,139 @@ pub enum Verdict {
     Steer(u16),
 }
 
-/// A rule refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilterError(pub String);
+/// Which address or port of a rule: the frame's source or its destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// `src_ip`, `src_port`.
+    Source,
+    /// `dst_ip`, `dst_port`.
+    Destination,
+}
+
+impl core::fmt::Display for Side {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Side::Source => "source",
+            Side::Destination => "destination",
+        })
+    }
+}
+
+/// Why a rule set was refused; `rule` is the index of the rule at fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FilterError {
+    /// More rules than a rule set holds.
+    TooManyRules {
+        /// Rules given.
+        rules: usize,
+        /// The most a rule set holds.
+        max: usize,
+    },
+    /// A prefix longer than its address (32 bits for IPv4, 128 for IPv6).
+    PrefixTooLong {
+        /// The rule.
+        rule: usize,
+        /// Which address.
+        side: Side,
+        /// The prefix.
+        prefix: IpPrefix,
+    },
+    /// A VLAN ID over 12 bits.
+    VlanTooLarge {
+        /// The rule.
+        rule: usize,
+        /// The VLAN ID given.
+        vid: u16,
+    },
+    /// A port range whose low end is above its high end.
+    EmptyPortRange {
+        /// The rule.
+        rule: usize,
+        /// Which port.
+        side: Side,
+        /// The range.
+        range: PortRange,
+    },
+    /// A VNI over 24 bits.
+    VniTooLarge {
+        /// The rule.
+        rule: usize,
+        /// The VNI given.
+        vni: u32,
+    },
+    /// A rule steering to a queue the vNIC does not have.
+    NoSuchQueue {
+        /// The rule.
+        rule: usize,
+        /// The queue the rule names.
+        queue: u16,
+        /// Queues the vNIC has.
+        queues: u16,
+    },
+}
+
+impl FilterError {
+    /// The same error, of rule `rule`.
+    fn of_rule(self, rule: usize) -> FilterError {
+        match self {
+            FilterError::PrefixTooLong { side, prefix, .. } => {
+                FilterError::PrefixTooLong { rule, side, prefix }
+            }
+            FilterError::VlanTooLarge { vid, .. } => FilterError::VlanTooLarge { rule, vid },
+            FilterError::EmptyPortRange { side, range, .. } => {
+                FilterError::EmptyPortRange { rule, side, range }
+            }
+            FilterError::VniTooLarge { vni, .. } => FilterError::VniTooLarge { rule, vni },
+            FilterError::NoSuchQueue { queue, queues, .. } => FilterError::NoSuchQueue {
+                rule,
+                queue,
+                queues,
+            },
+            e @ FilterError::TooManyRules { .. } => e,
+        }
+    }
+}
 
 impl core::fmt::Display for FilterError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            FilterError::TooManyRules { rules, max } => {
+                write!(f, "{rules} rules: a rule set holds at most {max}")
+            }
+            FilterError::PrefixTooLong { rule, side, prefix } => {
+                let bits = if prefix.addr.is_ipv4() { 32 } else { 128 };
+                write!(
+                    f,
+                    "rule {rule}: {side} prefix {}/{} is longer than {bits} bits: use a length \
+                     of 0 to {bits}",
+                    prefix.addr, prefix.len
+                )
+            }
+            FilterError::VlanTooLarge { rule, vid } => write!(
+                f,
+                "rule {rule}: VLAN {vid} is over 12 bits: use a VLAN ID of 0 to 4095"
+            ),
+            FilterError::EmptyPortRange { rule, side, range } => write!(
+                f,
+                "rule {rule}: {side} ports {}-{} are an empty range: use a range whose low port is at most its high \
+                 port",
+                range.lo, range.hi
+            ),
+            FilterError::VniTooLarge { rule, vni } => write!(
+                f,
+                "rule {rule}: VNI {vni} is over 24 bits: use a VNI of 0 to 16777215"
+            ),
+            FilterError::NoSuchQueue {
+                rule,
+                queue,
+                queues,
+            } => write!(
+                f,
+                "rule {rule}: steers to queue {queue}, the vNIC has {queues}: steer to a queue \
+                 below {queues}, or give the vNIC more queues"
+            ),
+        }
     }
 }
 
@@ -218,7 +344,10 @@ impl Filters {
     /// Checks and compiles `rules` (prefix lengths, VLAN IDs, VNIs, port ranges).
     pub fn new(rules: Vec<Rule>) -> Result<Filters, FilterError> {
         if rules.len() >= LIST as usize {
-            return Err(FilterError("too many rules".into()));
+            return Err(FilterError::TooManyRules {
+                rules: rules.len(),
+                max: LIST as usize - 1,
+            });
         }
         let mut f = Filters {
             hits: vec![0; rules.len()],
@@ -227,7 +356,7 @@ impl Filters {
         let compiled = rules
             .iter()
             .enumerate()
-            .map(|(i, r)| Compiled::new(&r.when).map_err(|e| FilterError(format!("rule {i}: {e}"))))
+            .map(|(i, r)| Compiled::new(&r.when).map_err(|e| e.of_rule(i)))
             .collect::<Result<Vec<_>, _>>()?;
         // Ranged rules sharing everything but their ranges: a short list under
         // one entry, or, when many share, expanded to prefixes.

@@ -13,7 +13,7 @@
 //!   after the deciding rule is known, and counted when they come before it.
 
 use super::key::{self, WORDS, Words};
-use super::{FilterError, IpPrefix, Level, Match, PortRange};
+use super::{FilterError, IpPrefix, Level, Match, PortRange, Side};
 
 /// Most entries one rule's port ranges may expand to before it is checked whole.
 pub(crate) const MAX_EXPANSION: usize = 16;
@@ -33,11 +33,17 @@ fn set(c: &mut Compiled, word: usize, mask: u64, value: u64) {
     c.value[word] |= value & mask;
 }
 
-fn prefix(c: &mut Compiled, hi: usize, p: &IpPrefix, what: &str) -> Result<(), FilterError> {
+/// Errors name rule 0; [`super::Filters::new`] puts in the rule's index.
+fn prefix(c: &mut Compiled, hi: usize, p: &IpPrefix, side: Side) -> Result<(), FilterError> {
+    let too_long = || FilterError::PrefixTooLong {
+        rule: 0,
+        side,
+        prefix: *p,
+    };
     match p.addr {
         std::net::IpAddr::V4(a) => {
             if p.len > 32 {
-                return Err(FilterError(format!("{what} {a}/{}: longer than 32", p.len)));
+                return Err(too_long());
             }
             set(c, 6, key::IS_V4, key::IS_V4);
             let m = if p.len == 0 {
@@ -49,10 +55,7 @@ fn prefix(c: &mut Compiled, hi: usize, p: &IpPrefix, what: &str) -> Result<(), F
         }
         std::net::IpAddr::V6(a) => {
             if p.len > 128 {
-                return Err(FilterError(format!(
-                    "{what} {a}/{}: longer than 128",
-                    p.len
-                )));
+                return Err(too_long());
             }
             set(c, 6, key::IS_V6, key::IS_V6);
             let m = if p.len == 0 {
@@ -69,7 +72,7 @@ fn prefix(c: &mut Compiled, hi: usize, p: &IpPrefix, what: &str) -> Result<(), F
 }
 
 impl Compiled {
-    /// Checks and packs a rule's match.
+    /// Checks and packs a rule's match; an error names rule 0.
     pub(crate) fn new(m: &Match) -> Result<Compiled, FilterError> {
         let mut c = Compiled {
             level: m.level,
@@ -94,27 +97,28 @@ impl Compiled {
         }
         if let Some(vid) = m.vlan {
             if vid > 0xfff {
-                return Err(FilterError(format!("VLAN {vid}: above 4095")));
+                return Err(FilterError::VlanTooLarge { rule: 0, vid });
             }
             let tag = key::TAGGED | (u64::from(vid) << key::VID_SHIFT);
             set(&mut c, 1, key::TAGGED | (0xfff << key::VID_SHIFT), tag);
         }
         if let Some(p) = &m.src_ip {
-            prefix(&mut c, 2, p, "source")?;
+            prefix(&mut c, 2, p, Side::Source)?;
         }
         if let Some(p) = &m.dst_ip {
-            prefix(&mut c, 4, p, "destination")?;
+            prefix(&mut c, 4, p, Side::Destination)?;
         }
         if let Some(proto) = m.proto {
             set(&mut c, 6, key::IS_IP | 0xff, key::IS_IP | u64::from(proto));
         }
-        for (r, what) in [(m.src_port, "source"), (m.dst_port, "destination")] {
-            if let Some(r) = r {
-                if r.lo > r.hi {
-                    return Err(FilterError(format!(
-                        "{what} ports {}-{}: empty",
-                        r.lo, r.hi
-                    )));
+        for (r, side) in [(m.src_port, Side::Source), (m.dst_port, Side::Destination)] {
+            if let Some(range) = r {
+                if range.lo > range.hi {
+                    return Err(FilterError::EmptyPortRange {
+                        rule: 0,
+                        side,
+                        range,
+                    });
                 }
                 set(&mut c, 6, key::HAS_PORTS, key::HAS_PORTS);
             }
@@ -132,7 +136,7 @@ impl Compiled {
         }
         if let Some(vni) = m.vni {
             if vni > 0x00ff_ffff {
-                return Err(FilterError(format!("VNI {vni}: above 24 bits")));
+                return Err(FilterError::VniTooLarge { rule: 0, vni });
             }
             set(
                 &mut c,

@@ -282,9 +282,10 @@ pub fn copy_partial(dst: &mut [u8], src: &[u8], initial: u32) -> Option<u32> {
 ///
 /// AVX-512 copies with the AVX2 kernel: one with 64-byte stores aligned to the
 /// destination (masked at the edges, or whole unaligned edge vectors, since
-/// masked stores are slow on AMD's Zen 4) made the offloads-off column about 2 %
-/// dearer per byte than AVX2's, where the copy is bound by the memory the
-/// payload comes from.
+/// masked stores are slow on AMD's Zen 4) made the offloads-off column dearer
+/// per byte than AVX2's, where the copy is bound by the memory the payload
+/// comes from (`cargo bench --bench checksum -- copy_checksum`, and
+/// `offload_report -- --only linerate-off`).
 pub fn copy_partial_with(
     imp: Implementation,
     dst: &mut [u8],

@@ -138,6 +138,7 @@ impl Engine {
             }
             if let Some(s) = self.udp.live_mut(out.slot, out.generation) {
                 s.tx_bytes = s.tx_bytes.saturating_sub(out.data.len());
+                self.udp_changed(out.slot);
             }
             self.udp.recycle(out.data);
         }
@@ -321,6 +322,7 @@ impl Engine {
                     s.rx.push_back((from, b));
                     self.counters.udp_in_datagrams += 1;
                 }
+                self.udp_changed(idx);
             }
             if off >= payload.len() {
                 return;

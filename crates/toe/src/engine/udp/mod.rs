@@ -13,14 +13,14 @@
 //! queue (bytes and datagrams, [`UdpConfig`](crate::config::UdpConfig)); a
 //! datagram that does not fit is dropped and counted (`udp_rcvbuf_errors`), as
 //! Linux's `SO_RCVBUF` does. Sends are queued in the engine (bounded per socket;
-//! a full queue refuses with [`Error::WouldBlock`]) and written straight into
+//! a full queue refuses with [`UdpSendError::WouldBlock`]) and written straight into
 //! the transmit sink by [`Engine::poll_transmit_into`].
 //!
 //! # Sizes and fragments
 //!
 //! linerate neither fragments nor reassembles: every datagram leaves with DF set
 //! (IPv4) and must fit the path MTU (the interface MTU, or less once ICMP has
-//! said so: `net::pmtu`), else the send fails with [`Error::MessageTooLong`], as
+//! said so: `net::pmtu`), else the send fails with [`UdpSendError::MessageTooLong`], as
 //! Linux's `IP_PMTUDISC_DO` does.
 //!
 //! # Offloads
@@ -40,8 +40,10 @@
 //! IPv4 and is refused over IPv6 (RFC 8200 section 8.1).
 
 use super::Engine;
+use super::error::{EPHEMERAL_PORTS, InvalidHandle, UdpBindError, UdpRecvError, UdpSendError};
+use super::events::{EventState, bits};
 use super::output::ip_header_len;
-use super::socket::{Error, Readiness};
+use super::socket::Readiness;
 use crate::net::ratelimit::TokenBucket;
 use crate::time::Instant;
 use linerate_wire::udp;
@@ -94,6 +96,8 @@ struct UdpSock {
 struct UdpSlot {
     generation: u32,
     sock: Option<UdpSock>,
+    /// Its place in the event queue and the readiness last reported.
+    ev: EventState,
 }
 
 /// A send waiting for the transmit sink.
@@ -136,26 +140,27 @@ impl UdpTable {
         }
     }
 
-    fn sock(&self, h: UdpHandle) -> Result<&UdpSock, Error> {
-        let slot = self
-            .slots
-            .get(h.index as usize)
-            .ok_or(Error::InvalidHandle)?;
+    fn sock(&self, h: UdpHandle) -> Result<&UdpSock, InvalidHandle> {
+        let slot = self.slots.get(h.index as usize).ok_or(InvalidHandle)?;
         if slot.generation != h.generation {
-            return Err(Error::InvalidHandle);
+            return Err(InvalidHandle);
         }
-        slot.sock.as_ref().ok_or(Error::InvalidHandle)
+        slot.sock.as_ref().ok_or(InvalidHandle)
     }
 
-    fn sock_mut(&mut self, h: UdpHandle) -> Result<&mut UdpSock, Error> {
-        let slot = self
-            .slots
-            .get_mut(h.index as usize)
-            .ok_or(Error::InvalidHandle)?;
+    fn sock_mut(&mut self, h: UdpHandle) -> Result<&mut UdpSock, InvalidHandle> {
+        let slot = self.slots.get_mut(h.index as usize).ok_or(InvalidHandle)?;
         if slot.generation != h.generation {
-            return Err(Error::InvalidHandle);
+            return Err(InvalidHandle);
         }
-        slot.sock.as_mut().ok_or(Error::InvalidHandle)
+        slot.sock.as_mut().ok_or(InvalidHandle)
+    }
+
+    /// Forgets `bit` of socket `h`'s reported readiness.
+    fn rearm(&mut self, h: UdpHandle, bit: u8) {
+        if let Some(slot) = self.slots.get_mut(h.index as usize) {
+            slot.ev.rearm(bit);
+        }
     }
 
     /// A buffer holding a copy of `data`, reused when one is spare.
@@ -180,6 +185,38 @@ impl UdpTable {
             .and_then(|s| s.sock.as_mut())
     }
 
+    /// The event state of the bound socket in slot `idx`.
+    pub(super) fn event_state(&mut self, idx: usize) -> Option<&mut EventState> {
+        self.slots
+            .get_mut(idx)
+            .filter(|s| s.sock.is_some())
+            .map(|s| &mut s.ev)
+    }
+
+    /// The handle, readiness bits and event state of the socket in slot `idx`;
+    /// clears its queued flag.
+    pub(super) fn readiness_bits(
+        &mut self,
+        idx: usize,
+        send_buffer: usize,
+    ) -> Option<(UdpHandle, u8, &mut EventState)> {
+        let slot = self.slots.get_mut(idx)?;
+        slot.ev.clear_queued();
+        let s = slot.sock.as_ref()?;
+        let mut cur = 0;
+        if !s.rx.is_empty() {
+            cur |= bits::READABLE;
+        }
+        if s.tx_bytes < send_buffer {
+            cur |= bits::WRITABLE;
+        }
+        let h = UdpHandle {
+            index: idx as u32,
+            generation: slot.generation,
+        };
+        Some((h, cur, &mut slot.ev))
+    }
+
     /// True if a socket is bound to `port` for the family of `ip`.
     pub(super) fn bound(&self, port: u16, ip: IpAddr) -> bool {
         self.by_port.contains_key(&(port, ip.is_ipv6()))
@@ -191,24 +228,24 @@ impl Engine {
     /// datagram of that family to the port) or the interface's address of that
     /// family; port 0 picks a free ephemeral port.
     ///
-    /// Errors: [`Error::NoAddress`] if the interface has no such address,
-    /// [`Error::AddrInUse`] if the port is bound for that family,
-    /// [`Error::NoPorts`] if no ephemeral port is free.
-    pub fn udp_bind(&mut self, addr: SocketAddr) -> Result<UdpHandle, Error> {
+    /// Errors: [`UdpBindError::NoAddress`] if the interface has no such
+    /// address, [`UdpBindError::AddrInUse`] if the port is bound for that
+    /// family, [`UdpBindError::NoPorts`] if no ephemeral port is free.
+    pub fn udp_bind(&mut self, addr: SocketAddr) -> Result<UdpHandle, UdpBindError> {
         let ours = match addr.ip() {
             IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
             IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
         };
         let Some(ours) = ours else {
-            return Err(Error::NoAddress);
+            return Err(UdpBindError::NoAddress);
         };
         if !addr.ip().is_unspecified() && addr.ip() != ours {
-            return Err(Error::NoAddress);
+            return Err(UdpBindError::NoAddress);
         }
         let v6 = addr.is_ipv6();
         let port = match addr.port() {
             0 => self.udp_ephemeral(v6)?,
-            p if self.udp.by_port.contains_key(&(p, v6)) => return Err(Error::AddrInUse),
+            p if self.udp.by_port.contains_key(&(p, v6)) => return Err(UdpBindError::AddrInUse),
             p => p,
         };
         let sock = UdpSock {
@@ -220,14 +257,20 @@ impl Engine {
         };
         let t = &mut self.udp;
         let idx = match t.free.pop() {
-            Some(i) => i,
-            None => {
+            Some(i) if i < t.slots.len() => i,
+            _ => {
                 t.slots.push(UdpSlot::default());
                 t.slots.len() - 1
             }
         };
-        let slot = t.slots.get_mut(idx).ok_or(Error::InvalidHandle)?;
+        let Some(slot) = t.slots.get_mut(idx) else {
+            // Not reached: `idx` is in range by construction.
+            return Err(UdpBindError::NoPorts);
+        };
         slot.sock = Some(sock);
+        // Writable from the start: that is no news (room that comes back
+        // after a refused send is).
+        slot.ev.seen = bits::WRITABLE;
         let generation = slot.generation;
         t.by_port.insert((port, v6), idx);
         Ok(UdpHandle {
@@ -238,24 +281,24 @@ impl Engine {
 
     /// A free port for the family, searched from a random start (RFC 6056
     /// section 3.3.2).
-    fn udp_ephemeral(&mut self, v6: bool) -> Result<u16, Error> {
-        const LOW: u16 = 49_152;
-        let span = u64::from(u16::MAX - LOW) + 1;
+    fn udp_ephemeral(&mut self, v6: bool) -> Result<u16, UdpBindError> {
+        let (low, high) = EPHEMERAL_PORTS;
+        let span = u64::from(high - low) + 1;
         let start = self.rng.below(span);
         (0..span)
-            .map(|i| LOW + ((start + i) % span) as u16)
+            .map(|i| low + ((start + i) % span) as u16)
             .find(|p| !self.udp.by_port.contains_key(&(*p, v6)))
-            .ok_or(Error::NoPorts)
+            .ok_or(UdpBindError::NoPorts)
     }
 
     /// Closes a UDP socket: unread datagrams are dropped; datagrams already
     /// queued for sending still go out.
-    pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), Error> {
+    pub fn udp_close(&mut self, h: UdpHandle) -> Result<(), InvalidHandle> {
         self.udp.sock(h)?;
         let t = &mut self.udp;
         let idx = h.index as usize;
         let Some(slot) = t.slots.get_mut(idx) else {
-            return Err(Error::InvalidHandle);
+            return Err(InvalidHandle);
         };
         let sock = slot.sock.take();
         slot.generation = slot.generation.wrapping_add(1);
@@ -273,7 +316,7 @@ impl Engine {
     }
 
     /// The socket's bound address and queues.
-    pub fn udp_info(&self, h: UdpHandle) -> Result<UdpInfo, Error> {
+    pub fn udp_info(&self, h: UdpHandle) -> Result<UdpInfo, InvalidHandle> {
         let s = self.udp.sock(h)?;
         Ok(UdpInfo {
             local: s.local,
@@ -285,7 +328,7 @@ impl Engine {
     }
 
     /// What the socket is ready for: a datagram to read; room to queue a send.
-    pub fn udp_readiness(&self, h: UdpHandle) -> Result<Readiness, Error> {
+    pub fn udp_readiness(&self, h: UdpHandle) -> Result<Readiness, InvalidHandle> {
         let s = self.udp.sock(h)?;
         Ok(Readiness {
             readable: !s.rx.is_empty(),
@@ -302,12 +345,13 @@ impl Engine {
 
     /// Reads the next datagram into `buf`; returns its length and sender. A
     /// datagram longer than `buf` is cut to it (the rest is lost, as with
-    /// `recvfrom(2)` without `MSG_TRUNC`). [`Error::WouldBlock`] when none waits.
+    /// `recvfrom(2)` without `MSG_TRUNC`). [`UdpRecvError::WouldBlock`] when
+    /// none waits (wait for [`Event::UdpReadable`](super::Event::UdpReadable)).
     pub fn udp_recv_from(
         &mut self,
         h: UdpHandle,
         buf: &mut [u8],
-    ) -> Result<(usize, SocketAddr), Error> {
+    ) -> Result<(usize, SocketAddr), UdpRecvError> {
         self.udp_recv_with(h, |data, from| {
             let n = data.len().min(buf.len());
             if let (Some(d), Some(s)) = (buf.get_mut(..n), data.get(..n)) {
@@ -318,15 +362,21 @@ impl Engine {
     }
 
     /// Lends the next datagram to `f` (no copy) and returns what `f` returns;
-    /// the datagram is consumed. [`Error::WouldBlock`] when none waits.
+    /// the datagram is consumed. [`UdpRecvError::WouldBlock`] when none waits.
     pub fn udp_recv_with<R>(
         &mut self,
         h: UdpHandle,
         f: impl FnOnce(&[u8], SocketAddr) -> R,
-    ) -> Result<R, Error> {
+    ) -> Result<R, UdpRecvError> {
         let s = self.udp.sock_mut(h)?;
-        let (from, data) = s.rx.pop_front().ok_or(Error::WouldBlock)?;
+        let Some((from, data)) = s.rx.pop_front() else {
+            self.udp.rearm(h, bits::READABLE);
+            return Err(UdpRecvError::WouldBlock);
+        };
         s.rx_bytes = s.rx_bytes.saturating_sub(data.len());
+        if s.rx.is_empty() {
+            self.udp.rearm(h, bits::READABLE);
+        }
         let r = f(&data, from);
         self.udp.recycle(data);
         Ok(r)
@@ -334,17 +384,18 @@ impl Engine {
 
     /// Queues one datagram carrying `payload` to `remote`; returns its length.
     ///
-    /// Errors: [`Error::InvalidArgument`] for a destination of the other family,
-    /// port 0 or the unspecified address; [`Error::NoAddress`] without a source
-    /// address of the family; [`Error::MessageTooLong`] if it does not fit the
-    /// path MTU ([`Engine::udp_max_payload`]); [`Error::WouldBlock`] if the
+    /// Errors: [`UdpSendError::InvalidDestination`] for a destination of the
+    /// other family, port 0 or the unspecified address;
+    /// [`UdpSendError::NoAddress`] without a source address of the family;
+    /// [`UdpSendError::MessageTooLong`] if it does not fit the path MTU
+    /// ([`Engine::udp_max_payload`]); [`UdpSendError::WouldBlock`] if the
     /// socket's send queue is full.
     pub fn udp_send_to(
         &mut self,
         h: UdpHandle,
         payload: &[u8],
         remote: SocketAddr,
-    ) -> Result<usize, Error> {
+    ) -> Result<usize, UdpSendError> {
         self.udp_queue(h, payload, remote, 0)
     }
 
@@ -353,8 +404,9 @@ impl Engine {
     /// super-datagram the NIC layer cuts (USO); off, the datagrams one by one.
     /// Returns the bytes queued (all of `payload`).
     ///
-    /// Errors: those of [`Engine::udp_send_to`], and [`Error::InvalidArgument`]
-    /// for a zero `segment_size`; [`Error::MessageTooLong`] if a segment does
+    /// Errors: those of [`Engine::udp_send_to`], and
+    /// [`UdpSendError::InvalidSegmentSize`] for a zero `segment_size`;
+    /// [`UdpSendError::MessageTooLong`] if a segment does
     /// not fit the path MTU, or the payload needs more than
     /// [`MAX_UDP_SEGMENTS`] datagrams or more than a UDP length field can hold.
     pub fn udp_send_to_segmented(
@@ -363,13 +415,13 @@ impl Engine {
         payload: &[u8],
         remote: SocketAddr,
         segment_size: u16,
-    ) -> Result<usize, Error> {
+    ) -> Result<usize, UdpSendError> {
         if segment_size == 0 {
-            return Err(Error::InvalidArgument);
+            return Err(UdpSendError::InvalidSegmentSize);
         }
         let seg = usize::from(segment_size);
         if payload.len().div_ceil(seg) > MAX_UDP_SEGMENTS {
-            return Err(Error::MessageTooLong);
+            return Err(UdpSendError::MessageTooLong);
         }
         self.udp_queue(h, payload, remote, seg)
     }
@@ -380,18 +432,18 @@ impl Engine {
         payload: &[u8],
         remote: SocketAddr,
         seg: usize,
-    ) -> Result<usize, Error> {
+    ) -> Result<usize, UdpSendError> {
         let local = self.udp.sock(h)?.local;
         if local.is_ipv4() != remote.is_ipv4() || remote.port() == 0 || remote.ip().is_unspecified()
         {
-            return Err(Error::InvalidArgument);
+            return Err(UdpSendError::InvalidDestination);
         }
         let src_ip = if local.ip().is_unspecified() {
             match remote.ip() {
                 IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
                 IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
             }
-            .ok_or(Error::NoAddress)?
+            .ok_or(UdpSendError::NoAddress)?
         } else {
             local.ip()
         };
@@ -405,15 +457,19 @@ impl Engine {
             IpAddr::V6(_) => 65_535 - udp::HEADER_LEN,
         };
         if per.min(payload.len()) > max || payload.len() > whole_max {
-            return Err(Error::MessageTooLong);
+            return Err(UdpSendError::MessageTooLong);
         }
         let limit = self.cfg.udp.send_buffer;
         let s = self.udp.sock_mut(h)?;
         if s.tx_bytes > 0 && s.tx_bytes + payload.len() > limit {
             self.counters.udp_sndbuf_errors += 1;
-            return Err(Error::WouldBlock);
+            self.udp.rearm(h, bits::WRITABLE);
+            return Err(UdpSendError::WouldBlock);
         }
         s.tx_bytes += payload.len();
+        if s.tx_bytes >= limit {
+            self.udp.rearm(h, bits::WRITABLE);
+        }
         let seg = if payload.len() <= seg { 0 } else { seg };
         let data = self.udp.buffer_of(payload);
         self.udp.tx.push_back(UdpOut {

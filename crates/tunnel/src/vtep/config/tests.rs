@@ -16,8 +16,8 @@ fn with_vni(vni: &str) -> String {
 fn problems(text: &str) -> Vec<String> {
     match parse(text) {
         Ok(c) => panic!("accepted: {c:?}"),
-        Err(ConfigError::Invalid(ps)) => ps.iter().map(ToString::to_string).collect(),
-        Err(ConfigError::Syntax(m)) => vec![m],
+        Err(VtepConfigError::Invalid(ps)) => ps.iter().map(ToString::to_string).collect(),
+        Err(VtepConfigError::Syntax(m)) => vec![m],
     }
 }
 
