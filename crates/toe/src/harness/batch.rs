@@ -92,6 +92,7 @@ impl Harness {
                 opts: opts.as_ref().map_or(&[], |o| &o[..]),
                 raw_opts: None,
                 payload: oracle::peer_bytes(k, off.wrapping_add(at), size),
+                payload_sum: Some(oracle::peer_sum(k, off.wrapping_add(at), size)),
             };
             if let Some(f) = Harness::build(&self.s.pool, &seg) {
                 self.fed += 1;

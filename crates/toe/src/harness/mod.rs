@@ -167,13 +167,11 @@ struct Scratch {
     /// The frames being handed to the engine.
     batch: Batch,
     /// With offloads, output goes to a sink that takes super-segments by
-    /// reference to the send buffer (`PoolSink::with_frags`), gathered to
-    /// be read: its buffers from `pool`.
+    /// reference to the send buffer (`PoolSink::with_frags`), gathered into
+    /// `gather` to be read: its buffers from `pool`.
     out: Batch,
     pool: Pool,
-    /// One drain's output, gathered: the first `n`.
-    frames: Vec<Vec<u8>>,
-    n: usize,
+    gather: Vec<u8>,
     /// What the application reads into.
     read: Vec<u8>,
 }
@@ -184,21 +182,9 @@ impl Scratch {
             batch: Batch::with_capacity(2 * batch::MAX_SEGS),
             out: Batch::new(),
             pool: Pool::new(PoolConfig::mtu()),
-            frames: Vec::new(),
-            n: 0,
+            gather: Vec::new(),
             read: vec![0; 1 << 16],
         }
-    }
-
-    /// The next output slot, emptied.
-    fn next_frame<'a>(frames: &'a mut Vec<Vec<u8>>, n: &mut usize) -> &'a mut Vec<u8> {
-        if *n == frames.len() {
-            frames.push(Vec::new());
-        }
-        let f = &mut frames[*n];
-        *n += 1;
-        f.clear();
-        f
     }
 }
 
@@ -222,6 +208,9 @@ struct Seg<'a> {
     opts: &'a [TcpOptionElement],
     raw_opts: Option<&'a [u8]>,
     payload: &'a [u8],
+    /// The payload's 16-bit sum when known without reading it (a run of the
+    /// peer's stream, `oracle::peer_sum`).
+    payload_sum: Option<u64>,
 }
 
 impl Harness {
@@ -374,7 +363,14 @@ impl Harness {
         tcp[20..thl].copy_from_slice(&opts[..thl - 20]);
         tcp[thl..].copy_from_slice(seg.payload);
         let pseudo = checksum::pseudo_ipv4(PEER, ME, 6, (thl + seg.payload.len()) as u16);
-        let c = checksum::finish(checksum::partial(tcp, pseudo));
+        let payload_sum = seg
+            .payload_sum
+            .unwrap_or_else(|| u64::from(checksum::partial(seg.payload, 0)));
+        let mut sum = u64::from(checksum::partial(&tcp[..thl], pseudo)) + payload_sum;
+        while sum >> 16 != 0 {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        let c = !(sum as u16);
         tcp[16..18].copy_from_slice(&c.to_be_bytes());
         Some(b)
     }
@@ -390,32 +386,30 @@ impl Harness {
     /// sent-bytes oracle.
     fn drain(&mut self) {
         let Scratch {
-            out,
-            pool,
-            frames,
-            n,
-            ..
+            out, pool, gather, ..
         } = &mut self.s;
-        *n = 0;
+        let conns = &mut self.conns;
+        // Each frame is read where it lies: a linear one in place, one with
+        // fragments gathered first.
+        let mut n = 0;
         let sent = if self.cfg.offloads {
             let sent = self
                 .e
                 .poll_transmit_into(self.now, &mut PoolSink::new(pool, out).with_frags(true));
             for f in out.iter() {
-                f.gather_to_vec(Scratch::next_frame(frames, n));
+                observe(conns, f.contiguous(gather));
+                n += 1;
             }
             out.clear();
             sent
         } else {
             self.e.poll_transmit(self.now, &mut |f, _| {
-                Scratch::next_frame(frames, n).extend_from_slice(f);
+                observe(conns, f);
+                n += 1;
             })
         };
-        assert_eq!(sent, *n);
+        assert_eq!(sent, n);
         self.emitted += sent as u64;
-        for f in frames.iter().take(*n) {
-            observe(&mut self.conns, f);
-        }
     }
 
     /// Active open to the peer's port 5000, and a passive one on port 80 from the
@@ -462,6 +456,7 @@ impl Harness {
                 opts: &opts_a,
                 raw_opts: None,
                 payload: &[],
+                payload_sum: None,
             },
             &OffloadMeta::plain(),
         );
@@ -479,6 +474,7 @@ impl Harness {
                 opts: &opts,
                 raw_opts: None,
                 payload: &[],
+                payload_sum: None,
             },
             &OffloadMeta::plain(),
         );
@@ -504,6 +500,7 @@ impl Harness {
                 opts: &opts_p,
                 raw_opts: None,
                 payload: &[],
+                payload_sum: None,
             },
             &OffloadMeta::plain(),
         );
@@ -672,6 +669,7 @@ impl Harness {
             opts: &opts,
             raw_opts,
             payload,
+            payload_sum: Some(oracle::peer_sum(k, off, len)),
         };
         let _ = seg.k;
         let Some(mut f) = Harness::build(&self.s.pool, &seg) else {
@@ -721,6 +719,7 @@ impl Harness {
                 opts: &opts,
                 raw_opts: None,
                 payload: &[],
+                payload_sum: None,
             },
         );
         if let Some(f) = f {
@@ -1133,6 +1132,7 @@ mod tests {
                         opts,
                         raw_opts,
                         payload: &payload[..len],
+                        payload_sum: None,
                     };
                     let mut h = TcpHeader::new(seg.src_port, seg.dst_port, seg.seq, seg.wnd);
                     h.fin = flags & 0x01 != 0;
@@ -1158,6 +1158,32 @@ mod tests {
                 }
             }
         }
+        // A run of the peer's stream with its sum from the tables: the same
+        // frame as with the sum worked out.
+        for (o, len) in [
+            (0u32, 1448usize),
+            (77, 1),
+            (32_000, 9000),
+            (u32::MAX - 3, 601),
+        ] {
+            let mut seg = Seg {
+                k: 1,
+                src_port: 4000,
+                dst_port: 80,
+                seq: o,
+                ack: Some(1),
+                flags: 0x10,
+                wnd: 9,
+                opts: &[],
+                raw_opts: None,
+                payload: peer_bytes(1, o, len),
+                payload_sum: None,
+            };
+            let want = Harness::build(&pool, &seg).unwrap();
+            seg.payload_sum = Some(oracle::peer_sum(1, o, len));
+            let got = Harness::build(&pool, &seg).unwrap();
+            assert_eq!(got.as_slice(), want.as_slice(), "{o} {len}");
+        }
         // Options beyond 40 bytes, a datagram beyond 65,535: no frame.
         let long = vec![TcpOptionElement::Timestamp(1, 2); 5];
         let big = vec![0u8; 65_536];
@@ -1173,6 +1199,7 @@ mod tests {
                 opts,
                 raw_opts: None,
                 payload,
+                payload_sum: None,
             };
             assert!(Harness::build(&pool, &seg).is_none());
         }
