@@ -13,7 +13,7 @@
 //! two places; the window.
 
 use super::{Harness, Input, Seg, oracle};
-use linerate_nic::{Frame, PacketBuf};
+use linerate_nic::Frame;
 use linerate_offload::{Checksum, OffloadMeta};
 use linerate_wire::etherparse::TcpOptionElement;
 
@@ -92,10 +92,11 @@ impl Harness {
                 opts: opts.as_ref().map_or(&[], |o| &o[..]),
                 raw_opts: None,
                 payload: oracle::peer_bytes(k, off.wrapping_add(at), size),
+                payload_sum: Some(oracle::peer_sum(k, off.wrapping_add(at), size)),
             };
-            if let Some(f) = Harness::build(&seg) {
+            if let Some(f) = Harness::build(&self.s.pool, &seg) {
                 self.fed += 1;
-                self.s.batch.push(Frame::new(PacketBuf::from_vec(f), meta));
+                self.s.batch.push(Frame::new(f, meta));
             }
         }
         self.e.handle_frames(self.now, &mut self.s.batch);

@@ -35,6 +35,10 @@ struct Tables {
     /// One period and [`MAX_RUN`] bytes more of each stream, by connection.
     app: [Vec<u8>; CONNS],
     peer: [Vec<u8>; CONNS],
+    /// For each byte `i` of `peer`, the sum of the 16-bit words that start
+    /// at `i - 2`, `i - 4`, ... (every second byte before it): the checksum
+    /// of a run of the stream is a difference, not a pass over it.
+    peer_sums: [Vec<u64>; CONNS],
 }
 
 fn tables() -> &'static Tables {
@@ -49,6 +53,22 @@ fn tables() -> &'static Tables {
             (0..PEER_PERIOD + MAX_RUN as u32)
                 .map(|o| peer_byte(k, o))
                 .collect()
+        }),
+        peer_sums: std::array::from_fn(|k| {
+            let len = (PEER_PERIOD + MAX_RUN as u32) as usize;
+            let word = |i: usize| {
+                u64::from(peer_byte(k, i as u32)) << 8
+                    | if i + 1 < len {
+                        u64::from(peer_byte(k, i as u32 + 1))
+                    } else {
+                        0
+                    }
+            };
+            let mut sums = vec![0u64; len + 2];
+            for i in 0..len {
+                sums[i + 2] = sums[i] + word(i);
+            }
+            sums
         }),
     })
 }
@@ -67,9 +87,32 @@ pub(super) fn peer_bytes(k: usize, o: u32, len: usize) -> &'static [u8] {
     &tables().peer[k % CONNS][at..at + len.min(MAX_RUN)]
 }
 
+/// The 16-bit one's complement sum (unfolded) of [`peer_bytes`]`(k, o, len)`
+/// read as big-endian words from its first byte, a last odd byte padded with
+/// zero: what a checksum over it adds.
+pub(super) fn peer_sum(k: usize, o: u32, len: usize) -> u64 {
+    let t = tables();
+    let at = (o % PEER_PERIOD) as usize;
+    let len = len.min(MAX_RUN);
+    let sums = &t.peer_sums[k % CONNS];
+    let words = len / 2;
+    let mut sum = sums[at + 2 * words] - sums[at];
+    if len % 2 == 1 {
+        sum += u64::from(t.peer[k % CONNS][at + len - 1]) << 8;
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fold64(mut s: u64) -> u16 {
+        while s >> 16 != 0 {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
 
     #[test]
     fn tables_hold_the_streams_across_their_periods_and_wraps() {
@@ -97,6 +140,20 @@ mod tests {
                         "peer {k} at {o}+{i}"
                     );
                 }
+            }
+            for (o, len) in [
+                (0u32, 0usize),
+                (1, 1),
+                (7, 1448),
+                (32_767, 3),
+                (u32::MAX - 9, MAX_RUN),
+            ] {
+                let want = linerate_wire::checksum::partial(peer_bytes(k, o, len), 0);
+                assert_eq!(
+                    linerate_wire::checksum::fold(want),
+                    fold64(peer_sum(k, o, len)),
+                    "sum {k} at {o}+{len}"
+                );
             }
             assert_eq!(app_bytes(k, 12_345, MAX_RUN).len(), MAX_RUN);
             assert_eq!(peer_bytes(k, u32::MAX, MAX_RUN).len(), MAX_RUN);

@@ -68,7 +68,7 @@ pub(crate) fn initial_capacity(t: &TcpConfig, shift: u8) -> usize {
 }
 
 /// A connection's auto-tuning state (kept small: every connection holds one).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RcvTune {
     /// The receiver's RTT estimate in nanoseconds; 0 until the first sample.
     rtt: u64,

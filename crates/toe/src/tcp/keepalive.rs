@@ -36,7 +36,7 @@ pub struct Keepalive {
 }
 
 /// A connection's keep-alive state.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct KaState {
     /// The settings; `None` is off.
     pub cfg: Option<Keepalive>,

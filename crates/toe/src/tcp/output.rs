@@ -154,8 +154,7 @@ impl Conn {
         // acknowledgment number of now and no SACK blocks, so it would take
         // that ACK's place and lose what it reports. (One owed for in-order
         // data only, a data segment carries as well.)
-        let owed_first =
-            self.state.rcv().is_some_and(|r| r.dup_owed > 0) && !self.sack_owed.next_in_order();
+        let owed_first = self.sack_owed.next_reports_hole();
         let chosen = match self.state.snd_mut() {
             Some(snd) if !owed_first => {
                 mss = snd.mss;

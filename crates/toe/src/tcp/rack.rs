@@ -55,7 +55,7 @@ const REO_WND_PERSIST: u32 = 16;
 const REO_WND_MULT_MAX: u32 = 255;
 
 /// One transmission of `[start, end)` (data and FIN).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Xmit {
     start: Seq,
     end: Seq,
@@ -74,7 +74,7 @@ struct Xmit {
 }
 
 /// The most recently sent delivered range: RACK.xmit_ts and RACK.end_seq.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Latest {
     order: u64,
     end: Seq,
@@ -100,7 +100,7 @@ const NO_XMIT: Xmit = Xmit {
 /// [`INLINE_RANGES`] entries live inline. Once it outgrows them it moves to a
 /// `VecDeque` and stays there (a connection with that many ranges in flight
 /// is likely to have them again).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum XmitLog {
     Inline { n: u8, x: [Xmit; INLINE_RANGES] },
     Heap(VecDeque<Xmit>),
@@ -251,7 +251,7 @@ impl XmitLog {
 }
 
 /// RACK and TLP state of one connection.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Rack {
     log: XmitLog,
     order: u64,

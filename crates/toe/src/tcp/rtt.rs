@@ -24,7 +24,7 @@ pub const INITIAL_RTO: Duration = Duration::from_secs(1);
 /// do). Samples are the difference of two nanosecond [`crate::Instant`]s or a
 /// timestamp echo, so they fit in 64 bits; a longer one (no clock gives one)
 /// counts as the longest that fits.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RttEstimator {
     /// SRTT in nanoseconds, once there is a sample.
     srtt: Option<u64>,

@@ -14,7 +14,7 @@ pub const DUP_THRESH: usize = 3;
 const MAX_BLOCKS: usize = 64;
 
 /// SACKed ranges above SND.UNA.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Scoreboard {
     blocks: Vec<(Seq, Seq)>,
     sacked: usize,

@@ -37,7 +37,6 @@ use super::assembler::Assembler;
 use super::seq::Seq;
 use super::state::Rcv;
 use linerate_wire::tcp::SackBlocks;
-use std::collections::VecDeque;
 
 /// ACKs of in-order data (every second full-sized segment, no hole, no
 /// duplicate) owed at most. One more takes the place of such an ACK that only
@@ -75,8 +74,11 @@ struct Owed {
 /// Owed ACKs' acknowledgment numbers and SACK blocks, oldest first.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OwedSacks {
-    owed: VecDeque<Owed>,
-    /// How many of `owed` are in order.
+    /// Owed ACKs from `head` on (those before it were sent); emptied, its
+    /// room kept, when all are sent.
+    owed: Vec<Owed>,
+    head: usize,
+    /// How many of them are in order.
     in_order: usize,
     /// A D-SACK block not yet reported, for the next ACK that is not one owed
     /// (those carry their own).
@@ -104,17 +106,31 @@ impl OwedSacks {
             && self.in_order >= IN_ORDER
             && let Some(k) = self.spare(ack)
         {
-            if let Some(old) = self.owed.remove(k) {
-                self.in_order -= usize::from(old.in_order);
+            // In order both: the count stays. Most often the newest (a run of
+            // in-order data), replaced where it lies.
+            if k + 1 == self.owed.len() {
+                if let Some(last) = self.owed.last_mut() {
+                    *last = new;
+                }
+            } else if k < self.owed.len() {
+                self.owed.remove(k);
+                self.owed.push(new);
             }
-            self.add(new);
             return false;
         }
-        if self.owed.len() < MAX_OWED {
-            self.add(new);
+        if self.len() < MAX_OWED {
+            if self.head > 0 && self.owed.len() == self.owed.capacity() {
+                // Sent ones still in front, and no room: drop them rather
+                // than grow.
+                self.owed.drain(..self.head);
+                self.head = 0;
+            }
+            self.in_order += usize::from(in_order);
+            self.owed.push(new);
             return true;
         }
-        match self.owed.back_mut() {
+        // (At the bound, so the newest is owed, not sent.)
+        match self.owed.last_mut() {
             Some(last) if Seq(last.ack) < ack => {
                 self.in_order -= usize::from(last.in_order);
                 self.in_order += usize::from(in_order);
@@ -129,17 +145,17 @@ impl OwedSacks {
         false
     }
 
-    fn add(&mut self, o: Owed) {
-        self.in_order += usize::from(o.in_order);
-        self.owed.push_back(o);
+    /// ACKs owed.
+    fn len(&self) -> usize {
+        self.owed.len() - self.head
     }
 
     /// The newest in-order ACK that only moved the acknowledgment number on
     /// between two that moved it further (the next being `ack` for the newest
-    /// owed), by its place in the queue.
+    /// owed), by its place in `owed`.
     fn spare(&self, ack: Seq) -> Option<usize> {
         let at = |k: usize| self.owed.get(k).map(|o| Seq(o.ack));
-        (1..self.owed.len()).rev().find(|&k| {
+        (self.head + 1..self.owed.len()).rev().find(|&k| {
             let (Some(prev), Some(this)) = (at(k - 1), at(k)) else {
                 return false;
             };
@@ -148,10 +164,10 @@ impl OwedSacks {
         })
     }
 
-    /// True if the oldest owed ACK acknowledges in-order data only (a segment
-    /// with data may carry it instead).
-    pub fn next_in_order(&self) -> bool {
-        self.owed.front().is_some_and(|o| o.in_order)
+    /// True if the oldest owed ACK reports a hole, a duplicate or a filled
+    /// hole (a segment with data may carry one of in-order data instead).
+    pub fn next_reports_hole(&self) -> bool {
+        self.owed.get(self.head).is_some_and(|o| !o.in_order)
     }
 
     /// Keeps a D-SACK block for the next ACK sent.
@@ -171,7 +187,12 @@ impl OwedSacks {
 
     /// The oldest owed ACK, now being sent: its acknowledgment number and blocks.
     pub fn pop(&mut self) -> Option<(Seq, SackBlocks)> {
-        let o = self.owed.pop_front()?;
+        let o = *self.owed.get(self.head)?;
+        self.head += 1;
+        if self.head == self.owed.len() {
+            self.owed.clear();
+            self.head = 0;
+        }
         self.in_order -= usize::from(o.in_order);
         Some((Seq(o.ack), o.blocks))
     }
@@ -311,6 +332,35 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Pushes and pops interleaved (output between arrivals): every ACK
+        /// owed goes out once, oldest first, and the queue never holds more
+        /// than it owes.
+        #[test]
+        fn interleaved_pushes_and_pops_keep_order_and_count(
+            ops in proptest::collection::vec(0u8..4, 1..300),
+        ) {
+            let mut o = OwedSacks::default();
+            let (mut next, mut owed, mut sent) = (0u32, 0usize, Vec::new());
+            for op in ops {
+                if op == 0 {
+                    if let Some((a, _)) = o.pop() {
+                        sent.push(a.0);
+                        owed -= 1;
+                    }
+                } else {
+                    next += 1;
+                    if o.push(Seq(next), SackBlocks::new(), None, false) {
+                        owed += 1;
+                    }
+                }
+                proptest::prop_assert_eq!(o.len(), owed);
+                proptest::prop_assert!(o.owed.len() <= o.owed.capacity());
+            }
+            sent.extend(std::iter::from_fn(|| o.pop()).map(|(a, _)| a.0));
+            let want: Vec<u32> = (1..=next).collect();
+            proptest::prop_assert_eq!(sent, want);
+        }
+
         /// Any batch of owed ACKs, in order or not, each moving the
         /// acknowledgment number on or repeating it: what goes out is a
         /// subsequence of what was owed, in order, ending with the last one

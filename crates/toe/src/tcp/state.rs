@@ -18,7 +18,7 @@ use crate::time::Instant;
 use linerate_wire::tcp::SynOptions;
 
 /// Fast recovery in progress (RFC 6675 section 5, RFC 6582 for receivers without SACK).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Recovery {
     /// RecoveryPoint: SND.MAX when recovery began; an ACK at or past it ends recovery.
     pub recover: Seq,
@@ -45,7 +45,7 @@ pub(crate) struct Recovery {
 }
 
 /// Zero-window probing (RFC 9293 section 3.8.6.1).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Persist {
     /// When the next probe goes out.
     pub at: Instant,
@@ -60,7 +60,7 @@ pub(crate) struct Persist {
 }
 
 /// The send sequence space and what drives transmission.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Snd {
     /// SND.UNA: oldest unacknowledged sequence number. The send buffer starts here.
     pub una: Seq,
@@ -143,7 +143,7 @@ impl Snd {
 }
 
 /// The receive sequence space and what drives acknowledgement.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Rcv {
     /// RCV.NXT.
     pub nxt: Seq,
@@ -273,7 +273,7 @@ impl Negotiated {
 }
 
 /// SYN-SENT: our SYN is out, nothing received.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SynSent {
     /// ISS.
     pub iss: Seq,
@@ -292,7 +292,7 @@ pub(crate) struct SynSent {
 }
 
 /// SYN-RECEIVED: the peer's SYN is in, our SYN-ACK is out.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SynRcvd {
     /// Made from a SYN cookie on the ACK's arrival (RFC 4987 section 3.6): the
     /// SYN-ACK's TSval carried option bits, so it is no RTT sample.
@@ -320,21 +320,21 @@ pub(crate) struct SynRcvd {
 }
 
 /// ESTABLISHED.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Established {
     pub snd: Snd,
     pub rcv: Rcv,
 }
 
 /// FIN-WAIT-1: we closed; our FIN is queued or sent, not acknowledged.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FinWait1 {
     pub snd: Snd,
     pub rcv: Rcv,
 }
 
 /// FIN-WAIT-2: our FIN is acknowledged; the peer may still send.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FinWait2 {
     /// SND.NXT, final.
     pub snd_nxt: Seq,
@@ -342,28 +342,28 @@ pub(crate) struct FinWait2 {
 }
 
 /// CLOSE-WAIT: the peer closed; we may still send.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CloseWait {
     pub snd: Snd,
     pub rcv: Rcv,
 }
 
 /// CLOSING: both sides closed at once; our FIN is not acknowledged yet.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Closing {
     pub snd: Snd,
     pub rcv: Rcv,
 }
 
 /// LAST-ACK: the peer closed first, then we did; waiting for our FIN's ACK.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LastAck {
     pub snd: Snd,
     pub rcv: Rcv,
 }
 
 /// TIME-WAIT: both FINs acknowledged; lingering 2 MSL (RFC 9293 section 3.4.2).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TimeWait {
     /// SND.NXT, final.
     pub snd_nxt: Seq,
@@ -388,13 +388,13 @@ pub(crate) enum CloseReason {
 }
 
 /// CLOSED.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Closed {
     pub reason: CloseReason,
 }
 
 /// A connection's state.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum State {
     SynSent(SynSent),
     SynRcvd(SynRcvd),

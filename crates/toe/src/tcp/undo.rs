@@ -20,7 +20,7 @@ use super::seq::Seq;
 use super::state::Snd;
 
 /// One congestion episode that may still be undone.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Undo {
     /// An episode is open.
     active: bool,
