@@ -1081,7 +1081,11 @@ pub(crate) enum OptShape {
 fn forked_errno() -> Errno {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        log("a linerate socket inherited through fork is not usable in the child: EIO");
+        log(
+            "a linerate socket inherited through fork is not usable in the child (the queue \
+             threads serving it stay in the parent): EIO; run the program as one process \
+             (nginx: master_process off) or leave its port to the kernel with a policy rule",
+        );
     }
     libc::EIO
 }
