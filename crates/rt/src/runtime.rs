@@ -1455,7 +1455,10 @@ impl<N: Nic> QueueLoop<N> {
         if timeout.is_zero() {
             return Ok(());
         }
-        match (&self.readiness, self.inner.queues.get(self.q).map(|q| &q.wake)) {
+        match (
+            &self.readiness,
+            self.inner.queues.get(self.q).map(|q| &q.wake),
+        ) {
             (Readiness::Notify(n), _) => {
                 n.wait_timeout(timeout);
             }

@@ -49,8 +49,12 @@ impl Core {
                 OptVal::Int(c_int::from(mtu) - 52)
             }
             (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if tcp => OptVal::Str("cubic"),
-            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if tcp => OptVal::Int(o.keepidle.unwrap_or(7200)),
-            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) if tcp => OptVal::Int(o.keepintvl.unwrap_or(75)),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if tcp => {
+                OptVal::Int(o.keepidle.unwrap_or(7200))
+            }
+            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) if tcp => {
+                OptVal::Int(o.keepintvl.unwrap_or(75))
+            }
             (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) if tcp => OptVal::Int(o.keepcnt.unwrap_or(9)),
             (libc::IPPROTO_TCP, libc::TCP_INFO) if tcp => OptVal::TcpInfo(match &g.state {
                 State::Stream { .. } => 1,    // TCP_ESTABLISHED
