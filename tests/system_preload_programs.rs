@@ -99,7 +99,7 @@ const SMALL: usize = 200;
 fn nginx_site(dir: &TempDir, port: u16) -> String {
     let www = dir.0.join("www");
     std::fs::create_dir_all(www.join("s")).unwrap();
-    std::fs::write(www.join("big.bin"), pattern(100 << 20, 0x6e67_696e_78)).unwrap();
+    std::fs::write(www.join("big.bin"), pattern(100 << 20, 0x006e_6769_6e78)).unwrap();
     for i in 0..SMALL {
         let body = pattern(100 + 37 * i, i as u64 + 1);
         std::fs::write(www.join("s").join(format!("{i}.bin")), body).unwrap();

@@ -107,6 +107,7 @@ impl KickFd {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::sync::Arc;
     use std::time::Instant;
