@@ -537,13 +537,14 @@ impl Steering {
         let Some(h) = st.ports.get_mut(&(l4, port)) else {
             return Err(ClaimError::Io(io::Error::other("port claim vanished")));
         };
-        if listen && h.listens == 0 {
-            if let Err(e) = self.map_port(l4, port) {
-                if fresh {
-                    st.ports.remove(&(l4, port));
-                }
-                return Err(e);
+        if listen
+            && h.listens == 0
+            && let Err(e) = self.map_port(l4, port)
+        {
+            if fresh {
+                st.ports.remove(&(l4, port));
             }
+            return Err(e);
         }
         if listen {
             h.listens += 1;
