@@ -24,7 +24,7 @@
 //! counts it) so the caller refuses the connection: its frames would
 //! otherwise reach the kernel, which does not know it. With
 //! [`SteerConfig::hold`] addresses, every claimed local port is also held in
-//! the kernel ([`hold`](super::hold)). Updates are system calls under a lock,
+//! the kernel (a bound socket per port). Updates are system calls under a lock,
 //! made at open and close only; the per-packet path never sees them.
 
 use super::XdpAttach;
