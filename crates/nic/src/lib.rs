@@ -66,6 +66,7 @@
 pub mod buf;
 pub mod caps;
 mod check;
+pub mod claims;
 pub mod counters;
 pub mod error;
 pub mod frame;
@@ -86,6 +87,7 @@ pub mod xdp;
 pub use buf::{BufError, Frag, MIN_HEADROOM, PacketBuf, Pool, PoolConfig, PoolStats, SharedBuf};
 pub use caps::{NicCaps, Offloads, RssCaps, Unsupported};
 pub use check::check_tx;
+pub use claims::{ClaimError, Claims};
 pub use counters::{Counter, Counters, Snapshot, Tally, count};
 pub use error::{MetaError, NicConfigError, NicError};
 pub use frame::{Batch, DEFAULT_BATCH, Frags, Frame};

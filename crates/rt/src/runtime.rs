@@ -47,6 +47,7 @@ use super::local::{Executor, Remote};
 use super::shared::{SharedNic, lock};
 use super::socket::{ListenShared, SockError, SockShared, wake};
 use super::udp::{Served, UdpBound, UdpShared, service_udp};
+use linerate_nic::claims::{ClaimError, Claims, L4};
 use linerate_nic::{Nic, NicError, Notify, Readiness};
 use linerate_offload::OffloadMeta;
 use linerate_rss::{FlowTuple, PortAllocator, Steering};
@@ -85,6 +86,15 @@ pub struct RuntimeConfig {
     pub steering: Option<Arc<Steering>>,
     /// Source ports for active opens with steering, first and last.
     pub ephemeral: (u16, u16),
+    /// The interface's steering, when linerate shares it with the kernel's
+    /// stack (`linerate_nic::xdp::Steering`): every queue claims its
+    /// listeners' ports and its connections' 4-tuples there as they open, and
+    /// gives them up once the engine no longer holds them (after TIME-WAIT).
+    /// An active open whose source port the kernel uses takes another; a
+    /// claim refused because a table is full refuses the connection (the
+    /// connect fails, an accepted connection is reset) and is counted in
+    /// [`QueueStats::claims_refused`]. `None`: the interface is linerate's alone.
+    pub claims: Option<Arc<dyn Claims>>,
     /// Commands each queue's channel holds before senders wait.
     pub commands: usize,
     /// Bytes of each stream's staging ring, per direction, between the
@@ -131,6 +141,7 @@ impl RuntimeConfig {
             seed: os_seed(),
             steering: None,
             ephemeral: linerate_rss::sport::EPHEMERAL,
+            claims: None,
             commands: 64,
             stream_buffer: 256 * 1024,
             accept_backlog: 1024,
@@ -217,6 +228,9 @@ pub struct QueueStats {
     /// or a change on its application side: grows with traffic, not with the
     /// sockets that sit idle.
     pub served: u64,
+    /// Listens, connects and accepted connections refused because a table of
+    /// the interface's steering was full ([`RuntimeConfig::claims`]).
+    pub claims_refused: u64,
 }
 
 #[derive(Debug, Default)]
@@ -236,6 +250,7 @@ struct StatCells {
     direct_io: AtomicU64,
     served: AtomicU64,
     timers: AtomicU64,
+    claims_refused: AtomicU64,
 }
 
 impl StatCells {
@@ -256,6 +271,7 @@ impl StatCells {
         self.direct_io.store(s.direct_io, r);
         self.served.store(s.served, r);
         self.timers.store(s.timers, r);
+        self.claims_refused.store(s.claims_refused, r);
     }
 
     fn load(&self) -> QueueStats {
@@ -273,6 +289,7 @@ impl StatCells {
             tasks: self.tasks.load(r),
             task_polls: self.task_polls.load(r),
             task_panics: self.task_panics.load(r),
+            claims_refused: self.claims_refused.load(r),
             direct_io: self.direct_io.load(r),
             served: self.served.load(r),
             timers: self.timers.load(r),
@@ -715,6 +732,10 @@ impl Runtime {
                 udp_dirty: Vec::new(),
                 udp_watch: Vec::new(),
                 ports,
+                claims: cfg.claims.clone(),
+                releasing: Vec::new(),
+                release_check: Instant::ZERO,
+                random_port: RandomPorts::new(cfg.ephemeral, cfg.seed ^ q as u64),
                 readiness,
                 neighbor: Vec::new(),
                 backlog: cfg.accept_backlog.max(1),
@@ -803,6 +824,8 @@ struct Conn {
     connect: Option<oneshot::Sender<Result<Arc<SockShared>, SockError>>>,
     /// Source port from the allocator, released when the stream goes.
     port: Option<u16>,
+    /// The 4-tuple claimed in the interface's steering (local, remote).
+    claimed: Option<(SocketAddr, SocketAddr)>,
     fin_sent: bool,
     /// On this round's list of streams to serve.
     todo: bool,
@@ -811,6 +834,42 @@ struct Conn {
 struct Listening {
     lh: ListenerHandle,
     shared: Arc<ListenShared>,
+    /// Its port, claimed in the interface's steering (if there is one).
+    port: u16,
+}
+
+/// Source ports drawn at random from the runtime's ephemeral range: active
+/// opens that claim their 4-tuple before the engine sends the SYN, on a
+/// runtime without RSS steering.
+struct RandomPorts {
+    first: u16,
+    span: u64,
+    state: u64,
+}
+
+impl RandomPorts {
+    fn new((first, last): (u16, u16), seed: u64) -> RandomPorts {
+        RandomPorts {
+            first,
+            span: u64::from(last.saturating_sub(first)) + 1,
+            state: seed | 1,
+        }
+    }
+
+    /// xorshift64*: the next port of the range.
+    fn next(&mut self) -> u16 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        let x = self.state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
+        let off = u16::try_from(x % self.span).unwrap_or(0);
+        self.first.saturating_add(off)
+    }
+}
+
+/// True for a claim refused because a steering table is full (counted).
+fn is_full(e: &ClaimError) -> bool {
+    matches!(e, ClaimError::Full { .. })
 }
 
 /// Commands handled per round at most, before frames get their turn.
@@ -844,6 +903,15 @@ struct QueueLoop<N: Nic> {
     udp_watch: Vec<usize>,
     /// IPv4 and IPv6 source-port allocators for this queue.
     ports: Option<(PortAllocator, PortAllocator)>,
+    /// The interface's steering ([`RuntimeConfig::claims`]).
+    claims: Option<Arc<dyn Claims>>,
+    /// 4-tuples of streams that are gone, still claimed while the engine
+    /// holds them (closing, TIME-WAIT).
+    releasing: Vec<(SocketAddr, SocketAddr)>,
+    /// When `releasing` is looked at next.
+    release_check: Instant,
+    /// Source ports for active opens with claims but no steering.
+    random_port: RandomPorts,
     readiness: Readiness,
     neighbor: Vec<(Vec<u8>, OffloadMeta)>,
     backlog: usize,
@@ -895,6 +963,9 @@ impl<N: Nic> QueueLoop<N> {
         let engine = self.driver.service_mut().get_mut();
         for l in self.listeners.drain(..) {
             let _ = engine.tcp_unlisten(l.lh);
+            if let Some(c) = &self.claims {
+                c.release_port(L4::Tcp, l.port);
+            }
             let w = {
                 let mut st = lock(&l.shared.st);
                 st.error = Some(ConnectionError::Aborted);
@@ -944,6 +1015,7 @@ impl<N: Nic> QueueLoop<N> {
         self.neighbor = neighbor;
         self.driver.handle_timeouts(now);
         self.serve();
+        self.release_claims(now, false);
         self.driver.transmit(now)?;
         self.watch_udp();
         self.publish();
@@ -988,6 +1060,7 @@ impl<N: Nic> QueueLoop<N> {
             self.driver.handle_timeouts(now);
             self.accept_all();
             self.serve();
+            self.release_claims(now, false);
             // Tasks on this thread read what the serving staged and write what
             // the second serving hands to the engine, in the same round.
             if tasks.has_work() {
@@ -1034,9 +1107,20 @@ impl<N: Nic> QueueLoop<N> {
                     shared,
                     reply,
                 } => {
-                    let r = self.driver.service_mut().get_mut().tcp_listen(port);
-                    let ok = r.map(|lh| self.listeners.push(Listening { lh, shared }));
-                    let _ = reply.send(ok.map_err(SockError::from));
+                    let engine = self.driver.service_mut().get_mut();
+                    let r = engine.tcp_listen(port).map_err(SockError::from);
+                    let r = r.and_then(|lh| {
+                        if let Some(c) = &self.claims
+                            && let Err(e) = c.claim_port(L4::Tcp, port)
+                        {
+                            let _ = engine.tcp_unlisten(lh);
+                            self.stats.claims_refused += u64::from(is_full(&e));
+                            return Err(SockError::from(e));
+                        }
+                        self.listeners.push(Listening { lh, shared, port });
+                        Ok(())
+                    });
+                    let _ = reply.send(r);
                 }
                 Command::Connect { remote, reply } => match self.connect(now, remote) {
                     Ok((h, port)) => match self.driver.service_mut().get_mut().tcp_addrs(h) {
@@ -1048,6 +1132,7 @@ impl<N: Nic> QueueLoop<N> {
                                 sock: Arc::new(sock),
                                 connect: Some(reply),
                                 port,
+                                claimed: self.claims.is_some().then_some((local, remote)),
                                 fin_sent: false,
                                 todo: false,
                             });
@@ -1073,11 +1158,20 @@ impl<N: Nic> QueueLoop<N> {
                     self.serve_udp_todo();
                     let q = self.q;
                     let engine = self.driver.service_mut().get_mut();
+                    let claims = self.claims.as_deref();
+                    let mut refused = 0;
                     let r = engine
                         .udp_bind(addr)
                         .map_err(SockError::from)
                         .and_then(|h| {
                             let local = engine.udp_info(h)?.local;
+                            if let Some(c) = claims
+                                && let Err(e) = c.claim_port(L4::Udp, local.port())
+                            {
+                                refused += u64::from(is_full(&e));
+                                let _ = engine.udp_close(h);
+                                return Err(SockError::from(e));
+                            }
                             if shared.single {
                                 lock(&shared.st).handle = Some(h);
                             }
@@ -1097,10 +1191,12 @@ impl<N: Nic> QueueLoop<N> {
                                 shared,
                                 todo: false,
                                 watch: false,
+                                claimed: claims.is_some().then_some(local.port()),
                             });
                         }
                         local
                     });
+                    self.stats.claims_refused += refused;
                     let _ = reply.send(r);
                 }
                 Command::Run(f) => f(self.driver.service_mut().get_mut()),
@@ -1116,65 +1212,132 @@ impl<N: Nic> QueueLoop<N> {
     }
 
     /// An active open from this queue: with steering, from a source port whose
-    /// replies hash to this queue.
+    /// replies hash to this queue. With claims, the 4-tuple is claimed before
+    /// the SYN goes: a source port the kernel's stack uses is skipped.
     fn connect(
         &mut self,
         now: Instant,
         remote: SocketAddr,
     ) -> Result<(SocketHandle, Option<u16>), SockError> {
+        let claims = self.claims.clone();
         let engine = self.driver.service_mut().get_mut();
-        let Some((p4, p6)) = self.ports.as_mut() else {
-            return match engine.tcp_connect(now, remote) {
-                Ok(h) => Ok((h, None)),
-                Err(ConnectError::NoPorts) => Err(SockError::NoPorts {
-                    remote,
-                    steered: None,
-                }),
-                Err(e) => Err(SockError::Connect(e)),
-            };
-        };
         let cfg = engine.config();
         let no_address = SockError::Connect(ConnectError::NoAddress);
-        let (flow, ports) = match remote.ip() {
-            IpAddr::V4(r) => {
-                let local = cfg.ipv4.ok_or(no_address)?.addr;
-                (FlowTuple::tcp4(local, 0, r, remote.port()), p4)
-            }
-            IpAddr::V6(r) => {
-                let local = cfg.ipv6.ok_or(no_address)?.addr;
-                (FlowTuple::tcp6(local, 0, r, remote.port()), p6)
-            }
+        let local_ip = match remote.ip() {
+            IpAddr::V4(_) => IpAddr::V4(cfg.ipv4.ok_or(no_address)?.addr),
+            IpAddr::V6(_) => IpAddr::V6(cfg.ipv6.ok_or(no_address)?.addr),
         };
-        let no_ports = SockError::NoPorts {
-            remote,
-            steered: Some(ports.range()),
+        let (claims, ports) = match (claims, self.ports.as_mut()) {
+            (None, None) => {
+                return match engine.tcp_connect(now, remote) {
+                    Ok(h) => Ok((h, None)),
+                    Err(ConnectError::NoPorts) => Err(SockError::NoPorts {
+                        remote,
+                        steered: None,
+                    }),
+                    Err(e) => Err(SockError::Connect(e)),
+                };
+            }
+            (claims, ports) => (claims, ports),
         };
+        let flow = match (remote.ip(), local_ip) {
+            (IpAddr::V4(r), IpAddr::V4(l)) => FlowTuple::tcp4(l, 0, r, remote.port()),
+            (IpAddr::V6(r), IpAddr::V6(l)) => FlowTuple::tcp6(l, 0, r, remote.port()),
+            _ => return Err(no_address),
+        };
+        let steered = ports.as_ref().map(|(p4, p6)| {
+            if remote.is_ipv4() {
+                p4.range()
+            } else {
+                p6.range()
+            }
+        });
+        let no_ports = SockError::NoPorts { remote, steered };
         let queue = u16::try_from(self.q).map_err(|_| no_ports)?;
         let mut busy = Vec::new();
         let mut result = Err(no_ports);
         // A port still in TIME-WAIT towards the same peer is refused by the
-        // engine: keep it aside and take another.
+        // engine, one the kernel uses by the claim: keep it aside and take
+        // another.
+        let mut ports = ports;
         for _ in 0..16 {
-            let Ok(port) = ports.allocate(&flow, queue) else {
-                break;
+            let port = match ports.as_mut() {
+                Some((p4, p6)) => {
+                    let alloc = if remote.is_ipv4() { p4 } else { p6 };
+                    let Ok(port) = alloc.allocate(&flow, queue) else {
+                        break;
+                    };
+                    port
+                }
+                None => self.random_port.next(),
+            };
+            let local = SocketAddr::new(local_ip, port);
+            if let Some(c) = &claims {
+                match c.claim_flow(L4::Tcp, local, remote) {
+                    Ok(()) => {}
+                    Err(ClaimError::InUse { .. } | ClaimError::Exists) => {
+                        busy.push(port);
+                        continue;
+                    }
+                    Err(e) => {
+                        busy.push(port);
+                        self.stats.claims_refused += u64::from(is_full(&e));
+                        result = Err(e.into());
+                        break;
+                    }
+                }
+            }
+            let unclaim = || {
+                if let Some(c) = &claims {
+                    c.release_flow(L4::Tcp, local, remote);
+                }
             };
             match engine.tcp_connect_from(now, port, remote) {
                 Ok(h) => {
-                    result = Ok((h, Some(port)));
+                    result = Ok((h, ports.is_some().then_some(port)));
                     break;
                 }
-                Err(ConnectError::AddrInUse) => busy.push(port),
+                Err(ConnectError::AddrInUse) => {
+                    unclaim();
+                    busy.push(port);
+                }
                 Err(e) => {
+                    unclaim();
                     busy.push(port);
                     result = Err(SockError::Connect(e));
                     break;
                 }
             }
         }
-        for p in busy {
-            let _ = ports.release(p);
+        if let Some((p4, p6)) = ports {
+            let alloc = if remote.is_ipv4() { p4 } else { p6 };
+            for p in busy {
+                let _ = alloc.release(p);
+            }
         }
         result
+    }
+
+    /// Gives up the claims of streams that are gone once the engine no longer
+    /// holds their 4-tuples (every 10 ms at most: closing streams are looked
+    /// up in the engine's table, not per packet).
+    fn release_claims(&mut self, now: Instant, all: bool) {
+        if self.releasing.is_empty() || (!all && now < self.release_check) {
+            return;
+        }
+        self.release_check = now + Duration::from_millis(10);
+        let Some(claims) = &self.claims else {
+            self.releasing.clear();
+            return;
+        };
+        let engine = self.driver.service_mut().get_mut();
+        self.releasing.retain(|&(local, remote)| {
+            if !all && engine.tcp_holds(local, remote) {
+                return true;
+            }
+            claims.release_flow(L4::Tcp, local, remote);
+            false
+        });
     }
 
     /// Copies neighbour-discovery frames to the other queues' engines.
@@ -1206,10 +1369,15 @@ impl<N: Nic> QueueLoop<N> {
         let engine = self.driver.service_mut().get_mut();
         let mut accepted = Vec::new();
         let (q, buffer, backlog) = (self.q, self.inner.stream_buffer, self.backlog);
+        let claims = self.claims.as_deref();
+        let mut refused = 0u64;
         self.listeners.retain(|l| {
             let mut st = lock(&l.shared.st);
             if st.closed {
                 let _ = engine.tcp_unlisten(l.lh);
+                if let Some(c) = claims {
+                    c.release_port(L4::Tcp, l.port);
+                }
                 return false;
             }
             let mut woke = false;
@@ -1220,6 +1388,15 @@ impl<N: Nic> QueueLoop<N> {
                 let Ok((local, remote)) = engine.tcp_addrs(h) else {
                     continue;
                 };
+                // Claimed so it outlives its listener; a full table resets it
+                // rather than leave its segments to the kernel.
+                if let Some(c) = claims
+                    && let Err(e) = c.claim_flow(L4::Tcp, local, remote)
+                {
+                    refused += u64::from(is_full(&e));
+                    let _ = engine.tcp_abort(h);
+                    continue;
+                }
                 let sock = Arc::new(SockShared::new(q, h, local, remote, buffer));
                 st.ready.push_back(Arc::clone(&sock));
                 accepted.push(Conn {
@@ -1227,6 +1404,7 @@ impl<N: Nic> QueueLoop<N> {
                     sock,
                     connect: None,
                     port: None,
+                    claimed: claims.is_some().then_some((local, remote)),
                     fin_sent: false,
                     todo: false,
                 });
@@ -1238,6 +1416,7 @@ impl<N: Nic> QueueLoop<N> {
             true
         });
         self.stats.passive_opens += accepted.len() as u64;
+        self.stats.claims_refused += refused;
         for c in accepted {
             self.insert(c);
         }
@@ -1320,6 +1499,9 @@ impl<N: Nic> QueueLoop<N> {
                 }
                 if let Some(Some(c)) = self.conns.get_mut(idx).map(Option::take) {
                     self.streams = self.streams.saturating_sub(1);
+                    if let Some(tuple) = c.claimed {
+                        self.releasing.push(tuple);
+                    }
                     if let (Some(port), Some((p4, p6))) = (c.port, self.ports.as_mut()) {
                         let alloc = if c.sock.remote.is_ipv4() { p4 } else { p6 };
                         let _ = alloc.release(port);
@@ -1392,7 +1574,12 @@ impl<N: Nic> QueueLoop<N> {
             b.todo = false;
             self.stats.served += 1;
             match service_udp(engine, self.q, b) {
-                Served::Gone => *slot = None,
+                Served::Gone => {
+                    if let (Some(port), Some(c)) = (b.claimed, &self.claims) {
+                        c.release_port(L4::Udp, port);
+                    }
+                    *slot = None;
+                }
                 Served::Waiting if !b.watch => {
                     b.watch = true;
                     self.udp_watch.push(idx);
@@ -1475,6 +1662,14 @@ impl<N: Nic> QueueLoop<N> {
     /// The runtime stopped: every stream, connect and listener fails.
     fn teardown(&mut self) {
         self.streams = 0;
+        let conns = self.conns.iter().flatten().filter_map(|c| c.claimed);
+        self.releasing.extend(conns);
+        self.release_claims(Instant::ZERO, true);
+        if let Some(claims) = &self.claims {
+            for l in &self.listeners {
+                claims.release_port(L4::Tcp, l.port);
+            }
+        }
         for c in self.conns.drain(..).flatten() {
             if let Some(reply) = c.connect {
                 let _ = reply.send(Err(ABORTED));
@@ -1484,6 +1679,9 @@ impl<N: Nic> QueueLoop<N> {
         self.udp_todo.clear();
         self.udp_watch.clear();
         for b in self.udps.drain(..).flatten() {
+            if let (Some(port), Some(c)) = (b.claimed, &self.claims) {
+                c.release_port(L4::Udp, port);
+            }
             b.shared.fail(ConnectionError::Aborted);
         }
         for l in self.listeners.drain(..) {

@@ -4,6 +4,7 @@
 
 use super::ring::ByteRing;
 use super::shared::lock;
+use linerate_nic::claims::{ClaimError, Table};
 use linerate_toe::{
     ConnectError, ConnectionError, InvalidHandle, ListenError, RecvError, SendError, SocketHandle,
     UdpBindError, UdpSendError,
@@ -179,6 +180,33 @@ pub(crate) enum SockError {
     UdpSend(UdpSendError),
     /// The engine no longer knows the socket.
     InvalidHandle,
+    /// The interface's steering refused to send the socket's frames here
+    /// (`RuntimeConfig::claims`).
+    Claim(ClaimRefused),
+}
+
+/// Why the interface's steering refused a port or 4-tuple: what is kept of a
+/// [`ClaimError`] (which is not `Copy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimRefused {
+    /// The kernel's stack uses the port.
+    InUse,
+    /// A steering table is full: the connection is refused.
+    Full { table: Table, capacity: u32 },
+    /// The kernel refused the update otherwise.
+    Other(io::ErrorKind),
+}
+
+impl From<ClaimError> for SockError {
+    fn from(e: ClaimError) -> SockError {
+        SockError::Claim(match e {
+            ClaimError::InUse { .. } | ClaimError::Exists => ClaimRefused::InUse,
+            ClaimError::Full { table, capacity } => ClaimRefused::Full { table, capacity },
+            ClaimError::Family => ClaimRefused::Other(io::ErrorKind::InvalidInput),
+            ClaimError::Io(e) => ClaimRefused::Other(e.kind()),
+            _ => ClaimRefused::Other(io::ErrorKind::Other),
+        })
+    }
 }
 
 impl From<ConnectionError> for SockError {
@@ -246,6 +274,20 @@ impl From<SockError> for io::Error {
             SockError::UdpBind(e) => e.into(),
             SockError::UdpSend(e) => e.into(),
             SockError::InvalidHandle => InvalidHandle.into(),
+            SockError::Claim(ClaimRefused::InUse) => io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "the port is used by the kernel's stack on this interface",
+            ),
+            SockError::Claim(ClaimRefused::Full { table, capacity }) => io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "refused: the steering program's {table} table is full ({capacity} entries)"
+                ),
+            ),
+            SockError::Claim(ClaimRefused::Other(kind)) => io::Error::new(
+                kind,
+                "the interface's steering program could not be updated",
+            ),
         }
     }
 }

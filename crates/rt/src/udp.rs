@@ -147,6 +147,8 @@ pub(crate) struct UdpBound {
     pub(crate) todo: bool,
     /// On the list of bindings with a writer waiting for room.
     pub(crate) watch: bool,
+    /// Its local port, claimed in the interface's steering (if there is one).
+    pub(crate) claimed: Option<u16>,
 }
 
 /// What serving a binding left.

@@ -21,9 +21,22 @@
 //! at [`XdpConfig::first_queue`], each with a UMEM of its own (shared-nothing,
 //! like the per-queue runtime): `2 * ring_size` frames of `frame_size` bytes, half
 //! for receive (kept in the fill ring), half for transmit. Each socket has its
-//! rx, tx, fill and completion rings of `ring_size` entries. libxdp loads its
-//! default program, which redirects every frame of a queue with a socket to it;
-//! the program goes away with the last socket.
+//! rx, tx, fill and completion rings of `ring_size` entries. Without
+//! [`XdpConfig::steer`], libxdp loads its default program, which redirects every
+//! frame of a queue with a socket to it; the program goes away with the last
+//! socket.
+//!
+//! # Sharing the interface with the kernel's stack
+//!
+//! With [`XdpConfig::steer`], linerate loads its own program instead
+//! ([`Steering`]; the sockets are created with libxdp's program load
+//! inhibited and put in the program's socket map): only the frames of the
+//! ports and 4-tuples claimed through it ([`crate::claims::Claims`]), ICMP
+//! errors quoting them and traffic for addresses of linerate's own reach the
+//! sockets; the kernel's stack gets everything else, so the host's own traffic
+//! on the interface goes on. Claimed ports are held in the kernel by bound
+//! sockets, so linerate can use the interface's own address and MAC. Hand
+//! [`Xdp::steering`] to the runtime (`RuntimeConfig::claims` in linerate-rt).
 //!
 //! # Data path
 //!
@@ -64,8 +77,12 @@
 //! ring or frame size or an interface name that cannot work:
 //! [`NicError::Config`], before anything is allocated.
 
+mod hold;
 mod queue;
+mod steer;
 mod sys;
+
+pub use steer::{SteerConfig, SteerCounts, Steering};
 
 use crate::buf::{Pool, PoolConfig};
 use crate::caps::{NicCaps, Offloads};
@@ -80,7 +97,7 @@ use queue::{OpenError, Sizes, XskQueue};
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use xsk_rs::config::{BindFlags, Interface, QueueSize, SocketConfig, XdpFlags};
+use xsk_rs::config::{BindFlags, Interface, LibxdpFlags, QueueSize, SocketConfig, XdpFlags};
 
 /// How the XDP program is attached to the interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -134,6 +151,11 @@ pub struct XdpConfig {
     pub mtu: Option<u16>,
     /// The receive pool; `None`: buffers as large as a UMEM frame.
     pub pool: Option<PoolConfig>,
+    /// `Some`: load linerate's steering program ([`Steering`]), which sends
+    /// linerate only the frames it owns and the kernel the rest. `None`:
+    /// libxdp's default program, which sends linerate every frame of its
+    /// queues.
+    pub steer: Option<SteerConfig>,
 }
 
 impl XdpConfig {
@@ -152,6 +174,7 @@ impl XdpConfig {
             mount_bpffs: false,
             mtu: None,
             pool: None,
+            steer: None,
         }
     }
 }
@@ -183,6 +206,9 @@ pub struct Xdp {
     pool: Pool,
     counters: Counters,
     recorder: Option<Arc<dyn Recorder>>,
+    /// linerate's program and maps, when [`XdpConfig::steer`] asked for them;
+    /// after `queues`, so the sockets close first.
+    steering: Option<Arc<Steering>>,
 }
 
 impl core::fmt::Debug for Xdp {
@@ -255,6 +281,23 @@ impl Xdp {
         if cfg.need_wakeup {
             bind |= BindFlags::XDP_USE_NEED_WAKEUP;
         }
+        // linerate's own program first: the sockets then only bind, with
+        // libxdp's program load inhibited.
+        let steering = match &cfg.steer {
+            Some(steer) => {
+                let ifindex = sys::ifindex(&cfg.interface)?;
+                let end = cfg.first_queue.saturating_add(u32::from(queues));
+                let s = Steering::attach(ifindex, cfg.attach, end, steer)
+                    .map_err(|e| os_error("attaching the steering XDP program", e))?;
+                Some(Arc::new(s))
+            }
+            None => None,
+        };
+        let libxdp = if steering.is_some() {
+            LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD
+        } else {
+            LibxdpFlags::empty()
+        };
         let socket = |attach| {
             let flags = match attach {
                 XdpAttach::Native => XdpFlags::XDP_FLAGS_DRV_MODE,
@@ -265,13 +308,14 @@ impl Xdp {
                 .tx_queue_size(ring)
                 .bind_flags(bind)
                 .xdp_flags(flags)
+                .libxdp_flags(libxdp)
                 .build()
         };
         let sizes = Sizes {
             ring: cfg.ring_size,
             frame: cfg.frame_size,
         };
-        let mut attach = cfg.attach;
+        let mut attach = steering.as_ref().map_or(cfg.attach, |s| s.attach_mode());
         let mut opened = Vec::with_capacity(usize::from(queues));
         for i in 0..u32::from(queues) {
             let id = cfg.first_queue + i;
@@ -295,6 +339,10 @@ impl Xdp {
                 XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup)
                     .map_err(open_error)?
             };
+            if let Some(s) = &steering {
+                s.add_socket(id, q.fd())
+                    .map_err(|e| os_error("adding a socket to the steering program", e))?;
+            }
             opened.push(q);
         }
         let room = opened.first().map_or(0, XskQueue::room);
@@ -323,6 +371,7 @@ impl Xdp {
             pool,
             counters: Counters::new(usize::from(queues)),
             recorder: None,
+            steering,
         })
     }
 
@@ -334,6 +383,13 @@ impl Xdp {
     /// How the XDP program is attached ([`XdpAttach::Auto`] resolved).
     pub fn attach_mode(&self) -> XdpAttach {
         self.attach
+    }
+
+    /// linerate's steering program and maps ([`XdpConfig::steer`]): hand it
+    /// to the runtime as its [`crate::claims::Claims`]. The program stays
+    /// attached while a clone of it lives.
+    pub fn steering(&self) -> Option<&Arc<Steering>> {
+        self.steering.as_ref()
     }
 
     /// Whether [`Xdp::open`] mounted `/sys/fs/bpf` (it stays mounted).

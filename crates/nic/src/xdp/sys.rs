@@ -99,3 +99,17 @@ pub(crate) fn ensure_bpffs(path: &CStr) -> io::Result<bool> {
     check(rc)?;
     Ok(true)
 }
+
+/// `SIOCGIFINDEX` (linux/sockios.h).
+const SIOCGIFINDEX: libc::Ioctl = 0x8933;
+
+/// The interface's index in the calling thread's network namespace.
+pub(crate) fn ifindex(name: &str) -> io::Result<u32> {
+    let fd = control_socket()?;
+    let mut req = ifreq(name)?;
+    ioctl_ifreq(&fd, SIOCGIFINDEX, &mut req).map_err(|e| no_such_interface(name, e))?;
+    #[allow(unsafe_code)]
+    // SAFETY: SIOCGIFINDEX succeeded, so the kernel wrote the `ifru_ifindex` member.
+    let index = unsafe { req.ifr_ifru.ifru_ifindex };
+    u32::try_from(index).map_err(|_| io::Error::other(format!("{name}: index {index}")))
+}

@@ -885,6 +885,16 @@ impl Engine {
         }
     }
 
+    /// Learns neighbour `ip` at `mac` as if it had answered ARP or neighbour
+    /// discovery, and sends what waited for it. For an interface whose
+    /// address the kernel's stack shares and resolves: the kernel gets the
+    /// ARP/ND replies there, and the runtime copies its neighbour table here.
+    /// Counted like a learned entry (a full table refuses it).
+    pub fn neighbor_add(&mut self, now: Instant, ip: std::net::IpAddr, mac: [u8; 6]) {
+        let released = self.learn_neighbor(now, ip, mac, true);
+        self.release(released, mac);
+    }
+
     /// [`NeighborCache::learn`], counting a refusal by a full table.
     fn learn_neighbor(
         &mut self,

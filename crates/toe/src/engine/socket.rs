@@ -491,6 +491,14 @@ impl Engine {
         Ok((c.local, c.remote))
     }
 
+    /// Whether a connection or a TIME-WAIT record holds the 4-tuple `local`
+    /// <-> `remote`. A runtime that steers 4-tuples to this engine (an XDP
+    /// program shared with the kernel's stack) keeps the steering until this
+    /// turns false: the engine answers the peer until then.
+    pub fn tcp_holds(&self, local: SocketAddr, remote: SocketAddr) -> bool {
+        self.by_tuple.contains_key(&(local, remote))
+    }
+
     /// What the socket is ready for.
     pub fn tcp_readiness(&self, h: SocketHandle) -> Result<Readiness, InvalidHandle> {
         let c = self.handle_conn(h)?;

@@ -1,0 +1,526 @@
+//! linerate's steering XDP program (`steer.bpf.c`, built by build.rs) and the
+//! handle that keeps its maps: [`Steering`].
+//!
+//! The program redirects to the queue's AF_XDP socket only the frames linerate
+//! owns (its ports and 4-tuples, ICMP errors quoting them, later fragments of
+//! owned datagrams, and everything for an address of its own, ARP and ND
+//! included) and passes the rest to the kernel's stack; `steer.bpf.c` lists
+//! the rules. One program and one set of maps serve every queue of the
+//! interface: each queue's socket sits in the `xsks` map at its queue index.
+//!
+//! # Lifecycle
+//!
+//! The program is attached through a BPF link (`BPF_LINK_CREATE`) whose file
+//! descriptor only this handle holds, and nothing is pinned: when the last
+//! [`Steering`] drops, or the process dies, the kernel detaches the program
+//! and frees its maps. A second process cannot attach to the same interface
+//! while one holds it (the link is exclusive).
+//!
+//! # Updates
+//!
+//! [`Steering`] implements [`Claims`](crate::claims::Claims): ports are counted (a listener on every
+//! queue claims its port once per queue), 4-tuples are claimed once each. A
+//! full map refuses with [`ClaimError::Full`] (and [`Steering::refused`]
+//! counts it) so the caller refuses the connection: its frames would
+//! otherwise reach the kernel, which does not know it. With
+//! [`SteerConfig::hold`] addresses, every claimed local port is also held in
+//! the kernel (a bound socket per port). Updates are system calls under a lock,
+//! made at open and close only; the per-packet path never sees them.
+
+mod claim;
+
+use super::XdpAttach;
+use super::hold::NetNs;
+use crate::claims::{ClaimError, L4};
+use claim::State;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The program, built by build.rs from `steer.bpf.c`.
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
+
+/// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` (linux/if_link.h).
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+
+/// What the program steers besides the ports and 4-tuples claimed later.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SteerConfig {
+    /// Entries of the 4-tuple map (connections linerate may have open at once).
+    pub flows: u32,
+    /// Entries of the port map.
+    pub ports: u32,
+    /// Addresses of linerate's own (not the kernel's): every IP frame to them,
+    /// and ARP and neighbour solicitations asking for them, go to linerate.
+    /// Leave a shared address out: the kernel answers ARP/ND for it.
+    pub addresses: Vec<IpAddr>,
+    /// Addresses on which every claimed port is held in the kernel's stack by
+    /// a bound socket (the address linerate shares with the kernel), in the
+    /// network namespace [`super::Xdp::open`] ran in, whichever thread claims.
+    /// Empty: nothing is held.
+    pub hold: Vec<IpAddr>,
+}
+
+impl Default for SteerConfig {
+    /// 65,536 4-tuples, 1,024 ports, no address of its own, nothing held.
+    fn default() -> SteerConfig {
+        SteerConfig {
+            flows: 65_536,
+            ports: 1024,
+            addresses: Vec::new(),
+            hold: Vec::new(),
+        }
+    }
+}
+
+/// What the program decided, summed over CPUs (its `counts` map).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SteerCounts {
+    /// Frames passed to the kernel: not linerate's.
+    pub passed: u64,
+    /// To linerate: a claimed port.
+    pub port: u64,
+    /// To linerate: a claimed 4-tuple.
+    pub flow: u64,
+    /// To linerate: an ICMP error quoting a segment of linerate's.
+    pub icmp: u64,
+    /// To linerate: ARP for an address of its own.
+    pub arp: u64,
+    /// To linerate: a neighbour solicitation for an address of its own.
+    pub nd: u64,
+    /// To linerate: IP to an address of its own.
+    pub addr: u64,
+    /// To linerate: a later fragment of an owned datagram.
+    pub frag: u64,
+    /// Linerate's, but its queue had no socket: passed to the kernel.
+    pub no_socket: u64,
+    /// Headers cut short: passed to the kernel.
+    pub malformed: u64,
+}
+
+impl SteerCounts {
+    /// Frames redirected to linerate.
+    pub fn redirected(&self) -> u64 {
+        self.port + self.flow + self.icmp + self.arp + self.nd + self.addr + self.frag
+    }
+}
+
+/// linerate's XDP program attached to one interface, and its maps.
+#[derive(Debug)]
+pub struct Steering {
+    ifindex: u32,
+    attach: XdpAttach,
+    _link: OwnedFd,
+    xsks: OwnedFd,
+    ports: OwnedFd,
+    flows: OwnedFd,
+    counts: OwnedFd,
+    ports_max: u32,
+    flows_max: u32,
+    hold: Vec<IpAddr>,
+    /// The interface's network namespace, where ports are held.
+    netns: NetNs,
+    state: Mutex<State>,
+    refused: AtomicU64,
+}
+
+fn errno(rc: libc::c_int) -> io::Error {
+    io::Error::from_raw_os_error(rc.checked_neg().filter(|e| *e > 0).unwrap_or(libc::EIO))
+}
+
+/// The map key of a port (`struct port_key`).
+fn port_key(l4: L4, port: u16) -> [u8; 4] {
+    let p = port.to_be_bytes();
+    [l4.number(), 0, p[0], p[1]]
+}
+
+/// An address as the maps hold it: 16 bytes, an IPv4 address in the first
+/// four; and its family (4 or 6).
+fn ip_field(ip: IpAddr) -> (u8, [u8; 16]) {
+    match ip {
+        IpAddr::V4(a) => {
+            let mut f = [0u8; 16];
+            for (d, s) in f.iter_mut().zip(a.octets()) {
+                *d = s;
+            }
+            (4, f)
+        }
+        IpAddr::V6(a) => (6, a.octets()),
+    }
+}
+
+/// The map key of a 4-tuple (`struct flow_key`).
+fn flow_key(l4: L4, local: SocketAddr, remote: SocketAddr) -> Result<[u8; 40], ClaimError> {
+    let (family, l) = ip_field(local.ip());
+    let (remote_family, r) = ip_field(remote.ip());
+    if family != remote_family {
+        return Err(ClaimError::Family);
+    }
+    let (lp, rp) = (local.port().to_be_bytes(), remote.port().to_be_bytes());
+    let head = [l4.number(), family, lp[0], lp[1], rp[0], rp[1], 0, 0];
+    let mut k = [0u8; 40];
+    for (d, s) in k.iter_mut().zip(head.iter().chain(&l).chain(&r)) {
+        *d = *s;
+    }
+    Ok(k)
+}
+
+/// The map key of an address (`struct addr_key`).
+fn addr_key(ip: IpAddr) -> [u8; 20] {
+    let (family, a) = ip_field(ip);
+    let mut k = [0u8; 20];
+    for (d, s) in k.iter_mut().zip([family, 0, 0, 0].iter().chain(&a)) {
+        *d = *s;
+    }
+    k
+}
+
+fn update(fd: &OwnedFd, key: &[u8], value: &[u8], flags: u32) -> Result<(), io::Error> {
+    #[allow(unsafe_code)]
+    // SAFETY: key and value are live buffers of the map's key and value sizes
+    // (the layouts of steer.bpf.c); the kernel copies them during the call.
+    let rc = unsafe {
+        libxdp_sys::bpf_map_update_elem(
+            fd.as_raw_fd(),
+            key.as_ptr().cast(),
+            value.as_ptr().cast(),
+            u64::from(flags),
+        )
+    };
+    if rc < 0 { Err(errno(rc)) } else { Ok(()) }
+}
+
+fn delete(fd: &OwnedFd, key: &[u8]) {
+    #[allow(unsafe_code)]
+    // SAFETY: key is a live buffer of the map's key size.
+    let _ = unsafe { libxdp_sys::bpf_map_delete_elem(fd.as_raw_fd(), key.as_ptr().cast()) };
+}
+
+/// The number of possible CPUs (per-CPU map values come one per CPU).
+fn possible_cpus() -> usize {
+    // "0-3" or "0,2-5": the highest index plus one.
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| {
+            s.trim()
+                .split([',', '-'])
+                .filter_map(|n| n.parse::<usize>().ok())
+                .max()
+        })
+        .map_or(1, |m| m + 1)
+}
+
+/// Owns a libbpf object until it is closed.
+struct Object(*mut libxdp_sys::bpf_object);
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: the pointer came from bpf_object__open_mem and is closed once.
+        unsafe {
+            libxdp_sys::bpf_object__close(self.0)
+        };
+    }
+}
+
+impl Object {
+    fn map(&self, name: &std::ffi::CStr) -> io::Result<*mut libxdp_sys::bpf_map> {
+        #[allow(unsafe_code)]
+        // SAFETY: a live object and a NUL-terminated name.
+        let m = unsafe { libxdp_sys::bpf_object__find_map_by_name(self.0, name.as_ptr()) };
+        if m.is_null() {
+            Err(io::Error::other(format!(
+                "the steering program has no map {name:?}"
+            )))
+        } else {
+            Ok(m)
+        }
+    }
+
+    /// A descriptor of map `name` of the loaded object, of our own.
+    fn map_fd(&self, name: &std::ffi::CStr) -> io::Result<OwnedFd> {
+        let m = self.map(name)?;
+        #[allow(unsafe_code)]
+        // SAFETY: a map of the live object.
+        let fd: RawFd = unsafe { libxdp_sys::bpf_map__fd(m) };
+        if fd < 0 {
+            return Err(errno(fd));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the object owns `fd` and keeps it open during this call; the
+        // duplicate made from it is ours.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        borrowed.try_clone_to_owned()
+    }
+}
+
+impl Steering {
+    /// Loads the program with `cfg`'s map sizes and attaches it to interface
+    /// `ifindex` (`attach`: [`XdpAttach::Auto`] tries native, then generic).
+    /// `queues` is the largest queue index plus one that sockets will use.
+    pub(crate) fn attach(
+        ifindex: u32,
+        attach: XdpAttach,
+        queues: u32,
+        cfg: &SteerConfig,
+    ) -> io::Result<Steering> {
+        #[allow(unsafe_code)]
+        // SAFETY: OBJECT is a static byte buffer libbpf only reads (it copies
+        // what it keeps); no options.
+        let obj = unsafe {
+            libxdp_sys::bpf_object__open_mem(OBJECT.as_ptr().cast(), OBJECT.len(), std::ptr::null())
+        };
+        if obj.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        let obj = Object(obj);
+        for (name, entries) in [
+            (c"xsks", queues.max(1)),
+            (c"ports", cfg.ports.max(1)),
+            (c"flows", cfg.flows.max(1)),
+            (
+                c"addrs",
+                u32::try_from(cfg.addresses.len())
+                    .unwrap_or(u32::MAX)
+                    .max(1),
+            ),
+        ] {
+            let m = obj.map(name)?;
+            #[allow(unsafe_code)]
+            // SAFETY: a map of the live object, before it is loaded.
+            let rc = unsafe { libxdp_sys::bpf_map__set_max_entries(m, entries) };
+            if rc < 0 {
+                return Err(errno(rc));
+            }
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a live, opened object.
+        let rc = unsafe { libxdp_sys::bpf_object__load(obj.0) };
+        if rc < 0 {
+            return Err(errno(rc));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a live, loaded object and a NUL-terminated name.
+        let prog = unsafe {
+            libxdp_sys::bpf_object__find_program_by_name(obj.0, c"linerate_steer".as_ptr())
+        };
+        if prog.is_null() {
+            return Err(io::Error::other(
+                "the steering object has no program linerate_steer",
+            ));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a program of the live, loaded object.
+        let prog_fd = unsafe { libxdp_sys::bpf_program__fd(prog) };
+        if prog_fd < 0 {
+            return Err(errno(prog_fd));
+        }
+        let link = |flags: u32| -> io::Result<OwnedFd> {
+            #[allow(unsafe_code)]
+            // SAFETY: an all-zero options struct is valid (libbpf reads `sz`
+            // and the fields it knows; zero means unset).
+            let mut opts: libxdp_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+            opts.sz = size_of::<libxdp_sys::bpf_link_create_opts>();
+            opts.flags = flags;
+            let ifindex = libc::c_int::try_from(ifindex)
+                .map_err(|_| io::Error::from_raw_os_error(libc::ENODEV))?;
+            #[allow(unsafe_code)]
+            // SAFETY: a loaded program's descriptor and live options.
+            let fd = unsafe {
+                libxdp_sys::bpf_link_create(
+                    prog_fd,
+                    ifindex,
+                    libxdp_sys::bpf_attach_type_BPF_XDP,
+                    &raw const opts,
+                )
+            };
+            if fd < 0 {
+                return Err(errno(fd));
+            }
+            #[allow(unsafe_code)]
+            // SAFETY: a new descriptor returned to us alone.
+            let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            Ok(owned)
+        };
+        let (link, attach) = match attach {
+            XdpAttach::Native => (link(XDP_FLAGS_DRV_MODE)?, XdpAttach::Native),
+            XdpAttach::Generic => (link(XDP_FLAGS_SKB_MODE)?, XdpAttach::Generic),
+            XdpAttach::Auto => match link(XDP_FLAGS_DRV_MODE) {
+                Ok(l) => (l, XdpAttach::Native),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+                    return Err(e);
+                }
+                Err(_) => (link(XDP_FLAGS_SKB_MODE)?, XdpAttach::Generic),
+            },
+        };
+        let steering = Steering {
+            ifindex,
+            attach,
+            _link: link,
+            xsks: obj.map_fd(c"xsks")?,
+            ports: obj.map_fd(c"ports")?,
+            flows: obj.map_fd(c"flows")?,
+            counts: obj.map_fd(c"counts")?,
+            ports_max: cfg.ports.max(1),
+            flows_max: cfg.flows.max(1),
+            hold: cfg.hold.clone(),
+            netns: NetNs::current()?,
+            state: Mutex::new(State::default()),
+            refused: AtomicU64::new(0),
+        };
+        let addrs = obj.map_fd(c"addrs")?;
+        for ip in &cfg.addresses {
+            update(
+                &addrs,
+                &addr_key(*ip),
+                &1u32.to_ne_bytes(),
+                libxdp_sys::BPF_ANY,
+            )
+            .map_err(|e| io::Error::new(e.kind(), format!("adding address {ip}: {e}")))?;
+        }
+        // The object (and its descriptors) closes here: the link holds the
+        // program, our duplicates hold the maps.
+        drop(obj);
+        Ok(steering)
+    }
+
+    /// Puts queue `queue`'s AF_XDP socket in the program's socket map.
+    pub(crate) fn add_socket(&self, queue: u32, fd: RawFd) -> io::Result<()> {
+        update(
+            &self.xsks,
+            &queue.to_ne_bytes(),
+            &fd.to_ne_bytes(),
+            libxdp_sys::BPF_ANY,
+        )
+    }
+
+    /// The interface's index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// How the program is attached ([`XdpAttach::Auto`] resolved).
+    pub fn attach_mode(&self) -> XdpAttach {
+        self.attach
+    }
+
+    /// Claims refused because a map was full.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// What the program decided so far, summed over CPUs.
+    pub fn counts(&self) -> io::Result<SteerCounts> {
+        let cpus = possible_cpus();
+        let mut values = vec![0u64; cpus];
+        let mut sums = [0u64; 10];
+        for (i, sum) in (0u32..).zip(sums.iter_mut()) {
+            #[allow(unsafe_code)]
+            // SAFETY: a per-CPU array of u64: the kernel writes one value per
+            // possible CPU into `values`, which has that many.
+            let rc = unsafe {
+                libxdp_sys::bpf_map_lookup_elem(
+                    self.counts.as_raw_fd(),
+                    std::ptr::from_ref(&i).cast(),
+                    values.as_mut_ptr().cast(),
+                )
+            };
+            if rc < 0 {
+                return Err(errno(rc));
+            }
+            *sum = values.iter().sum();
+        }
+        let [
+            passed,
+            port,
+            flow,
+            icmp,
+            arp,
+            nd,
+            addr,
+            frag,
+            no_socket,
+            malformed,
+        ] = sums;
+        Ok(SteerCounts {
+            passed,
+            port,
+            flow,
+            icmp,
+            arp,
+            nd,
+            addr,
+            frag,
+            no_socket,
+            malformed,
+        })
+    }
+
+    /// The 4-tuples in the program's map now (walks the map: for tests and
+    /// diagnostics, not for a data path).
+    pub fn flows(&self) -> io::Result<usize> {
+        let mut key = [0u8; 40];
+        let mut next = [0u8; 40];
+        let mut n = 0;
+        let mut first = true;
+        loop {
+            let prev = if first {
+                std::ptr::null()
+            } else {
+                key.as_ptr().cast()
+            };
+            #[allow(unsafe_code)]
+            // SAFETY: `prev` is null or a live key of the map's size; `next`
+            // receives one key of that size.
+            let rc = unsafe {
+                libxdp_sys::bpf_map_get_next_key(
+                    self.flows.as_raw_fd(),
+                    prev,
+                    next.as_mut_ptr().cast(),
+                )
+            };
+            if rc < 0 {
+                let e = errno(rc);
+                return if e.raw_os_error() == Some(libc::ENOENT) {
+                    Ok(n)
+                } else {
+                    Err(e)
+                };
+            }
+            n += 1;
+            key = next;
+            first = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_have_the_programs_layout() {
+        assert_eq!(port_key(L4::Tcp, 0x1234), [6, 0, 0x12, 0x34]);
+        let l: SocketAddr = "10.0.0.2:80".parse().unwrap();
+        let r: SocketAddr = "10.0.0.1:40000".parse().unwrap();
+        let k = flow_key(L4::Udp, l, r).unwrap();
+        assert_eq!(k[..8], [17, 4, 0, 80, 0x9c, 0x40, 0, 0]);
+        assert_eq!(k[8..12], [10, 0, 0, 2]);
+        assert_eq!(k[24..28], [10, 0, 0, 1]);
+        assert!(k[12..24].iter().chain(&k[28..]).all(|b| *b == 0));
+        let l6: SocketAddr = "[fd00::2]:80".parse().unwrap();
+        assert!(matches!(flow_key(L4::Tcp, l6, r), Err(ClaimError::Family)));
+        let r6: SocketAddr = "[fd00::1]:5".parse().unwrap();
+        let k6 = flow_key(L4::Tcp, l6, r6).unwrap();
+        assert_eq!(k6[1], 6);
+        assert_eq!(k6[23], 2);
+        assert_eq!(k6[39], 1);
+        assert_eq!(
+            addr_key("10.1.2.3".parse().unwrap())[..8],
+            [4, 0, 0, 0, 10, 1, 2, 3]
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! One interface and one address, two stacks: linerate (the runtime on AF_XDP
+//! with its steering program) and the kernel's stack, side by side.
+//!
+//! Namespace A holds one end of a veth pair with address `SHARED`, which the
+//! kernel of A and linerate (same MAC, same address) both use; namespace B
+//! holds the peer. From B at the same time: a kernel TCP server in A and a
+//! linerate server in A, on two ports of `SHARED`, each receive the same
+//! amount of data (SHA-256 checked), while B pings `SHARED` (answered by the
+//! kernel of A) throughout. The steering program's counters and the kernel's
+//! TCP counters say which stack served what. Then linerate connects out from
+//! a port it holds in the kernel (a kernel bind of it fails); once its
+//! listener is gone, a SYN to its port is the kernel's (answered with a reset)
+//! and no 4-tuple is left in the program's map.
+//!
+//! `LINERATE_XDP_SHARED_BYTES` sets the bytes per server (default 4 MiB).
+//! Needs root: `cargo test -p linerate-rt --features af-xdp,system-tests --test
+//! system_xdp_shared -- --test-threads=1`.
+#![cfg(all(feature = "system-tests", feature = "af-xdp"))]
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use linerate_nic::claims::Claims;
+use linerate_nic::xdp::{SteerConfig, Xdp, XdpAttach, XdpConfig};
+use linerate_nic::{Shim, ShimConfig};
+use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
+use linerate_testkit::netns::{Netns, VethPair};
+use linerate_toe::Config;
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SHARED: Ipv4Addr = Ipv4Addr::new(10, 218, 0, 2);
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 218, 0, 1);
+const KERNEL_PORT: u16 = 5201;
+const LINERATE_PORT: u16 = 5202;
+/// A kernel server in B that linerate connects to.
+const PEER_PORT: u16 = 5203;
+
+fn bytes() -> usize {
+    std::env::var("LINERATE_XDP_SHARED_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4 << 20)
+}
+
+/// Deterministic data, different per stream.
+fn data(len: usize, seed: u8) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_u32 ^ u32::from(seed);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn mac_of(text: &str) -> Option<[u8; 6]> {
+    let v: Vec<u8> = text
+        .split(':')
+        .map(|h| u8::from_str_radix(h, 16))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    v.try_into().ok()
+}
+
+/// `(name, value)` of the kernel's TCP counters in `ns`.
+fn tcp_counter(ns: &Netns, name: &str) -> u64 {
+    let out = ns.exec("cat", &["/proc/net/snmp"]).unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap()
+}
+
+/// The peer's MAC from the kernel's neighbour table in A (the kernel resolves
+/// the shared address's neighbours; linerate does not see the ARP replies).
+fn kernel_neighbour(a: &Netns, dev: &str) -> [u8; 6] {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = a
+            .ip(&["neigh", "show", &PEER.to_string(), "dev", dev])
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut words = text.split_whitespace();
+        if words.any(|w| w == "lladdr")
+            && let Some(mac) = words.next().and_then(mac_of)
+        {
+            return mac;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "A's kernel never resolved the peer: {text}"
+        );
+        let _ = a.exec("ping", &["-c", "1", "-W", "1", &PEER.to_string()]);
+    }
+}
+
+#[test]
+fn kernel_and_linerate_serve_one_address() {
+    assert!(linerate_testkit::netns::is_root(), "system tests need root");
+    let len = bytes();
+    let a = Netns::new("lrha").unwrap();
+    let b = Netns::new("lrhb").unwrap();
+    let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
+    // MTU-sized frames with complete checksums from the peer: a copy-mode
+    // socket gets a frame as the peer left it.
+    b.exec(
+        "ethtool",
+        &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
+    )
+    .unwrap();
+    let our_mac = {
+        let out = a
+            .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
+            .unwrap();
+        mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
+    };
+    let peer_mac = kernel_neighbour(&a, &pair.a);
+
+    // Everything of A's side opens in A: the AF_XDP socket, the runtime's
+    // queue threads (they hold the ports in A's kernel) and the kernel server.
+    let dev = pair.a.clone();
+    let (rt, steering) = a
+        .run(move || {
+            let xdp = Xdp::open(&XdpConfig {
+                mount_bpffs: true,
+                attach: XdpAttach::Generic,
+                steer: Some(SteerConfig {
+                    hold: vec![SHARED.into()],
+                    ..SteerConfig::default()
+                }),
+                ..XdpConfig::new(dev)
+            })
+            .unwrap();
+            let steering = Arc::clone(xdp.steering().unwrap());
+            let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
+            let mut engine = Config::new(our_mac).with_ipv4(SHARED, 24);
+            // The kernel answers ARP for the address and announces it; the
+            // peer's MAC comes from the kernel's table once (the ARP replies
+            // are the kernel's), so it must not expire during the test.
+            engine.announcements = 0;
+            engine.neighbor_ttl = Duration::from_secs(3600);
+            let mut cfg = RuntimeConfig::new(engine);
+            cfg.claims = Some(Arc::clone(&steering) as Arc<dyn Claims>);
+            (Runtime::start(nic, cfg).unwrap(), steering)
+        })
+        .unwrap();
+    let h = rt.handle().clone();
+    let now = h.now();
+    h.with_engine_blocking(0, move |e| e.neighbor_add(now, PEER.into(), peer_mac))
+        .unwrap();
+
+    let kernel_listener = a
+        .run(|| std::net::TcpListener::bind((SHARED, KERNEL_PORT)).unwrap())
+        .unwrap();
+    let kernel_server = std::thread::spawn(move || {
+        let (mut s, _) = kernel_listener.accept().unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap();
+        (got.len(), Sha256::digest(&got).to_vec())
+    });
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = tokio
+        .block_on(TcpListener::bind(&h, LINERATE_PORT))
+        .unwrap();
+    // The listener's port is held in A's kernel.
+    let held = a.run(|| std::net::TcpListener::bind((SHARED, LINERATE_PORT)).is_err());
+    assert!(
+        held.unwrap(),
+        "the linerate listener's port is free in the kernel"
+    );
+    let linerate_server = tokio.spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        s.shutdown().await.unwrap();
+        (got.len(), Sha256::digest(&got).to_vec(), listener)
+    });
+
+    let segs_before = tcp_counter(&a, "InSegs");
+    let counts_before = steering.counts().unwrap();
+    let ping = b
+        .command("ping")
+        .args(["-i", "0.05", "-W", "1", &SHARED.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let client = |port: u16, seed: u8| {
+        b.spawn(move || {
+            let payload = data(len, seed);
+            let mut s = std::net::TcpStream::connect((SHARED, port)).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.write_all(&payload).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).unwrap();
+            Sha256::digest(&payload).to_vec()
+        })
+        .unwrap()
+    };
+    let to_kernel = client(KERNEL_PORT, 1);
+    let to_linerate = client(LINERATE_PORT, 2);
+    let sent_kernel = to_kernel.join().unwrap().unwrap();
+    let sent_linerate = to_linerate.join().unwrap().unwrap();
+    let (klen, ksum) = kernel_server.join().unwrap();
+    let (llen, lsum, listener) = tokio.block_on(linerate_server).unwrap();
+    let elapsed = start.elapsed();
+    // Ping ran throughout: stop it (it prints its summary), every echo
+    // answered.
+    std::process::Command::new("kill")
+        .args(["-INT", &ping.id().to_string()])
+        .status()
+        .unwrap();
+    let out = ping.wait_with_output().unwrap();
+    let ping_text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!((klen, llen), (len, len));
+    assert_eq!(ksum, sent_kernel, "the kernel server's bytes");
+    assert_eq!(lsum, sent_linerate, "the linerate server's bytes");
+    assert!(ping_text.contains(" 0% packet loss"), "{ping_text}");
+
+    // Which stack served what: every data segment to the kernel's port was
+    // passed (and counted by the kernel), linerate's came by port and flow.
+    let c = steering.counts().unwrap();
+    let passed = c.passed - counts_before.passed;
+    let redirected = c.redirected() - counts_before.redirected();
+    let segments = (len / 1448) as u64;
+    let kernel_segs = tcp_counter(&a, "InSegs") - segs_before;
+    println!(
+        "{len} bytes each in {elapsed:?}: passed {passed}, redirected {redirected} ({c:?}), \
+         kernel InSegs {kernel_segs}, queue 0 {:?}",
+        h.stats(0)
+    );
+    assert!(passed >= segments, "{c:?}");
+    assert!(kernel_segs >= segments, "kernel InSegs {kernel_segs}");
+    assert!(c.port >= 1 && c.flow >= segments, "{c:?}");
+    assert_eq!(c.no_socket + c.malformed, 0, "{c:?}");
+
+    // linerate connects out; the source port is held in A's kernel meanwhile.
+    let peer_listener = b
+        .run(|| std::net::TcpListener::bind((PEER, PEER_PORT)).unwrap())
+        .unwrap();
+    let peer_server = std::thread::spawn(move || {
+        let (mut s, _) = peer_listener.accept().unwrap();
+        s.write_all(b"hello from the peer").unwrap();
+    });
+    let (port, held, got) = tokio.block_on(async {
+        let mut s = TcpStream::connect(&h, SocketAddr::from((PEER, PEER_PORT)))
+            .await
+            .unwrap();
+        let port = s.local_addr().port();
+        let held = a.run(move || std::net::TcpListener::bind((SHARED, port)).is_err());
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        (port, held.unwrap(), got)
+    });
+    peer_server.join().unwrap();
+    assert_eq!(got, b"hello from the peer");
+    assert!(held, "linerate's source port {port} was free in the kernel");
+
+    // The listener goes: a SYN to its port is now the kernel's, which resets it.
+    drop(listener);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let rsts = tcp_counter(&a, "OutRsts");
+    loop {
+        let refused = b
+            .run(|| std::net::TcpStream::connect((SHARED, LINERATE_PORT)).is_err())
+            .unwrap();
+        if refused {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "linerate still serves its old port"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        tcp_counter(&a, "OutRsts") > rsts,
+        "the kernel did not reset the SYN"
+    );
+    drop(tokio);
+    rt.shutdown().unwrap();
+    // Every claim was given up with the runtime: no 4-tuple is steered.
+    assert_eq!(steering.flows().unwrap(), 0, "4-tuples left in the map");
+}
