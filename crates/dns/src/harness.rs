@@ -3,6 +3,7 @@
 
 use crate::{Config, ExchangeId, Instant, Io, Message, Resolver};
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A fuzz target: takes any bytes, panics only on a bug.
@@ -31,7 +32,7 @@ pub fn dns(data: &[u8]) {
             assert!(r.name.as_wire().len() <= crate::name::MAX_NAME);
         }
     }
-    let server = "192.0.2.53:53".parse().expect("a literal address");
+    let server = SocketAddr::from(([192, 0, 2, 53], 53));
     let mut cfg = Config::new(vec![server]);
     cfg.timeout = Duration::from_secs(1);
     cfg.attempts = 1;

@@ -1,6 +1,7 @@
 //! The parser and the resolver against messages captured between dig and
 //! dnsmasq (`testdata/README.md` says how they were made). The expected
 //! values are read from dig's own printout of each answer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate_dns::message::{RData, Record};
 use linerate_dns::{Config, Instant, Io, LookupError, Message, Name, RecordType, Resolver};
@@ -212,12 +213,9 @@ fn resolver() -> Resolver {
 
 /// Drains the resolver's I/O: the UDP queries (exchange, ID) and TCP
 /// connects (exchange, framed query) it asked for.
-fn drain(
-    r: &mut Resolver,
-) -> (
-    Vec<(linerate_dns::ExchangeId, Vec<u8>)>,
-    Vec<(linerate_dns::ExchangeId, Vec<u8>)>,
-) {
+type Sends = Vec<(linerate_dns::ExchangeId, Vec<u8>)>;
+
+fn drain(r: &mut Resolver) -> (Sends, Sends) {
     let (mut udp, mut tcp) = (Vec::new(), Vec::new());
     while let Some(io) = r.poll_io() {
         match io {
