@@ -303,6 +303,11 @@ impl Resolver {
         Ok(self.start(now, name, vec![RecordType::AAAA, RecordType::A]))
     }
 
+    /// [`Resolver::lookup_host`] for a name already parsed.
+    pub fn lookup_host_name(&mut self, now: Instant, name: &Name) -> LookupId {
+        self.start(now, name.clone(), vec![RecordType::AAAA, RecordType::A])
+    }
+
     /// Looks up records of one type, [`RecordType::A`] or
     /// [`RecordType::AAAA`], of `name`.
     pub fn lookup(&mut self, now: Instant, name: &Name, rtype: RecordType) -> LookupId {
