@@ -35,7 +35,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -136,6 +136,12 @@ fn dns_config(servers: &[SocketAddr]) -> linerate_dns::Config {
     c
 }
 
+/// Runs `f` on `wait`, failing the test if it takes over 10 s.
+fn in_time<T>(wait: &tokio::runtime::Runtime, f: impl std::future::Future<Output = T>) -> T {
+    wait.block_on(async { tokio::time::timeout(Duration::from_secs(10), f).await })
+        .expect("done within 10 s")
+}
+
 #[test]
 fn resolves_names_dnsmasq_serves_and_connects_by_name() {
     assert!(netns::is_root(), "system tests need root");
@@ -160,35 +166,20 @@ fn resolves_names_dnsmasq_serves_and_connects_by_name() {
         .enable_time()
         .build()
         .unwrap();
-    let limit = Duration::from_secs(10);
     let resolver = h.resolver().unwrap();
 
     // A and AAAA in one host lookup (IPv6 first).
-    let www = wait
-        .block_on(tokio::time::timeout(
-            limit,
-            resolver.lookup_host("www.dns.test"),
-        ))
-        .unwrap()
-        .unwrap();
+    let www = in_time(&wait, resolver.lookup_host("www.dns.test")).unwrap();
     assert_eq!(
         www.addrs,
         vec![WWW_V6.parse::<IpAddr>().unwrap(), IpAddr::V4(KERNEL_IP)]
     );
-    let v6 = wait
-        .block_on(resolver.lookup("www.dns.test", RecordType::AAAA))
-        .unwrap();
+    let v6 = in_time(&wait, resolver.lookup("www.dns.test", RecordType::AAAA)).unwrap();
     assert_eq!(v6.addrs, vec![WWW_V6.parse::<IpAddr>().unwrap()]);
 
     // 100 A records: truncated over UDP, whole over TCP.
     let opens = passive_opens(&ns);
-    let big = wait
-        .block_on(tokio::time::timeout(
-            limit,
-            resolver.lookup("big.dns.test", RecordType::A),
-        ))
-        .unwrap()
-        .unwrap();
+    let big = in_time(&wait, resolver.lookup("big.dns.test", RecordType::A)).unwrap();
     let got: BTreeSet<IpAddr> = big.addrs.iter().copied().collect();
     assert_eq!(big.addrs.len(), 100);
     assert_eq!(got, big_addrs().into_iter().collect());
@@ -201,13 +192,7 @@ fn resolves_names_dnsmasq_serves_and_connects_by_name() {
     assert_eq!(stats.tcp_queries, 1, "{stats:?}");
 
     // NXDOMAIN.
-    let e = wait
-        .block_on(tokio::time::timeout(
-            limit,
-            resolver.lookup_host("nx.dns.test"),
-        ))
-        .unwrap()
-        .unwrap_err();
+    let e = in_time(&wait, resolver.lookup_host("nx.dns.test")).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     assert_eq!(
         e.get_ref().and_then(|i| i.downcast_ref::<LookupError>()),
@@ -241,17 +226,15 @@ fn resolves_names_dnsmasq_serves_and_connects_by_name() {
         s.write_all(&buf).unwrap();
         peer
     });
-    let echoed = wait
-        .block_on(tokio::time::timeout(limit, async {
-            let mut s = TcpStream::connect(&h, "kernel.dns.test:7000").await?;
-            assert_eq!(s.peer_addr(), SocketAddr::new(KERNEL_IP.into(), 7000));
-            s.write_all(b"hello").await?;
-            let mut back = [0u8; 5];
-            s.read_exact(&mut back).await?;
-            std::io::Result::Ok(back)
-        }))
-        .unwrap()
-        .unwrap();
+    let echoed = in_time(&wait, async {
+        let mut s = TcpStream::connect(&h, "kernel.dns.test:7000").await?;
+        assert_eq!(s.peer_addr(), SocketAddr::new(KERNEL_IP.into(), 7000));
+        s.write_all(b"hello").await?;
+        let mut back = [0u8; 5];
+        s.read_exact(&mut back).await?;
+        std::io::Result::Ok(back)
+    })
+    .unwrap();
     assert_eq!(&echoed, b"hello");
     assert_eq!(server.join().unwrap().ip(), IpAddr::V4(OUR_IP));
     // The SocketAddr form still connects without a lookup.
@@ -259,9 +242,7 @@ fn resolves_names_dnsmasq_serves_and_connects_by_name() {
         .run(|| std::net::TcpListener::bind((KERNEL_IP, 7001)).unwrap())
         .unwrap();
     let direct = SocketAddr::new(KERNEL_IP.into(), 7001);
-    wait.block_on(tokio::time::timeout(limit, TcpStream::connect(&h, direct)))
-        .unwrap()
-        .unwrap();
+    in_time(&wait, TcpStream::connect(&h, direct)).unwrap();
     listener2.accept().unwrap();
 
     // dnsmasq's own log names the queries it answered.
