@@ -43,7 +43,9 @@ fn answer_for(query: &[u8], tcp: bool) -> Option<Vec<u8>> {
 
 /// A DNS server on `h` port 53, UDP and TCP, until the runtime stops.
 async fn serve(h: &Handle) {
-    let udp = UdpSocket::bind(h, "0.0.0.0:53".parse().unwrap()).await.unwrap();
+    let udp = UdpSocket::bind(h, "0.0.0.0:53".parse().unwrap())
+        .await
+        .unwrap();
     let tcp = TcpListener::bind(h, 53).await.unwrap();
     tokio::spawn(async move {
         let mut buf = vec![0u8; 2048];
@@ -96,7 +98,9 @@ async fn lookups_over_udp_and_tcp() {
         .unwrap();
     let mut got: Vec<IpAddr> = big.addrs.clone();
     got.sort();
-    let want: Vec<IpAddr> = (1..=100u8).map(|i| IpAddr::from([198, 51, 100, i])).collect();
+    let want: Vec<IpAddr> = (1..=100u8)
+        .map(|i| IpAddr::from([198, 51, 100, i]))
+        .collect();
     assert_eq!(got, want);
     let s = r.stats().await.unwrap();
     assert_eq!((s.udp_queries, s.tcp_queries), (2, 1), "{s:?}");
@@ -143,7 +147,9 @@ async fn connect_takes_literals_without_a_resolver_and_names_with_one() {
     TcpStream::connect(&ch, (addr.ip(), 7)).await.unwrap();
     accept.await.unwrap();
     // A name without a resolver: NotFound, saying what to configure.
-    let e = TcpStream::connect(&ch, "server.example.test:7").await.unwrap_err();
+    let e = TcpStream::connect(&ch, "server.example.test:7")
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     assert!(e.to_string().contains("RuntimeConfig::dns"), "{e}");
     assert_eq!(
