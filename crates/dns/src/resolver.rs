@@ -12,9 +12,10 @@
 //! # Exchanges
 //!
 //! Every try of a question is an *exchange*: one query with a fresh
-//! unpredictable ID ([`crate::rng`]) sent from a socket the driver opens for
-//! that exchange alone, so each try has its own source port too (RFC 5452
-//! section 9.2; the driver picks the port, randomly). An exchange stays open,
+//! unpredictable ID (SipHash of a counter, keyed by the caller's seed) sent
+//! from a socket the driver opens for that exchange alone, so each try has
+//! its own source port too (RFC 5452 section 9.2; the driver picks the port,
+//! randomly). An exchange stays open,
 //! and a late answer to it counts, until its question is answered; then
 //! [`Io::Close`] releases its socket.
 //!
