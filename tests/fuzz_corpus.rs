@@ -25,6 +25,7 @@ fn replay_corpus() {
         .chain(tunnel_harness::TARGETS)
         .chain(linerate::tunnel::bridge::harness::TARGETS)
         .chain(linerate::offload::harness::TARGETS)
+        .chain(linerate::dns::harness::TARGETS)
     {
         let dir = corpus_dir(name);
         let mut n = 0;

@@ -266,7 +266,8 @@ fn on_tokio(ch: &Handle, sh: &Handle, flows: usize, chunks: usize) -> io::Result
         for _ in 0..flows {
             let ch = ch.clone();
             senders.push(tokio::spawn(async move {
-                let server = "10.0.0.2:9000".parse().map_err(io::Error::other)?;
+                let server: std::net::SocketAddr =
+                    "10.0.0.2:9000".parse().map_err(io::Error::other)?;
                 let mut s = TcpStream::connect(&ch, server).await?;
                 source(&mut s, chunks).await?;
                 let mut b = [0u8; 1];

@@ -26,7 +26,7 @@
 //!         s.write_all(&buf).await?;
 //!         std::io::Result::Ok(())
 //!     });
-//!     let mut c = TcpStream::connect(&ch, "10.0.0.2:7".parse().unwrap()).await?;
+//!     let mut c = TcpStream::connect(&ch, "10.0.0.2:7").await?;
 //!     c.write_all(b"ping").await?;
 //!     c.shutdown().await?;
 //!     let mut back = Vec::new();
@@ -50,11 +50,15 @@
 //!   rings, woken by the queue threads. See [`net`].
 //! * [`UdpSocket`]: `bind`, `send_to`, `recv_from`, over staging queues of
 //!   datagrams in the same way.
+//! * [`Resolver`]: DNS lookups (A and AAAA, UDP with TCP fallback, a cache)
+//!   by a task on a queue thread; [`TcpStream::connect`] takes `"host:port"`
+//!   through it. See [`dns`].
 //! * [`local`]: tasks on the queue threads themselves (thread per core):
 //!   [`Handle::spawn_on`], [`local::spawn`], [`local::sleep`]. A task that
 //!   opens its streams on its own queue never crosses threads.
 
 mod affinity;
+pub mod dns;
 pub mod driver;
 #[cfg(target_os = "linux")]
 mod kick;
@@ -67,6 +71,7 @@ mod socket;
 mod udp;
 pub mod worker;
 
+pub use dns::{Resolver, ToSocketAddrs};
 pub use driver::{Driver, DriverStats, Service};
 pub use net::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, TcpListener, TcpStream, WriteHalf};
 pub use runtime::{Handle, QueueStats, Runtime, RuntimeConfig, Unsent};

@@ -18,6 +18,7 @@
 //! rings: it reads from and writes into the engine's buffers directly, and waits
 //! on the engine's readiness, which the queue thread checks every round.
 
+use super::dns::ToSocketAddrs;
 use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
@@ -399,9 +400,28 @@ impl TcpStream {
         }
     }
 
-    /// Opens a connection to `remote` from the next queue in round-robin order.
-    pub async fn connect(rt: &Handle, remote: SocketAddr) -> io::Result<TcpStream> {
-        TcpStream::connect_on(rt, rt.pick_queue(), remote).await
+    /// Opens a connection to `remote` from the next queue in round-robin
+    /// order. `remote` is a socket address, or a host and port
+    /// ([`ToSocketAddrs`]: `"example.test:80"`, `("example.test", 80)`) whose
+    /// name the runtime's resolver ([`Handle::resolver`]) looks up; the
+    /// addresses found are tried in turn (IPv6 first) until one connects,
+    /// and the last one's error is returned if none does.
+    ///
+    /// Errors: those of [`TcpStream::connect_on`]; for a name, those of
+    /// [`crate::Resolver::lookup_host`] and `NotFound` when the runtime has no
+    /// resolver.
+    pub async fn connect(rt: &Handle, remote: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let addrs = crate::dns::resolve(rt, &remote).await?;
+        let mut last = None;
+        for a in addrs {
+            match TcpStream::connect_on(rt, rt.pick_queue(), a).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "the name has no addresses")
+        }))
     }
 
     /// Opens a connection to `remote` from `queue`: with the runtime's steering,

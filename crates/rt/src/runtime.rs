@@ -129,6 +129,10 @@ pub struct RuntimeConfig {
     /// CPU's cache, and no thread migrates; each CPU must be one the process
     /// may run on ([`RtError::Cpu`] otherwise).
     pub cpus: Vec<usize>,
+    /// The DNS servers and options of [`Handle::resolver`] (the resolver
+    /// [`crate::TcpStream::connect`] looks names up with); `None` (the
+    /// default): no resolver until [`Handle::set_resolver`] gives one.
+    pub dns: Option<linerate_dns::Config>,
 }
 
 impl RuntimeConfig {
@@ -150,6 +154,7 @@ impl RuntimeConfig {
             thread_name: "linerate-q".to_string(),
             cpus: Vec::new(),
             linger: Duration::from_secs(1),
+            dns: None,
         }
     }
 }
@@ -361,6 +366,9 @@ pub(crate) struct Inner {
     /// Why a queue thread stopped on its own (its NIC failed, it panicked):
     /// every later call that finds the runtime stopped says it.
     failure: std::sync::OnceLock<String>,
+    /// The configuration of the runtime's resolver, and the resolver once
+    /// started (at the first [`Handle::resolver`]).
+    dns: std::sync::Mutex<(Option<linerate_dns::Config>, Option<crate::Resolver>)>,
 }
 
 impl Inner {
@@ -418,6 +426,34 @@ impl Handle {
     /// The runtime's clock, as its engines see it.
     pub fn now(&self) -> Instant {
         self.inner.now()
+    }
+
+    /// The runtime's resolver: the one [`Handle::set_resolver`] gave, or one
+    /// started (on queue 0) from [`RuntimeConfig::dns`] at the first call.
+    ///
+    /// Errors: `NotFound` when there is neither; as
+    /// [`crate::Resolver::start`] when it cannot start.
+    pub fn resolver(&self) -> io::Result<crate::Resolver> {
+        let mut slot = lock(&self.inner.dns);
+        if let Some(r) = &slot.1 {
+            return Ok(r.clone());
+        }
+        let Some(cfg) = slot.0.clone() else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no DNS resolver: set RuntimeConfig::dns or call Handle::set_resolver",
+            ));
+        };
+        let r = crate::Resolver::start(self, cfg)?;
+        slot.1 = Some(r.clone());
+        Ok(r)
+    }
+
+    /// Makes `resolver` the runtime's (for servers learnt at run time, from
+    /// DHCP or a router advertisement); lookups under way in the previous one
+    /// finish there.
+    pub fn set_resolver(&self, resolver: crate::Resolver) {
+        lock(&self.inner.dns).1 = Some(resolver);
     }
 
     /// The counters of `queue`, if there is such a queue.
@@ -711,6 +747,7 @@ impl Runtime {
             stream_buffer: cfg.stream_buffer.max(1),
             linger: AtomicU64::new(u64::try_from(cfg.linger.as_nanos()).unwrap_or(u64::MAX)),
             failure: std::sync::OnceLock::new(),
+            dns: std::sync::Mutex::new((cfg.dns.clone(), None)),
         });
         let mut rt = Runtime {
             handle: Handle { inner },

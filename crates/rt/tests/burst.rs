@@ -24,7 +24,7 @@ fn a_thousand_connects_at_once_are_all_accepted() {
         .unwrap();
     rt.block_on(async {
         let l = TcpListener::bind(&sh, 6000).await.unwrap();
-        let to = "10.0.0.2:6000".parse().unwrap();
+        let to: std::net::SocketAddr = "10.0.0.2:6000".parse().unwrap();
         let tasks: Vec<_> = (0..K)
             .map(|_| {
                 let c = ch.clone();

@@ -27,9 +27,7 @@ fn a_stream_is_readable_once_bytes_arrive_and_writable_with_room() {
         .unwrap();
     rt.block_on(async {
         let l = TcpListener::bind(&sh, 6100).await.unwrap();
-        let mut client = TcpStream::connect(&ch, "10.0.0.2:6100".parse().unwrap())
-            .await
-            .unwrap();
+        let mut client = TcpStream::connect(&ch, "10.0.0.2:6100").await.unwrap();
         let (server, _) = l.accept().await.unwrap();
         // Nothing to read yet: pending, and the waker stays.
         let first = poll_fn(|cx| Poll::Ready(server.poll_read_ready(cx))).await;
