@@ -9,8 +9,9 @@
 //! that entered the namespace. The namespace, the TAP and the files are
 //! removed when the test ends, also on failure.
 //!
-//! * iperf3 under the preload as client (TCP `-l 64`, `-l 64K`, `-R`,
-//!   `-P 4`; UDP both ways) and as server, against the kernel's iperf3: both
+//! * iperf3 under the preload as client (TCP `-l 64`, `-l 1K`, `-l 64K`,
+//!   `-l 256K`, `-R`, `--bidir`, `-P 4`; UDP both ways) and as server (TCP
+//!   one way, `-R`, `--bidir`), against the kernel's iperf3: both
 //!   ends finish, their JSON reports agree with each other, and what the
 //!   receiver counted is what the sender sent less at most what the sender's
 //!   buffers held when the test ended (TCP), or less what the receiver
@@ -26,277 +27,19 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod preload_common;
+
 use linerate_testkit::netns::{self, Netns};
+use preload_common::{KERNEL, OURS, Site, Started, check_tcp, iperf3, library, num, output};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// The kernel's address on the TAP.
-const KERNEL: Ipv4Addr = Ipv4Addr::new(10, 217, 0, 1);
-/// linerate's.
-const OURS: Ipv4Addr = Ipv4Addr::new(10, 217, 0, 2);
-
-/// Builds the library once per test process; its path.
-fn library() -> PathBuf {
-    static BUILT: Mutex<Option<PathBuf>> = Mutex::new(None);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = built.as_ref() {
-        return p.clone();
-    }
-    // This test runs from <target>/<profile dir>/deps/.
-    let exe = std::env::current_exe().expect("the test's own path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("<target>/<profile>/deps");
-    let target = profile_dir.parent().expect("<target>");
-    let release = profile_dir.ends_with("release");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "linerate-preload"])
-        .arg("--manifest-path")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target);
-    // This test's own profile: its build of the crates below is reused
-    // instead of a second one in the dev profile.
-    cmd.args(["--profile", if release { "release" } else { "test" }]);
-    let out = cmd.output().expect("cargo runs");
-    assert!(
-        out.status.success(),
-        "cargo build -p linerate-preload: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let path = target
-        .join(if release { "release" } else { "debug" })
-        .join("liblinerate_preload.so");
-    assert!(path.exists(), "{} after the build", path.display());
-    *built = Some(path.clone());
-    path
-}
-
-/// A namespace with a persistent TAP, the kernel at [`KERNEL`]/24, and a
-/// config file that offloads every socket onto the TAP at [`OURS`].
-struct Site {
-    ns: Netns,
-    config: PathBuf,
-    lib: PathBuf,
-}
-
-impl Site {
-    /// Every socket offloaded (`default = "linerate"`).
-    fn new() -> Site {
-        Site::with_policy("[policy]\ndefault = \"linerate\"\n")
-    }
-
-    /// With `policy`, the config file's policy section.
-    fn with_policy(policy: &str) -> Site {
-        assert!(netns::is_root(), "system tests need root");
-        let lib = library();
-        let ns = Netns::new("lrp").unwrap();
-        let tap = netns::unique("lrpt");
-        ns.ip(&["tuntap", "add", "dev", &tap, "mode", "tap"])
-            .unwrap();
-        let off = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
-        let _ = ns.exec("sh", &["-c", &off]);
-        ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", &tap])
-            .unwrap();
-        ns.ip(&["link", "set", &tap, "up"]).unwrap();
-        let config = std::env::temp_dir().join(format!("{}.toml", netns::unique("lrpc")));
-        let text = format!("[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{OURS}/24\"\n{policy}");
-        std::fs::write(&config, text).unwrap();
-        Site { ns, config, lib }
-    }
-
-    /// `program args` in the namespace on the kernel, bounded in time.
-    fn kernel(&self, program: &str, args: &[&str]) -> Command {
-        let mut c = self.ns.command("timeout");
-        c.args(["60", program]).args(args);
-        c
-    }
-
-    /// `program args` in the namespace under the preload, bounded in time.
-    fn preloaded(&self, program: &str, args: &[&str]) -> Command {
-        let mut c = self.ns.command("env");
-        c.arg(format!("LINERATE_CONFIG={}", self.config.display()))
-            .arg(format!("LD_PRELOAD={}", self.lib.display()))
-            .args(["timeout", "60", program])
-            .args(args);
-        c
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.config);
-    }
-}
-
-fn output(mut c: Command, what: &str) -> Output {
-    let out = c.stdin(Stdio::null()).output().expect("the program starts");
-    assert!(
-        out.status.success(),
-        "{what} failed ({}): {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
-fn json(out: &Output, what: &str) -> Value {
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{what}: not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    assert!(
-        v.get("error").is_none(),
-        "{what} reports an error: {}",
-        v["error"]
-    );
-    v
-}
-
-fn num(v: &Value, path: &[&str]) -> f64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_f64()
-        .unwrap_or_else(|| panic!("no number at {path:?} in {v}"))
-}
-
-/// One iperf3 run: the server on one side, the client on the other, both
-/// with `--json`; returns (client report, server report).
-fn iperf3(site: &Site, preload_client: bool, args: &[&str]) -> (Value, Value) {
-    let server_ip = if preload_client { KERNEL } else { OURS };
-    let server_args = ["-s", "-1", "--json", "-p", "5201"];
-    let mut server = if preload_client {
-        let mut a = server_args.to_vec();
-        a.extend(["-B", "10.217.0.1"]);
-        site.kernel("iperf3", &a)
-    } else {
-        site.preloaded("iperf3", &server_args)
-    };
-    let server = server
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let server = KillOnDrop(Some(server));
-    let ip = server_ip.to_string();
-    let mut client_args = vec!["-c", &ip, "-p", "5201", "-t", "2", "--json"];
-    client_args.extend(args);
-    // The server needs a moment to listen; iperf3 does not retry.
-    let mut client_out = None;
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        let c = if preload_client {
-            site.preloaded("iperf3", &client_args)
-        } else {
-            site.kernel("iperf3", &client_args)
-        };
-        let mut c = c;
-        let out = c.stdin(Stdio::null()).output().unwrap();
-        let refused = String::from_utf8_lossy(&out.stdout).contains("Connection refused");
-        if !refused {
-            client_out = Some(out);
-            break;
-        }
-    }
-    let client_out = client_out.expect("the iperf3 server listens");
-    let server_out = server.wait();
-    let what = format!("iperf3 {args:?} (preloaded client: {preload_client})");
-    assert!(
-        client_out.status.success(),
-        "{what}: client failed: {}\n{}",
-        String::from_utf8_lossy(&client_out.stderr),
-        String::from_utf8_lossy(&client_out.stdout)
-    );
-    assert!(
-        server_out.status.success(),
-        "{what}: server failed: {}\n{}",
-        String::from_utf8_lossy(&server_out.stderr),
-        String::from_utf8_lossy(&server_out.stdout)
-    );
-    (json(&client_out, &what), json(&server_out, &what))
-}
-
-struct KillOnDrop(Option<std::process::Child>);
-
-impl KillOnDrop {
-    fn wait(mut self) -> Output {
-        self.0.take().unwrap().wait_with_output().unwrap()
-    }
-}
-
-impl Drop for KillOnDrop {
-    /// SIGTERM first: the process is `timeout` (exec'd by `ip netns exec`
-    /// and `env`), which passes it on to the program it runs; a SIGKILL
-    /// would leave the program behind. SIGKILL if it is still there after.
-    #[allow(unsafe_code)]
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            if let Ok(pid) = libc::pid_t::try_from(c.id()) {
-                // SAFETY: a signal to our own child, not yet reaped.
-                unsafe { libc::kill(pid, libc::SIGTERM) };
-            }
-            for _ in 0..50 {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Most a TCP sender may have written and not delivered when the test
-/// ended: its socket buffer (the kernel autotunes up to 4 MiB here, linerate
-/// stages 256 KiB and buffers the engine's window) and what is in flight.
-const IN_FLIGHT: f64 = 16.0 * 1024.0 * 1024.0;
-
-/// The TCP byte counts of one run: the two reports agree, and what the
-/// receiver read is what the sender wrote less its buffers at the end.
-fn check_tcp(client: &Value, server: &Value, reverse: bool) -> f64 {
-    let (sender, receiver) = if reverse {
-        (server, client)
-    } else {
-        (client, server)
-    };
-    let sent = num(sender, &["end", "sum_sent", "bytes"]);
-    let received = num(receiver, &["end", "sum_received", "bytes"]);
-    // The client's report carries the server's own figure too: the same.
-    let (side, theirs) = if reverse {
-        ("sum_sent", sent)
-    } else {
-        ("sum_received", received)
-    };
-    assert_eq!(
-        num(client, &["end", side, "bytes"]),
-        theirs,
-        "the client's copy of the server's {side}"
-    );
-    assert!(received > 0.0, "nothing received");
-    assert!(received <= sent, "received {received} > sent {sent}");
-    assert!(
-        sent - received <= IN_FLIGHT,
-        "sent {sent}, received {received}"
-    );
-    let secs = num(receiver, &["end", "sum_received", "seconds"]);
-    received * 8.0 / secs / 1e9
-}
 
 fn tcp_client(args: &[&str]) {
     let site = Site::new();
@@ -314,6 +57,16 @@ fn iperf3_client_tcp_64() {
 #[test]
 fn iperf3_client_tcp_64k() {
     tcp_client(&["-l", "64K"]);
+}
+
+#[test]
+fn iperf3_client_tcp_1k() {
+    tcp_client(&["-l", "1K", "-t", "1"]);
+}
+
+#[test]
+fn iperf3_client_tcp_256k() {
+    tcp_client(&["-l", "256K", "-t", "1"]);
 }
 
 #[test]
@@ -344,6 +97,63 @@ fn iperf3_server_tcp_reverse() {
     let (c, s) = iperf3(&site, false, &["-R"]);
     let gbps = check_tcp(&c, &s, true);
     eprintln!("iperf3 server under the preload, sending: {gbps:.2} Gbit/s");
+}
+
+/// `--bidir`: each direction's byte counts agree as one way's do. The
+/// client's report holds both ends' figures for both directions: its own
+/// sending and receiving, and the server's (`sum_received`,
+/// `sum_sent_bidir_reverse`), which must equal the server's report.
+fn check_bidir(client: &Value, server: &Value) -> (f64, f64) {
+    let mut gbps = [0.0; 2];
+    for (i, (sent_at, got_at, sender, receiver)) in [
+        ("sum_sent", "sum_received", client, server),
+        (
+            "sum_sent_bidir_reverse",
+            "sum_received_bidir_reverse",
+            server,
+            client,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sent = num(sender, &["end", sent_at, "bytes"]);
+        let received = num(receiver, &["end", got_at, "bytes"]);
+        let server_side = if i == 0 { got_at } else { sent_at };
+        assert_eq!(
+            num(client, &["end", server_side, "bytes"]),
+            num(server, &["end", server_side, "bytes"]),
+            "the client's copy of the server's {server_side}"
+        );
+        assert!(received > 0.0, "{got_at}: nothing received");
+        assert!(
+            received <= sent,
+            "{got_at}: received {received} > sent {sent}"
+        );
+        assert!(
+            sent - received <= preload_common::IN_FLIGHT,
+            "{got_at}: sent {sent}, received {received}"
+        );
+        let secs = num(receiver, &["end", got_at, "seconds"]);
+        gbps[i] = received * 8.0 / secs / 1e9;
+    }
+    (gbps[0], gbps[1])
+}
+
+#[test]
+fn iperf3_client_tcp_bidir() {
+    let site = Site::new();
+    let (c, s) = iperf3(&site, true, &["--bidir", "-t", "1"]);
+    let (up, down) = check_bidir(&c, &s);
+    eprintln!("iperf3 client under the preload --bidir: {up:.2} Gbit/s out, {down:.2} in");
+}
+
+#[test]
+fn iperf3_server_tcp_bidir() {
+    let site = Site::new();
+    let (c, s) = iperf3(&site, false, &["--bidir", "-t", "1"]);
+    let (up, down) = check_bidir(&c, &s);
+    eprintln!("iperf3 server under the preload --bidir: {up:.2} Gbit/s in, {down:.2} out");
 }
 
 /// UDP: the receiver counts the sender's datagrams, less those it reports
@@ -556,40 +366,6 @@ fn c_program_answers_as_the_kernel() {
         ours.lines().count(),
         "preload:\n{ours}"
     );
-}
-
-/// A program under the preload that prints "ready" once set up, then runs
-/// until the test is done with it; killed when dropped.
-struct Started {
-    child: KillOnDrop,
-}
-
-impl Started {
-    fn new(mut cmd: Command) -> Started {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        assert_eq!(line.trim(), "ready", "the program did not start");
-        Started {
-            child: KillOnDrop(Some(child)),
-        }
-    }
-
-    /// Waits for the program to end by itself; its status.
-    fn wait(self) -> std::process::ExitStatus {
-        self.child.wait().status
-    }
 }
 
 /// One exchange with a server from the kernel side: send `msg`, read until

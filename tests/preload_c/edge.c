@@ -145,6 +145,15 @@ int main(int argc, char **argv) {
     CHECK("TCP_NODELAY get", getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, &len));
     printf("TCP_NODELAY value: %d\n", v);
     CHECK("SO_KEEPALIVE set", setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one));
+    int idle = 30, zero = 0;
+    CHECK("TCP_KEEPIDLE set", setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle));
+    len = sizeof v;
+    CHECK("TCP_KEEPIDLE get", getsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &v, &len));
+    printf("TCP_KEEPIDLE value: %d\n", v);
+    CHECK("TCP_KEEPINTVL 0", setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &zero, sizeof zero));
+    len = sizeof v;
+    CHECK("TCP_KEEPCNT get", getsockopt(s, IPPROTO_TCP, TCP_KEEPCNT, &v, &len));
+    printf("TCP_KEEPCNT value: %d\n", v);
     CHECK("unknown option get", getsockopt(s, SOL_SOCKET, 9999, &v, &len));
     CHECK("unknown option set", setsockopt(s, IPPROTO_TCP, 9999, &one, sizeof one));
     CHECK("short option", setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, 2));

@@ -71,12 +71,27 @@
 //! per-thread flag); every entry point catches panics (`EIO`, logged); all
 //! `unsafe` code is in one module, the C boundary.
 //!
+//! # fork
+//!
+//! A child gets a copy of the library's memory but none of its threads: the
+//! queue threads that serve the linerate sockets stay in the parent, and a
+//! child must not drive the parent's engines (two processes writing one
+//! engine's frames from diverging copies of its state). So in a child an
+//! inherited linerate socket fails with `EIO` (logged once, saying what to
+//! do), its new sockets are the kernel's, and its exit stops nothing. A
+//! pre-forking server whose children accept on the parent's listeners (nginx
+//! with `master_process on`, the default) therefore does not serve its
+//! offloaded ports: run it as one process (`master_process off`) or leave
+//! those ports to the kernel with a policy rule. Serving them needs a runtime
+//! per process on a queue of its own of a multi-queue TAP, the listeners
+//! opened again there, and the parent's queue taken out of the TAP's flow
+//! spreading (not done yet).
+//!
 //! # Not yet
 //!
 //! SO_LINGER 0 is recorded but closes with a FIN; TCP_INFO reports only the
-//! state; recvmmsg does not consult its timeout; `fork` leaves inherited
-//! linerate sockets failing with `EIO` in the child (logged), and new
-//! sockets there on the kernel (no queue of its own yet); `SA_RESTART` is not consulted (a blocking
+//! state; recvmmsg does not consult its timeout; a forked child's sockets
+//! are the kernel's (above); `SA_RESTART` is not consulted (a blocking
 //! call interrupted by a handler returns `EINTR`); IPv6 peers stay on the
 //! kernel (the engine is configured with an IPv4 address); a socket
 //! duplicated before the policy decided it keeps the kernel socket in the

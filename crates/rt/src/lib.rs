@@ -56,6 +56,8 @@
 
 mod affinity;
 pub mod driver;
+#[cfg(target_os = "linux")]
+mod kick;
 pub mod local;
 pub mod net;
 mod ring;

@@ -67,9 +67,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::runtime::Handle;
+use crate::runtime::{Handle, Wake as QueueWake};
 use crate::shared::lock;
-use linerate_nic::Notify;
 use linerate_toe::{Engine, Instant};
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
@@ -103,8 +102,8 @@ pub(crate) struct Remote {
     /// Something was injected since the queue thread last looked (so the
     /// thread takes the lock only then).
     pending: AtomicBool,
-    /// Wakes the queue thread (`None`: it polls its readiness on a timer).
-    notify: Option<Arc<Notify>>,
+    /// Wakes the queue thread.
+    wake: QueueWake,
 }
 
 impl core::fmt::Debug for Remote {
@@ -114,18 +113,16 @@ impl core::fmt::Debug for Remote {
 }
 
 impl Remote {
-    pub(crate) fn new(notify: Option<Arc<Notify>>) -> Remote {
+    pub(crate) fn new(wake: QueueWake) -> Remote {
         Remote {
             injected: Mutex::new(Injected::default()),
             pending: AtomicBool::new(false),
-            notify,
+            wake,
         }
     }
 
     fn wake_thread(&self) {
-        if let Some(n) = &self.notify {
-            n.notify();
-        }
+        self.wake.kick();
     }
 
     /// Queues `build` for the queue thread; false once the queue has stopped.

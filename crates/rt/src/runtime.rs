@@ -23,8 +23,10 @@
 //!   command channel (listen, connect, engine calls) and through per-stream
 //!   staging rings (data), then wake the queue thread. The memory backend's
 //!   [`Notify`] is that wake-up; a backend whose readiness is a file descriptor
-//!   cannot be woken safely without FFI, so its queue threads poll the descriptor
-//!   with a short timeout ([`RuntimeConfig::fd_poll`]) instead.
+//!   (TAP, AF_XDP) has its queue thread sleep in `poll(2)` on that descriptor
+//!   and an eventfd of the queue's, which the application side writes when it
+//!   hands an idle queue work: the thread sleeps until its NIC, its engine's
+//!   next timer or the application needs it, and wakes at once for each.
 //!
 //! # Flows and queues
 //!
@@ -39,6 +41,8 @@
 
 use super::RtError;
 use super::driver::{Driver, offloads_fit};
+#[cfg(target_os = "linux")]
+use super::kick::KickFd;
 use super::local::{Executor, Remote};
 use super::shared::{SharedNic, lock};
 use super::socket::{ListenShared, SockError, SockShared, wake};
@@ -94,7 +98,9 @@ pub struct RuntimeConfig {
     /// frames, commands and its engine's timers).
     pub max_wait: Duration,
     /// Longest a queue thread waits on a file-descriptor readiness before
-    /// looking at its commands again.
+    /// looking at its commands again, should the queue's wake-up eventfd not
+    /// be available (`eventfd(2)` failed): then the only way work handed to
+    /// the queue is seen. With the eventfd (always, on Linux) it is unused.
     pub fd_poll: Duration,
     /// Prefix of the queue threads' names.
     pub thread_name: String,
@@ -275,12 +281,27 @@ impl StatCells {
 }
 
 /// How application threads wake a queue thread.
-#[derive(Debug)]
-enum Wake {
+#[derive(Debug, Clone)]
+pub(crate) enum Wake {
     /// The queue's own readiness signal (memory backend).
     Notify(Arc<Notify>),
+    /// An eventfd the queue thread polls beside its NIC's descriptor.
+    #[cfg(target_os = "linux")]
+    Fd(Arc<KickFd>),
     /// None: the queue thread polls at [`RuntimeConfig::fd_poll`].
     Poll,
+}
+
+impl Wake {
+    /// Wakes the queue thread (a no-op for [`Wake::Poll`]).
+    pub(crate) fn kick(&self) {
+        match self {
+            Wake::Notify(n) => n.notify(),
+            #[cfg(target_os = "linux")]
+            Wake::Fd(k) => k.kick(),
+            Wake::Poll => {}
+        }
+    }
 }
 
 // Aligned to two cache lines (an adjacent-line prefetcher pairs them): each
@@ -511,12 +532,8 @@ impl Handle {
 
     /// Wakes the thread of `queue`.
     pub(crate) fn kick(&self, queue: usize) {
-        if let Some(QueueShared {
-            wake: Wake::Notify(n),
-            ..
-        }) = self.inner.queues.get(queue)
-        {
-            n.notify();
+        if let Some(q) = self.inner.queues.get(queue) {
+            q.wake.kick();
         }
     }
 
@@ -631,19 +648,21 @@ impl Runtime {
             let readiness = nic.readiness(0)?;
             let wake = match &readiness {
                 Readiness::Notify(n) => Wake::Notify(Arc::clone(n)),
-                #[allow(unreachable_patterns)]
-                _ => Wake::Poll,
+                #[cfg(target_os = "linux")]
+                Readiness::Fd(_) => match KickFd::new() {
+                    Ok(k) => Wake::Fd(Arc::new(k)),
+                    Err(e) => {
+                        tracing::warn!(queue = q, error = %e, "no eventfd to wake the queue thread: it polls its NIC every {:?}", cfg.fd_poll);
+                        Wake::Poll
+                    }
+                },
             };
             let (tx, rx) = mpsc::channel(cfg.commands.max(1));
-            let notify = match &wake {
-                Wake::Notify(n) => Some(Arc::clone(n)),
-                Wake::Poll => None,
-            };
             shared.push(QueueShared {
                 cmd: tx,
+                remote: Arc::new(Remote::new(wake.clone())),
                 wake,
                 stats: StatCells::default(),
-                remote: Arc::new(Remote::new(notify)),
                 dirty: Dirty::default(),
             });
             let seed = cfg.seed ^ (q as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -845,7 +864,7 @@ impl<N: Nic> QueueLoop<N> {
         };
         let remote = match self.inner.queues.get(self.q) {
             Some(q) => Arc::clone(&q.remote),
-            None => Arc::new(Remote::new(None)),
+            None => Arc::new(Remote::new(Wake::Poll)),
         };
         let mut tasks = Executor::install(self.q, handle, remote);
         let r = self.run_inner(&mut tasks);
@@ -1175,9 +1194,7 @@ impl<N: Nic> QueueLoop<N> {
                     .is_ok()
                 {
                     self.stats.forwarded += 1;
-                    if let Wake::Notify(n) = &other.wake {
-                        n.notify();
-                    }
+                    other.wake.kick();
                 }
             }
         }
@@ -1438,12 +1455,17 @@ impl<N: Nic> QueueLoop<N> {
         if timeout.is_zero() {
             return Ok(());
         }
-        match &self.readiness {
-            Readiness::Notify(n) => {
+        match (
+            &self.readiness,
+            self.inner.queues.get(self.q).map(|q| &q.wake),
+        ) {
+            (Readiness::Notify(n), _) => {
                 n.wait_timeout(timeout);
             }
+            #[cfg(target_os = "linux")]
+            (Readiness::Fd(fd), Some(Wake::Fd(k))) => k.wait(*fd, timeout)?,
             #[allow(unreachable_patterns)]
-            other => {
+            (other, _) => {
                 other.wait(timeout.min(self.fd_poll))?;
             }
         }

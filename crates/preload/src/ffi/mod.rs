@@ -593,8 +593,15 @@ pub unsafe extern "C" fn recvfrom(
                 return Some(Err(libc::EFAULT));
             }
             Some(c.recv(b, flags).and_then(|(got, from, full)| {
-                // SAFETY: the caller's address buffer, if any.
-                unsafe { write_addr_opt(from, addr, lenp) }?;
+                match from {
+                    // SAFETY: the caller's address buffer, if any.
+                    Some(_) => unsafe { write_addr_opt(from, addr, lenp) }?,
+                    // A stream has no sender address: Linux says so with a
+                    // length of 0 (the buffer untouched).
+                    // SAFETY: `lenp` is the caller's, checked non-null with `addr`.
+                    None if !addr.is_null() => unsafe { *lenp = 0 },
+                    None => {}
+                }
                 // MSG_TRUNC: a datagram's real length, as Linux returns it.
                 let n = if flags & libc::MSG_TRUNC != 0 {
                     full
@@ -852,7 +859,9 @@ pub unsafe extern "C" fn sendto(
 ) -> ssize_t {
     if let Some(c) = ours(fd)
         && let Some(v) = enter(-1, || {
-            let to = if addr.is_null() {
+            // A stream ignores the address, as Linux's TCP does (the
+            // socket's own peer is the destination).
+            let to = if addr.is_null() || !c.is_udp() {
                 None
             } else {
                 // SAFETY: the caller's address of `alen` bytes.
@@ -908,7 +917,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
             }
             // SAFETY: the caller's msghdr.
             let m = unsafe { &*msg };
-            let to = if m.msg_name.is_null() {
+            let to = if m.msg_name.is_null() || !c.is_udp() {
                 None
             } else {
                 // SAFETY: the caller's name of msg_namelen bytes.

@@ -102,6 +102,11 @@ pub(crate) struct Opts {
     pub(crate) sndtimeo: Option<Duration>,
     pub(crate) linger: Option<c_int>,
     pub(crate) v6only: bool,
+    /// TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT as set (`None`: Linux's
+    /// defaults, 7200 s, 75 s, 9).
+    pub(crate) keepidle: Option<c_int>,
+    pub(crate) keepintvl: Option<c_int>,
+    pub(crate) keepcnt: Option<c_int>,
 }
 
 /// An option's value, for `getsockopt`.
@@ -807,6 +812,9 @@ impl Core {
             g.opts = Opts {
                 nodelay: opts.nodelay,
                 keepalive: opts.keepalive,
+                keepidle: opts.keepidle,
+                keepintvl: opts.keepintvl,
+                keepcnt: opts.keepcnt,
                 ..Opts::default()
             };
             insert(a, Arc::clone(&core));
@@ -1081,7 +1089,11 @@ pub(crate) enum OptShape {
 fn forked_errno() -> Errno {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        log("a linerate socket inherited through fork is not usable in the child: EIO");
+        log(
+            "a linerate socket inherited through fork is not usable in the child (the queue \
+             threads serving it stay in the parent): EIO; run the program as one process \
+             (nginx: master_process off) or leave its port to the kernel with a policy rule",
+        );
     }
     libc::EIO
 }

@@ -49,6 +49,13 @@ impl Core {
                 OptVal::Int(c_int::from(mtu) - 52)
             }
             (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if tcp => OptVal::Str("cubic"),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if tcp => {
+                OptVal::Int(o.keepidle.unwrap_or(7200))
+            }
+            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) if tcp => {
+                OptVal::Int(o.keepintvl.unwrap_or(75))
+            }
+            (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) if tcp => OptVal::Int(o.keepcnt.unwrap_or(9)),
             (libc::IPPROTO_TCP, libc::TCP_INFO) if tcp => OptVal::TcpInfo(match &g.state {
                 State::Stream { .. } => 1,    // TCP_ESTABLISHED
                 State::Connecting(_) => 2,    // TCP_SYN_SENT
@@ -118,6 +125,11 @@ impl Core {
                 _ => Err(libc::EINVAL),
             },
             (libc::IPPROTO_TCP, libc::TCP_CONGESTION) if tcp => Ok(()),
+            // Kept and reported back (the engine has no keepalive timer
+            // yet), in Linux's ranges: seconds 1 to 32767, probes 1 to 127.
+            (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) if tcp => keep(int, 32767, &mut o.keepidle),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL) if tcp => keep(int, 32767, &mut o.keepintvl),
+            (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) if tcp => keep(int, 127, &mut o.keepcnt),
             _ => {
                 unknown_option(level, name);
                 Err(libc::ENOPROTOOPT)
@@ -133,5 +145,17 @@ impl Core {
             (libc::SOL_SOCKET, libc::SO_LINGER) => OptShape::Linger,
             _ => OptShape::Int,
         }
+    }
+}
+
+/// Keeps a keepalive setting `v` if it is in `1..=max` (else `EINVAL`, as
+/// Linux answers).
+fn keep(v: Option<c_int>, max: c_int, slot: &mut Option<c_int>) -> R<()> {
+    match v {
+        Some(i) if (1..=max).contains(&i) => {
+            *slot = Some(i);
+            Ok(())
+        }
+        _ => Err(libc::EINVAL),
     }
 }
