@@ -71,8 +71,9 @@ pub struct Config {
     pub nic: NicConfig,
     /// linerate's address and prefix length.
     pub address: (Ipv4Addr, u8),
-    /// The gateway, on the address's subnet. The engine does not route yet:
-    /// destinations off the subnet stay on the kernel whatever the rules say.
+    /// The gateway, on the address's subnet: linerate's default route. Without
+    /// one, destinations off the subnet stay on the kernel whatever the rules
+    /// say.
     pub gateway: Option<Ipv4Addr>,
     /// Ordered rules; the first that matches decides.
     pub rules: Vec<Rule>,

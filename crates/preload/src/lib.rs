@@ -21,8 +21,9 @@
 //! known: `listen` (the listening port), `connect` (the peer and the local
 //! port), `bind` or the first `sendto` of a UDP socket. Until then the
 //! socket is a real kernel socket and its calls go to the kernel as they
-//! are; a socket left to the kernel leaves the library's table for good. The
-//! engine does not route: peers off linerate's subnet stay on the kernel.
+//! are; a socket left to the kernel leaves the library's table for good.
+//! Without `net.gateway`, peers off linerate's subnet stay on the kernel; with
+//! it, linerate reaches them through the gateway.
 //! The runtime (one linerate-rt queue thread per configured queue) starts at
 //! the first socket decided for linerate.
 //!

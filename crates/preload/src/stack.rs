@@ -79,15 +79,28 @@ pub(crate) fn init() -> Loaded {
 pub(crate) struct Stack {
     /// The runtime's handle, for opening sockets.
     pub(crate) handle: Handle,
-    /// Its subnet: the peers the engine reaches (it does not route).
+    /// Its subnet: the peers the engine reaches on the link.
     pub(crate) subnet: Prefix,
+    /// A gateway is configured: the engine reaches every IPv4 peer, those off
+    /// the subnet through it.
+    pub(crate) routed: bool,
     runtime: Mutex<Option<Runtime>>,
 }
 
 impl Stack {
-    /// Whether the engine reaches `ip` (on its subnet, IPv4 or IPv4-mapped).
+    /// Whether the engine reaches `ip` (IPv4 or IPv4-mapped): on its subnet,
+    /// or anywhere with a gateway.
     pub(crate) fn reaches(&self, ip: IpAddr) -> bool {
-        self.subnet.contains(ip) && !ip.is_unspecified()
+        let v4 = match ip {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(a) => a.to_ipv4_mapped(),
+        };
+        match v4 {
+            Some(a) if !a.is_unspecified() => {
+                self.subnet.contains(IpAddr::V4(a)) || (self.routed && !a.is_multicast())
+            }
+            _ => false,
+        }
     }
 }
 
@@ -133,6 +146,11 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     let tap = Tap::open(&tc).map_err(|e| format!("nic.tap: {e}"))?;
     let (addr, len) = cfg.address;
     let mut engine = linerate_toe::Config::new(cfg.nic.mac).with_ipv4(addr, len);
+    if let Some(gw) = cfg.gateway {
+        // The IPv4 default route through it (the config checked it is on
+        // the subnet).
+        engine = engine.with_gateway(IpAddr::V4(gw));
+    }
     engine.mtu = cfg.nic.mtu;
     let mut rc = RuntimeConfig::new(engine);
     rc.thread_name = "linerate-preload-q".to_owned();
@@ -140,6 +158,7 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     Ok(Stack {
         handle: rt.handle().clone(),
         subnet: Prefix::new(IpAddr::V4(addr), len),
+        routed: cfg.gateway.is_some(),
         runtime: Mutex::new(Some(rt)),
     })
 }

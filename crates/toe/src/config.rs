@@ -2,6 +2,9 @@
 //! UDP defaults, ICMP error rate and path MTU cache bounds.
 
 pub use crate::tcp::cc::CongestionControl;
+pub use route::{MAX_ROUTES, NextHop, Route, RouteError, RouteKind, RouteTable};
+
+mod route;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
@@ -303,6 +306,13 @@ pub struct Config {
     /// IP fragmentation and reassembly (off by default: see
     /// [`FragConfig::enabled`]).
     pub fragments: FragConfig,
+    /// The routing table, besides the prefixes of [`Config::ipv4`] and
+    /// [`Config::ipv6`], which are on-link routes of their own (see
+    /// [`route`](RouteTable)). By default one on-link default route per family:
+    /// every destination is resolved on the link, as on a flat network.
+    /// [`Config::with_gateway`] replaces a family's default route with one
+    /// through a gateway.
+    pub routes: Vec<Route>,
 }
 
 impl Config {
@@ -328,6 +338,10 @@ impl Config {
             pmtu_expiry: Duration::from_secs(600),
             pmtu_entries: 256,
             fragments: FragConfig::default(),
+            routes: vec![
+                Route::default_for(false, RouteKind::OnLink),
+                Route::default_for(true, RouteKind::OnLink),
+            ],
         }
     }
 
@@ -341,6 +355,48 @@ impl Config {
     pub fn with_ipv6(mut self, addr: Ipv6Addr, prefix_len: u8) -> Config {
         self.ipv6 = Some(Ipv6Cidr::new(addr, prefix_len));
         self
+    }
+
+    /// Sends what no longer prefix covers through `gateway`: replaces the
+    /// default routes of `gateway`'s family (metric 0) with one via it.
+    pub fn with_gateway(mut self, gateway: std::net::IpAddr) -> Config {
+        let v6 = gateway.is_ipv6();
+        self.routes
+            .retain(|r| !(r.prefix_len == 0 && r.metric == 0 && r.dst.is_ipv6() == v6));
+        self.routes
+            .push(Route::default_for(v6, RouteKind::Via(gateway)));
+        self
+    }
+
+    /// Adds `route` to [`Config::routes`].
+    pub fn with_route(mut self, route: Route) -> Config {
+        self.routes.push(route);
+        self
+    }
+
+    /// The on-link routes of the interface's own prefixes.
+    pub(crate) fn connected_routes(&self) -> Vec<Route> {
+        let mut v = Vec::new();
+        if let Some(c) = self.ipv4 {
+            v.push(Route::new(
+                std::net::IpAddr::V4(c.addr),
+                c.prefix_len.min(32),
+                RouteKind::OnLink,
+            ));
+        }
+        if let Some(c) = self.ipv6 {
+            v.push(Route::new(
+                std::net::IpAddr::V6(c.addr),
+                c.prefix_len.min(128),
+                RouteKind::OnLink,
+            ));
+        }
+        v
+    }
+
+    /// The routing table [`Config::routes`] and the interface prefixes make.
+    pub fn route_table(&self) -> Result<RouteTable, ConfigError> {
+        RouteTable::new(&self.connected_routes(), &self.routes).map_err(ConfigError::Route)
     }
 }
 
@@ -378,6 +434,8 @@ pub const MAX_ANNOUNCEMENTS: u32 = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// An entry of `routes` that cannot be (see [`RouteError`]).
+    Route(RouteError),
     /// `mac` is zero or a group (multicast or broadcast) address: frames must
     /// carry an individual source address (IEEE 802.3 clause 3.2.3), and peers
     /// would resolve our addresses to a group.
@@ -489,6 +547,7 @@ pub enum ConfigError {
 impl core::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
+            ConfigError::Route(e) => write!(f, "routes: {e}"),
             ConfigError::Mac { mac } => write!(
                 f,
                 "mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} is not a unicast address",
@@ -652,6 +711,7 @@ impl Config {
                 field: "fragments.timeout_v6",
             });
         }
+        self.route_table()?;
         Ok(())
     }
 }

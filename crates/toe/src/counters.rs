@@ -44,6 +44,12 @@ pub struct Counters {
     /// New neighbour addresses refused because the table was full
     /// (`Config::neighbor_max`, none expired).
     pub neighbor_table_full: u64,
+    /// Datagrams dropped by a blackhole route (`Config::routes`).
+    pub route_blackhole_drops: u64,
+    /// Datagrams dropped because an unreachable route, or no route, covers
+    /// their destination (a connection's segments after the table changed
+    /// under it; new connections and UDP sends are refused instead).
+    pub route_unreachable_drops: u64,
     /// ipInReceives: IP datagrams received.
     pub ip_in_receives: u64,
     /// ipInHdrErrors: bad version, length, header checksum.

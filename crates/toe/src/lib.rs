@@ -194,13 +194,15 @@ pub mod tcp;
 pub mod time;
 
 pub use bytes::Bytes;
-pub use config::{Config, ConfigError, FragConfig, TcpConfig, UdpConfig};
+pub use config::{
+    Config, ConfigError, FragConfig, NextHop, Route, RouteError, RouteKind, TcpConfig, UdpConfig,
+};
 pub use counters::Counters;
 pub use engine::{
     AcceptError, Closing, ConnectError, ConnectionError, EPHEMERAL_PORTS, Engine, Event,
     InvalidHandle, ListenError, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
     RecvError, SendError, SocketHandle, TcpInfo, TxSink, UdpBindError, UdpHandle, UdpInfo,
-    UdpRecvError, UdpSendError,
+    UdpRecvError, UdpSendError, Unroutable,
 };
 pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;

@@ -201,7 +201,48 @@ pub enum ConnectError {
     /// (`EINVAL`): call [`Engine::tcp_connect`](super::Engine::tcp_connect) to
     /// have one chosen.
     InvalidPort,
+    /// The routing table has no way to the destination
+    /// ([`Config::routes`](crate::Config::routes)).
+    Unroutable(Unroutable),
 }
+
+/// Why the routing table refuses a destination
+/// ([`Config::routes`](crate::Config::routes)), with the errno Linux gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unroutable {
+    /// No route covers it (`ENETUNREACH`): add one, or a default route
+    /// ([`Config::with_gateway`](crate::Config::with_gateway)).
+    NoRoute,
+    /// An unreachable route covers it (`EHOSTUNREACH`).
+    Unreachable,
+    /// A blackhole route covers it (`EINVAL`).
+    Blackhole,
+}
+
+impl Unroutable {
+    /// The `std::io` kind of the error.
+    pub fn kind(self) -> io::ErrorKind {
+        match self {
+            Unroutable::NoRoute => io::ErrorKind::NetworkUnreachable,
+            Unroutable::Unreachable => io::ErrorKind::HostUnreachable,
+            Unroutable::Blackhole => io::ErrorKind::InvalidInput,
+        }
+    }
+}
+
+impl fmt::Display for Unroutable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Unroutable::NoRoute => "network unreachable: no route covers the destination",
+            Unroutable::Unreachable => {
+                "host unreachable: an unreachable route covers the destination"
+            }
+            Unroutable::Blackhole => "a blackhole route covers the destination",
+        })
+    }
+}
+
+impl std::error::Error for Unroutable {}
 
 impl ConnectError {
     /// The `std::io` kind of the error.
@@ -210,6 +251,7 @@ impl ConnectError {
             ConnectError::NoAddress | ConnectError::NoPorts => io::ErrorKind::AddrNotAvailable,
             ConnectError::AddrInUse => io::ErrorKind::AddrInUse,
             ConnectError::InvalidPort => io::ErrorKind::InvalidInput,
+            ConnectError::Unroutable(u) => u.kind(),
         }
     }
 }
@@ -231,6 +273,7 @@ impl fmt::Display for ConnectError {
                 f.write_str("address in use: the local port already has a connection to this remote address and port")
             }
             ConnectError::InvalidPort => f.write_str("cannot connect from local port 0"),
+            ConnectError::Unroutable(u) => u.fmt(f),
         }
     }
 }
@@ -430,6 +473,9 @@ pub enum UdpSendError {
     InvalidDestination,
     /// A segment size of 0 (`EINVAL`).
     InvalidSegmentSize,
+    /// The routing table has no way to the destination
+    /// ([`Config::routes`](crate::Config::routes)).
+    Unroutable(Unroutable),
 }
 
 impl UdpSendError {
@@ -442,6 +488,7 @@ impl UdpSendError {
             UdpSendError::MessageTooLong
             | UdpSendError::InvalidDestination
             | UdpSendError::InvalidSegmentSize => io::ErrorKind::InvalidInput,
+            UdpSendError::Unroutable(u) => u.kind(),
         }
     }
 }
@@ -455,6 +502,7 @@ impl fmt::Display for UdpSendError {
                 f.write_str("no address of the destination's family on the interface")
             }
             UdpSendError::MessageTooLong => f.write_str("message too long"),
+            UdpSendError::Unroutable(u) => u.fmt(f),
             UdpSendError::InvalidDestination => f.write_str(
                 "invalid destination: the other family, port 0 or the unspecified address",
             ),

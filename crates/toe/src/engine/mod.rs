@@ -24,6 +24,7 @@ mod icmp;
 mod input;
 mod memory;
 mod output;
+mod routes;
 mod sink;
 mod socket;
 mod template;
@@ -39,12 +40,12 @@ pub use sink::{PoolSink, TxSink};
 
 pub use error::{
     AcceptError, ConnectError, ConnectionError, EPHEMERAL_PORTS, InvalidHandle, ListenError,
-    RecvError, SendError, UdpBindError, UdpRecvError, UdpSendError,
+    RecvError, SendError, UdpBindError, UdpRecvError, UdpSendError, Unroutable,
 };
 pub use socket::{ListenerHandle, Readiness, SocketHandle, TcpInfo};
 pub use udp::{MAX_UDP_SEGMENTS, UdpHandle, UdpInfo};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, NextHop, Route, RouteError, RouteTable};
 use crate::counters::Counters;
 use crate::net::neighbor::{Limits, NeighborCache};
 use crate::net::pmtu::PmtuCache;
@@ -74,6 +75,8 @@ struct Slot {
     tmpl: template::TxTemplate,
     /// Its place in the event queue and the readiness last reported.
     ev: events::EventState,
+    /// Its next hop and the routing table generation it was looked up in.
+    route: (NextHop, u32),
 }
 
 /// A listening port.
@@ -151,6 +154,8 @@ pub struct Engine {
     frag_scratch: Vec<u8>,
     /// IPv6 Fragment identifications (RFC 7739).
     ident6: crate::frag::ident::Ipv6Ident,
+    /// Where datagrams go next (`Config::routes`).
+    routes: RouteTable,
 }
 
 impl Engine {
@@ -208,7 +213,14 @@ impl Engine {
         let ident6 = crate::frag::ident::Ipv6Ident::new(&mut Rng::new(
             k0.rotate_left(41) ^ k1 ^ 0x4950_3649_4445_4e54,
         ));
+        // A configuration that fails `Config::validate` keeps its interface
+        // prefixes and treats every other destination as on the link.
+        let routes = config.route_table().unwrap_or_else(|_| {
+            let flat = Config::new(config.mac).routes;
+            RouteTable::new(&config.connected_routes(), &flat).unwrap_or_default()
+        });
         Engine {
+            routes,
             cfg: config,
             rng,
             isn,
@@ -508,6 +520,7 @@ impl Engine {
                     accept: false,
                     tmpl: template::TxTemplate::EMPTY,
                     ev: events::EventState::NEW,
+                    route: (NextHop::NoRoute, 0),
                 });
                 self.slots.len() - 1
             }
@@ -515,8 +528,11 @@ impl Engine {
         let Some(slot) = self.slots.get_mut(idx) else {
             return idx;
         };
-        // A template is for one connection's addresses and ports.
+        // A template is for one connection's addresses and ports, and so is
+        // a next hop.
         slot.tmpl = template::TxTemplate::EMPTY;
+        let generation = self.routes.generation();
+        slot.route = (NextHop::NoRoute, generation.wrapping_sub(1));
         // Nothing reported for the new connection yet (a queue entry of the
         // slot's last one, if any, now serves this one).
         slot.ev.seen = 0;

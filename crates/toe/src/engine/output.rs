@@ -15,6 +15,7 @@
 use super::Engine;
 use super::sink::TxSink;
 use super::template::{TcpFixed, TxTemplate};
+use crate::config::NextHop;
 use crate::net::neighbor::{Lookup, Queued};
 use crate::tcp::conn::Conn;
 use crate::tcp::segment::Outgoing;
@@ -231,7 +232,26 @@ impl Engine {
             + opt_len
             + o.data_len;
         let src_mac = self.cfg.mac;
-        let hit = match self.neighbors.lookup_mut(now, remote.ip()) {
+        // The next hop, looked up once per connection and again after the
+        // routing table changed.
+        let generation = self.routes.generation();
+        if slot.route.1 != generation {
+            slot.route = (self.routes.lookup(remote.ip()), generation);
+        }
+        let hop = match slot.route.0 {
+            NextHop::Neighbor(ip) => ip,
+            NextHop::Blackhole => {
+                // Gone as on a wire that drops it: retransmitted while the
+                // connection lasts.
+                self.counters.route_blackhole_drops += 1;
+                return Some(data_len);
+            }
+            NextHop::Unreachable | NextHop::NoRoute => {
+                self.counters.route_unreachable_drops += 1;
+                return Some(data_len);
+            }
+        };
+        let hit = match self.neighbors.lookup_mut(now, hop) {
             Lookup::Hit(mac) => Some(mac),
             Lookup::Miss => None,
         };
@@ -275,8 +295,8 @@ impl Engine {
             self.control.push_back((frame, meta));
             return Some(data_len);
         }
-        match self.neighbors.enqueue(now, remote.ip(), (frame, meta)) {
-            Queued::ProbeNow => self.probe(remote.ip()),
+        match self.neighbors.enqueue(now, hop, (frame, meta)) {
+            Queued::ProbeNow => self.probe(hop),
             Queued::Waiting => {}
             Queued::Dropped => self.counters.neighbor_drops += 1,
             Queued::TableFull => {

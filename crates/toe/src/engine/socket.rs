@@ -318,6 +318,8 @@ impl Engine {
             IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
         }
         .ok_or(ConnectError::NoAddress)?;
+        self.route_check(remote.ip())
+            .map_err(ConnectError::Unroutable)?;
         let local = match port {
             Some(0) => return Err(ConnectError::InvalidPort),
             Some(p) => {

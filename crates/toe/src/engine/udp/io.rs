@@ -4,6 +4,7 @@
 //! unreachable answer. See the [parent module](super) for the rules.
 
 use super::UdpOut;
+use crate::config::NextHop;
 use crate::engine::Engine;
 use crate::engine::frag::FRAG_HEADER_LEN;
 use crate::engine::output::{HOP_LIMIT, IpTo, ip_header_len, put_eth, put_ipv4, put_ipv6};
@@ -207,13 +208,30 @@ impl Engine {
         self.flush_control(sink, n)
     }
 
-    /// The destination's Ethernet address if known now.
-    fn udp_next_hop(&self, now: Instant, ip: IpAddr) -> Option<[u8; 6]> {
+    /// Where a datagram for `ip` goes: the Ethernet address to send it to if
+    /// known now, and the next hop's address to resolve otherwise (a group
+    /// address's MAC is always known). None if a route drops it (counted).
+    fn udp_next_hop(&mut self, now: Instant, ip: IpAddr) -> Option<(Option<[u8; 6]>, IpAddr)> {
         let bcast = self.cfg.ipv4.map(|c| c.broadcast());
-        group_mac(ip, bcast).or(match self.neighbors.lookup(now, ip) {
+        if let Some(mac) = group_mac(ip, bcast) {
+            return Some((Some(mac), ip));
+        }
+        let hop = match self.routes.lookup(ip) {
+            NextHop::Neighbor(hop) => hop,
+            NextHop::Blackhole => {
+                self.counters.route_blackhole_drops += 1;
+                return None;
+            }
+            NextHop::Unreachable | NextHop::NoRoute => {
+                self.counters.route_unreachable_drops += 1;
+                return None;
+            }
+        };
+        let mac = match self.neighbors.lookup(now, hop) {
             Lookup::Hit(mac) => Some(mac),
             Lookup::Miss => None,
-        })
+        };
+        Some((mac, hop))
     }
 
     /// Emits what is left of `out`; false if the sink had no room for a frame.
@@ -225,13 +243,17 @@ impl Engine {
         n: &mut usize,
     ) -> bool {
         let offloads = self.cfg.offloads;
-        let hop = self.udp_next_hop(now, out.dst.ip());
+        let Some((hop, hop_ip)) = self.udp_next_hop(now, out.dst.ip()) else {
+            // Dropped by its route (a change of the table since the send).
+            out.off = out.data.len();
+            return true;
+        };
         let src_mac = self.cfg.mac;
         let hdrs = ethernet::HEADER_LEN + ip_header_len(out.dst.ip()) + udp::HEADER_LEN;
         if out.may_fragment
             && (out.frag_id.is_some() || out.data.len() > self.udp_max_payload(now, out.dst.ip()))
         {
-            return self.emit_udp_fragments(now, out, hop, sink, n);
+            return self.emit_udp_fragments(now, out, (hop, hop_ip), sink, n);
         }
         loop {
             let rest = out.data.len() - out.off;
@@ -283,8 +305,8 @@ impl Engine {
                         gso,
                     );
                     if let Some(m) = meta {
-                        match self.neighbors.enqueue(now, out.dst.ip(), (f, m)) {
-                            Queued::ProbeNow => self.probe(out.dst.ip()),
+                        match self.neighbors.enqueue(now, hop_ip, (f, m)) {
+                            Queued::ProbeNow => self.probe(hop_ip),
                             Queued::Waiting => {}
                             Queued::Dropped => self.counters.neighbor_drops += 1,
                             Queued::TableFull => {
@@ -315,7 +337,7 @@ impl Engine {
         &mut self,
         now: Instant,
         out: &mut UdpOut,
-        hop: Option<[u8; 6]>,
+        (hop, hop_ip): (Option<[u8; 6]>, IpAddr),
         sink: &mut impl TxSink,
         n: &mut usize,
     ) -> bool {
@@ -395,9 +417,9 @@ impl Engine {
                     if fill(&mut f, [0; 6]) {
                         match self
                             .neighbors
-                            .enqueue(now, out.dst.ip(), (f, OffloadMeta::plain()))
+                            .enqueue(now, hop_ip, (f, OffloadMeta::plain()))
                         {
-                            Queued::ProbeNow => self.probe(out.dst.ip()),
+                            Queued::ProbeNow => self.probe(hop_ip),
                             Queued::Waiting => {}
                             Queued::Dropped => self.counters.neighbor_drops += 1,
                             Queued::TableFull => {

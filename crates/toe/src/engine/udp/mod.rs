@@ -487,6 +487,8 @@ impl Engine {
         } else {
             local.ip()
         };
+        self.route_check(remote.ip())
+            .map_err(UdpSendError::Unroutable)?;
         // One datagram must fit the path; a super-datagram's segments must, and
         // the whole must fit the 16-bit UDP (and IPv4 total) length.
         let max = self.udp_max_payload(self.clock, remote.ip());
