@@ -2,9 +2,11 @@
 //! [`Vtep`] that builds and runs the bridge domains of a config over an
 //! underlay and local ports ([`endpoint`]), the sharing of one underlay
 //! by several encapsulations ([`split`]), and its changes at run time: the
-//! difference between two configurations ([`diff`]).
+//! difference between two configurations ([`diff`]) and the control socket's
+//! protocol ([`control`]).
 
 pub mod config;
+pub mod control;
 pub mod diff;
 pub mod endpoint;
 pub mod split;
