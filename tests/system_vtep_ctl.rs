@@ -41,7 +41,7 @@ use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, VxlanSpec};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,7 +72,7 @@ struct Site {
     v: Netns,
 }
 
-fn config(spec: &VxlanSpec, ul: &str, p: &str, socket: &PathBuf, extra: &str) -> String {
+fn config(spec: &VxlanSpec, ul: &str, p: &str, socket: &Path, extra: &str) -> String {
     format!(
         r#"
         [underlay]

@@ -258,13 +258,14 @@ fn interface_mac(name: &str) -> Option<[u8; 6]> {
     Some(mac)
 }
 
+/// What [`build`] makes: the replicas, their job channels, and the
+/// configuration they run.
+type Built = (Vec<Replica>, Vec<SyncSender<Job>>, EndpointConfig);
+
 /// The replicas of the VTEP of `cfg`, one per queue, with their job
 /// channels; and the configuration they run (the underlay's MAC and MTU
 /// from the interface, over AF_XDP).
-fn build(
-    cfg: &EndpointConfig,
-    pcap: Option<&str>,
-) -> Result<(Vec<Replica>, Vec<SyncSender<Job>>, EndpointConfig), String> {
+fn build(cfg: &EndpointConfig, pcap: Option<&str>) -> Result<Built, String> {
     let queues = cfg.underlay.queues.max(1);
     let mut cfg = cfg.clone();
     let underlay = match &cfg.underlay.device {

@@ -84,11 +84,17 @@ fn family(s: &Sample) -> (String, bool, &'static str, Vec<(&'static str, String)
     (full, bytes, help, labels)
 }
 
+/// A family's samples: whether it counts bytes, its help, and each
+/// sample's labels and value.
+type Family<'a> = (bool, &'static str, Vec<(Labels<'a>, u64)>);
+
+/// A sample's labels.
+type Labels<'a> = Vec<(&'a str, String)>;
+
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         // One family per name, its samples together.
-        let mut families: BTreeMap<String, (bool, &'static str, Vec<(Vec<(&str, String)>, u64)>)> =
-            BTreeMap::new();
+        let mut families: BTreeMap<String, Family<'_>> = BTreeMap::new();
         for s in &self.0 {
             let (name, bytes, help, labels) = family(s);
             families
@@ -132,10 +138,8 @@ pub fn serve(listener: TcpListener, server: Arc<Server>) -> std::io::Result<()> 
     std::thread::Builder::new()
         .name("vtep-metrics".into())
         .spawn(move || {
-            for conn in listener.incoming() {
-                if let Ok(c) = conn {
-                    scrape(c, &server);
-                }
+            for c in listener.incoming().flatten() {
+                scrape(c, &server);
             }
         })?;
     Ok(())

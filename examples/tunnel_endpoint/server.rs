@@ -35,6 +35,10 @@ use tracing::{info, warn};
 /// Work for a replica's thread, run between two rounds with its clock.
 pub type Job = Box<dyn FnOnce(&mut Replica, Duration) + Send>;
 
+/// One replica's share of a change: each edit with its new port's device
+/// on that replica's queue.
+type Share = Vec<(Edit, Option<Box<dyn Nic>>)>;
+
 /// How long a replica may take to answer (it answers within a round, and
 /// an idle one wakes every few tens of milliseconds).
 const ANSWER: Duration = Duration::from_secs(5);
@@ -248,7 +252,7 @@ impl Server {
             devices.push(dev.into_iter().map(Some).collect());
         }
         // devices[edit][queue], dealt out per queue.
-        let mut per_queue: Vec<Vec<(Edit, Option<Box<dyn Nic>>)>> = (0..queues)
+        let mut per_queue: Vec<Share> = (0..queues)
             .map(|_| Vec::with_capacity(edits.len()))
             .collect();
         for (e, mut dev) in edits.into_iter().zip(devices) {
@@ -257,7 +261,7 @@ impl Server {
                 list.push((e.clone(), nic));
             }
         }
-        let per_queue: Vec<Mutex<Option<Vec<(Edit, Option<Box<dyn Nic>>)>>>> =
+        let per_queue: Vec<Mutex<Option<Share>>> =
             per_queue.into_iter().map(|l| Mutex::new(Some(l))).collect();
         let per_queue = Arc::new(per_queue);
         let results = self.on_all(move |q, r, _| {
