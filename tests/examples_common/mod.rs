@@ -132,6 +132,25 @@ impl Running {
         }
     }
 
+    /// The process's id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The lines printed within `limit` from now.
+    pub fn lines_for(&mut self, limit: Duration) -> Vec<String> {
+        let end = Instant::now() + limit;
+        let mut out = Vec::new();
+        while let Ok(line) = self
+            .lines
+            .recv_timeout(end.saturating_duration_since(Instant::now()))
+        {
+            self.seen.push(line.clone());
+            out.push(line);
+        }
+        out
+    }
+
     /// Whether the process still runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

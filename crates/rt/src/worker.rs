@@ -64,6 +64,15 @@ pub trait Worker: Send {
 
     /// What to wait on for frames: one entry per receive queue it serves.
     fn readiness(&self) -> Vec<Readiness>;
+
+    /// Changes whenever [`Worker::readiness`] would answer otherwise (a
+    /// device added or removed while it runs): the loop then asks again
+    /// before it waits, so it neither misses a new device's frames nor
+    /// waits on a closed descriptor. Workers whose devices never change keep
+    /// the default.
+    fn readiness_generation(&self) -> u64 {
+        0
+    }
 }
 
 /// Runs `worker` until `stop` is set: poll, and when a poll moved nothing,
@@ -74,12 +83,18 @@ pub fn run<W: Worker>(
     stop: &AtomicBool,
     epoch: std::time::Instant,
 ) -> std::io::Result<()> {
-    let ready = worker.readiness();
+    let mut generation = worker.readiness_generation();
+    let mut ready = worker.readiness();
     let now = || Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
     while !stop.load(Ordering::Relaxed) {
         let t = now();
         if worker.poll(t) > 0 {
             continue;
+        }
+        let g = worker.readiness_generation();
+        if g != generation {
+            generation = g;
+            ready = worker.readiness();
         }
         let wait = worker
             .poll_timeout()

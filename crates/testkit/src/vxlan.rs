@@ -184,6 +184,30 @@ impl KernelVtep {
         Ok(vtep)
     }
 
+    /// The same over a TAP another process opened (a VTEP binary's
+    /// underlay): `dev`, found in namespace `from`, is moved into a new
+    /// namespace and configured there as [`KernelVtep::new`] configures its
+    /// own. Dropping it removes the namespace; the device goes when its
+    /// owner closes it.
+    pub fn adopt(
+        prefix: &str,
+        spec: &VxlanSpec,
+        from: &Netns,
+        dev: &str,
+    ) -> io::Result<KernelVtep> {
+        let ns = Netns::new(prefix)?;
+        from.ip(&["link", "set", dev, "netns", ns.name()])?;
+        let vtep = KernelVtep {
+            tap: None,
+            ns,
+            spec: spec.clone(),
+            tap_name: dev.to_owned(),
+            vxlan_name: "vx0".to_owned(),
+        };
+        vtep.configure()?;
+        Ok(vtep)
+    }
+
     fn configure(&self) -> io::Result<()> {
         let s = &self.spec;
         let ns = &self.ns;

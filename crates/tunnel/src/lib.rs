@@ -110,4 +110,4 @@ pub use config::{
 };
 pub use counters::{TunnelCounter, TunnelCounters};
 pub use ecn::{EcnDecap, decap_ecn};
-pub use tunnel::{INBOX_LEN, Tunnel, TunnelNic};
+pub use tunnel::{INBOX_LEN, RemoteVtep, Tunnel, TunnelGroup, TunnelNic};

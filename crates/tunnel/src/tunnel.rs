@@ -159,6 +159,56 @@ fn overlay_caps(
     })
 }
 
+/// The remote VTEP at `ip` of VNI `v`: its outer header template and next
+/// hop. The first remote (`v.remote_ip`) is reached through `v.next_hop`;
+/// the others on-link, or through the gateway when outside the prefix (a
+/// static next-hop MAC serves them all).
+fn make_peer(
+    vtep: &VtepConfig,
+    v: &VniConfig,
+    first: bool,
+    ip: IpAddr,
+) -> Result<Peer, TunnelConfigError> {
+    let hop = match (first, v.next_hop, v.gateway) {
+        (true, h, _) | (_, h @ NextHop::Static(_), _) => h,
+        (_, NextHop::Resolve(_), Some(g)) if g.routes(vtep.local_ip, ip) => NextHop::Resolve(g.ip),
+        (_, NextHop::Resolve(_), _) => NextHop::Resolve(ip),
+    };
+    let (hop, mac) = match hop {
+        NextHop::Resolve(h) => (Some(h), None),
+        NextHop::Static(m) => (None, Some(m)),
+    };
+    let template = Template::new(vtep, v, ip, mac.unwrap_or([0; 6]))?;
+    Ok(Peer {
+        ip,
+        template,
+        hop,
+        mac,
+    })
+}
+
+/// Every address of `v` is of the local address's family.
+fn check_family(vtep: &VtepConfig, v: &VniConfig) -> Result<(), TunnelConfigError> {
+    let fam = vtep.local_ip.is_ipv6();
+    let hop = match v.next_hop {
+        NextHop::Resolve(ip) => Some(ip),
+        NextHop::Static(_) => None,
+    };
+    let mismatch = std::iter::once(v.remote_ip)
+        .chain(hop)
+        .chain(v.allowed_sources.iter().copied())
+        .chain(v.remotes.iter().copied())
+        .chain(v.gateway.map(|g| g.ip))
+        .find(|a| a.is_ipv6() != fam);
+    match mismatch {
+        Some(other) => Err(TunnelConfigError::Family {
+            local: vtep.local_ip,
+            other,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Tunnel {
     /// One overlay NIC for `vni` over `underlay` (typically a
     /// [`linerate_nic::Shim`] over a backend).
@@ -189,60 +239,7 @@ impl Tunnel {
             if vnis.iter().take(i).any(|w| w.vni == v.vni) {
                 return Err(TunnelConfigError::DuplicateVni { vni: v.vni });
             }
-            let fam = vtep.local_ip.is_ipv6();
-            let hop = match v.next_hop {
-                crate::NextHop::Resolve(ip) => Some(ip),
-                crate::NextHop::Static(_) => None,
-            };
-            let mismatch = std::iter::once(v.remote_ip)
-                .chain(hop)
-                .chain(v.allowed_sources.iter().copied())
-                .chain(v.remotes.iter().copied())
-                .chain(v.gateway.map(|g| g.ip))
-                .find(|a| a.is_ipv6() != fam);
-            if let Some(other) = mismatch {
-                return Err(TunnelConfigError::Family {
-                    local: vtep.local_ip,
-                    other,
-                });
-            }
-            let mut ips = vec![v.remote_ip];
-            for r in &v.remotes {
-                if !ips.contains(r) {
-                    if ips.len() >= MAX_REMOTES {
-                        return Err(TunnelConfigError::TooManyRemotes { vni: v.vni });
-                    }
-                    ips.push(*r);
-                }
-            }
-            let mut peers = Vec::with_capacity(ips.len());
-            for (k, ip) in ips.into_iter().enumerate() {
-                let hop = match (k, v.next_hop, v.gateway) {
-                    (0, h, _) | (_, h @ NextHop::Static(_), _) => h,
-                    (_, NextHop::Resolve(_), Some(g)) if g.routes(vtep.local_ip, ip) => {
-                        NextHop::Resolve(g.ip)
-                    }
-                    (_, NextHop::Resolve(_), _) => NextHop::Resolve(ip),
-                };
-                let (hop, mac) = match hop {
-                    NextHop::Resolve(h) => (Some(h), None),
-                    NextHop::Static(m) => (None, Some(m)),
-                };
-                let template = Template::new(&vtep, v, ip, mac.unwrap_or([0; 6]))?;
-                peers.push(Peer {
-                    ip,
-                    template,
-                    hop,
-                    mac,
-                });
-            }
-            states.push(VniState {
-                cfg: v.clone(),
-                peers,
-                inbox: (0..queues).map(|_| VecDeque::new()).collect(),
-                counters: Counters::new(queues),
-                tcounters: TunnelCounters::new(),
-            });
+            states.push(vni_state(&vtep, v, queues)?);
         }
         let csum = states
             .first()
@@ -284,35 +281,272 @@ impl Tunnel {
             sg_users: 0,
             underlay_sg: false,
         }));
+        let group = TunnelGroup {
+            vtep: shared,
+            caps,
+            hlen,
+            vcounters,
+            pool,
+            queues,
+            tx_sg,
+        };
         Ok(nics
             .into_iter()
             .zip(vnis)
             .enumerate()
-            .map(|(index, ((counters, tcounters), vni))| TunnelNic {
-                vtep: Arc::clone(&shared),
-                index,
-                vni,
-                caps,
-                hlen,
-                counters,
-                tcounters,
-                vcounters: vcounters.clone(),
-                pool: pool.clone(),
-                pending: (0..queues).map(|_| Batch::new()).collect(),
-                overlay_queue: 0,
-                scratch: Batch::new(),
-                sources: Vec::new(),
-                tx_sg,
-                up_sg: false,
-            })
+            .map(|(index, ((counters, tcounters), vni))| group.nic(index, vni, counters, tcounters))
             .collect())
     }
 }
 
+/// One VNI's shared state: its remote VTEPs (`remote_ip` first, then
+/// `remotes` without repeats) and an inbox per underlay queue.
+fn vni_state(
+    vtep: &VtepConfig,
+    v: &VniConfig,
+    queues: usize,
+) -> Result<VniState, TunnelConfigError> {
+    check_family(vtep, v)?;
+    let mut ips = vec![v.remote_ip];
+    for r in &v.remotes {
+        if !ips.contains(r) {
+            if ips.len() >= MAX_REMOTES {
+                return Err(TunnelConfigError::TooManyRemotes { vni: v.vni });
+            }
+            ips.push(*r);
+        }
+    }
+    let mut peers = Vec::with_capacity(ips.len());
+    for (k, ip) in ips.into_iter().enumerate() {
+        peers.push(make_peer(vtep, v, k == 0, ip)?);
+    }
+    Ok(VniState {
+        cfg: v.clone(),
+        peers,
+        inbox: (0..queues).map(|_| VecDeque::new()).collect(),
+        counters: Counters::new(queues),
+        tcounters: TunnelCounters::new(),
+    })
+}
+
+/// The VNI a removed VNI's slot holds: none that a header carries (VNIs
+/// are 24 bits), so the receive path's lookup passes over the slot at no
+/// cost, and frames of the removed VNI count as `rx_dropped_unknown_vni`.
+const FREE_SLOT: u32 = u32::MAX;
+
+/// The tunnel of [`Tunnel::many`]'s NICs (their shared underlay and
+/// encapsulation), to add VNIs to at run time ([`TunnelGroup::add_vni`]).
+/// It keeps the underlay open while held, even when no VNI is left.
+#[derive(Clone)]
+pub struct TunnelGroup {
+    vtep: Arc<Mutex<Vtep>>,
+    caps: NicCaps,
+    hlen: usize,
+    vcounters: TunnelCounters,
+    pool: Pool,
+    queues: usize,
+    tx_sg: bool,
+}
+
+impl core::fmt::Debug for TunnelGroup {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TunnelGroup")
+            .field("vnis", &self.vnis())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TunnelGroup {
+    fn nic(
+        &self,
+        index: usize,
+        vni: VniConfig,
+        counters: Counters,
+        tcounters: TunnelCounters,
+    ) -> TunnelNic {
+        TunnelNic {
+            vtep: Arc::clone(&self.vtep),
+            index,
+            vni,
+            caps: self.caps,
+            hlen: self.hlen,
+            counters,
+            tcounters,
+            vcounters: self.vcounters.clone(),
+            pool: self.pool.clone(),
+            pending: (0..self.queues).map(|_| Batch::new()).collect(),
+            overlay_queue: 0,
+            scratch: Batch::new(),
+            sources: Vec::new(),
+            tx_sg: self.tx_sg,
+            up_sg: false,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vtep> {
+        match self.vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The VNIs the tunnel carries now, in no particular order.
+    pub fn vnis(&self) -> Vec<u32> {
+        self.lock()
+            .vnis
+            .iter()
+            .map(|v| v.cfg.vni)
+            .filter(|v| *v != FREE_SLOT)
+            .collect()
+    }
+
+    /// A NIC for one more VNI on this tunnel, as [`Tunnel::many`] would have
+    /// made it; the VNI's frames are taken from the underlay from now on.
+    /// Dropping the NIC removes the VNI again.
+    ///
+    /// Errors: [`TunnelConfigError::DuplicateVni`] if the tunnel carries it
+    /// already; the others as [`Tunnel::many`].
+    pub fn add_vni(&self, vni: VniConfig) -> Result<TunnelNic, TunnelConfigError> {
+        if vni.vni >= 1 << 24 {
+            return Err(TunnelConfigError::VniTooLarge { vni: vni.vni });
+        }
+        let mut g = self.lock();
+        if g.vnis.iter().any(|v| v.cfg.vni == vni.vni) {
+            return Err(TunnelConfigError::DuplicateVni { vni: vni.vni });
+        }
+        let state = vni_state(&g.config, &vni, self.queues)?;
+        let (counters, tcounters) = (state.counters.clone(), state.tcounters.clone());
+        let index = match g.vnis.iter().position(|v| v.cfg.vni == FREE_SLOT) {
+            Some(i) => {
+                if let Some(slot) = g.vnis.get_mut(i) {
+                    *slot = state;
+                }
+                i
+            }
+            None => {
+                g.vnis.push(state);
+                g.vnis.len() - 1
+            }
+        };
+        drop(g);
+        Ok(self.nic(index, vni, counters, tcounters))
+    }
+}
+
+/// One remote VTEP of a VNI as [`TunnelNic::remotes`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteVtep {
+    /// Its underlay address.
+    pub ip: IpAddr,
+    /// The next hop resolved to reach it (itself, or the gateway); `None`
+    /// with a static next-hop MAC.
+    pub next_hop: Option<IpAddr>,
+    /// The next hop's MAC, once known.
+    pub mac: Option<[u8; 6]>,
+}
+
 impl TunnelNic {
-    /// This VNI's configuration.
+    /// This VNI's configuration (its remotes as they are now).
     pub fn vni(&self) -> &VniConfig {
         &self.vni
+    }
+
+    /// The tunnel this NIC is on, to add VNIs to it.
+    pub fn group(&self) -> TunnelGroup {
+        let queues = self.pending.len();
+        TunnelGroup {
+            vtep: Arc::clone(&self.vtep),
+            caps: self.caps,
+            hlen: self.hlen,
+            vcounters: self.vcounters.clone(),
+            pool: self.pool.clone(),
+            queues,
+            tx_sg: self.tx_sg,
+        }
+    }
+
+    /// Adds a remote VTEP to this VNI: [`TunnelNic::transmit_to`] reaches it,
+    /// and frames from it are accepted, from now on (its next hop is
+    /// resolved with the first frame). False if it was one already.
+    ///
+    /// Errors: [`TunnelConfigError::Family`] for an address of the other
+    /// family, [`TunnelConfigError::TooManyRemotes`] past [`MAX_REMOTES`].
+    pub fn add_remote(&mut self, ip: IpAddr) -> Result<bool, TunnelConfigError> {
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let v = &mut *g;
+        let Some(s) = v.vnis.get_mut(self.index) else {
+            return Ok(false);
+        };
+        if s.peers.iter().any(|p| p.ip == ip) {
+            return Ok(false);
+        }
+        if ip.is_ipv6() != v.config.local_ip.is_ipv6() {
+            return Err(TunnelConfigError::Family {
+                local: v.config.local_ip,
+                other: ip,
+            });
+        }
+        if s.peers.len() >= MAX_REMOTES {
+            return Err(TunnelConfigError::TooManyRemotes { vni: self.vni.vni });
+        }
+        let first = s.peers.is_empty();
+        if first {
+            self.vni.remote_ip = ip;
+        } else {
+            self.vni.remotes.push(ip);
+        }
+        s.peers.push(make_peer(&v.config, &self.vni, first, ip)?);
+        s.cfg = self.vni.clone();
+        Ok(true)
+    }
+
+    /// Removes a remote VTEP of this VNI: frames toward it are dropped
+    /// (`tx_dropped_unknown_remote`) and frames from it refused
+    /// (`rx_dropped_source`) from now on. When it was the first remote
+    /// ([`Nic::transmit`]'s destination), the next one takes its place.
+    /// False if it was none.
+    pub fn remove_remote(&mut self, ip: IpAddr) -> bool {
+        let vtep = Arc::clone(&self.vtep);
+        let mut g = match vtep.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let Some(s) = g.vnis.get_mut(self.index) else {
+            return false;
+        };
+        let Some(at) = s.peers.iter().position(|p| p.ip == ip) else {
+            return false;
+        };
+        s.peers.remove(at);
+        let mut ips = s.peers.iter().map(|p| p.ip);
+        if let Some(first) = ips.next() {
+            self.vni.remote_ip = first;
+        }
+        self.vni.remotes = ips.collect();
+        s.cfg = self.vni.clone();
+        true
+    }
+
+    /// The remote VTEPs of this VNI and their next hops.
+    pub fn remotes(&self) -> Vec<RemoteVtep> {
+        let g = self.lock();
+        g.vnis
+            .get(self.index)
+            .map(|s| {
+                s.peers
+                    .iter()
+                    .map(|p| RemoteVtep {
+                        ip: p.ip,
+                        next_hop: p.hop,
+                        mac: p.mac,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// What this VNI refused after its VNI was known.
@@ -933,5 +1167,21 @@ impl Nic for TunnelNic {
         // Counted as a user either way, so that turning it off balances.
         self.up_sg = on;
         on && g.underlay_sg
+    }
+}
+
+impl Drop for TunnelNic {
+    /// Removes the VNI from the tunnel: its slot is freed for a VNI added
+    /// later, and its frames are refused as of an unknown VNI.
+    fn drop(&mut self) {
+        if self.up_sg {
+            self.set_rx_sg(false);
+        }
+        let mut g = self.lock();
+        if let Some(s) = g.vnis.get_mut(self.index) {
+            s.cfg.vni = FREE_SLOT;
+            s.peers.clear();
+            s.inbox.iter_mut().for_each(VecDeque::clear);
+        }
     }
 }

@@ -263,7 +263,7 @@ fn replicas_share_what_they_learn_and_a_move() {
     n.run();
     let mut events = Learning::default();
     n.vteps[0].take_learned(&mut events);
-    assert!(events.fdb.iter().all(Vec::is_empty), "{events:?}");
+    assert!(events.fdb.iter().all(|(_, e)| e.is_empty()), "{events:?}");
 }
 
 proptest! {

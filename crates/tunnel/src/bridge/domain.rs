@@ -212,7 +212,13 @@ impl<O: Overlay> BridgeDomain<O> {
     /// Learns what another replica learned (entries as [`Fdb::learn`] takes
     /// them; static entries are kept).
     pub fn apply_learned(&mut self, now: Duration, events: &[(Mac, Dest)]) {
+        let ports = self.ports.len();
         for &(mac, dest) in events {
+            // A port removed meanwhile (the other replica's numbering was
+            // older): not learned, its frames flood until seen again.
+            if matches!(dest, Dest::Local(p) if usize::from(p) >= ports) {
+                continue;
+            }
             self.fdb.learn(now, self.cfg.vni, mac, dest);
         }
     }
@@ -227,6 +233,28 @@ impl<O: Overlay> BridgeDomain<O> {
         u16::try_from(self.ports.len() - 1).unwrap_or(u16::MAX)
     }
 
+    /// Takes local port `n` out of the domain and returns its NIC; the ports
+    /// after it move down by one, and the FDB follows (the port's entries
+    /// go, the later ports' are renumbered). Frames waiting for it are
+    /// dropped with it.
+    pub fn remove_port(&mut self, n: u16) -> Option<Box<dyn Nic>> {
+        let i = usize::from(n);
+        if i >= self.ports.len() {
+            return None;
+        }
+        let port = self.ports.remove(i);
+        self.fdb.remove_port(self.cfg.vni, n);
+        if let Some(l) = self.learned.as_mut() {
+            l.retain(|(_, d)| !matches!(d, Dest::Local(p) if *p >= n));
+        }
+        Some(port.nic)
+    }
+
+    /// The number of local ports.
+    pub fn ports(&self) -> usize {
+        self.ports.len()
+    }
+
     /// The FDB (static entries and flood lists are set here).
     pub fn fdb_mut(&mut self) -> &mut Fdb {
         &mut self.fdb
@@ -238,6 +266,11 @@ impl<O: Overlay> BridgeDomain<O> {
     }
 
     /// The suppression table, when suppression is on.
+    pub fn suppress(&self) -> Option<&Suppress> {
+        self.suppress.as_ref()
+    }
+
+    /// The suppression table, mutable, when suppression is on.
     pub fn suppress_mut(&mut self) -> Option<&mut Suppress> {
         self.suppress.as_mut()
     }

@@ -403,6 +403,60 @@ impl Fdb {
         true
     }
 
+    /// Removes the learned entries of `vni` (of every VNI with `None`) for
+    /// which `pick` is true of their destination; static entries stay.
+    /// Returns how many went. A scan of the table: a control operation.
+    pub fn flush_learned(&mut self, vni: Option<u32>, mut pick: impl FnMut(Dest) -> bool) -> usize {
+        let vnis = &mut self.vnis;
+        let before = self.table.len();
+        self.table.retain(|k, e| {
+            let v = unkey(*k).0;
+            let go = !e.is_static && vni.is_none_or(|n| n == v) && pick(e.dest);
+            if go && let Some(s) = vnis.get_mut(&v) {
+                s.entries = s.entries.saturating_sub(1);
+            }
+            !go
+        });
+        self.total = self.table.len();
+        before - self.total
+    }
+
+    /// Local port `port` of `vni` is gone and the ports after it moved down
+    /// by one: its entries (learned and static) are removed, and those of
+    /// the later ports renumbered. Returns how many entries were removed.
+    pub fn remove_port(&mut self, vni: u32, port: u16) -> usize {
+        let vnis = &mut self.vnis;
+        let before = self.table.len();
+        self.table.retain(|k, e| {
+            if unkey(*k).0 != vni {
+                return true;
+            }
+            match e.dest {
+                Dest::Local(p) if p == port => {
+                    if let Some(s) = vnis.get_mut(&vni) {
+                        s.entries = s.entries.saturating_sub(1);
+                    }
+                    false
+                }
+                Dest::Local(p) if p > port => {
+                    e.dest = Dest::Local(p - 1);
+                    true
+                }
+                _ => true,
+            }
+        });
+        self.total = self.table.len();
+        before - self.total
+    }
+
+    /// The static entry for `mac` in `vni`, if there is one.
+    pub fn get_static(&self, vni: u32, mac: Mac) -> Option<Dest> {
+        self.table
+            .get(&key(vni, mac))
+            .filter(|e| e.is_static)
+            .map(|e| e.dest)
+    }
+
     fn room(&self, vni: u32) -> bool {
         self.total < self.cfg.max_total && self.len_vni(vni) < self.cfg.max_per_vni
     }

@@ -12,7 +12,9 @@ pub use fdb::{
 
 pub mod suppress;
 
-pub use suppress::{Answer, Suppress, SuppressConfig, SuppressCounters, SuppressError};
+pub use suppress::{
+    Answer, NeighRecord, Suppress, SuppressConfig, SuppressCounters, SuppressError,
+};
 
 pub mod domain;
 

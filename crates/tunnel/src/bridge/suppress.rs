@@ -120,6 +120,22 @@ struct Entry {
     is_static: bool,
 }
 
+/// One entry of the IP-to-MAC table, as [`Suppress::dump`] lists it (like a
+/// line of `ip neigh show`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeighRecord {
+    /// The VNI.
+    pub vni: u32,
+    /// The inner IP address.
+    pub ip: IpAddr,
+    /// Its MAC.
+    pub mac: Mac,
+    /// Static (configured) rather than learned.
+    pub is_static: bool,
+    /// Time since it was last seen (zero for static entries).
+    pub age: Duration,
+}
+
 /// The IP-to-MAC table of every VNI, and the answering of requests from it.
 #[derive(Debug)]
 pub struct Suppress {
@@ -178,6 +194,57 @@ impl Suppress {
         self.table.insert((vni, ip), e);
         self.per_vni.entry(vni).or_default().0 += 1;
         Ok(())
+    }
+
+    /// Removes the entry for `ip` in `vni`, static or learned; true if there
+    /// was one.
+    pub fn remove(&mut self, vni: u32, ip: IpAddr) -> bool {
+        if self.table.remove(&(vni, ip)).is_none() {
+            return false;
+        }
+        if let Some(v) = self.per_vni.get_mut(&vni) {
+            v.0 = v.0.saturating_sub(1);
+        }
+        true
+    }
+
+    /// Removes the learned entries of `vni` (every VNI with `None`); returns
+    /// how many went.
+    pub fn flush_learned(&mut self, vni: Option<u32>) -> usize {
+        let per_vni = &mut self.per_vni;
+        let before = self.table.len();
+        self.table.retain(|(v, _), e| {
+            let go = !e.is_static && vni.is_none_or(|n| n == *v);
+            if go && let Some(c) = per_vni.get_mut(v) {
+                c.0 = c.0.saturating_sub(1);
+            }
+            !go
+        });
+        before - self.table.len()
+    }
+
+    /// The entries of `vni` not aged out at `now`, sorted by address.
+    pub fn dump(&self, now: Duration, vni: u32) -> Vec<NeighRecord> {
+        let mut out: Vec<NeighRecord> = self
+            .table
+            .iter()
+            .filter(|((v, _), e)| {
+                *v == vni && (e.is_static || now.saturating_sub(e.seen) < self.cfg.ageing)
+            })
+            .map(|((v, ip), e)| NeighRecord {
+                vni: *v,
+                ip: *ip,
+                mac: e.mac,
+                is_static: e.is_static,
+                age: if e.is_static {
+                    Duration::ZERO
+                } else {
+                    now.saturating_sub(e.seen)
+                },
+            })
+            .collect();
+        out.sort_by_key(|r| r.ip);
+        out
     }
 
     /// Learns that `ip` in `vni` is at `mac`; false if not learned (invalid, full,

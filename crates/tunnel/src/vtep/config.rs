@@ -38,8 +38,9 @@ use crate::bridge::{FdbConfig, Mac};
 use crate::{Df, Dscp, GeneveOpt};
 use serde::Deserialize;
 use std::collections::HashSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The IANA VXLAN port (RFC 7348).
@@ -60,7 +61,26 @@ struct RawConfig {
     fdb: RawFdb,
     #[serde(default)]
     vni: Vec<RawVni>,
+    #[serde(default)]
+    control: RawControl,
+    #[serde(default)]
+    metrics: RawMetrics,
 }
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawControl {
+    socket: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<String>,
+}
+
+/// Longest path of a Unix socket (`sun_path` less its terminating NUL).
+pub const SOCKET_PATH_MAX: usize = 107;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,7 +109,7 @@ struct RawFdb {
     max_total: Option<usize>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields, rename_all = "lowercase")]
 enum RawEncap {
     Vxlan,
@@ -97,7 +117,7 @@ enum RawEncap {
     Nvgre,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawVni {
     id: u64,
@@ -126,28 +146,28 @@ struct RawVni {
 }
 
 /// `tos = "inherit"` or a value.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(untagged)]
 enum RawTos {
     Value(u32),
     Name(String),
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawStatic {
     mac: String,
     remote: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawNeighbor {
     ip: String,
     mac: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawOption {
     class: u32,
@@ -272,10 +292,15 @@ pub struct EndpointConfig {
     pub fdb: FdbConfig,
     /// The bridge domains.
     pub vnis: Vec<VniSpec>,
+    /// The control socket's path (`[control] socket`), if any.
+    pub control: Option<PathBuf>,
+    /// The address the Prometheus metrics are served on (`[metrics]
+    /// listen`), if any.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// One thing wrong with a configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct ConfigProblem {
     /// The field, as a path (`vni[1].flood[0]`).
     pub field: String,
@@ -443,7 +468,16 @@ pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
         .vni
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| check_vni(&mut c, i, v, family, &mut names, &mut ids))
+        .filter_map(|(i, v)| {
+            check_vni(
+                &mut c,
+                &format!("vni[{i}]"),
+                v,
+                family,
+                &mut names,
+                &mut ids,
+            )
+        })
         .collect();
     // One tunnel per encapsulation and port: its VNIs share the outer headers.
     for (i, v) in vnis.iter().enumerate() {
@@ -470,13 +504,45 @@ pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
             "add at least one [[vni]] table with an id and an encap",
         );
     }
+    let control = check_control(&mut c, &raw.control);
+    let metrics = check_metrics(&mut c, &raw.metrics);
     match (underlay, c.0.is_empty()) {
         (Some(underlay), true) => Ok(EndpointConfig {
             underlay,
             fdb,
             vnis,
+            control,
+            metrics,
         }),
         _ => Err(VtepConfigError::Invalid(c.0)),
+    }
+}
+
+fn check_control(c: &mut Check, r: &RawControl) -> Option<PathBuf> {
+    let p = r.socket.as_deref()?;
+    if p.is_empty() || p.len() > SOCKET_PATH_MAX || p.contains('\0') {
+        c.fail(
+            "control.socket",
+            format!("{p:?} cannot be a Unix socket's path"),
+            format!("use a path of 1 to {SOCKET_PATH_MAX} bytes, e.g. \"/run/vtep.sock\""),
+        );
+        return None;
+    }
+    Some(PathBuf::from(p))
+}
+
+fn check_metrics(c: &mut Check, r: &RawMetrics) -> Option<SocketAddr> {
+    let l = r.listen.as_deref()?;
+    match l.parse::<SocketAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            c.fail(
+                "metrics.listen",
+                format!("{l:?} is not an address and port"),
+                "write IP:PORT, e.g. \"127.0.0.1:9100\" or \"[::1]:9100\"",
+            );
+            None
+        }
     }
 }
 
@@ -633,13 +699,13 @@ fn check_fdb(c: &mut Check, f: &RawFdb) -> FdbConfig {
 
 fn check_vni(
     c: &mut Check,
-    i: usize,
+    prefix: &str,
     v: &RawVni,
     family: Option<bool>,
     names: &mut HashSet<String>,
     ids: &mut HashSet<u32>,
 ) -> Option<VniSpec> {
-    let at = |f: &str| format!("vni[{i}].{f}");
+    let at = |f: &str| format!("{prefix}.{f}");
     let id = match u32::try_from(v.id) {
         Ok(id) if id < 1 << 24 => Some(id),
         _ => {
@@ -787,7 +853,7 @@ fn check_vni(
             "set suppress_arp = true or remove them",
         );
     }
-    let outer = check_outer(c, i, v);
+    let outer = check_outer(c, prefix, v);
     Some(VniSpec {
         id: id?,
         encap: encap?,
@@ -810,8 +876,8 @@ fn same_tunnel(a: &EncapSpec, b: &EncapSpec) -> bool {
     }
 }
 
-fn check_outer(c: &mut Check, i: usize, v: &RawVni) -> Option<OuterSpec> {
-    let at = |f: &str| format!("vni[{i}].{f}");
+fn check_outer(c: &mut Check, prefix: &str, v: &RawVni) -> Option<OuterSpec> {
+    let at = |f: &str| format!("{prefix}.{f}");
     let mut o = OuterSpec::default();
     let mut ok = true;
     if let Some(ttl) = v.ttl {
@@ -932,6 +998,9 @@ fn check_option(c: &mut Check, field: &str, o: &RawOption) -> Option<GeneveOpt> 
         data,
     })
 }
+
+mod runtime;
+pub use runtime::{VniTable, check_new_port, check_new_vni};
 
 #[cfg(test)]
 mod tests;

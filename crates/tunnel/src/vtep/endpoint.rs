@@ -17,10 +17,11 @@ use crate::bridge::{
     BridgeDomain, Dest, DomainConfig, Fdb, FdbError, FdbRecord, Mac, SuppressConfig, SuppressError,
 };
 use crate::{
-    Encap, Gateway, NextHop, Tunnel, TunnelConfigError, TunnelCounter, TunnelNic, UdpCsum,
-    VniConfig, VtepConfig,
+    Encap, Gateway, NextHop, Tunnel, TunnelConfigError, TunnelCounter, TunnelGroup, TunnelNic,
+    UdpCsum, VniConfig, VtepConfig,
 };
 use linerate_nic::Nic;
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -102,11 +103,21 @@ impl From<TunnelConfigError> for VtepError {
 }
 
 /// A VTEP: one bridge domain per VNI over tunnel NICs sharing one underlay.
+///
+/// `domains`, `names` and `kinds` go by index with `cfg.vnis`: the running
+/// configuration, which [`Vtep::apply`] keeps in step with the domains.
 pub struct Vtep {
     domains: Vec<BridgeDomain<TunnelNic>>,
     names: Vec<Vec<String>>,
     /// Per domain: the encapsulation's name, for the counters.
     kinds: Vec<&'static str>,
+    cfg: EndpointConfig,
+    /// Per encapsulation, its tunnel: where VNIs are added at run time.
+    groups: Vec<(EncapSpec, TunnelGroup)>,
+    /// Learning shared with other replicas ([`Vtep::share_learning`]).
+    shared: bool,
+    /// Bumped whenever the devices to wait on change ([`Vtep::readiness`]).
+    generation: u64,
 }
 
 impl core::fmt::Debug for Vtep {
@@ -163,6 +174,48 @@ pub fn overlay_mtu(cfg: &EndpointConfig, s: &VniSpec) -> u16 {
     cfg.underlay.mtu.saturating_sub(o)
 }
 
+/// The name of an encapsulation in counter names.
+fn kind_of(e: &EncapSpec) -> &'static str {
+    match e {
+        EncapSpec::Vxlan { .. } => "vxlan",
+        EncapSpec::Geneve { .. } => "geneve",
+        EncapSpec::Nvgre => "nvgre",
+    }
+}
+
+/// The bridge domain of VNI `s` over its tunnel NIC `t`, with its flood
+/// list, static FDB and neighbour entries (no ports yet).
+fn domain(
+    cfg: &EndpointConfig,
+    s: &VniSpec,
+    t: TunnelNic,
+) -> Result<BridgeDomain<TunnelNic>, VtepError> {
+    let mut dc = DomainConfig::new(s.id);
+    // A packet the tunnel cannot carry is answered with ICMP, as a
+    // router on the path would (the ports have this MTU already).
+    dc.mtu = Some(overlay_mtu(cfg, s));
+    if s.suppress_arp {
+        dc.suppress = Some(SuppressConfig::default());
+    }
+    let mut d = BridgeDomain::new(dc, t, Fdb::new(cfg.fdb));
+    let fdb = |error| VtepError::Fdb { vni: s.id, error };
+    for ip in &s.flood {
+        d.fdb_mut().add_flood(s.id, *ip).map_err(fdb)?;
+    }
+    for (m, ip) in &s.statics {
+        d.fdb_mut()
+            .add_static(s.id, *m, Dest::Remote(*ip))
+            .map_err(fdb)?;
+    }
+    if let Some(sup) = d.suppress_mut() {
+        for (ip, m) in &s.neighbors {
+            sup.add_static(s.id, *ip, *m)
+                .map_err(|error| VtepError::Neighbor { vni: s.id, error })?;
+        }
+    }
+    Ok(d)
+}
+
 /// The tunnel side of VNI `s`: every remote VTEP it names.
 fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError> {
     let mut remotes: Vec<IpAddr> = s.flood.clone();
@@ -194,8 +247,8 @@ fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError>
 /// What a replica learned, for the others ([`Vtep::take_learned`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Learning {
-    /// Per bridge domain (the config's VNI order): MACs learned anew or moved.
-    pub fdb: Vec<Vec<(Mac, Dest)>>,
+    /// Per VNI: MACs learned anew or moved.
+    pub fdb: Vec<(u32, Vec<(Mac, Dest)>)>,
     /// Underlay next hops resolved: address and MAC.
     pub neighbors: Vec<(IpAddr, Mac)>,
 }
@@ -203,13 +256,13 @@ pub struct Learning {
 impl Learning {
     /// Nothing learned.
     pub fn is_empty(&self) -> bool {
-        self.neighbors.is_empty() && self.fdb.iter().all(Vec::is_empty)
+        self.neighbors.is_empty() && self.fdb.iter().all(|(_, e)| e.is_empty())
     }
 
     /// Empties it, keeping the allocations.
     pub fn clear(&mut self) {
         self.neighbors.clear();
-        self.fdb.iter_mut().for_each(Vec::clear);
+        self.fdb.iter_mut().for_each(|(_, e)| e.clear());
     }
 }
 
@@ -249,6 +302,7 @@ impl Vtep {
                 .collect()
         };
         let mut tunnels: Vec<Option<TunnelNic>> = cfg.vnis.iter().map(|_| None).collect();
+        let mut tunnel_groups = Vec::with_capacity(groups.len());
         for ((e, members), under) in groups.iter().zip(underlays) {
             let (encap, port, _) = encap_of(e);
             let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
@@ -275,7 +329,11 @@ impl Vtep {
                     vnis.push(vni_config(cfg, s)?);
                 }
             }
-            for (t, &i) in Tunnel::many(under, v, vnis)?.into_iter().zip(members) {
+            let nics = Tunnel::many(under, v, vnis)?;
+            if let Some(t) = nics.first() {
+                tunnel_groups.push((e.clone(), t.group()));
+            }
+            for (t, &i) in nics.into_iter().zip(members) {
                 if let Some(slot) = tunnels.get_mut(i) {
                     *slot = Some(t);
                 }
@@ -285,45 +343,25 @@ impl Vtep {
         let mut names = Vec::with_capacity(cfg.vnis.len());
         let mut kinds = Vec::with_capacity(cfg.vnis.len());
         for (i, (s, t)) in cfg.vnis.iter().zip(tunnels).enumerate() {
-            let Some(t) = t else { continue };
-            let mut dc = DomainConfig::new(s.id);
-            // A packet the tunnel cannot carry is answered with ICMP, as a
-            // router on the path would (the ports have this MTU already).
-            dc.mtu = Some(overlay_mtu(cfg, s));
-            if s.suppress_arp {
-                dc.suppress = Some(SuppressConfig::default());
-            }
-            let mut d = BridgeDomain::new(dc, t, Fdb::new(cfg.fdb));
+            let Some(t) = t else {
+                return Err(VtepError::NoRemote(s.id));
+            };
+            let mut d = domain(cfg, s, t)?;
             for p in ports.get_mut(i).map(core::mem::take).unwrap_or_default() {
                 d.add_port(p);
             }
-            let fdb = |error| VtepError::Fdb { vni: s.id, error };
-            for ip in &s.flood {
-                d.fdb_mut().add_flood(s.id, *ip).map_err(fdb)?;
-            }
-            for (m, ip) in &s.statics {
-                d.fdb_mut()
-                    .add_static(s.id, *m, Dest::Remote(*ip))
-                    .map_err(fdb)?;
-            }
-            if let Some(sup) = d.suppress_mut() {
-                for (ip, m) in &s.neighbors {
-                    sup.add_static(s.id, *ip, *m)
-                        .map_err(|error| VtepError::Neighbor { vni: s.id, error })?;
-                }
-            }
             domains.push(d);
             names.push(s.ports.clone());
-            kinds.push(match s.encap {
-                EncapSpec::Vxlan { .. } => "vxlan",
-                EncapSpec::Geneve { .. } => "geneve",
-                EncapSpec::Nvgre => "nvgre",
-            });
+            kinds.push(kind_of(&s.encap));
         }
         Ok(Vtep {
             domains,
             names,
             kinds,
+            cfg: cfg.clone(),
+            groups: tunnel_groups,
+            shared: false,
+            generation: 0,
         })
     }
 
@@ -354,6 +392,7 @@ impl Vtep {
     /// underlay next hops it resolves (an ARP or neighbour answer arrives on
     /// whichever queue the underlay picks).
     pub fn share_learning(&mut self, on: bool) {
+        self.shared = on;
         for d in &mut self.domains {
             d.share_learning(on);
             d.overlay().share_neighbors(on);
@@ -362,18 +401,32 @@ impl Vtep {
 
     /// What was learned since the last call, appended to `out`.
     pub fn take_learned(&mut self, out: &mut Learning) {
-        out.fdb
-            .resize_with(self.domains.len().max(out.fdb.len()), Vec::new);
-        for (d, o) in self.domains.iter_mut().zip(out.fdb.iter_mut()) {
-            d.take_learned(o);
+        for d in &mut self.domains {
+            let vni = d.overlay().vni().vni;
+            let at = match out.fdb.iter().position(|(v, _)| *v == vni) {
+                Some(at) => at,
+                None => {
+                    out.fdb.push((vni, Vec::new()));
+                    out.fdb.len() - 1
+                }
+            };
+            if let Some((_, o)) = out.fdb.get_mut(at) {
+                d.take_learned(o);
+            }
             d.overlay().take_neighbors(&mut out.neighbors);
         }
     }
 
-    /// Learns what another replica learned.
+    /// Learns what another replica learned (for the VNIs this one has).
     pub fn apply_learned(&mut self, now: Duration, learning: &Learning) {
-        for (d, e) in self.domains.iter_mut().zip(&learning.fdb) {
-            d.apply_learned(now, e);
+        for (vni, e) in &learning.fdb {
+            if let Some(d) = self
+                .domains
+                .iter_mut()
+                .find(|d| d.overlay().vni().vni == *vni)
+            {
+                d.apply_learned(now, e);
+            }
         }
         for &(ip, mac) in &learning.neighbors {
             for d in &self.domains {
@@ -401,28 +454,56 @@ impl Vtep {
     /// name, the tunnel by its encapsulation: `vxlan`, `geneve` or `nvgre`), `vni<N>.fdb.<counter>` and
     /// `vni<N>.tunnel.<counter>`, like `ethtool -S`; zeros included.
     pub fn counters(&self) -> Vec<(String, u64)> {
+        self.samples()
+            .into_iter()
+            .map(|s| (s.dotted(), s.value))
+            .collect()
+    }
+
+    /// Every counter with where it belongs ([`Vtep::counters`] names them
+    /// from this).
+    pub fn samples(&self) -> Vec<Sample> {
         let mut out = Vec::new();
+        let mut push = |scope: &Scope, name: &str, value: u64| {
+            out.push(Sample {
+                scope: scope.clone(),
+                name: name.to_owned(),
+                value,
+            });
+        };
         for ((d, names), kind) in self.domains.iter().zip(&self.names).zip(&self.kinds) {
             let vni = d.overlay().vni().vni;
             for (n, name) in names.iter().enumerate() {
                 let Some(c) = u16::try_from(n).ok().and_then(|n| d.port_counters(n)) else {
                     continue;
                 };
+                let scope = Scope::Port {
+                    vni,
+                    port: name.clone(),
+                };
                 for (k, v) in c.named() {
-                    out.push((format!("vni{vni}.{name}.{k}"), v));
+                    push(&scope, k, v);
                 }
             }
+            let scope = Scope::Overlay {
+                vni,
+                tunnel: (*kind).to_owned(),
+            };
             for (k, v) in d.overlay_counters().named() {
-                out.push((format!("vni{vni}.{kind}.{k}"), v));
+                push(&scope, k, v);
             }
             if let Some(c) = d.fdb().counters(vni) {
                 for (k, v) in c.named() {
-                    out.push((format!("vni{vni}.fdb.{k}"), v));
+                    push(&Scope::Fdb { vni }, k, v);
                 }
             }
             let t = d.overlay().tunnel_counters();
+            let scope = Scope::Tunnel {
+                vni,
+                tunnel: (*kind).to_owned(),
+            };
             for c in TunnelCounter::ALL {
-                out.push((format!("vni{vni}.tunnel.{}", c.name()), t.get(*c)));
+                push(&scope, c.name(), t.get(*c));
             }
         }
         // What the VTEP refused before a VNI was known, and the underlay NIC's
@@ -431,13 +512,113 @@ impl Vtep {
         if let Some(d) = self.domains.first() {
             let t = d.overlay().vtep_counters();
             for c in TunnelCounter::ALL {
-                out.push((format!("vtep.{}", c.name()), t.get(*c)));
+                push(&Scope::Vtep, c.name(), t.get(*c));
             }
             let snap = d.overlay().with_underlay(|u| u.counters().snapshot());
             for (k, v) in snap.totals() {
-                out.push((format!("underlay.{k}"), v));
+                push(&Scope::Underlay, k, v);
             }
         }
         out
     }
 }
+
+/// Where a counter of [`Vtep::samples`] belongs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "scope", rename_all = "snake_case")]
+pub enum Scope {
+    /// A local port of a VNI ([`crate::bridge::PortCounters`]).
+    Port {
+        /// The VNI.
+        vni: u32,
+        /// The port's name.
+        port: String,
+    },
+    /// A VNI's side toward the remote VTEPs ([`crate::bridge::PortCounters`]).
+    Overlay {
+        /// The VNI.
+        vni: u32,
+        /// Its encapsulation (`vxlan`, `geneve`, `nvgre`).
+        tunnel: String,
+    },
+    /// A VNI's forwarding table ([`crate::bridge::FdbCounters`]).
+    Fdb {
+        /// The VNI.
+        vni: u32,
+    },
+    /// A VNI's tunnel ([`TunnelCounter`]).
+    Tunnel {
+        /// The VNI.
+        vni: u32,
+        /// Its encapsulation.
+        tunnel: String,
+    },
+    /// What the VTEP refused before a VNI was known ([`TunnelCounter`]).
+    Vtep,
+    /// The underlay NIC ([`linerate_nic::Counter`]).
+    Underlay,
+    /// The process running the VTEP (counters of its own).
+    Process,
+}
+
+/// One counter and where it belongs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Where.
+    #[serde(flatten)]
+    pub scope: Scope,
+    /// The counter's `ethtool -S` style name.
+    pub name: String,
+    /// Its value.
+    pub value: u64,
+}
+
+impl Sample {
+    /// The name [`Vtep::counters`] gives it: `vni42.p0.rx_packets`,
+    /// `vni42.vxlan.tx_packets`, `vni42.fdb.fdb_learned`,
+    /// `vni42.tunnel.rx_decap`, `vtep.rx_dropped_not_ours`,
+    /// `underlay.rx_packets`; a process counter by its name with `vtep.`.
+    pub fn dotted(&self) -> String {
+        let n = &self.name;
+        match &self.scope {
+            Scope::Port { vni, port } => format!("vni{vni}.{port}.{n}"),
+            Scope::Overlay { vni, tunnel } => format!("vni{vni}.{tunnel}.{n}"),
+            Scope::Fdb { vni } => format!("vni{vni}.fdb.{n}"),
+            Scope::Tunnel { vni, .. } => format!("vni{vni}.tunnel.{n}"),
+            Scope::Vtep | Scope::Process => format!("vtep.{n}"),
+            Scope::Underlay => format!("underlay.{n}"),
+        }
+    }
+
+    /// The counters of several replicas of one VTEP as one: summed, but the
+    /// FDB's taken from the first replica only (the replicas' tables are
+    /// copies of each other, each counting what it learned itself or was
+    /// told). In the first replica's order; counters another replica has
+    /// and the first has not (a VNI just added there) come after.
+    pub fn merge(replicas: &[Vec<Sample>]) -> Vec<Sample> {
+        let mut out: Vec<Sample> = Vec::new();
+        let mut at: std::collections::HashMap<(Scope, String), usize> =
+            std::collections::HashMap::new();
+        for (i, r) in replicas.iter().enumerate() {
+            for s in r {
+                let fdb = matches!(s.scope, Scope::Fdb { .. });
+                match at.get(&(s.scope.clone(), s.name.clone())) {
+                    Some(&k) => {
+                        if !fdb && let Some(o) = out.get_mut(k) {
+                            o.value = o.value.saturating_add(s.value);
+                        }
+                    }
+                    None if i == 0 || !fdb => {
+                        at.insert((s.scope.clone(), s.name.clone()), out.len());
+                        out.push(s.clone());
+                    }
+                    None => {}
+                }
+            }
+        }
+        out
+    }
+}
+
+mod apply;
+pub use apply::EditError;

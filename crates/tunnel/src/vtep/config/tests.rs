@@ -418,3 +418,28 @@ fn vnis_on_one_tunnel_share_its_outer_options() {
         problems(&text)
     );
 }
+
+#[test]
+fn control_socket_and_metrics_address() {
+    let vni = "id = 1\nencap = \"vxlan\"\nflood = [\"10.0.0.1\"]\n";
+    let c = parse(&format!(
+        "{}\n[control]\nsocket = \"/run/v.sock\"\n[metrics]\nlisten = \"[::1]:9100\"\n",
+        with_vni(vni)
+    ))
+    .unwrap();
+    assert_eq!(c.control, Some(PathBuf::from("/run/v.sock")));
+    assert_eq!(c.metrics, "[::1]:9100".parse().ok());
+    let c = parse(&with_vni(vni)).unwrap();
+    assert_eq!((c.control, c.metrics), (None, None));
+    let long = "x".repeat(SOCKET_PATH_MAX + 1);
+    refused(
+        &format!("{}\n[control]\nsocket = \"{long}\"\n", with_vni(vni)),
+        "control.socket",
+        "Unix socket",
+    );
+    refused(
+        &format!("{}\n[metrics]\nlisten = \"localhost\"\n", with_vni(vni)),
+        "metrics.listen",
+        "IP:PORT",
+    );
+}

@@ -3,14 +3,28 @@
 //!
 //! ```text
 //! sudo cargo run --release --example tunnel_endpoint -- --config examples/vtep.toml
+//! tunnel_endpoint ctl /run/vtep.sock fdb            # and vnis, ports, neighbors, counters
+//! tunnel_endpoint ctl /run/vtep.sock fdb add 42 02:00:00:00:00:01 192.168.100.1
 //! ```
 //!
 //! Flags: `--config FILE` (required), `--log LEVEL` (a `tracing` filter;
 //! `RUST_LOG` when absent, else `info`), `--stats SECS` (print the counters
 //! every SECS seconds; 0, the default, never), `--pcap FILE` (record the
 //! underlay's frames both ways). `SIGUSR1` prints the counters
-//! and the FDB; Ctrl-C or `SIGTERM` stops it, and the TAP devices go away when
-//! their descriptors close.
+//! and the FDB; `SIGHUP` reads the config file again and applies the
+//! difference ([`linerate::tunnel::vtep::diff`]: VNIs, ports, flood lists,
+//! static entries; a file that changes what cannot change while it runs, or
+//! breaks a rule, is refused with each field and its fix, and the VTEP runs
+//! on as it was); Ctrl-C or `SIGTERM` stops it, and the TAP devices go away
+//! when their descriptors close.
+//!
+//! With `[control] socket = PATH` it serves a Unix socket (mode 0600,
+//! removed at exit) that `tunnel_endpoint ctl PATH ...` talks to ([`ctl`]:
+//! show the FDB, VNIs, ports, neighbours and counters, add and remove static
+//! entries, flood remotes, VNIs and ports, flush learned entries, reload;
+//! the protocol is [`linerate::tunnel::vtep::control`]'s). With `[metrics]
+//! listen = "ADDR:PORT"` it serves every counter in the Prometheus text
+//! format at `/metrics` ([`metrics`]).
 //!
 //! It runs on linerate-rt's [`Workers`]: one thread per queue
 //! (`underlay.queues` in the config), each owning a replica of the VTEP over
@@ -21,7 +35,13 @@
 //! outer ones, whose UDP source port is the inner flow's hash). Replicas tell
 //! each other the MACs they learn or see move and the next hops they resolve
 //! ([`Vtep::take_learned`]), through bounded channels, never on the data
-//! path's frames.
+//! path's frames. Run-time changes and shows reach each replica the same way:
+//! as jobs on a channel its thread runs between two rounds of its loop
+//! ([`server`]), so the forwarding path takes no lock for them.
+
+mod ctl;
+mod metrics;
+mod server;
 
 use clap::{Arg, Command, value_parser};
 use linerate::nic::tap::TapOffloads;
@@ -30,35 +50,21 @@ use linerate::nic::{
 };
 use linerate::rt::{Worker, Workers};
 use linerate::toe::Instant;
-use linerate::tunnel::bridge::FdbRecord;
 use linerate::tunnel::vtep::config::{EndpointConfig, UnderlayDevice, parse};
-use linerate::tunnel::vtep::{Learning, Vtep, overlay_mtu};
-use std::collections::BTreeMap;
+use linerate::tunnel::vtep::{Learning, Sample, Scope, Vtep, overlay_mtu};
+use server::{Job, Server};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tracing::{error, info, warn};
 
 /// A device as one NIC per queue, each owned by the thread that serves it.
 type Device = Vec<Box<dyn Nic>>;
 
-/// How often a replica publishes its counters and FDB for the printer.
-const PUBLISH: Duration = Duration::from_millis(500);
-
-/// A replica's published snapshot, read by the printer.
-type Published = Arc<Mutex<Snapshot>>;
-
-/// What a replica last published.
-#[derive(Default)]
-struct Snapshot {
-    counters: Vec<(String, u64)>,
-    fdb: Vec<FdbRecord>,
-}
-
 /// One thread's VTEP over queue `q` of every device.
-struct Replica {
+pub struct Replica {
     vtep: Vtep,
     peers: Vec<SyncSender<Arc<Learning>>>,
     inbox: Receiver<Arc<Learning>>,
@@ -66,8 +72,9 @@ struct Replica {
     /// Learning messages a full peer mailbox refused (the peer then learns
     /// from traffic).
     unshared: u64,
-    snapshot: Published,
-    next_publish: Instant,
+    /// Changes and shows from the control socket, SIGHUP and the metrics,
+    /// run between two rounds.
+    jobs: Receiver<Job>,
 }
 
 fn since_start(now: Instant) -> Duration {
@@ -75,18 +82,35 @@ fn since_start(now: Instant) -> Duration {
 }
 
 impl Replica {
-    fn publish(&mut self, now: Duration) {
-        let mut counters = self.vtep.counters();
-        counters.push(("vtep.learning_unshared".into(), self.unshared));
-        let fdb = self.vtep.dump(now);
-        let mut s = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-        *s = Snapshot { counters, fdb };
+    /// Every counter, the VTEP's and the replica's own.
+    pub fn samples(&self) -> Vec<Sample> {
+        let mut s = self.vtep.samples();
+        s.push(Sample {
+            scope: Scope::Process,
+            name: "learning_unshared".into(),
+            value: self.unshared,
+        });
+        s
+    }
+
+    /// The VTEP.
+    pub fn vtep(&self) -> &Vtep {
+        &self.vtep
+    }
+
+    /// The VTEP, to change.
+    pub fn vtep_mut(&mut self) -> &mut Vtep {
+        &mut self.vtep
     }
 }
 
 impl Worker for Replica {
     fn poll(&mut self, now: Instant) -> usize {
         let t = since_start(now);
+        // One empty channel's look per round when nothing is asked.
+        while let Ok(job) = self.jobs.try_recv() {
+            job(self, t);
+        }
         while let Ok(l) = self.inbox.try_recv() {
             self.vtep.apply_learned(t, &l);
         }
@@ -102,28 +126,21 @@ impl Worker for Replica {
                 }
             }
         }
-        if now >= self.next_publish {
-            self.publish(t);
-            self.next_publish = Instant::from_nanos(
-                now.as_nanos()
-                    .saturating_add(u64::try_from(PUBLISH.as_nanos()).unwrap_or(u64::MAX)),
-            );
-        }
         moved
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_publish)
     }
 
     fn readiness(&self) -> Vec<Readiness> {
         self.vtep.readiness()
     }
+
+    fn readiness_generation(&self) -> u64 {
+        self.vtep.generation()
+    }
 }
 
 /// A TAP device for `what` with `queues` queues and vnet_hdr offloads, under
 /// a shim, shared by the replicas; errors worded for the user.
-fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, String> {
+pub fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, String> {
     let mut cfg = TapConfig::new(name);
     cfg.mtu = mtu;
     cfg.queues = queues;
@@ -241,12 +258,14 @@ fn interface_mac(name: &str) -> Option<[u8; 6]> {
     Some(mac)
 }
 
-/// The replicas of the VTEP of `cfg`, one per queue, with their mailboxes
-/// and snapshots.
-fn build(
-    cfg: &EndpointConfig,
-    pcap: Option<&str>,
-) -> Result<(Vec<Replica>, Vec<Published>), String> {
+/// What [`build`] makes: the replicas, their job channels, and the
+/// configuration they run.
+type Built = (Vec<Replica>, Vec<SyncSender<Job>>, EndpointConfig);
+
+/// The replicas of the VTEP of `cfg`, one per queue, with their job
+/// channels; and the configuration they run (the underlay's MAC and MTU
+/// from the interface, over AF_XDP).
+fn build(cfg: &EndpointConfig, pcap: Option<&str>) -> Result<Built, String> {
     let queues = cfg.underlay.queues.max(1);
     let mut cfg = cfg.clone();
     let underlay = match &cfg.underlay.device {
@@ -296,7 +315,7 @@ fn build(
     let n = usize::from(queues);
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| sync_channel(256)).unzip();
     let mut replicas = Vec::with_capacity(n);
-    let mut snapshots = Vec::with_capacity(n);
+    let mut jobs = Vec::with_capacity(n);
     // Deal the queues out: replica q takes queue q of every device.
     let mut underlay = underlay.into_iter();
     let mut ports: Vec<Vec<std::vec::IntoIter<Box<dyn Nic>>>> = ports
@@ -322,61 +341,45 @@ fn build(
             .filter(|&(o, _)| o != q)
             .map(|(_, t)| t.clone())
             .collect();
-        let snapshot = Arc::new(Mutex::new(Snapshot::default()));
-        snapshots.push(Arc::clone(&snapshot));
+        let (job_tx, job_rx) = sync_channel(16);
+        jobs.push(job_tx);
         replicas.push(Replica {
             vtep,
             peers,
             inbox,
             learning: Learning::default(),
             unshared: 0,
-            snapshot,
-            next_publish: Instant::ZERO,
+            jobs: job_rx,
         });
     }
-    Ok((replicas, snapshots))
+    Ok((replicas, jobs, cfg.clone()))
 }
 
-/// Prints the counters summed over the replicas (the FDB's from the first:
-/// the replicas' tables are copies) and the first replica's FDB.
-fn print_counters(snapshots: &[Snapshot]) {
-    let mut sum: BTreeMap<&str, u64> = BTreeMap::new();
-    for (i, s) in snapshots.iter().enumerate() {
-        for (name, v) in &s.counters {
-            if i == 0 || !name.contains(".fdb.") {
-                *sum.entry(name.as_str()).or_default() += v;
-            }
+/// Prints the counters that are not zero (summed over the replicas) and the
+/// FDB (the first replica's: the replicas' tables are copies).
+fn print_counters(samples: &[Sample], fdb: &[linerate::tunnel::bridge::FdbRecord]) {
+    for s in samples {
+        if s.value != 0 {
+            println!("{}: {}", s.dotted(), s.value);
         }
     }
-    for (name, v) in sum {
-        if v != 0 {
-            println!("{name}: {v}");
-        }
-    }
-    if let Some(s) = snapshots.first() {
-        for r in &s.fdb {
-            println!("{r}");
-        }
+    for r in fdb {
+        println!("{r}");
     }
 }
 
-fn print_published(snapshots: &[Published]) {
-    let taken: Vec<Snapshot> = snapshots
-        .iter()
-        .map(|s| {
-            let s = s.lock().unwrap_or_else(PoisonError::into_inner);
-            Snapshot {
-                counters: s.counters.clone(),
-                fdb: s.fdb.clone(),
-            }
-        })
-        .collect();
-    print_counters(&taken);
+/// Asks the running replicas for their counters and FDB, and prints them.
+fn print_running(server: &Server) {
+    match (server.samples(), server.fdb()) {
+        (Ok(s), Ok(f)) => print_counters(&s, &f),
+        (Err(e), _) | (_, Err(e)) => warn!("counters: {e}"),
+    }
 }
 
-fn run() -> Result<(), String> {
-    let m = Command::new("tunnel_endpoint")
+fn command() -> Command {
+    Command::new("tunnel_endpoint")
         .about("A VTEP: local TAP ports bridged into VXLAN, GENEVE and NVGRE networks")
+        .subcommand_negates_reqs(true)
         .arg(
             Arg::new("config")
                 .long("config")
@@ -400,7 +403,14 @@ fn run() -> Result<(), String> {
                 .long("pcap")
                 .help("record the underlay's frames, both ways, as the VTEP sees them, to FILE"),
         )
-        .get_matches();
+        .subcommand(ctl::command())
+}
+
+fn run() -> Result<(), String> {
+    let m = command().get_matches();
+    if let Some(("ctl", c)) = m.subcommand() {
+        return ctl::run(c);
+    }
     let filter = match m.get_one::<String>("log") {
         Some(l) => tracing_subscriber::EnvFilter::new(l),
         None => tracing_subscriber::EnvFilter::try_from_default_env()
@@ -415,16 +425,41 @@ fn run() -> Result<(), String> {
     let stats = Duration::from_secs(m.get_one::<u64>("stats").copied().unwrap_or(0));
 
     let pcap = m.get_one::<String>("pcap").map(String::as_str);
-    let (replicas, snapshots) = build(&cfg, pcap)?;
+    let (replicas, jobs, built) = build(&cfg, pcap)?;
     let queues = replicas.len();
+    let server = Arc::new(Server::new(path.into(), cfg.clone(), built, jobs));
+    // Bound before the threads start, so a socket in use stops it here.
+    let socket = match &cfg.control {
+        Some(p) => Some(server::Socket::bind(p)?),
+        None => None,
+    };
+    let listener = match cfg.metrics {
+        Some(a) => Some(
+            std::net::TcpListener::bind(a)
+                .map_err(|e| format!("metrics.listen = \"{a}\": {e}: pick a free address"))?,
+        ),
+        None => None,
+    };
     let workers = Workers::spawn(replicas, "vtep").map_err(|e| e.to_string())?;
     let stop = workers.stop_flag();
     let dump = Arc::new(AtomicBool::new(false));
+    let reload = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| e.to_string())?;
     }
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&dump))
         .map_err(|e| e.to_string())?;
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .map_err(|e| e.to_string())?;
+    if let Some(s) = &socket {
+        s.serve(Arc::clone(&server)).map_err(|e| e.to_string())?;
+        info!(socket = %s.path().display(), "control socket");
+    }
+    if let Some(l) = listener {
+        let addr = l.local_addr().map_err(|e| e.to_string())?;
+        metrics::serve(l, Arc::clone(&server)).map_err(|e| e.to_string())?;
+        info!(%addr, "metrics at http://{addr}/metrics");
+    }
     info!(vnis = cfg.vnis.len(), queues, "VTEP running");
     let start = std::time::Instant::now();
     let mut next_stats = stats;
@@ -434,28 +469,28 @@ fn run() -> Result<(), String> {
             warn!("a queue's thread ended");
             break;
         }
+        if reload.swap(false, Ordering::Relaxed) {
+            server.reload_logged("SIGHUP");
+        }
         if dump.swap(false, Ordering::Relaxed) {
-            print_published(&snapshots);
+            print_running(&server);
         }
         if !stats.is_zero() && start.elapsed() >= next_stats {
-            print_published(&snapshots);
+            print_running(&server);
             next_stats += stats;
         }
     }
     info!("stopping");
+    // The socket file goes first: a client now finds no VTEP.
+    drop(socket);
     let replicas = workers.join().map_err(|e| e.to_string())?;
-    let last: Vec<Snapshot> = replicas
-        .into_iter()
-        .map(|mut r| {
-            r.publish(start.elapsed());
-            let s = r.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
-            Snapshot {
-                counters: s.counters.clone(),
-                fdb: s.fdb.clone(),
-            }
-        })
-        .collect();
-    print_counters(&last);
+    let now = start.elapsed();
+    let all: Vec<Vec<Sample>> = replicas.iter().map(Replica::samples).collect();
+    let fdb = replicas
+        .first()
+        .map(|r| r.vtep.dump(now))
+        .unwrap_or_default();
+    print_counters(&Sample::merge(&all), &fdb);
     Ok(())
 }
 
