@@ -124,7 +124,7 @@ fn claims_follow_listeners_and_connections() {
             s.shutdown().await.unwrap();
             listener
         });
-        let mut c = TcpStream::connect(&ch, "10.0.0.2:80".parse().unwrap())
+        let mut c = TcpStream::connect(&ch, "10.0.0.2:80".parse::<std::net::SocketAddr>().unwrap())
             .await
             .unwrap();
         let tuple = (c.local_addr(), c.peer_addr());
@@ -176,7 +176,7 @@ fn a_full_table_refuses_connections_both_ways() {
         let listener = TcpListener::bind(&sh, 80).await.unwrap();
         // The client's table is full: its connect fails at once.
         ca.st.lock().unwrap().full = true;
-        let e = TcpStream::connect(&ch, "10.0.0.2:80".parse().unwrap())
+        let e = TcpStream::connect(&ch, "10.0.0.2:80".parse::<std::net::SocketAddr>().unwrap())
             .await
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::OutOfMemory, "{e}");
@@ -185,7 +185,8 @@ fn a_full_table_refuses_connections_both_ways() {
         // handed to the application.
         ca.st.lock().unwrap().full = false;
         cb.st.lock().unwrap().full = true;
-        let c = TcpStream::connect(&ch, "10.0.0.2:80".parse().unwrap()).await;
+        let c =
+            TcpStream::connect(&ch, "10.0.0.2:80".parse::<std::net::SocketAddr>().unwrap()).await;
         if let Ok(mut c) = c {
             let mut buf = [0u8; 8];
             let r = c.read(&mut buf).await;
