@@ -2,7 +2,7 @@
 //! [`Vtep`] that builds and runs the bridge domains of a config over an
 //! underlay and local ports ([`endpoint`]), the sharing of one underlay
 //! by several encapsulations ([`split`]), and its changes at run time: the
-//! difference between two configurations ([`diff`]) and the control socket's
+//! difference between two configurations ([`diff`](mod@diff)) and the control socket's
 //! protocol ([`control`]).
 
 pub mod config;
