@@ -19,7 +19,11 @@
 //! * A C program (tests/preload_c/edge.c, compiled here with `cc`) calls
 //!   the interposed functions through their edge cases: run on the kernel
 //!   (the same namespace, the kernel talking to itself) and under the
-//!   preload, it prints the same lines.
+//!   preload, it prints the same lines (among them TCP_INFO's fields and
+//!   what a kernel peer saw of a close with SO_LINGER 0).
+//! * Random call sequences under the preload (a proptest in this binary,
+//!   run again as the preloaded program): no call answers `EIO` (a caught
+//!   panic), and no descriptor outlives its sequence.
 //!
 //! The library is built by the test (`cargo build -p linerate-preload`).
 //! Needs root: `cargo test --features system-tests --test system_preload`.
@@ -209,6 +213,9 @@ const ECHO: u16 = 7101;
 const RESET: u16 = 7102;
 const CLOSED: u16 = 7103;
 const UDP_ECHO: u16 = 7104;
+/// Connections come in pairs: the first is read to its end, and the second
+/// is told how it ended ("eof" or "reset").
+const OBSERVE: u16 = 7105;
 
 impl Peers {
     fn start(ns: &Netns) -> Peers {
@@ -273,7 +280,44 @@ impl Peers {
             })
             .unwrap(),
         );
-        for _ in 0..3 {
+        let (stop3, tx3) = (Arc::clone(&stop), tx.clone());
+        threads.push(
+            ns.spawn(move || {
+                let l = TcpListener::bind(SocketAddr::from((KERNEL, OBSERVE))).unwrap();
+                l.set_nonblocking(true).unwrap();
+                tx3.send(()).unwrap();
+                let accept = || loop {
+                    if stop3.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    match l.accept() {
+                        Ok((c, _)) => {
+                            c.set_nonblocking(false).unwrap();
+                            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                            return Some(c);
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                };
+                while let Some(mut first) = accept() {
+                    let mut b = [0u8; 4096];
+                    let how = loop {
+                        match first.read(&mut b) {
+                            Ok(0) => break "eof\n",
+                            Ok(_) => {}
+                            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                                break "reset\n";
+                            }
+                            Err(_) => break "error\n",
+                        }
+                    };
+                    let Some(mut second) = accept() else { break };
+                    let _ = second.write_all(how.as_bytes());
+                }
+            })
+            .unwrap(),
+        );
+        for _ in 0..4 {
             rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
         Peers { stop, threads }
@@ -342,9 +386,16 @@ fn c_program_answers_as_the_kernel() {
     let exe = edge_program(&dir);
     let _peers = Peers::start(&site.ns);
     let exe = exe.to_str().unwrap();
-    let ports = [ECHO, RESET, CLOSED, UDP_ECHO].map(|p| p.to_string());
+    let ports = [ECHO, RESET, CLOSED, UDP_ECHO, OBSERVE].map(|p| p.to_string());
     let ip = KERNEL.to_string();
-    let args = [ip.as_str(), &ports[0], &ports[1], &ports[2], &ports[3]];
+    let args = [
+        ip.as_str(),
+        &ports[0],
+        &ports[1],
+        &ports[2],
+        &ports[3],
+        &ports[4],
+    ];
     let kernel = output(site.kernel(exe, &args), "edge on the kernel");
     let ours = output(site.preloaded(exe, &args), "edge under the preload");
     let kernel = String::from_utf8_lossy(&kernel.stdout).into_owned();
@@ -540,4 +591,327 @@ fn bad_config_stops_before_main_or_falls_back() {
         .output()
         .unwrap();
     assert!(inert.status.success() && inert.stderr.is_empty());
+}
+
+/// The socket layer's state machine under random call sequences: this test's
+/// own binary runs again under the preload (`calls_child`), where a proptest
+/// draws sequences of interposed calls over a handful of descriptor slots
+/// (sockets of both kinds, binds, listens, non-blocking connects to a kernel
+/// echo server, to a closed port and to nowhere, accepts, sends, receives,
+/// shutdowns, dups, fcntl, ioctl, poll, options, closes, stale numbers).
+/// Every call must return as a socket call may (never `EIO`, the library's
+/// answer when it caught a panic), and once a sequence has closed what it
+/// opened, the process has the descriptors it had before.
+#[test]
+fn random_call_sequences_leave_no_fd_and_no_panic() {
+    let site = Site::new();
+    let _peers = Peers::start(&site.ns);
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = site.preloaded(
+        exe.to_str().unwrap(),
+        &["--exact", "calls_child", "--nocapture", "--test-threads=1"],
+    );
+    cmd.env("LINERATE_CALLS_CHILD", "1");
+    if let Ok(seed) = std::env::var("PROPTEST_RNG_SEED") {
+        cmd.env("PROPTEST_RNG_SEED", seed);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the call sequences failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    assert!(
+        stdout.contains("sequences: ok"),
+        "the child ran no sequences:\n{stdout}\n{stderr}"
+    );
+    assert!(!stderr.contains("panic"), "the library panicked:\n{stderr}");
+}
+
+/// One interposed call of a random sequence; `slot` picks one of the
+/// sequence's descriptors (an empty slot is a stale number).
+#[derive(Debug, Clone)]
+enum Call {
+    Socket { slot: usize, udp: bool },
+    Bind { slot: usize, port: u16 },
+    Listen { slot: usize },
+    Connect { slot: usize, to: u8 },
+    Accept { slot: usize, into: usize },
+    Send { slot: usize, len: usize },
+    Recv { slot: usize, peek: bool },
+    Shutdown { slot: usize, how: i32 },
+    Close { slot: usize },
+    Dup { slot: usize, into: usize },
+    Fcntl { slot: usize, cloexec: bool },
+    Ioctl { slot: usize },
+    Poll { slots: Vec<usize> },
+    SetOpt { slot: usize, which: u8, value: i32 },
+    GetOpt { slot: usize, which: u8 },
+    Names { slot: usize },
+}
+
+const SLOTS: usize = 6;
+
+fn call() -> impl proptest::strategy::Strategy<Value = Call> {
+    use proptest::prelude::*;
+    let s = 0..SLOTS;
+    prop_oneof![
+        3 => (s.clone(), any::<bool>()).prop_map(|(slot, udp)| Call::Socket { slot, udp }),
+        1 => (s.clone(), prop_oneof![Just(0u16), Just(7300u16), Just(7301u16)])
+            .prop_map(|(slot, port)| Call::Bind { slot, port }),
+        1 => s.clone().prop_map(|slot| Call::Listen { slot }),
+        3 => (s.clone(), 0u8..3).prop_map(|(slot, to)| Call::Connect { slot, to }),
+        1 => (s.clone(), s.clone()).prop_map(|(slot, into)| Call::Accept { slot, into }),
+        3 => (s.clone(), 0usize..3000).prop_map(|(slot, len)| Call::Send { slot, len }),
+        3 => (s.clone(), any::<bool>()).prop_map(|(slot, peek)| Call::Recv { slot, peek }),
+        1 => (s.clone(), 0i32..4).prop_map(|(slot, how)| Call::Shutdown { slot, how }),
+        2 => s.clone().prop_map(|slot| Call::Close { slot }),
+        1 => (s.clone(), s.clone()).prop_map(|(slot, into)| Call::Dup { slot, into }),
+        1 => (s.clone(), any::<bool>()).prop_map(|(slot, cloexec)| Call::Fcntl { slot, cloexec }),
+        1 => s.clone().prop_map(|slot| Call::Ioctl { slot }),
+        1 => proptest::collection::vec(s.clone(), 1..4).prop_map(|slots| Call::Poll { slots }),
+        1 => (s.clone(), 0u8..8, -1i32..3).prop_map(|(slot, which, value)| Call::SetOpt {
+            slot,
+            which,
+            value
+        }),
+        1 => (s.clone(), 0u8..8).prop_map(|(slot, which)| Call::GetOpt { slot, which }),
+        1 => s.prop_map(|slot| Call::Names { slot }),
+    ]
+}
+
+/// The descriptors of the process (`/proc/self/fd`).
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Runs one sequence; the slots hold descriptors, -1 when empty (calls on
+/// an empty slot use a number nothing has).
+#[allow(unsafe_code)]
+fn run_calls(calls: &[Call]) -> Result<(), String> {
+    use std::os::raw::c_int;
+    let mut fds = [-1 as c_int; SLOTS];
+    let fd = |fds: &[c_int; SLOTS], slot: usize| if fds[slot] >= 0 { fds[slot] } else { 9999 };
+    let sin = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let sl = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let mut buf = vec![0u8; 4096];
+    for (i, c) in calls.iter().enumerate() {
+        // SAFETY: each call gets live buffers of the lengths it is told, and
+        // descriptor numbers it may fail on but cannot harm (the slots hold
+        // this sequence's own sockets or a number nothing has).
+        let r: isize = unsafe {
+            match *c {
+                Call::Socket { slot, udp } => {
+                    if fds[slot] >= 0 {
+                        libc::close(fds[slot]);
+                    }
+                    let ty = if udp {
+                        libc::SOCK_DGRAM
+                    } else {
+                        libc::SOCK_STREAM
+                    };
+                    let s = libc::socket(libc::AF_INET, ty | libc::SOCK_NONBLOCK, 0);
+                    fds[slot] = s;
+                    s as isize
+                }
+                Call::Bind { slot, port } => {
+                    let a = sin(OURS, port);
+                    libc::bind(fd(&fds, slot), (&raw const a).cast(), sl) as isize
+                }
+                Call::Listen { slot } => libc::listen(fd(&fds, slot), 8) as isize,
+                Call::Connect { slot, to } => {
+                    let a = match to {
+                        0 => sin(KERNEL, ECHO),
+                        1 => sin(KERNEL, CLOSED),
+                        // Nobody at this address: the connect stays pending.
+                        _ => sin(std::net::Ipv4Addr::new(10, 217, 0, 99), 9),
+                    };
+                    libc::connect(fd(&fds, slot), (&raw const a).cast(), sl) as isize
+                }
+                Call::Accept { slot, into } => {
+                    let s = libc::accept4(
+                        fd(&fds, slot),
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                        libc::SOCK_NONBLOCK,
+                    );
+                    if s >= 0 {
+                        if fds[into] >= 0 {
+                            libc::close(fds[into]);
+                        }
+                        fds[into] = s;
+                    }
+                    s as isize
+                }
+                Call::Send { slot, len } => libc::send(
+                    fd(&fds, slot),
+                    buf.as_ptr().cast(),
+                    len,
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                ),
+                Call::Recv { slot, peek } => libc::recv(
+                    fd(&fds, slot),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT | if peek { libc::MSG_PEEK } else { 0 },
+                ),
+                Call::Shutdown { slot, how } => libc::shutdown(fd(&fds, slot), how) as isize,
+                Call::Close { slot } => {
+                    let r = libc::close(fd(&fds, slot));
+                    fds[slot] = -1;
+                    r as isize
+                }
+                Call::Dup { slot, into } => {
+                    if fds[slot] < 0 || slot == into {
+                        0
+                    } else {
+                        let s = libc::dup(fds[slot]);
+                        if s >= 0 {
+                            if fds[into] >= 0 {
+                                libc::close(fds[into]);
+                            }
+                            fds[into] = s;
+                        }
+                        s as isize
+                    }
+                }
+                Call::Fcntl { slot, cloexec } => {
+                    let f = if cloexec { libc::FD_CLOEXEC } else { 0 };
+                    libc::fcntl(fd(&fds, slot), libc::F_SETFD, f) as isize
+                }
+                Call::Ioctl { slot } => {
+                    let mut n: c_int = 0;
+                    libc::ioctl(fd(&fds, slot), libc::FIONREAD, &raw mut n) as isize
+                }
+                Call::Poll { ref slots } => {
+                    let mut p: Vec<libc::pollfd> = slots
+                        .iter()
+                        .map(|&s| libc::pollfd {
+                            fd: fd(&fds, s),
+                            events: libc::POLLIN | libc::POLLOUT,
+                            revents: 0,
+                        })
+                        .collect();
+                    libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, 0) as isize
+                }
+                Call::SetOpt { slot, which, value } => {
+                    let (level, name) = OPTS[usize::from(which)];
+                    libc::setsockopt(
+                        fd(&fds, slot),
+                        level,
+                        name,
+                        (&raw const value).cast(),
+                        size_of::<c_int>() as libc::socklen_t,
+                    ) as isize
+                }
+                Call::GetOpt { slot, which } => {
+                    let (level, name) = OPTS[usize::from(which)];
+                    let mut v = [0u8; 256];
+                    let mut len = v.len() as libc::socklen_t;
+                    libc::getsockopt(
+                        fd(&fds, slot),
+                        level,
+                        name,
+                        v.as_mut_ptr().cast(),
+                        &raw mut len,
+                    ) as isize
+                }
+                Call::Names { slot } => {
+                    let mut a: libc::sockaddr_storage = std::mem::zeroed();
+                    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                    let r1 = libc::getsockname(fd(&fds, slot), (&raw mut a).cast(), &raw mut len);
+                    len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+                    let r2 = libc::getpeername(fd(&fds, slot), (&raw mut a).cast(), &raw mut len);
+                    (r1 | r2) as isize
+                }
+            }
+        };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EIO) {
+                return Err(format!("call {i} {c:?} returned EIO (a caught panic)"));
+            }
+        }
+    }
+    for s in fds {
+        if s >= 0 {
+            // SAFETY: this sequence's own descriptor.
+            unsafe { libc::close(s) };
+        }
+    }
+    Ok(())
+}
+
+/// Options the sequences set and read: (level, name).
+const OPTS: [(i32, i32); 8] = [
+    (libc::SOL_SOCKET, libc::SO_REUSEADDR),
+    (libc::SOL_SOCKET, libc::SO_KEEPALIVE),
+    (libc::SOL_SOCKET, libc::SO_RCVBUF),
+    (libc::SOL_SOCKET, libc::SO_ERROR),
+    (libc::IPPROTO_TCP, libc::TCP_NODELAY),
+    (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE),
+    (libc::IPPROTO_TCP, libc::TCP_INFO),
+    (libc::SOL_SOCKET, libc::SO_LINGER),
+];
+
+/// The child of [`random_call_sequences_leave_no_fd_and_no_panic`]: does
+/// nothing unless that test started it under the preload.
+#[test]
+fn calls_child() {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    if std::env::var_os("LINERATE_CALLS_CHILD").is_none() {
+        return;
+    }
+    // Start the runtime first: its own descriptors (the TAP, wake-up fds)
+    // are there before the baseline is taken.
+    run_calls(&[
+        Call::Socket {
+            slot: 0,
+            udp: false,
+        },
+        Call::Connect { slot: 0, to: 0 },
+        Call::Socket { slot: 1, udp: true },
+        Call::Connect { slot: 1, to: 0 },
+        Call::Send { slot: 1, len: 10 },
+        Call::Socket {
+            slot: 2,
+            udp: false,
+        },
+        Call::Bind {
+            slot: 2,
+            port: 7300,
+        },
+        Call::Listen { slot: 2 },
+    ])
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let base = open_fds();
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let seqs = proptest::collection::vec(call(), 1..40);
+    runner
+        .run(&seqs, |calls| {
+            run_calls(&calls).map_err(TestCaseError::fail)?;
+            let now = open_fds();
+            if now != base {
+                return Err(TestCaseError::fail(format!(
+                    "{now} descriptors open after the sequence, {base} before"
+                )));
+            }
+            Ok(())
+        })
+        .unwrap();
+    println!("sequences: ok");
 }

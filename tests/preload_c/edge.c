@@ -84,8 +84,8 @@ static int connected(int port) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: edge PEER_IP ECHO RESET CLOSED UDP_ECHO\n");
+    if (argc != 7) {
+        fprintf(stderr, "usage: edge PEER_IP ECHO RESET CLOSED UDP_ECHO OBSERVE\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -93,6 +93,7 @@ int main(int argc, char **argv) {
     peer.sin_family = AF_INET;
     inet_pton(AF_INET, argv[1], &peer.sin_addr);
     int echo = atoi(argv[2]), reset = atoi(argv[3]), closed = atoi(argv[4]), uecho = atoi(argv[5]);
+    int observe = atoi(argv[6]);
     char buf[256];
     int one = 1;
     socklen_t len;
@@ -352,6 +353,46 @@ int main(int argc, char **argv) {
     printf("data: %.13s\n", buf);
     close(s);
     close(f);
+
+    /* TCP_INFO after a round trip: the fields Linux fills and linerate has. */
+    s = connected(echo);
+    v = 1;
+    CHECK("TCP_NODELAY on", setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v));
+    CHECK("send for tcp_info", send(s, "info", 4, 0));
+    CHECK("recv for tcp_info", recv(s, buf, 4, MSG_WAITALL));
+    struct tcp_info ti;
+    memset(&ti, 0, sizeof ti);
+    len = sizeof ti;
+    CHECK("TCP_INFO", getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &len));
+    printf("tcp_info state %u, mss set %d, rtt set %d, rto set %d, cwnd set %d, sack %d, ts %d, "
+           "unacked %u\n",
+           ti.tcpi_state, ti.tcpi_snd_mss > 500, ti.tcpi_rtt > 0, ti.tcpi_rto > 0,
+           ti.tcpi_snd_cwnd > 0, !!(ti.tcpi_options & TCPI_OPT_SACK),
+           !!(ti.tcpi_options & TCPI_OPT_TIMESTAMPS), ti.tcpi_unacked);
+    len = 8;
+    CHECK("TCP_INFO short", getsockopt(s, IPPROTO_TCP, TCP_INFO, &ti, &len));
+    printf("short length %u, state %u\n", len, ti.tcpi_state);
+    close(s);
+
+    /* SO_LINGER 0: close resets the connection, which the observer says
+     * on the next connection ("reset", where a plain close says "eof"). */
+    s = connected(observe);
+    CHECK("send before linger", send(s, "x", 1, 0));
+    struct linger lg = {1, 0};
+    CHECK("SO_LINGER 0", setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg));
+    close(s);
+    s = connected(observe);
+    memset(buf, 0, sizeof buf);
+    CHECK("observer answers", recv(s, buf, 16, MSG_WAITALL));
+    printf("after a zero-linger close the peer saw: %s", buf);
+    close(s);
+    s = connected(observe);
+    close(s);
+    s = connected(observe);
+    memset(buf, 0, sizeof buf);
+    CHECK("observer answers", recv(s, buf, 16, MSG_WAITALL));
+    printf("after a plain close the peer saw: %s", buf);
+    close(s);
 
     /* fork: the child's new sockets work (under the preload they are the
      * kernel's), and its exit does not wait on the parent's runtime. */

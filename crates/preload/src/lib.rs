@@ -66,7 +66,13 @@
 //! (`EAGAIN`), and return `EINTR` when a signal handler runs. A write to a
 //! stream whose sending side is shut returns `EPIPE` and raises SIGPIPE
 //! unless MSG_NOSIGNAL. Options linerate has no knob for are refused with
-//! `ENOPROTOOPT`, logged once per option.
+//! `ENOPROTOOPT`, logged once per option. TCP_NODELAY and the keep-alive
+//! options (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT) reach the
+//! connection's engine, also when set before it connected or on its
+//! listener; SO_LINGER with a zero time makes the last close a reset;
+//! TCP_INFO reports the engine's state, MSS, RTT, RTO, congestion window,
+//! slow-start threshold, unacknowledged segments, retransmissions, window
+//! scales and options.
 //!
 //! The library's own threads and calls never go through the interposer (a
 //! per-thread flag); every entry point catches panics (`EIO`, logged); all
@@ -90,8 +96,8 @@
 //!
 //! # Not yet
 //!
-//! SO_LINGER 0 is recorded but closes with a FIN; TCP_INFO reports only the
-//! state; recvmmsg does not consult its timeout; a forked child's sockets
+//! A nonzero SO_LINGER time does not make close wait (the runtime sends
+//! what is staged after it returns); recvmmsg does not consult its timeout; a forked child's sockets
 //! are the kernel's (above); `SA_RESTART` is not consulted (a blocking
 //! call interrupted by a handler returns `EINTR`); IPv6 peers stay on the
 //! kernel (the engine is configured with an IPv4 address); a socket

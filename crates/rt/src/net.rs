@@ -22,14 +22,15 @@ use super::dns::ToSocketAddrs;
 use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
-use super::socket::{ListenShared, SockShared, register};
-use linerate_toe::{Engine, RecvError, SendError};
+use super::socket::{ListenShared, SockShared, SockState, register};
+use linerate_toe::{Engine, InvalidHandle, Keepalive, RecvError, SendError, SocketHandle, TcpInfo};
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
@@ -150,6 +151,11 @@ impl Drop for Inner {
         self.sock.close();
         self.rt.serve(&self.sock);
     }
+}
+
+/// The error of a call on a connection its engine no longer has.
+fn gone(e: InvalidHandle) -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, e)
 }
 
 /// Copies what `ring` holds (up to `buf`'s room) into `buf`; how much.
@@ -479,6 +485,62 @@ impl TcpStream {
     /// The queue (thread, engine) serving the connection.
     pub fn queue(&self) -> usize {
         self.inner.sock.queue
+    }
+
+    /// The connection's handle in its queue's engine ([`TcpStream::queue`]),
+    /// for [`Handle::with_engine`] calls the stream has no method of its own
+    /// for. The handle is generational: once the connection is gone, calls
+    /// with it fail with `InvalidHandle` rather than reach another one.
+    pub fn engine_handle(&self) -> SocketHandle {
+        self.inner.sock.h
+    }
+
+    /// Turns Nagle's algorithm off (`true`) or on, like `TCP_NODELAY`. The
+    /// queue thread applies it in its next round, before it sends more of
+    /// the stream's bytes. Fails with the stream's error if it has failed.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.set_option(|st| st.set_nodelay = Some(on))
+    }
+
+    /// Turns keep-alive probes on with `ka` (`SO_KEEPALIVE` with
+    /// `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`), or off with `None`;
+    /// a peer that answers none of them fails the stream with `TimedOut`.
+    /// Applied as [`TcpStream::set_nodelay`] is.
+    pub fn set_keepalive(&self, ka: Option<Keepalive>) -> io::Result<()> {
+        self.set_option(|st| st.set_keepalive = Some(ka))
+    }
+
+    /// Leaves an option change for the queue thread and asks it to serve
+    /// the stream.
+    fn set_option(&self, f: impl FnOnce(&mut SockState)) -> io::Result<()> {
+        {
+            let mut st = lock(&self.inner.sock.st);
+            if let Some(e) = st.error {
+                return Err(e.into());
+            }
+            f(&mut st);
+        }
+        self.inner.rt.serve(&self.inner.sock);
+        Ok(())
+    }
+
+    /// The connection's state and the engine's figures for it (`TCP_INFO`).
+    pub async fn tcp_info(&self) -> io::Result<TcpInfo> {
+        let h = self.inner.sock.h;
+        let r = self
+            .inner
+            .rt
+            .with_engine(self.queue(), move |e| e.tcp_info(h))
+            .await?;
+        r.map_err(gone)
+    }
+
+    /// `SO_LINGER`: with `Some(Duration::ZERO)`, dropping the stream aborts
+    /// the connection (a reset, unsent bytes discarded) instead of closing it
+    /// after what is staged. Any other value closes as without it: dropping
+    /// never blocks, and the queue thread sends what is staged.
+    pub fn set_linger(&self, linger: Option<Duration>) {
+        lock(&self.inner.sock.st).abort_on_close = linger == Some(Duration::ZERO);
     }
 
     /// Splits into halves that can move to different tasks; the connection

@@ -1782,6 +1782,21 @@ fn service(engine: &mut Engine, c: &mut Conn, stats: &mut QueueStats) -> bool {
     }
     let mut guard = lock(&c.sock.st);
     let st = &mut *guard;
+    // Closed with a zero linger time (`SO_LINGER` 0): a reset now, what was
+    // staged and what the engine holds discarded, as Linux's close(2) does.
+    if st.closed && st.abort_on_close {
+        let staged = st.tx.len();
+        st.tx.consume(staged);
+        drop(guard);
+        let _ = engine.tcp_abort(h);
+        return false;
+    }
+    if let Some(on) = st.set_nodelay.take() {
+        let _ = engine.tcp_set_nodelay(h, on);
+    }
+    if let Some(ka) = st.set_keepalive.take() {
+        let _ = engine.tcp_set_keepalive(h, ka);
+    }
     let (mut wake_r, mut wake_w) = (false, false);
     if st.error.is_none() {
         if !st.tx.is_empty() {

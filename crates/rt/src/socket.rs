@@ -47,6 +47,13 @@ pub(crate) struct SockState {
     pub(crate) shutdown: bool,
     /// The application dropped the stream: send what is in `tx`, then close.
     pub(crate) closed: bool,
+    /// Closing aborts instead (a zero linger time, [`crate::TcpStream::set_linger`]).
+    pub(crate) abort_on_close: bool,
+    /// `TCP_NODELAY` as the application last set it, for the queue thread
+    /// to apply ([`crate::TcpStream::set_nodelay`]).
+    pub(crate) set_nodelay: Option<bool>,
+    /// Keep-alive settings to apply ([`crate::TcpStream::set_keepalive`]).
+    pub(crate) set_keepalive: Option<Option<linerate_toe::Keepalive>>,
     /// The queue thread stopped pulling because `rx` was full.
     pub(crate) rx_stalled: bool,
     /// The application last read on the queue's own thread, straight from the
@@ -77,6 +84,9 @@ impl SockShared {
                 error: None,
                 shutdown: false,
                 closed: false,
+                abort_on_close: false,
+                set_nodelay: None,
+                set_keepalive: None,
                 rx_stalled: false,
                 local: false,
                 read_waker: None,

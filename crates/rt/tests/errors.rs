@@ -6,13 +6,16 @@
 mod common;
 
 use common::{RssWire, mem_pair, steering};
+use linerate_nic::{Batch, Counters, Nic, NicCaps, NicError, Pool, Readiness, Recorder};
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
 use linerate_toe::sim::Sim;
-use linerate_toe::{EPHEMERAL_PORTS, Instant};
+use linerate_toe::{EPHEMERAL_PORTS, Instant, Keepalive, TcpState};
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -82,4 +85,109 @@ async fn engine_connects_past_the_port_range_say_how_to_get_more() {
         "{msg}"
     );
     assert!(msg.contains("more server ports or addresses"), "{msg}");
+}
+
+/// A memory port whose transmissions can be cut: a host that goes silent
+/// without a word (a pulled cable), for keep-alive to find out.
+struct Cuttable {
+    nic: linerate_nic::MemNic,
+    cut: Arc<AtomicBool>,
+}
+
+impl Nic for Cuttable {
+    fn caps(&self) -> &NicCaps {
+        self.nic.caps()
+    }
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        self.nic.receive(queue, batch, max)
+    }
+    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        if self.cut.load(Ordering::Relaxed) {
+            let n = batch.len();
+            batch.clear();
+            return Ok(n);
+        }
+        self.nic.transmit(queue, batch)
+    }
+    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        self.nic.readiness(queue)
+    }
+    fn counters(&self) -> &Counters {
+        self.nic.counters()
+    }
+    fn pool(&self) -> &Pool {
+        self.nic.pool()
+    }
+    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.nic.set_recorder(recorder);
+    }
+}
+
+/// Client on port a, server on port b (which can be cut), connected.
+async fn connected_pair(
+    cut: &Arc<AtomicBool>,
+) -> (Runtime, Runtime, TcpStream, TcpStream, TcpListener) {
+    let (a, b) = mem_pair(1);
+    let crt = Runtime::start(a, RuntimeConfig::new(Sim::host_config(1))).unwrap();
+    let b = Cuttable {
+        nic: b,
+        cut: Arc::clone(cut),
+    };
+    let srt = Runtime::start(b, RuntimeConfig::new(Sim::host_config(2))).unwrap();
+    let listener = TcpListener::bind(srt.handle(), 80).await.unwrap();
+    let server: SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let c = TcpStream::connect(crt.handle(), server).await.unwrap();
+    let (s, _) = listener.accept().await.unwrap();
+    (crt, srt, c, s, listener)
+}
+
+/// `set_linger(Some(0))` (SO_LINGER 0): dropping the stream resets the
+/// connection, what it had staged discarded; the peer reads "reset", not
+/// the end of the stream a close would give it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_linger_drop_resets_the_connection() {
+    let cut = Arc::new(AtomicBool::new(false));
+    let run = async {
+        let (_crt, _srt, mut c, mut s, _l) = connected_pair(&cut).await;
+        c.write_all(b"hello").await.unwrap();
+        let mut b = [0u8; 5];
+        s.read_exact(&mut b).await.unwrap();
+        c.set_linger(Some(Duration::ZERO));
+        c.write_all(&[7u8; 4096]).await.unwrap();
+        drop(c);
+        let mut sink = Vec::new();
+        let e = s.read_to_end(&mut sink).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("the reset arrives");
+}
+
+/// Keep-alive set through the stream: a peer that goes silent fails the
+/// connection with `TimedOut` after the probes (idle 1 s, then 2 probes a
+/// second apart); without them the read would wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_finds_a_silent_peer() {
+    let cut = Arc::new(AtomicBool::new(false));
+    let run = async {
+        let (_crt, _srt, mut c, s, _l) = connected_pair(&cut).await;
+        c.set_nodelay(true).unwrap();
+        c.set_keepalive(Some(Keepalive {
+            idle: Duration::from_secs(1),
+            interval: Duration::from_secs(1),
+            probes: 2,
+        }))
+        .unwrap();
+        cut.store(true, Ordering::Relaxed);
+        let mut b = [0u8; 1];
+        let e = c.read(&mut b).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut, "{e}");
+        let info = c.tcp_info().await.unwrap();
+        assert_eq!(info.state, TcpState::Closed, "{info:?}");
+        drop(s);
+    };
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("keep-alive fails it");
 }

@@ -1100,10 +1100,24 @@ pub unsafe extern "C" fn getsockopt(
                     // SAFETY: as above.
                     unsafe { put_opt(b.get(..=n).unwrap_or_default(), val, lenp) }
                 }
-                Ok(OptVal::TcpInfo(state)) => {
+                Ok(OptVal::TcpInfo(i)) => {
                     // SAFETY: all-zero is a valid tcp_info.
                     let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
-                    ti.tcpi_state = state;
+                    ti.tcpi_state = i.state;
+                    ti.tcpi_options = i.options;
+                    // Two 4-bit fields in one byte: send scale low, receive high.
+                    ti.tcpi_snd_rcv_wscale = (i.snd_wscale & 0xf) | (i.rcv_wscale & 0xf) << 4;
+                    ti.tcpi_retransmits = i.retransmits;
+                    ti.tcpi_rto = i.rto;
+                    ti.tcpi_snd_mss = i.snd_mss;
+                    ti.tcpi_unacked = i.unacked;
+                    ti.tcpi_rtt = i.rtt;
+                    ti.tcpi_rttvar = i.rttvar;
+                    ti.tcpi_snd_ssthresh = i.snd_ssthresh;
+                    ti.tcpi_snd_cwnd = i.snd_cwnd;
+                    ti.tcpi_total_retrans = u32::from(i.retransmits);
+                    ti.tcpi_min_rtt = i.min_rtt;
+                    ti.tcpi_notsent_bytes = i.notsent_bytes;
                     // SAFETY: as above.
                     unsafe { put_opt(as_bytes(&ti), val, lenp) }
                 }

@@ -11,6 +11,8 @@ pub(super) fn advance(st: &mut St, cx: &mut Context<'_>) -> bool {
         State::Connecting(f) => match f.as_mut().poll(cx) {
             Poll::Pending => false,
             Poll::Ready(Ok(s)) => {
+                // Options set while it connected take effect now.
+                opts::apply_stream_opts(&s, &st.opts, true);
                 st.state = State::Stream {
                     s,
                     peek: Vec::new(),

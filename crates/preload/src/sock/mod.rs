@@ -120,8 +120,8 @@ pub(crate) enum OptVal {
     Linger(Option<c_int>),
     /// A string (TCP_CONGESTION).
     Str(&'static str),
-    /// A `struct tcp_info` with this state, the rest zero.
-    TcpInfo(u8),
+    /// A `struct tcp_info`'s figures.
+    TcpInfo(opts::TcpInfoVals),
 }
 
 /// An option to set, decoded by the C boundary.
@@ -817,6 +817,9 @@ impl Core {
                 keepcnt: opts.keepcnt,
                 ..Opts::default()
             };
+            if let State::Stream { s, .. } = &g.state {
+                opts::apply_stream_opts(s, &g.opts, true);
+            }
             insert(a, Arc::clone(&core));
             core.finish(g);
         }
@@ -960,6 +963,10 @@ impl Core {
         let mut g = lock(&core.st);
         g.fds.retain(|&f| f != fd);
         if g.fds.is_empty() {
+            // SO_LINGER on with zero seconds: the close resets.
+            if let (State::Stream { s, .. }, Some(0)) = (&g.state, g.opts.linger) {
+                s.set_linger(Some(Duration::ZERO));
+            }
             g.state = State::Closed;
             g.b = None;
         }

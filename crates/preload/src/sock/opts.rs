@@ -2,6 +2,7 @@
 //! `setsockopt` keeps.
 
 use super::*;
+use linerate_toe::{Keepalive, TcpInfo, TcpState};
 
 impl Core {
     /// `getsockopt`. `None`: the kernel's.
@@ -56,12 +57,19 @@ impl Core {
                 OptVal::Int(o.keepintvl.unwrap_or(75))
             }
             (libc::IPPROTO_TCP, libc::TCP_KEEPCNT) if tcp => OptVal::Int(o.keepcnt.unwrap_or(9)),
-            (libc::IPPROTO_TCP, libc::TCP_INFO) if tcp => OptVal::TcpInfo(match &g.state {
-                State::Stream { .. } => 1,    // TCP_ESTABLISHED
-                State::Connecting(_) => 2,    // TCP_SYN_SENT
-                State::Listener { .. } => 10, // TCP_LISTEN
-                _ => 7,                       // TCP_CLOSE
-            }),
+            (libc::IPPROTO_TCP, libc::TCP_INFO) if tcp => {
+                let info = match &g.state {
+                    State::Stream { s, .. } => {
+                        let (q, h) = (s.queue(), s.engine_handle());
+                        drop(g);
+                        return Some(Ok(OptVal::TcpInfo(stream_info(q, h))));
+                    }
+                    State::Connecting(_) => TcpInfoVals::state(2), // TCP_SYN_SENT
+                    State::Listener { .. } => TcpInfoVals::state(10), // TCP_LISTEN
+                    _ => TcpInfoVals::state(7),                    // TCP_CLOSE
+                };
+                OptVal::TcpInfo(info)
+            }
             (libc::IPPROTO_IPV6, libc::IPV6_V6ONLY) if self.domain == libc::AF_INET6 => b(o.v6only),
             _ => {
                 unknown_option(level, name);
@@ -135,6 +143,24 @@ impl Core {
                 Err(libc::ENOPROTOOPT)
             }
         };
+        // Options the engine has a knob for reach a connected stream at once.
+        let engine_opt = matches!(
+            (level, name),
+            (libc::SOL_SOCKET, libc::SO_KEEPALIVE)
+                | (
+                    libc::IPPROTO_TCP,
+                    libc::TCP_NODELAY
+                        | libc::TCP_KEEPIDLE
+                        | libc::TCP_KEEPINTVL
+                        | libc::TCP_KEEPCNT
+                )
+        );
+        if r.is_ok()
+            && engine_opt
+            && let State::Stream { s, .. } = &g.state
+        {
+            apply_stream_opts(s, &g.opts, false);
+        }
         Some(r)
     }
 
@@ -157,5 +183,122 @@ fn keep(v: Option<c_int>, max: c_int, slot: &mut Option<c_int>) -> R<()> {
             Ok(())
         }
         _ => Err(libc::EINVAL),
+    }
+}
+
+/// Hands the options the engine has knobs for (`TCP_NODELAY`, keep-alive)
+/// to a stream's queue thread. `fresh`: the stream just connected, and
+/// needs no word about options still at their defaults (Nagle on,
+/// keep-alive off).
+pub(super) fn apply_stream_opts(s: &TcpStream, o: &Opts, fresh: bool) {
+    if !fresh || o.nodelay {
+        let _ = s.set_nodelay(o.nodelay);
+    }
+    if !fresh || o.keepalive {
+        let ka = o.keepalive.then(|| Keepalive {
+            idle: secs(o.keepidle, 7200),
+            interval: secs(o.keepintvl, 75),
+            probes: o.keepcnt.map_or(9, |n| u32::try_from(n).unwrap_or(9)),
+        });
+        let _ = s.set_keepalive(ka);
+    }
+}
+
+fn secs(v: Option<c_int>, default: u64) -> Duration {
+    Duration::from_secs(v.and_then(|s| u64::try_from(s).ok()).unwrap_or(default))
+}
+
+/// What `TCP_INFO` reports: the fields of Linux's `struct tcp_info` the
+/// engine has figures for; the others stay zero.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TcpInfoVals {
+    pub(crate) state: u8,
+    pub(crate) options: u8,
+    pub(crate) snd_wscale: u8,
+    pub(crate) rcv_wscale: u8,
+    /// Microseconds.
+    pub(crate) rto: u32,
+    pub(crate) snd_mss: u32,
+    pub(crate) unacked: u32,
+    pub(crate) retransmits: u8,
+    /// Microseconds.
+    pub(crate) rtt: u32,
+    pub(crate) rttvar: u32,
+    pub(crate) snd_ssthresh: u32,
+    pub(crate) snd_cwnd: u32,
+    pub(crate) min_rtt: u32,
+    pub(crate) notsent_bytes: u32,
+}
+
+impl TcpInfoVals {
+    fn state(state: u8) -> TcpInfoVals {
+        TcpInfoVals {
+            state,
+            ..TcpInfoVals::default()
+        }
+    }
+}
+
+/// Asks the stream's queue thread for its figures. A stream whose
+/// connection is gone reports CLOSE, as Linux's does.
+fn stream_info(queue: usize, h: linerate_toe::SocketHandle) -> TcpInfoVals {
+    let Some(stack) = stack::stack() else {
+        return TcpInfoVals::state(7);
+    };
+    match stack
+        .handle
+        .with_engine_blocking(queue, move |e| e.tcp_info(h))
+    {
+        Ok(Ok(i)) => from_engine(&i),
+        _ => TcpInfoVals::state(7),
+    }
+}
+
+fn from_engine(i: &TcpInfo) -> TcpInfoVals {
+    let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    let mss = i.snd_mss.max(1);
+    // Linux's option bits: TCPI_OPT_TIMESTAMPS 1, SACK 2, WSCALE 4, ECN 8.
+    let options = u8::from(i.timestamps)
+        | u8::from(i.sack) << 1
+        | u8::from(i.snd_wscale > 0 || i.rcv_wscale > 0) << 2
+        | u8::from(i.ecn) << 3;
+    TcpInfoVals {
+        state: linux_state(i.state),
+        options,
+        snd_wscale: i.snd_wscale,
+        rcv_wscale: i.rcv_wscale,
+        rto: us(i.rto),
+        snd_mss: n(i.snd_mss),
+        // Linux counts segments for these.
+        unacked: n(i.unacked.div_ceil(mss)),
+        retransmits: u8::try_from(i.retransmits).unwrap_or(u8::MAX),
+        rtt: i.srtt.map_or(0, us),
+        rttvar: 0,
+        snd_ssthresh: if i.ssthresh == usize::MAX {
+            0x7fff_ffff // Linux's TCP_INFINITE_SSTHRESH
+        } else {
+            n(i.ssthresh / mss)
+        },
+        snd_cwnd: n(i.cwnd.div_ceil(mss)),
+        min_rtt: i.min_rtt.map_or(u32::MAX, us),
+        notsent_bytes: n(i.send_queue),
+    }
+}
+
+/// Linux's `TCP_*` state numbers.
+fn linux_state(s: TcpState) -> u8 {
+    match s {
+        TcpState::Established => 1,
+        TcpState::SynSent => 2,
+        TcpState::SynReceived => 3,
+        TcpState::FinWait1 => 4,
+        TcpState::FinWait2 => 5,
+        TcpState::TimeWait => 6,
+        TcpState::Closed => 7,
+        TcpState::CloseWait => 8,
+        TcpState::LastAck => 9,
+        TcpState::Listen => 10,
+        TcpState::Closing => 11,
     }
 }
