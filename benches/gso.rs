@@ -16,7 +16,7 @@
 //! `cargo bench --bench gso` (filter with e.g. `-- zero-copy`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "../crates/offload/tests/common/mod.rs"]
+#[path = "../crates/offload/tests/it/common/mod.rs"]
 mod common;
 
 use common::{Spec, Tunnel, build};

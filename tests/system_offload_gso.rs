@@ -11,7 +11,7 @@
 #![cfg(feature = "system-tests")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../crates/offload/tests/common/mod.rs"]
+#[path = "../crates/offload/tests/it/common/mod.rs"]
 mod common;
 
 use common::{DPORT, SPORT, Spec, TUNNEL_SPORT, Tunnel, VNI, build};

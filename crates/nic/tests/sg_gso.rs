@@ -11,7 +11,7 @@
 //! payload referenced where it lies, into the same frames.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "../../offload/tests/common/mod.rs"]
+#[path = "../../offload/tests/it/common/mod.rs"]
 mod common;
 
 use common::{Spec, Super, Tunnel, build, check_segments};

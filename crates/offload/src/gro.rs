@@ -79,7 +79,7 @@
 //! the received buffers on `frag_list`; a run leaves as its completed headers
 //! and the chain ([`ChainSink::run`]). Payload bytes are read only to verify a
 //! checksum the NIC did not. Rules, counters and checksum states are those of
-//! the copying context, frame for frame (`tests/gro_chain.rs` gathers every
+//! the copying context, frame for frame (`tests/it/gro_chain.rs` gathers every
 //! chain and compares).
 //!
 //! # The fast path
@@ -94,7 +94,7 @@
 //! good IPv4 header checksum and a payload no larger than the run's MSS, joins
 //! that run without being parsed and without the layers' walk. The masked bytes
 //! cover everything the layers compare against the first segment, so the
-//! outcome is theirs; `tests/gro_fast.rs` flips every bit of every header byte
+//! outcome is theirs; `tests/it/gro_fast.rs` flips every bit of every header byte
 //! of interleaved flows and compares with [`Gro::without_fast_path`]. The
 //! callers that parse before GRO ([`Gro::receive_split_with`],
 //! [`Gro::receive_chained`]) give the layout as a closure, called only when the

@@ -9,8 +9,9 @@
 //! entered the namespace ([`Netns::spawn`]). The namespace and the TAP go away
 //! when the host drops, also when a test fails.
 //!
-//! Used by the kernel interop tests (`crates/toe/tests/system_tap.rs`) and the
-//! linerate-versus-kernel benchmark (`benches/tcp_kernel.rs`). Root only.
+//! Used by the kernel interop tests (`tests/system_toe_tap_udp.rs`,
+//! `tests/system_rt_tap.rs` and others) and the linerate-versus-kernel
+//! benchmark (`benches/tcp_kernel.rs`). Root only.
 
 use crate::netns::{self, Netns};
 use linerate_nic::tap::Tap;

@@ -133,7 +133,7 @@ pub struct TcpConfig {
     /// the limit as it arrives, so the total can exceed the limit by less than
     /// one segment's payload (a GRO super-segment's, up to 64 KiB), never more;
     /// after that nothing out of order is taken until the total falls below
-    /// the limit again (`tests/behaviour_ofo.rs`).
+    /// the limit again (`tests/it/behaviour_ofo.rs`).
     pub ofo_total: usize,
 }
 

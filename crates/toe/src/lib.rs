@@ -101,7 +101,7 @@
 //!   (as Linux's `inet_timewait_sock`) that still answers per RFC 9293 and RFC 6191.
 //!   Connections with something to send wait in a round-robin queue; lookup is a
 //!   hash map on the 4-tuple with a keyed folded-multiply hash (O(1) up to a
-//!   million connections, see `tests/scale.rs`).
+//!   million connections, see `tests/it/scale.rs`).
 //! * **Offloads**: with [`Config::offloads`] on, each connection emits one
 //!   super-segment (up to 64 KiB of whole MSS-sized segments) per round, marked
 //!   `gso: TcpV4/TcpV6 with size MSS` and `csum: Partial` with the pseudo-header sum
@@ -159,8 +159,8 @@
 //!
 //! An IPv6 *atomic* fragment (Fragment header with offset 0 and M clear) is a
 //! whole datagram: it is processed as one, as RFC 6946 section 4 requires, and
-//! not counted, whether the switch is on or off. `tests/fragments.rs` checks
-//! the default, `tests/reassembly.rs` the rest.
+//! not counted, whether the switch is on or off. `tests/it/fragments.rs` checks
+//! the default, `tests/it/reassembly.rs` the rest.
 //!
 //! # RFCs
 //!

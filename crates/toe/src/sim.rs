@@ -27,7 +27,7 @@
 //!
 //! Everything is a function of the engines' seeds, the link's seed and what
 //! the applications do: the same run gives the same frames at the same virtual
-//! times (tests/sim_determinism.rs checks it). [`Link::tap`] records what the
+//! times (tests/it/sim_determinism.rs checks it). [`Link::tap`] records what the
 //! link hands out, for a test to compare runs by.
 //!
 //! [`internals`] exposes the few engine internals that tests and benchmarks

@@ -3,7 +3,7 @@
 //! checksum states of the meta, age flushes, frames GRO does not handle passing
 //! through, and a layout carried in the meta.
 
-mod gro_util;
+use crate::gro_util;
 
 use gro_util::*;
 use linerate_offload::gro::{FlushReason, Gro, GroConfig};

@@ -11,10 +11,8 @@
 //! chaining one with it, so the fast path is checked against the layers' walk.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "gro_streams/mod.rs"]
-mod gro_streams;
+use crate::common;
+use crate::gro_streams;
 
 use common::Tunnel;
 use gro_streams::{segments, spec};

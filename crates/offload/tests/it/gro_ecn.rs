@@ -6,7 +6,7 @@
 //! etherparse.
 #![allow(clippy::unwrap_used)]
 
-mod gro_util;
+use crate::gro_util;
 
 use gro_util::*;
 use linerate_offload::gro::{FlushReason, Gro, GroConfig};

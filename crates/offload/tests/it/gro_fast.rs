@@ -9,8 +9,7 @@
 //! by the NIC and without.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::{Spec, Tunnel, build};
 use linerate_offload::{

@@ -9,7 +9,7 @@
 // A test: a panic is a failed case.
 #![allow(clippy::unwrap_used)]
 
-mod gro_util;
+use crate::gro_util;
 
 use gro_util::*;
 use linerate_offload::OffloadMeta;

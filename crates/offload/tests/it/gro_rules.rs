@@ -2,7 +2,7 @@
 //! a segment that must not merge, what GRO delivers, and the counter that says why.
 //! Tunnel and UDP GRO rules are in `gro_tunnel_rules.rs`.
 
-mod gro_util;
+use crate::gro_util;
 
 use gro_util::*;
 use linerate_offload::gro::{FlushReason, Gro, GroConfig};

@@ -8,10 +8,8 @@
 //! exercised in both forms).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "gro_streams/mod.rs"]
-mod gro_streams;
+use crate::common;
+use crate::gro_streams;
 
 use common::Tunnel;
 use gro_streams::{segments, spec};

@@ -2,7 +2,7 @@
 //! UDP and IP headers) and for UDP GRO: one test per rule, with its counter, and
 //! merged tunnel frames re-segmented back into exactly the segments that went in.
 
-mod gro_util;
+use crate::gro_util;
 
 use gro_util::*;
 use linerate_offload::gro::{FlushReason, Gro, GroConfig};

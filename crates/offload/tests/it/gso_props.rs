@@ -5,7 +5,7 @@
 //! partial.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Spec, Super, Tunnel, build, check_segments};
 use linerate_offload::gso::{

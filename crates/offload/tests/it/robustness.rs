@@ -4,7 +4,7 @@
 //! layout and with the layout of the undamaged frame (stale).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Spec, Tunnel, build};
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter, ZeroCopyBuf};

@@ -4,7 +4,7 @@
 //! checksum state and receive hashes; the decoded meta then segments correctly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Spec, Tunnel, build, check_segments};
 use linerate_offload::gso::{SegmentBuf, Segmenter};

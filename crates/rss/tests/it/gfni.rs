@@ -12,7 +12,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{KINDS, Rng, input};
 use linerate_rss::toeplitz::bitwise;
@@ -135,7 +135,7 @@ fn gfni_microsoft_vectors() {
     let Some((g, _)) = pair(&RssKey::MICROSOFT) else {
         return;
     };
-    let text = include_str!("data/rss_vectors_ipv4.txt");
+    let text = include_str!("../data/rss_vectors_ipv4.txt");
     let mut rows = 0;
     for l in text.lines().map(str::trim) {
         if l.is_empty() || l.starts_with('#') {

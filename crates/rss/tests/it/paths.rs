@@ -5,7 +5,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{KINDS, Rng, input};
 use linerate_rss::toeplitz::{ALL_PATHS, bitwise};

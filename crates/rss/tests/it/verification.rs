@@ -118,10 +118,10 @@ fn check(file: &str, expect_rows: usize) {
 
 #[test]
 fn microsoft_ipv4() {
-    check(include_str!("data/rss_vectors_ipv4.txt"), 5);
+    check(include_str!("../data/rss_vectors_ipv4.txt"), 5);
 }
 
 #[test]
 fn microsoft_ipv6() {
-    check(include_str!("data/rss_vectors_ipv6.txt"), 3);
+    check(include_str!("../data/rss_vectors_ipv6.txt"), 3);
 }

@@ -4,7 +4,7 @@
 //! however many come and go.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{AcceptError, TcpState};

@@ -7,7 +7,7 @@
 //! etherparse, not the engine's builders.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::sim::Sim;

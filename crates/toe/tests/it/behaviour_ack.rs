@@ -8,7 +8,7 @@
 //! in `tcp_in_segs`, as Linux treats a GRO skb.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};

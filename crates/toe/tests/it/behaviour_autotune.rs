@@ -19,7 +19,7 @@
 //! the window would hardly ever be what limits the sender.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::pattern;
 use linerate_toe::sim::{Link, LinkConfig, Sim};

@@ -7,7 +7,7 @@
 //! of RFC 9438 section 4.2 is checked in `tcp::cc`'s unit tests.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::config::CongestionControl;

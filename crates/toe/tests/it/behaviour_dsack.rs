@@ -10,7 +10,7 @@
 //! for the duplicate (no SACK option at all when nothing was out of order).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_offload::{Checksum, Gso, GsoType, OffloadMeta};

@@ -6,7 +6,7 @@
 //! etherparse, independent of the engine.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_offload::OffloadMeta;

@@ -9,7 +9,7 @@
 //! exceeds it by less than one segment, never by two.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::sim::internals::OOO_RANGES as MAX_RANGES;

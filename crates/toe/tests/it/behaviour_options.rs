@@ -5,7 +5,7 @@
 //! sends are parsed with etherparse and checked for what is in use.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{Config, SocketHandle, TcpState};

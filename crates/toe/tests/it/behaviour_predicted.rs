@@ -7,7 +7,7 @@
 //! our ACKs acknowledge it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_wire::tcp::Flags;

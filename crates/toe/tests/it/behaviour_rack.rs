@@ -9,7 +9,7 @@
 //! original arrived, and released after an SRTT if no ACK comes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{Instant, SocketHandle};

@@ -6,7 +6,7 @@
 //! by when the retransmission actually fires.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::TcpState;

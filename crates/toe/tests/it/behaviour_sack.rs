@@ -6,7 +6,7 @@
 //! outstanding (a seeded fault run stalled forever when it did not).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{ConnectionError, SocketHandle};

@@ -10,7 +10,7 @@
 //! Over IPv4 and IPv6, with timestamps (three blocks per ACK) and without (four).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::{ME_MAC, PEER_MAC, Raw};
 use linerate_nic::{Batch, Frame, PacketBuf};

@@ -5,7 +5,7 @@
 //! ESTABLISHED (CLOSE-WAIT, FIN-WAIT-2), where tests/security.rs covers ESTABLISHED.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{ConnectionError, SocketHandle, TcpState};

@@ -7,7 +7,7 @@
 //! peer's answer acknowledges everything).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_wire::etherparse::TcpOptionElement as O;

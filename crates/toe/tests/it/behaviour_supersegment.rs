@@ -11,7 +11,7 @@
 //! super-segment's worth of MSS segments per connection per round.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_offload::gso::{CsumMode, SegmentBuf, Segmenter};

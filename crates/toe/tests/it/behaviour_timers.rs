@@ -7,7 +7,7 @@
 //! stop once the window opens.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{Config, SocketHandle, TcpState};

@@ -6,7 +6,7 @@
 //! give back the window and ssthresh they took.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_wire::etherparse::TcpOptionElement as O;

@@ -3,7 +3,7 @@
 //! faults.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Pace, fnv, pattern, transfer, transfer_paced};
 use linerate_toe::sim::{LinkConfig, Sim};

@@ -11,7 +11,7 @@
 //! read came out of them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_nic::{Batch, Frag, Frame, PacketBuf, SharedBuf};

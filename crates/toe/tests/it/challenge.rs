@@ -3,7 +3,7 @@
 //! counted as suppressed, and an RST at exactly RCV.NXT still resets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{ConnectionError, SocketHandle, TcpState};

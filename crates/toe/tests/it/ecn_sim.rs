@@ -6,7 +6,7 @@
 //! marked whole) and off. Without marks nothing is reduced.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use linerate_toe::sim::{LinkConfig, Sim};
 use linerate_toe::{Counters, EcnMode, Instant, RecvError};

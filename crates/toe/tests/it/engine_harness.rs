@@ -6,7 +6,7 @@
 //! it to a file and run `cargo +nightly fuzz run engine <file>` from fuzz/ to debug.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use linerate_toe::harness;
 

@@ -3,7 +3,7 @@
 //! never reported, whatever reached it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use linerate_toe::sim::{LinkConfig, Sim};
 use linerate_toe::{

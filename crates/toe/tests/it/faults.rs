@@ -9,7 +9,7 @@
 //! `LINERATE_FAULT_SEED=<seed> cargo test -p linerate-toe --test faults -- --ignored --exact one_seed --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{faulty_link, pattern, recv_each, send_then_shut, server_addr};
 use linerate_toe::TcpState;

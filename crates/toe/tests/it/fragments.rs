@@ -13,7 +13,7 @@
 //! datagram: RFC 6946 section 4 says to process it as one, and the engine does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::{ME_MAC, PEER_MAC, Raw, peer_addr};
 use common::udp::{ME4, ME6, PEER4, PEER6, dual_host};

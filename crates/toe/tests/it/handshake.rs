@@ -2,7 +2,7 @@
 //! RFC 7323, RFC 2018), simultaneous open (RFC 9293 section 3.5), refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::sim::{LinkConfig, Sim};

@@ -5,7 +5,7 @@
 //! ignored.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use common::udp::*;

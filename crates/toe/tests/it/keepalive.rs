@@ -4,7 +4,7 @@
 //! out" after idle + probes * interval; never sent with data in flight.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use common::settle;

@@ -4,7 +4,7 @@
 //! ARP and on-link SYN floods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::Instant;

@@ -4,7 +4,7 @@
 //! and the budget comes back as holes are filled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::SocketHandle;

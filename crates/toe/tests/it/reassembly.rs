@@ -9,7 +9,7 @@
 //! reassembles, and are refused where the socket or the config says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::{ME_MAC, PEER_MAC, Raw};
 use common::udp::{ME4, ME6, PEER4, PEER6, dual_host, ip_of, parse_icmp, peer, transmit};

@@ -6,7 +6,7 @@
 //! address its datagrams carry.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{

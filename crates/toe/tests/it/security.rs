@@ -3,7 +3,7 @@
 //! arbitrary frames never panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::{ConnectionError, RecvError, TcpState};

@@ -9,7 +9,7 @@
 //! different engine seed (the initial sequence numbers and ports differ).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{faulty_link, pattern, recv_each, send_then_shut, server_addr};
 use linerate_toe::Counters;

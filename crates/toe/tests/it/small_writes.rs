@@ -5,7 +5,7 @@
 //! cannot send says why.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::pattern;
 use linerate_toe::sim::{LinkConfig, Sim};

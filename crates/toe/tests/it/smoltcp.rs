@@ -5,7 +5,7 @@
 //! against the source computed on its own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::smol::{Sink, Source, smol_connect, smol_host, smol_time};
 use common::{fnv, pattern};

@@ -27,7 +27,7 @@
 //! corruption flips a bit the receiver can detect; see `memory::Faults`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::smol::{Sink, Source, smol_connect, smol_host, smol_time};
 use linerate_nic::memory::{self, Clock, Faults, PairConfig};

@@ -4,7 +4,7 @@
 //! open connections.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{fnv, pattern};
 use linerate_offload::OffloadMeta;

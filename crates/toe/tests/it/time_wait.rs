@@ -8,7 +8,7 @@
 //! handshake the test drove itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use linerate_toe::TcpState;

@@ -3,7 +3,7 @@
 //! zero-window probing (section 3.8.6.1), delayed ACKs (section 3.8.6.3).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::*;
 use common::{pattern, settle};

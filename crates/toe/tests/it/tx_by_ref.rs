@@ -9,7 +9,7 @@
 //! into memory the send buffer holds (a handed-over buffer's own bytes).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::raw::*;

@@ -3,7 +3,7 @@
 //! port unreachable and its rate limit, errors; arbitrary input never panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::raw::{ME_MAC, PEER_MAC, Raw};
 use common::udp::*;

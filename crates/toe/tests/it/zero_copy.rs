@@ -4,7 +4,7 @@
 //! around, and out-of-order arrivals from a faulty link.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{fnv, pattern};
 use linerate_toe::sim::{LinkConfig, Sim};
