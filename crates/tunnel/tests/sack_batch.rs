@@ -3,7 +3,7 @@
 //! ACK of its own, out through the tunnel, whose first SACK block holds it
 //! (RFC 2018 section 4), so every range received is reported before the
 //! batch's last ACK. Each encapsulation, IPv4 and IPv6 underlay. (The engine's
-//! own test, `crates/toe/tests/behaviour_sack_batch.rs`, says why.)
+//! own test, `crates/toe/tests/it/behaviour_sack_batch.rs`, says why.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
