@@ -2,7 +2,7 @@
 //! presents them) and RSS on the inner headers through the tunnel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{MAC_A, MAC_B, kinds, static_vni};
 use linerate_nic::{Batch, Frame, MemNic, Nic, NicCaps, Shim, ShimConfig};

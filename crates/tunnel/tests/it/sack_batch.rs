@@ -6,7 +6,7 @@
 //! own test, `crates/toe/tests/it/behaviour_sack_batch.rs`, says why.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Mode, kinds, tunnel_pair};
 use etherparse::{SlicedPacket, TcpHeader, TcpOptionElement as O, TransportSlice};

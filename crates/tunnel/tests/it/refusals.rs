@@ -5,7 +5,7 @@
 //! was delivered. A good frame is the control that the rig delivers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{MAC_A, MAC_B, kinds, static_vni};
 use linerate_nic::{Batch, Counter, Frame, MemNic, Nic, NicCaps};

@@ -3,7 +3,7 @@
 //! underlay's shim) and off; clean and under the memory backend's seeded
 //! faults; byte-exact both ways at once (SHA-256).
 
-mod common;
+use crate::common;
 
 use common::{Mode, kinds, transfer, tunnel_pair};
 use linerate_nic::Counter;

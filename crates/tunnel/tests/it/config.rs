@@ -3,7 +3,7 @@
 //! says what to do instead.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{MAC_A, MAC_B, static_vni};
 use linerate_nic::{MemNic, NicCaps};

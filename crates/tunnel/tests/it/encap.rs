@@ -3,7 +3,7 @@
 //! normal mode (RFC 6040 section 4.1), source ports in range, checksums.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{MAC_A, MAC_B, kinds, static_vni};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};

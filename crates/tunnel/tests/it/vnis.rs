@@ -2,7 +2,7 @@
 //! another, whichever VNI's receive call drains the underlay.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{MAC_A, MAC_B, kinds, static_vni};
 use linerate_nic::{Batch, Frame, MemNic, Nic, NicCaps};
