@@ -397,8 +397,12 @@ fn c_program_answers_as_the_kernel() {
         &ports[4],
     ];
     let kernel = output(site.kernel(exe, &args), "edge on the kernel");
-    let ours = output(site.preloaded(exe, &args), "edge under the preload");
+    let stats = dir.join("stats.txt");
+    let mut preloaded = site.preloaded(exe, &args);
+    preloaded.env("LINERATE_STATS", &stats);
+    let ours = output(preloaded, "edge under the preload");
     let kernel = String::from_utf8_lossy(&kernel.stdout).into_owned();
+    let ours_err = ours.stderr.clone();
     let ours = String::from_utf8_lossy(&ours.stdout).into_owned();
     assert!(
         kernel.ends_with("done\n"),
@@ -416,6 +420,31 @@ fn c_program_answers_as_the_kernel() {
         kernel.lines().count(),
         ours.lines().count(),
         "preload:\n{ours}"
+    );
+    // LINERATE_STATS: the engine's counters, and a line per connection the
+    // program closed, with its figures (the TCP_INFO exchange's among them).
+    let stats = std::fs::read_to_string(&stats).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; the program's stderr:\n{}",
+            stats.display(),
+            String::from_utf8_lossy(&ours_err)
+        )
+    });
+    let counter = |name: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("queue 0 {name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{stats}"))
+    };
+    assert!(counter("tcp_active_opens") >= 5, "{stats}");
+    assert!(counter("rx_frames") > 0, "{stats}");
+    let echo = format!("-> {KERNEL}:{ECHO} state ");
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.contains(&echo) && l.contains("srtt_us") && l.ends_with("(closed)")),
+        "no closed echo connection in\n{stats}"
     );
 }
 

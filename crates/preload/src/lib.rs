@@ -78,6 +78,14 @@
 //! per-thread flag); every entry point catches panics (`EIO`, logged); all
 //! `unsafe` code is in one module, the C boundary.
 //!
+//! # Statistics
+//!
+//! With `LINERATE_STATS=file`, the library writes at exit each queue's
+//! runtime figures and engine counters (`queue N name value` lines), and a
+//! line per offloaded TCP connection with its engine figures (state, MSS,
+//! congestion window, smoothed RTT, RTO, retransmissions), taken when the
+//! program closed it or, for those still open, at exit.
+//!
 //! # fork
 //!
 //! A child gets a copy of the library's memory but none of its threads: the
@@ -112,3 +120,4 @@ mod ffi;
 pub mod policy;
 mod sock;
 mod stack;
+mod stats;

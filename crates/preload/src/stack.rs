@@ -171,6 +171,17 @@ pub(crate) fn at_exit() {
     if crate::sock::is_forked() {
         return;
     }
+    if crate::stats::enabled() && matches!(STACK.get(), Some(Some(_))) {
+        // On a thread of its own: exit has already run this thread's
+        // thread-local destructors, which the calls to the queue threads
+        // (tokio's blocking channels) need.
+        let gather = std::thread::spawn(|| {
+            let mut open = Vec::new();
+            crate::sock::each_stream(|fd, s| open.push(crate::stats::open_line(fd, s)));
+            crate::stats::write(&open);
+        });
+        let _ = gather.join();
+    }
     if let Some(Some(s)) = STACK.get() {
         let rt = s
             .runtime

@@ -77,6 +77,23 @@ fn remove(fd: c_int) -> Option<Arc<Core>> {
     t.get_mut(i).and_then(Option::take)
 }
 
+/// Calls `f` with each connected stream still open and its first fd (for
+/// the statistics at exit).
+pub(crate) fn each_stream(mut f: impl FnMut(c_int, &TcpStream)) {
+    let t = TABLE.read().unwrap_or_else(PoisonError::into_inner);
+    let mut seen: Vec<*const Core> = Vec::new();
+    for core in t.iter().flatten() {
+        if seen.contains(&Arc::as_ptr(core)) {
+            continue;
+        }
+        seen.push(Arc::as_ptr(core));
+        let g = lock(&core.st);
+        if let (State::Stream { s, .. }, Some(&fd)) = (&g.state, g.fds.first()) {
+            f(fd, s);
+        }
+    }
+}
+
 /// Called in the child after `fork`.
 pub(crate) fn forked() {
     FORKED.store(true, Ordering::Release);
@@ -685,6 +702,9 @@ impl Core {
     pub(crate) fn connect(&self, fd: c_int, addr: Option<SocketAddr>) -> Option<R<()>> {
         let cfg = stack::config()?;
         let mut g = lock(&self.st);
+        // This call starts the connection (Linux's non-blocking connect
+        // then says EINPROGRESS, whatever the first look finds).
+        let mut begun = false;
         if let State::Undecided { ours, port } = &g.state {
             let addr = unmapped(addr?);
             let q = Query {
@@ -718,6 +738,7 @@ impl Core {
             g.state =
                 State::Connecting(Box::pin(async move { TcpStream::connect(&h, addr).await }));
             g.shown = (false, true);
+            begun = true;
         }
         let confirmed = g.confirmed;
         match &mut g.state {
@@ -742,9 +763,15 @@ impl Core {
         let (nonblock, opts) = (g.nonblock, g.opts);
         let started = g.shown == (false, true);
         drop(g);
+        // A non-blocking connect that starts the connection only sets it
+        // going (the look polls the connect once): it answers EINPROGRESS
+        // even if the peer's answer is already in, which the next connect
+        // or SO_ERROR then reports, as Linux's does.
+        let first = nonblock && begun;
         let r = self.wait(Sides::BOTH, nonblock, opts.sndtimeo, |st, _| {
             match &st.state {
                 State::Connecting(_) => Poll::Pending,
+                _ if first => Poll::Ready(Err(libc::EAGAIN)),
                 State::Stream { .. } => {
                     st.confirmed = true;
                     Poll::Ready(Ok(()))
@@ -963,9 +990,12 @@ impl Core {
         let mut g = lock(&core.st);
         g.fds.retain(|&f| f != fd);
         if g.fds.is_empty() {
-            // SO_LINGER on with zero seconds: the close resets.
-            if let (State::Stream { s, .. }, Some(0)) = (&g.state, g.opts.linger) {
-                s.set_linger(Some(Duration::ZERO));
+            if let State::Stream { s, .. } = &g.state {
+                crate::stats::closing(fd, s);
+                // SO_LINGER on with zero seconds: the close resets.
+                if g.opts.linger == Some(0) {
+                    s.set_linger(Some(Duration::ZERO));
+                }
             }
             g.state = State::Closed;
             g.b = None;
