@@ -313,7 +313,7 @@ fn exact<const N: usize>(code: u8, v: &[u8]) -> Result<[u8; N], ParseError> {
 }
 
 fn addr_list(code: u8, v: &[u8]) -> Result<Vec<Ipv4Addr>, ParseError> {
-    if v.is_empty() || v.len() % 4 != 0 {
+    if v.is_empty() || !v.len().is_multiple_of(4) {
         return Err(ParseError::OptionLength { code, len: v.len() });
     }
     Ok(v.chunks_exact(4)
