@@ -270,8 +270,7 @@ struct Raw {
 }
 
 impl Raw {
-    /// Reads one field's options until END or its end; returns the overload
-    /// value if option 52 was among them.
+    /// Reads one field's options until END or the field's end.
     fn read(&mut self, field: &[u8]) -> Result<(), ParseError> {
         let mut i = 0;
         while let Some(&c) = field.get(i) {

@@ -2,6 +2,7 @@
 //! compared with what tshark dissected from the same capture
 //! (testdata/tshark.csv): the expected values come from tshark, not from
 //! this crate.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use linerate_dhcp::message::{FLAG_BROADCAST, OP_REPLY, OP_REQUEST};
 use linerate_dhcp::{Message, MessageType};

@@ -3,6 +3,7 @@
 //! 5 s and T2 8 s), their transaction ID set to the one the client chose:
 //! selecting, requesting, the ARP probe, renewing at T1, rebinding at T2,
 //! expiry, NAKs, the decline of an address another host claims, release.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use linerate_dhcp::{
     ArpProbe, Client, Config, Event, Instant, Io, LostReason, Message, MessageType, State, Transmit,

@@ -2,6 +2,7 @@
 //! client driven by the same bytes) over arbitrary bytes and over dnsmasq's
 //! captured replies with bytes flipped, cut into client steps: no panic, no
 //! broken invariant.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use linerate_dhcp::harness::{STEP, dhcp};
 use proptest::prelude::*;

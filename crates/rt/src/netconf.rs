@@ -10,7 +10,8 @@
 //!   engine's DHCP channel (`Engine::dhcp_recv`, `Engine::dhcp_send`,
 //!   `Engine::dhcp_arp_probe`) carries its messages and ARP probes, and the
 //!   client's timers sleep on the queue loop's clock. The DHCP replies other
-//!   queues receive are copied to queue 0, as neighbour discovery is;
+//!   queues receive are copied to every queue, as neighbour discovery is,
+//!   so queue 0's engine sees them all;
 //! * applies a lease to every queue's engine: the address and prefix
 //!   (`Engine::set_ipv4`), the first router as the IPv4 default gateway, the
 //!   interface MTU; and takes them away when the lease is lost;

@@ -577,7 +577,7 @@ impl Engine {
         if valid == 0 || self.slaac.st.addrs.len() >= MAX_PREFIXES {
             return;
         }
-        self.slaac.st.addrs.push(super::slaac::SlaacAddr {
+        self.slaac.st.addrs.push(SlaacAddr {
             addr,
             state: AddrState::Tentative(now + DAD_WAIT),
             valid_until,
