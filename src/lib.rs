@@ -6,6 +6,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub use linerate_dhcp as dhcp;
 pub use linerate_dns as dns;
 pub use linerate_nic as nic;
 pub use linerate_offload as offload;

@@ -26,6 +26,7 @@ fn replay_corpus() {
         .chain(linerate::tunnel::bridge::harness::TARGETS)
         .chain(linerate::offload::harness::TARGETS)
         .chain(linerate::dns::harness::TARGETS)
+        .chain(linerate::dhcp::harness::TARGETS)
     {
         let dir = corpus_dir(name);
         let mut n = 0;

@@ -525,10 +525,17 @@ impl<N: Nic> DriverSink<'_, N> {
 }
 
 /// ARP, or ICMPv6 router/neighbour discovery (types 133 to 137) in an IPv6 packet
-/// without extension headers, which NDP packets do not carry.
+/// without extension headers, which NDP packets do not carry; or a DHCP
+/// reply (UDP from port 67 to 68 in an IPv4 datagram without options), for
+/// queue 0's DHCP client (`crate::netconf`).
 pub(crate) fn is_neighbor_frame(frame: &[u8]) -> bool {
     match frame.get(12..14) {
         Some([0x08, 0x06]) => true,
+        Some([0x08, 0x00]) => {
+            frame.get(14) == Some(&0x45)
+                && frame.get(14 + 9) == Some(&17)
+                && frame.get(34..38) == Some(&[0, 67, 0, 68])
+        }
         Some([0x86, 0xdd]) => {
             frame.get(14 + 6) == Some(&58)
                 && frame.get(14 + 40).is_some_and(|t| (133..=137).contains(t))

@@ -133,6 +133,11 @@ pub struct RuntimeConfig {
     /// [`crate::TcpStream::connect`] looks names up with); `None` (the
     /// default): no resolver until [`Handle::set_resolver`] gives one.
     pub dns: Option<linerate_dns::Config>,
+    /// The DHCP client of an engine configured with
+    /// [`Config::dhcp`](linerate_toe::Config::dhcp) (see [`crate::netconf`]):
+    /// `None` (the default) uses `linerate_dhcp::Config::new` for the
+    /// interface's MAC.
+    pub dhcp_client: Option<linerate_dhcp::Config>,
 }
 
 impl RuntimeConfig {
@@ -155,6 +160,7 @@ impl RuntimeConfig {
             cpus: Vec::new(),
             linger: Duration::from_secs(1),
             dns: None,
+            dhcp_client: None,
         }
     }
 }
@@ -369,6 +375,8 @@ pub(crate) struct Inner {
     /// The configuration of the runtime's resolver, and the resolver once
     /// started (at the first [`Handle::resolver`]).
     dns: std::sync::Mutex<(Option<linerate_dns::Config>, Option<crate::Resolver>)>,
+    /// Addresses from the network (`crate::netconf`).
+    pub(crate) net: crate::netconf::Shared,
 }
 
 impl Inner {
@@ -748,6 +756,7 @@ impl Runtime {
             linger: AtomicU64::new(u64::try_from(cfg.linger.as_nanos()).unwrap_or(u64::MAX)),
             failure: std::sync::OnceLock::new(),
             dns: std::sync::Mutex::new((cfg.dns.clone(), None)),
+            net: crate::netconf::Shared::default(),
         });
         let mut rt = Runtime {
             handle: Handle { inner },
@@ -800,6 +809,14 @@ impl Runtime {
                 .map_err(RtError::Spawn)?;
             rt.threads.push(t);
         }
+        crate::netconf::start(
+            &rt.handle,
+            &engine_cfg,
+            cfg.dhcp_client.clone(),
+            cfg.dns.is_none(),
+            cfg.seed,
+        )
+        .map_err(RtError::Spawn)?;
         Ok(rt)
     }
 
@@ -1515,6 +1532,14 @@ impl<N: Nic> QueueLoop<N> {
                         {
                             self.note_udp(h.index());
                         }
+                    }
+                    Event::Dhcp
+                    | Event::DnsServers
+                    | Event::AddressAdded(_)
+                    | Event::AddressRemoved(_)
+                        if self.q == 0 =>
+                    {
+                        self.inner.net.wake();
                     }
                     _ => {}
                 }

@@ -313,6 +313,18 @@ pub struct Config {
     /// [`Config::with_gateway`] replaces a family's default route with one
     /// through a gateway.
     pub routes: Vec<Route>,
+    /// Take an IPv4 address from the network by DHCP (off by default): the
+    /// engine passes UDP datagrams to port 68 and the ARP packets a probe
+    /// watches to a DHCP client (`linerate-dhcp`, which `linerate-rt` runs),
+    /// and sends its messages, before it has an address of its own (see
+    /// `Engine::dhcp_send`). [`Config::ipv4`] may stay `None`.
+    pub dhcp: bool,
+    /// Form IPv6 addresses from router advertisements (RFC 4862 SLAAC, off
+    /// by default): a link-local address, router solicitations, an address
+    /// per advertised prefix after duplicate address detection, the default
+    /// router and RFC 8106 DNS servers (see `Engine::slaac_state`).
+    /// [`Config::ipv6`] may stay `None`.
+    pub slaac: bool,
 }
 
 impl Config {
@@ -342,6 +354,8 @@ impl Config {
                 Route::default_for(false, RouteKind::OnLink),
                 Route::default_for(true, RouteKind::OnLink),
             ],
+            dhcp: false,
+            slaac: false,
         }
     }
 
@@ -631,7 +645,7 @@ impl Config {
                 });
             }
         }
-        let min_mtu = if self.ipv6.is_some() {
+        let min_mtu = if self.ipv6.is_some() || self.slaac {
             MIN_MTU_IPV6
         } else {
             MIN_MTU_IPV4

@@ -204,5 +204,6 @@ pub use engine::{
     RecvError, SendError, SocketHandle, TcpInfo, TxSink, UdpBindError, UdpHandle, UdpInfo,
     UdpRecvError, UdpSendError, Unroutable,
 };
+pub use engine::{AddrState, DhcpIn, DhcpSendError, DhcpStats, SlaacAddr, SlaacState};
 pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;

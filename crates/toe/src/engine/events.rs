@@ -40,6 +40,12 @@ use std::collections::VecDeque;
 ///   data came with it, writable).
 /// * [`Event::UdpReadable`] / [`Event::UdpWritable`]: as for TCP, per datagram
 ///   queue.
+/// * [`Event::AddressAdded`] / [`Event::AddressRemoved`]: an interface
+///   address came or went ([`Engine::set_ipv4`], SLAAC, ...), once each.
+/// * [`Event::Dhcp`]: the DHCP channel ([`Engine::dhcp_recv`]) has
+///   something where it had nothing.
+/// * [`Event::DnsServers`]: the DNS servers learnt from router
+///   advertisements ([`Engine::dns_servers`]) changed.
 ///
 /// A socket whose readiness did not change is never reported, however many
 /// segments, timers or calls touched it; a socket whose handle was given up
@@ -65,6 +71,14 @@ pub enum Event {
     UdpReadable(UdpHandle),
     /// [`Engine::udp_send_to`] now takes a datagram.
     UdpWritable(UdpHandle),
+    /// The interface has this address from now on.
+    AddressAdded(std::net::IpAddr),
+    /// The interface no longer has this address.
+    AddressRemoved(std::net::IpAddr),
+    /// [`Engine::dhcp_recv`] now returns something.
+    Dhcp,
+    /// [`Engine::dns_servers`] changed.
+    DnsServers,
 }
 
 /// Readiness bits (what an event reports when one turns on).
@@ -124,6 +138,11 @@ impl EventQueue {
     #[inline]
     pub(super) fn push_tcp(&mut self, idx: usize) {
         self.changed.push_back(Changed::Tcp(idx));
+    }
+
+    /// Queues an event that belongs to no socket.
+    pub(super) fn push(&mut self, e: Event) {
+        self.out.push_back(e);
     }
 
     /// Bytes held by the queues' storage.

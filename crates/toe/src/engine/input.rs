@@ -271,6 +271,9 @@ impl Engine {
     /// address, no reply, no defence (RFC 5227 makes defending optional).
     fn arp_input(&mut self, now: Instant, data: &[u8]) {
         self.counters.arp_in += 1;
+        if self.cfg.dhcp {
+            self.dhcp_arp(data);
+        }
         let Some(me) = self.cfg.ipv4 else { return };
         let Ok(p) = arp::Packet::new_checked(data) else {
             self.counters.arp_errors += 1;
@@ -346,6 +349,9 @@ impl Engine {
 
     /// An IPv4 datagram received, or reassembled from its fragments.
     pub(super) fn ipv4_packet(&mut self, now: Instant, data: &[u8], from: From<'_>) {
+        if self.cfg.dhcp && self.dhcp_input(data, &from) {
+            return;
+        }
         let Some(me) = self.cfg.ipv4 else {
             self.counters.ip_in_addr_errors += 1;
             return;
@@ -418,6 +424,9 @@ impl Engine {
         from: From<'_>,
         reassembled: bool,
     ) {
+        if self.cfg.slaac && self.slaac_input(now, data, from.mac) {
+            return;
+        }
         let Some(me) = self.cfg.ipv6 else {
             self.counters.ip_in_addr_errors += 1;
             return;

@@ -15,7 +15,9 @@
 //! queue, visited again only while they may have more to send, and send up to
 //! a super-segment's worth of data per visit.
 
+mod addr;
 mod announce;
+mod dhcp;
 mod error;
 mod events;
 pub(crate) mod flow_hash;
@@ -26,6 +28,7 @@ mod memory;
 mod output;
 mod routes;
 mod sink;
+mod slaac;
 mod socket;
 mod template;
 mod time_wait;
@@ -33,10 +36,12 @@ mod timers;
 mod tuples;
 mod udp;
 
+pub use dhcp::{DhcpIn, DhcpSendError, DhcpStats};
 pub use events::Event;
 pub use memory::{Closing, MemoryUsage};
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
+pub use slaac::{AddrState, SlaacAddr, SlaacState};
 
 pub use error::{
     AcceptError, ConnectError, ConnectionError, EPHEMERAL_PORTS, InvalidHandle, ListenError,
@@ -156,6 +161,10 @@ pub struct Engine {
     ident6: crate::frag::ident::Ipv6Ident,
     /// Where datagrams go next (`Config::routes`).
     routes: RouteTable,
+    /// The DHCP client's channel (`Config::dhcp`).
+    dhcp: dhcp::DhcpChannel,
+    /// Stateless address autoconfiguration (`Config::slaac`).
+    slaac: slaac::Slaac,
 }
 
 impl Engine {
@@ -252,6 +261,8 @@ impl Engine {
             frag_quote: Vec::new(),
             frag_scratch: Vec::new(),
             ident6,
+            dhcp: dhcp::DhcpChannel::default(),
+            slaac: slaac::Slaac::default(),
         }
     }
 
@@ -271,6 +282,7 @@ impl Engine {
         let conn = earliest(conn, self.time_wait.next_expiry());
         let conn = earliest(conn, self.announce.deadline());
         let conn = earliest(conn, self.reasm.next_deadline());
+        let conn = earliest(conn, self.slaac.deadline(self.cfg.slaac));
         earliest(conn, self.neighbors.next_deadline())
     }
 
@@ -294,6 +306,13 @@ impl Engine {
         }
         if self.announce.left != 0 {
             self.announce(now);
+        }
+        if self
+            .slaac
+            .deadline(self.cfg.slaac)
+            .is_some_and(|t| t <= now)
+        {
+            self.slaac_timers(now);
         }
     }
 
