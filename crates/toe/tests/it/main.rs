@@ -38,6 +38,7 @@ mod handshake;
 mod icmp;
 mod keepalive;
 mod net;
+mod netconf;
 mod ofo_budget;
 mod reassembly;
 mod recovery;
