@@ -22,6 +22,7 @@ pub(crate) mod flow_hash;
 mod frag;
 mod icmp;
 mod input;
+mod mcast;
 mod memory;
 mod output;
 mod routes;
@@ -34,6 +35,9 @@ mod tuples;
 mod udp;
 
 pub use events::Event;
+pub use mcast::{
+    Compat, DEFAULT_MULTICAST_HOPS, FilterMode, MAX_GROUPS, MAX_SOURCES, McastCounters, McastError,
+};
 pub use memory::{Closing, MemoryUsage};
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
@@ -156,6 +160,8 @@ pub struct Engine {
     ident6: crate::frag::ident::Ipv6Ident,
     /// Where datagrams go next (`Config::routes`).
     routes: RouteTable,
+    /// Multicast groups, IGMP and MLD (`mcast`).
+    mcast: mcast::Mcast,
 }
 
 impl Engine {
@@ -252,6 +258,7 @@ impl Engine {
             frag_quote: Vec::new(),
             frag_scratch: Vec::new(),
             ident6,
+            mcast: mcast::Mcast::default(),
         }
     }
 
@@ -271,6 +278,7 @@ impl Engine {
         let conn = earliest(conn, self.time_wait.next_expiry());
         let conn = earliest(conn, self.announce.deadline());
         let conn = earliest(conn, self.reasm.next_deadline());
+        let conn = earliest(conn, self.mcast.deadline());
         earliest(conn, self.neighbors.next_deadline())
     }
 
@@ -294,6 +302,9 @@ impl Engine {
         }
         if self.announce.left != 0 {
             self.announce(now);
+        }
+        if self.mcast.deadline().is_some_and(|t| t <= now) {
+            self.mcast_timers(now);
         }
     }
 
