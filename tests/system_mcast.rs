@@ -16,6 +16,11 @@
 //! MODE_IS_EXCLUDE answering a general query, CHANGE_TO_INCLUDE on leave) and
 //! the bridge's queries.
 //!
+//! A second test checks the TAP's own filter: with the runtime's `Driver`
+//! giving the TAP the engine's groups (`TUNSETTXFILTER`), the kernel drops a
+//! group's frames before linerate reads them (its `tx_dropped` grows) until
+//! the engine joins the group, and again after it leaves.
+//!
 //! Needs root and tshark: `cargo test --features system-tests --test system_mcast`.
 #![cfg(feature = "system-tests")]
 #![cfg(target_os = "linux")]
@@ -479,4 +484,103 @@ fn joins_receives_answers_and_leaves_v4_and_v6() {
     let queries = dissect(&file, "icmpv6.type == 130", &["icmpv6.checksum.status"]);
     assert!(queries.iter().any(|r| r[0] == "1"), "{queries:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The TAP's `tx_dropped` in `ns` (frames the kernel did not hand to us).
+fn tap_tx_dropped(ns: &Netns, tap: &str) -> u64 {
+    let out = ns
+        .exec(
+            "cat",
+            &[&format!("/sys/class/net/{tap}/statistics/tx_dropped")],
+        )
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[test]
+fn tap_filter_follows_the_joins() {
+    use linerate_rt::Driver;
+    assert!(netns::is_root(), "system tests need root");
+    let ns = Netns::new("lrmcf").unwrap();
+    let tap = Tap::open(&TapConfig {
+        offloads: TapOffloads::NONE,
+        ..TapConfig::new(netns::unique("lrmf"))
+    })
+    .unwrap();
+    let name = tap.name().to_owned();
+    ok(
+        netns::ip(&["link", "set", &name, "netns", ns.name()]),
+        "tap to ns",
+    );
+    ok(
+        ns.ip(&["addr", "add", "10.80.0.1/24", "dev", &name]),
+        "addr",
+    );
+    ok(ns.ip(&["link", "set", &name, "up"]), "up");
+    ok(
+        ns.ip(&["route", "add", "224.0.0.0/4", "dev", &name]),
+        "mroute",
+    );
+    let mut cfg = Config::new(OUR_MAC).with_ipv4(Ipv4Addr::new(10, 80, 0, 2), 24);
+    cfg.offloads = false;
+    cfg.announcements = 0;
+    let mut d = Driver::new(Engine::new(cfg, 9), tap, 0).unwrap();
+    let epoch = std::time::Instant::now();
+    let now = || Instant::from_nanos(epoch.elapsed().as_nanos() as u64);
+    let group = Ipv4Addr::new(239, 7, 7, 7);
+    let other = Ipv4Addr::new(239, 8, 8, 8);
+    let u = d
+        .engine_mut()
+        .udp_bind("0.0.0.0:5038".parse().unwrap())
+        .unwrap();
+    // Another group joined: the driver programs the TAP's filter, which
+    // `group` is not in.
+    d.engine_mut().udp_join_multicast(u, other.into()).unwrap();
+    let send = |n: usize| {
+        ns.run(move || {
+            let s = UdpSocket::bind("10.80.0.1:0").unwrap();
+            for _ in 0..n {
+                s.send_to(b"g", SocketAddr::new(group.into(), PORT))
+                    .unwrap();
+            }
+        })
+        .unwrap();
+    };
+    let mut pump = |d: &mut Driver<Tap>, ms: u64| {
+        let end = std::time::Instant::now() + Duration::from_millis(ms);
+        while std::time::Instant::now() < end {
+            d.poll(now()).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    pump(&mut d, 100);
+    let drops0 = tap_tx_dropped(&ns, &name);
+    let seen0 = d.engine().counters().rx_frames;
+    send(20);
+    pump(&mut d, 200);
+    assert!(
+        tap_tx_dropped(&ns, &name) >= drops0 + 20,
+        "the kernel drops the group"
+    );
+    assert_eq!(d.engine().counters().rx_frames, seen0, "nothing read");
+    // Joined: the frames come through and reach the socket.
+    d.engine_mut().udp_join_multicast(u, group.into()).unwrap();
+    pump(&mut d, 100);
+    send(20);
+    pump(&mut d, 200);
+    let mut got = 0;
+    while d.engine_mut().udp_recv_with(u, |_, _| ()).is_ok() {
+        got += 1;
+    }
+    assert_eq!(got, 20);
+    // Left: dropped by the kernel again.
+    d.engine_mut().udp_leave_multicast(u, group.into()).unwrap();
+    pump(&mut d, 100);
+    let drops1 = tap_tx_dropped(&ns, &name);
+    send(20);
+    pump(&mut d, 200);
+    assert!(
+        tap_tx_dropped(&ns, &name) >= drops1 + 20,
+        "dropped after the leave"
+    );
 }
