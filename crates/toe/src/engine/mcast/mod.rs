@@ -37,6 +37,10 @@
 //! counted in `rx_other_host`. [`Engine::multicast_macs`] lists the
 //! addresses for a NIC's own filter.
 //!
+//! MLD messages leave from a link-local address (RFC 3810 section 5): the
+//! interface's own if it is one, else the modified EUI-64 address of its MAC
+//! (which the engine does not otherwise answer for).
+//!
 //! A runtime with several queues runs an engine per queue on the same
 //! interface: each reports the groups its sockets joined, which the sockets
 //! bound on every queue make the same everywhere.
