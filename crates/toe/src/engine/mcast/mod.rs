@@ -20,8 +20,9 @@
 //!
 //! Datagrams sent to a group leave with TTL / hop limit
 //! [`Engine::udp_set_multicast_hops`] (default 1, as Linux's
-//! `IP_MULTICAST_TTL`), to the group's Ethernet address, never fragmented,
-//! and are not looped back to the engine's own sockets.
+//! `IP_MULTICAST_TTL`), to the group's Ethernet address (in fragments, as
+//! other datagrams, when they do not fit), and are not looped back to the
+//! engine's own sockets.
 //!
 //! # The interface
 //!

@@ -392,8 +392,9 @@ impl Engine {
             let more = end < ulen;
             let piece = dg.get(off..end).unwrap_or_default();
             let frame_len = ethernet::HEADER_LEN + ip_hdrs + piece.len();
+            let hops = out.hops;
             let fill = |buf: &mut [u8], mac: [u8; 6]| {
-                put_fragment(
+                let ok = put_fragment(
                     buf,
                     (mac, src_mac),
                     out.src.ip(),
@@ -402,7 +403,11 @@ impl Engine {
                     off,
                     more,
                     piece,
-                )
+                );
+                if let Some(h) = hops {
+                    crate::engine::mcast::set_hops(buf, h);
+                }
+                ok
             };
             match hop {
                 Some(mac) => {

@@ -489,7 +489,7 @@ impl Engine {
         // A single datagram may go in fragments (a segmented send's
         // datagrams must each fit).
         let group = remote.ip().is_multicast();
-        let may_fragment = seg == 0 && self.cfg.fragments.enabled && !sock.dont_fragment && !group;
+        let may_fragment = seg == 0 && self.cfg.fragments.enabled && !sock.dont_fragment;
         if local.is_ipv4() != remote.is_ipv4() || remote.port() == 0 || remote.ip().is_unspecified()
         {
             return Err(UdpSendError::InvalidDestination);
