@@ -83,6 +83,22 @@ pub trait Nic: Send {
         let _ = on;
         false
     }
+
+    /// Asks the backend to hand up only frames to `unicast`, the broadcast
+    /// address and the Ethernet group addresses `groups` (the receive filter
+    /// a NIC driver's `ndo_set_rx_mode` programs), dropping the rest before
+    /// they cost a read; an empty `groups` with `unicast` all zero turns
+    /// the filter off. Returns whether the backend filters now: false (the
+    /// default) for one that has no filter and hands up every frame, which
+    /// the engine then filters itself.
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        let _ = (unicast, groups);
+        Ok(false)
+    }
 }
 
 impl<N: Nic + ?Sized> Nic for Box<N> {
@@ -112,6 +128,13 @@ impl<N: Nic + ?Sized> Nic for Box<N> {
     }
     fn set_rx_sg(&mut self, on: bool) -> bool {
         (**self).set_rx_sg(on)
+    }
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        (**self).set_multicast_filter(unicast, groups)
     }
 }
 

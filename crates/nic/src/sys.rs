@@ -88,6 +88,17 @@ pub(crate) fn ioctl_ptr<T>(fd: &OwnedFd, request: libc::Ioctl, arg: &mut T) -> i
     check(rc).map(|_| ())
 }
 
+/// `ioctl(fd, request, buf)`: an ioctl whose argument is a structure of
+/// variable length the caller laid out in `buf` (TUNSETTXFILTER's `struct
+/// tun_filter`: flags, count, then `count` addresses).
+pub(crate) fn ioctl_buf(fd: &OwnedFd, request: libc::Ioctl, buf: &mut [u8]) -> io::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: `buf` is live and writable for the whole call; the kernel reads
+    // at most its length (the caller sizes it for the count it declares).
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, buf.as_mut_ptr()) };
+    check(rc).map(|_| ())
+}
+
 /// `ioctl(fd, request, value)`: an ioctl whose argument is passed by value
 /// (TUNSETOFFLOAD takes the flags as an `unsigned long`).
 pub(crate) fn ioctl_val(

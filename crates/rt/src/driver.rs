@@ -80,6 +80,20 @@ pub trait Service {
     fn takes_chains(&self) -> bool {
         false
     }
+
+    /// A number that changes whenever [`Service::rx_filter`] does; 0 (the
+    /// default) while the service wants no NIC filter.
+    fn rx_filter_generation(&self) -> u64 {
+        0
+    }
+
+    /// The receive filter the service wants of the NIC: its unicast address
+    /// (returned) and the Ethernet group addresses (into `groups`), for
+    /// [`Nic::set_multicast_filter`].
+    fn rx_filter(&self, groups: &mut Vec<[u8; 6]>) -> [u8; 6] {
+        let _ = groups;
+        [0; 6]
+    }
 }
 
 impl Service for Engine {
@@ -107,6 +121,18 @@ impl Service for Engine {
     /// whose payloads the engine reads where they arrived.
     fn takes_chains(&self) -> bool {
         true
+    }
+
+    /// Once a socket has joined a multicast group: the engine's MAC and its
+    /// groups (`Engine::multicast_filter`).
+    fn rx_filter_generation(&self) -> u64 {
+        self.multicast_macs_generation()
+    }
+
+    fn rx_filter(&self, groups: &mut Vec<[u8; 6]>) -> [u8; 6] {
+        groups.clear();
+        groups.extend(self.multicast_filter());
+        self.config().mac
     }
 
     fn fits(&self, caps: &NicCaps) -> Result<(), RtError> {
@@ -167,6 +193,8 @@ pub struct Driver<N: Nic, S: Service = Engine> {
     tx: Batch,
     rx_budget: usize,
     stats: DriverStats,
+    /// The service's receive filter generation last given to the NIC.
+    rx_filter: u64,
 }
 
 /// Whether an engine configured like `engine` can hand its frames to a NIC with
@@ -237,6 +265,7 @@ impl<N: Nic, S: Service> Driver<N, S> {
             tx: Batch::new(),
             rx_budget: 4 * DEFAULT_BATCH,
             stats: DriverStats::default(),
+            rx_filter: 0,
         })
     }
 
@@ -301,6 +330,18 @@ impl<N: Nic, S: Service> Driver<N, S> {
         Ok(self.next_deadline(now, more))
     }
 
+    /// Gives the NIC the service's receive filter (a NIC without one says
+    /// so and hands up everything, which the service filters itself).
+    #[cold]
+    fn sync_rx_filter(&mut self) {
+        self.rx_filter = self.engine.rx_filter_generation();
+        let mut groups = Vec::new();
+        let mac = self.engine.rx_filter(&mut groups);
+        // A NIC that cannot filter, or fails to, passes every frame: the
+        // engine's own filter still applies.
+        let _ = self.nic.set_multicast_filter(mac, &groups);
+    }
+
     /// When to poll again after a round that left `more` frames waiting.
     pub(crate) fn next_deadline(&self, now: Instant, more: bool) -> Option<Instant> {
         if more || !self.tx.is_empty() {
@@ -356,6 +397,9 @@ impl<N: Nic, S: Service> Driver<N, S> {
     /// Transmits every frame the engine has due now (and any the backend had no
     /// room for before); returns how many the backend took.
     pub fn transmit(&mut self, now: Instant) -> Result<usize, NicError> {
+        if self.engine.rx_filter_generation() != self.rx_filter {
+            self.sync_rx_filter();
+        }
         let before = self.stats.tx_frames;
         let Driver {
             engine,

@@ -80,4 +80,12 @@ impl<N: Nic> Nic for SharedNic<N> {
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         lock(&self.inner).set_recorder(recorder);
     }
+
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        lock(&self.inner).set_multicast_filter(unicast, groups)
+    }
 }

@@ -24,11 +24,13 @@ use super::local;
 use super::runtime::{Command, Handle, to_io};
 use super::shared::lock;
 use super::socket::{register, wake};
-use linerate_toe::{ConnectionError, Engine, UdpHandle, UdpRecvError, UdpSendError};
+use linerate_toe::{
+    ConnectionError, Engine, FilterMode, McastError, UdpHandle, UdpRecvError, UdpSendError,
+};
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
@@ -534,4 +536,96 @@ impl Drop for UdpSocket {
             self.rt.serve_udp(&self.shared, q);
         }
     }
+}
+
+/// Multicast: joins, leaves and source filters, applied on every queue the
+/// socket is bound on (see `linerate_toe`'s `engine::mcast` for what the
+/// engine reports and delivers).
+impl UdpSocket {
+    /// Joins IPv4 `group` for every source (std's `join_multicast_v4`; the
+    /// runtime's engines have one interface).
+    pub async fn join_multicast_v4(&self, group: Ipv4Addr) -> io::Result<()> {
+        self.set_multicast_filter(IpAddr::V4(group), FilterMode::Exclude, &[])
+            .await
+    }
+
+    /// Joins IPv6 `group` for every source (std's `join_multicast_v6`).
+    pub async fn join_multicast_v6(&self, group: Ipv6Addr) -> io::Result<()> {
+        self.set_multicast_filter(IpAddr::V6(group), FilterMode::Exclude, &[])
+            .await
+    }
+
+    /// Leaves IPv4 `group` (std's `leave_multicast_v4`).
+    pub async fn leave_multicast_v4(&self, group: Ipv4Addr) -> io::Result<()> {
+        self.leave_multicast(IpAddr::V4(group)).await
+    }
+
+    /// Leaves IPv6 `group` (std's `leave_multicast_v6`).
+    pub async fn leave_multicast_v6(&self, group: Ipv6Addr) -> io::Result<()> {
+        self.leave_multicast(IpAddr::V6(group)).await
+    }
+
+    /// Sets the socket's filter of `group`: INCLUDE `sources` (a
+    /// source-specific join, `IP_ADD_SOURCE_MEMBERSHIP`), EXCLUDE `sources`
+    /// (`IP_BLOCK_SOURCE`), or INCLUDE nothing to leave (RFC 3678's
+    /// `setsourcefilter`).
+    pub async fn set_multicast_filter(
+        &self,
+        group: IpAddr,
+        mode: FilterMode,
+        sources: &[IpAddr],
+    ) -> io::Result<()> {
+        let sources = sources.to_vec();
+        self.each_binding(move |e, h| e.udp_set_multicast_filter(h, group, mode, &sources))
+            .await
+    }
+
+    /// Leaves `group`; `NotFound` if the socket had not joined it.
+    pub async fn leave_multicast(&self, group: IpAddr) -> io::Result<()> {
+        self.each_binding(move |e, h| e.udp_leave_multicast(h, group))
+            .await
+    }
+
+    /// Sets the TTL / hop limit of datagrams to groups (`IP_MULTICAST_TTL`,
+    /// `IPV6_MULTICAST_HOPS`; default 1).
+    pub async fn set_multicast_hops(&self, hops: u8) -> io::Result<()> {
+        self.each_binding(move |e, h| e.udp_set_multicast_hops(h, hops).map_err(McastError::from))
+            .await
+    }
+
+    /// Runs `f` on each queue's binding of the socket, in order; the first
+    /// error stops it.
+    async fn each_binding<F>(&self, f: F) -> io::Result<()>
+    where
+        F: Fn(&mut Engine, UdpHandle) -> Result<(), McastError> + Clone + Send + 'static,
+    {
+        for q in self.shared.queues() {
+            let Some(at) = self.shared.at.get(q) else {
+                continue;
+            };
+            let index = at.index.load(Ordering::Acquire);
+            let f = f.clone();
+            let r = self
+                .rt
+                .with_engine(q, move |e| match e.udp_handle(index) {
+                    Some(h) => f(e, h),
+                    None => Err(McastError::InvalidHandle),
+                })
+                .await?;
+            r.map_err(mcast_io)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `io::Error` of a multicast call's refusal.
+fn mcast_io(e: McastError) -> io::Error {
+    let kind = match e {
+        McastError::InvalidAddress | McastError::TooManySources => io::ErrorKind::InvalidInput,
+        McastError::NoAddress => io::ErrorKind::AddrNotAvailable,
+        McastError::NotJoined => io::ErrorKind::NotFound,
+        McastError::TooManyGroups => io::ErrorKind::OutOfMemory,
+        _ => io::ErrorKind::NotConnected,
+    };
+    io::Error::new(kind, e)
 }

@@ -252,4 +252,12 @@ impl<N: Nic> Nic for QueueNic<N> {
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         self.shared.set_recorder(recorder);
     }
+
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        self.shared.set_multicast_filter(unicast, groups)
+    }
 }

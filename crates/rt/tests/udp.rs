@@ -300,3 +300,86 @@ async fn idle_sockets_are_not_served() {
     crt.shutdown().unwrap();
     srt.shutdown().unwrap();
 }
+
+/// Multicast through the adaptor: a socket bound on every queue joins a group
+/// (each queue's engine joins), receives what another runtime sends to it,
+/// leaves, and then gets nothing; leaving twice says `NotFound`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multicast_join_receive_leave() {
+    let (crt, srt) = two_runtimes(2);
+    let (ch, sh) = (crt.handle().clone(), srt.handle().clone());
+    let run = async move {
+        for (any, group) in [("0.0.0.0", "239.9.9.9"), ("[::]", "[ff15::9]")] {
+            let server = UdpSocket::bind(&sh, addr(&format!("{any}:9100")))
+                .await
+                .unwrap();
+            let g = addr(&format!("{group}:9100"));
+            match g.ip() {
+                std::net::IpAddr::V4(a) => server.join_multicast_v4(a).await.unwrap(),
+                std::net::IpAddr::V6(a) => server.join_multicast_v6(a).await.unwrap(),
+            }
+            let client = UdpSocket::bind(&ch, addr(&format!("{any}:0")))
+                .await
+                .unwrap();
+            client.set_multicast_hops(2).await.unwrap();
+            let mut buf = [0u8; 64];
+            // Sent until one arrives: the first may race the join's report.
+            let got = loop {
+                client.send_to(b"to the group", g).await.unwrap();
+                if let Ok(r) =
+                    tokio::time::timeout(Duration::from_millis(50), server.recv_from(&mut buf))
+                        .await
+                {
+                    break r.unwrap();
+                }
+            };
+            assert_eq!(&buf[..got.0], b"to the group");
+            assert_eq!(got.1.ip(), client_ip(any));
+            server.leave_multicast(g.ip()).await.unwrap();
+            let again = server.leave_multicast(g.ip()).await.unwrap_err();
+            assert_eq!(again.kind(), ErrorKind::NotFound);
+            settle(&sh).await;
+            while tokio::time::timeout(Duration::from_millis(20), server.recv_from(&mut buf))
+                .await
+                .is_ok()
+            {}
+            for _ in 0..5 {
+                client.send_to(b"after the leave", g).await.unwrap();
+            }
+            settle(&ch).await;
+            settle(&sh).await;
+            assert!(
+                tokio::time::timeout(Duration::from_millis(200), server.recv_from(&mut buf))
+                    .await
+                    .is_err(),
+                "a datagram after the leave"
+            );
+            let filtered: u64 = {
+                let mut n = 0;
+                for q in 0..sh.queues() {
+                    n += sh
+                        .with_engine(q, |e| e.counters().rx_other_host)
+                        .await
+                        .unwrap();
+                }
+                n
+            };
+            assert!(
+                filtered >= 5,
+                "the engines drop the group's frames: {filtered}"
+            );
+        }
+    };
+    tokio::time::timeout(LIMIT, run).await.unwrap();
+    crt.shutdown().unwrap();
+    srt.shutdown().unwrap();
+}
+
+/// The client runtime's address of `any`'s family (`common::two_runtimes`).
+fn client_ip(any: &str) -> std::net::IpAddr {
+    if any.starts_with('[') {
+        "fd00::1".parse().unwrap()
+    } else {
+        "10.0.0.1".parse().unwrap()
+    }
+}

@@ -247,4 +247,6 @@ pub struct Counters {
     /// needless, by D-SACK or by a timestamp echo (`tcp::undo`; Linux's
     /// TCPFullUndo, TCPDSACKUndo and TCPLossUndo together).
     pub tcp_undos: u64,
+    /// IGMP, MLD and multicast delivery (`engine::mcast`).
+    pub mcast: crate::engine::McastCounters,
 }

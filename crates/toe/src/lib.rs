@@ -199,10 +199,10 @@ pub use config::{
 };
 pub use counters::Counters;
 pub use engine::{
-    AcceptError, Closing, ConnectError, ConnectionError, EPHEMERAL_PORTS, Engine, Event,
-    InvalidHandle, ListenError, ListenerHandle, MAX_UDP_SEGMENTS, MemoryUsage, PoolSink, Readiness,
-    RecvError, SendError, SocketHandle, TcpInfo, TxSink, UdpBindError, UdpHandle, UdpInfo,
-    UdpRecvError, UdpSendError, Unroutable,
+    AcceptError, Closing, Compat, ConnectError, ConnectionError, EPHEMERAL_PORTS, Engine, Event,
+    FilterMode, InvalidHandle, ListenError, ListenerHandle, MAX_UDP_SEGMENTS, McastCounters,
+    McastError, MemoryUsage, PoolSink, Readiness, RecvError, SendError, SocketHandle, TcpInfo,
+    TxSink, UdpBindError, UdpHandle, UdpInfo, UdpRecvError, UdpSendError, Unroutable,
 };
 pub use engine::{AddrState, DhcpIn, DhcpSendError, DhcpStats, SlaacAddr, SlaacState};
 pub use tcp::{EcnMode, Keepalive, TcpState};

@@ -943,6 +943,14 @@ impl<N: Nic> Nic for Shim<N> {
         self.tx_sg
     }
 
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        self.backend.set_multicast_filter(unicast, groups)
+    }
+
     fn set_rx_sg(&mut self, on: bool) -> bool {
         if self.pass_sg {
             // Passed through: the backend's frames go up as they come.

@@ -435,6 +435,36 @@ impl Tap {
         Ok(self.enabled)
     }
 
+    /// The receive filter of [`Nic::set_multicast_filter`], through
+    /// `TUNSETTXFILTER` (what the kernel transmits on the TAP is what this side
+    /// receives): `unicast` and the broadcast address matched exactly, `groups`
+    /// through the tun driver's 64-bit hash of group addresses (a group that
+    /// shares a hash bucket with a wanted one gets through too, and the
+    /// engine drops it). The kernel drops the rest, and counts them in the
+    /// interface's `tx_dropped`. All-zero `unicast` turns the filter off.
+    pub fn set_filter(&mut self, unicast: [u8; 6], groups: &[[u8; 6]]) -> Result<(), NicError> {
+        let mut addrs: Vec<[u8; 6]> = Vec::with_capacity(groups.len() + 2);
+        if unicast != [0; 6] {
+            addrs.push(unicast);
+            addrs.push([0xff; 6]);
+            // Exact matches hold 8 addresses; the tun driver hashes the
+            // rest, which must then be group addresses.
+            addrs.extend(groups.iter().filter(|g| g[0] & 1 == 1));
+        }
+        let count = u16::try_from(addrs.len()).unwrap_or(u16::MAX);
+        // struct tun_filter { __u16 flags; __u16 count; __u8 addr[][6]; }
+        let mut buf = Vec::with_capacity(4 + 6 * addrs.len());
+        buf.extend_from_slice(&0u16.to_ne_bytes());
+        buf.extend_from_slice(&count.to_ne_bytes());
+        for a in addrs.iter().take(usize::from(count)) {
+            buf.extend_from_slice(a);
+        }
+        if let Some(fd) = self.fds.first() {
+            sys::ioctl_buf(fd, libc::TUNSETTXFILTER, &mut buf)?;
+        }
+        Ok(())
+    }
+
     /// The interface's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -634,6 +664,15 @@ impl Tap {
 impl Nic for Tap {
     fn caps(&self) -> &NicCaps {
         &self.caps
+    }
+
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        self.set_filter(unicast, groups)?;
+        Ok(unicast != [0; 6])
     }
 
     fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {

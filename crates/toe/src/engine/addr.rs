@@ -41,6 +41,7 @@ impl Engine {
             true,
             false,
         );
+        self.mcast_addresses_changed();
         self.events.push(Event::AddressAdded(IpAddr::V4(addr)));
         Ok(())
     }
@@ -49,6 +50,7 @@ impl Engine {
     pub fn remove_ipv4(&mut self) -> Option<Ipv4Cidr> {
         let old = self.cfg.ipv4.take()?;
         self.remove_connected(IpAddr::V4(old.addr), old.prefix_len);
+        self.mcast_addresses_changed();
         self.events
             .push(Event::AddressRemoved(IpAddr::V4(old.addr)));
         Some(old)
@@ -74,6 +76,7 @@ impl Engine {
         if self.announce.left == 0 && self.cfg.announcements > 0 {
             self.announce = super::announce::Announce::new(1, false, true);
         }
+        self.mcast_addresses_changed();
         self.events.push(Event::AddressAdded(IpAddr::V6(addr)));
         Ok(())
     }
@@ -82,6 +85,7 @@ impl Engine {
     pub fn remove_ipv6(&mut self) -> Option<Ipv6Cidr> {
         let old = self.cfg.ipv6.take()?;
         self.remove_connected(IpAddr::V6(old.addr), old.prefix_len);
+        self.mcast_addresses_changed();
         self.events
             .push(Event::AddressRemoved(IpAddr::V6(old.addr)));
         Some(old)

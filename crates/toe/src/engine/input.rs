@@ -79,7 +79,9 @@ impl Engine {
             return;
         };
         let dst = eth.dst_addr();
-        let for_us = dst == self.cfg.mac || dst == ethernet::BROADCAST || dst[..2] == [0x33, 0x33];
+        let for_us = dst == self.cfg.mac
+            || dst == ethernet::BROADCAST
+            || (dst[0] & 1 == 1 && self.mcast.takes_mac(&dst));
         if !for_us {
             self.counters.rx_other_host += 1;
             return;
@@ -369,7 +371,11 @@ impl Engine {
         let dst = Ipv4Addr::from(ip.dst);
         let src = Ipv4Addr::from(ip.src);
         let unicast = dst == me.addr;
-        if !unicast && dst != Ipv4Addr::BROADCAST && dst != me.broadcast() {
+        if !unicast
+            && dst != Ipv4Addr::BROADCAST
+            && dst != me.broadcast()
+            && !(dst.is_multicast() && self.mcast.joined(IpAddr::V4(dst)))
+        {
             self.counters.ip_in_addr_errors += 1;
             return;
         }
@@ -406,6 +412,10 @@ impl Engine {
                     ),
                 );
             }
+            protocol::IGMP => {
+                self.counters.ip_in_delivers += 1;
+                self.igmp_input(now, payload);
+            }
             protocol::TCP => self.counters.ip_in_addr_errors += 1,
             _ => self.counters.ip_in_unknown_protos += 1,
         }
@@ -439,7 +449,11 @@ impl Engine {
         let src = Ipv6Addr::from(ip.src_addr());
         let unicast = dst == me.addr;
         let group = Ipv6Addr::from(ndp::solicited_node_multicast(&me.addr.octets()));
-        if !unicast && dst != group && dst != ALL_NODES {
+        if !unicast
+            && dst != group
+            && dst != ALL_NODES
+            && !(dst.is_multicast() && self.mcast.joined(IpAddr::V6(dst)))
+        {
             self.counters.ip_in_addr_errors += 1;
             return;
         }
@@ -473,6 +487,17 @@ impl Engine {
         }
         let upper = payload.get(chain.len..).unwrap_or_default();
         match chain.next_header {
+            protocol::ICMPV6 if upper.first().is_some_and(|&t| super::mcast::is_mld(t)) => {
+                self.counters.ip_in_delivers += 1;
+                self.counters.icmp_in_msgs += 1;
+                if icmpv6::Packet::new_checked(upper)
+                    .is_ok_and(|p| p.verify_checksum(&src.octets(), &dst.octets()))
+                {
+                    self.mld_input(now, data, upper, src);
+                } else {
+                    self.counters.icmp_in_errors += 1;
+                }
+            }
             protocol::ICMPV6 => {
                 self.counters.ip_in_delivers += 1;
                 self.icmpv6_input(now, upper, src, dst, ip.hop_limit(), unicast, from);

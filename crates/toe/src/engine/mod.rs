@@ -24,6 +24,7 @@ pub(crate) mod flow_hash;
 mod frag;
 mod icmp;
 mod input;
+mod mcast;
 mod memory;
 mod output;
 mod routes;
@@ -38,6 +39,9 @@ mod udp;
 
 pub use dhcp::{DhcpIn, DhcpSendError, DhcpStats};
 pub use events::Event;
+pub use mcast::{
+    Compat, DEFAULT_MULTICAST_HOPS, FilterMode, MAX_GROUPS, MAX_SOURCES, McastCounters, McastError,
+};
 pub use memory::{Closing, MemoryUsage};
 use sink::CallbackSink;
 pub use sink::{PoolSink, TxSink};
@@ -165,6 +169,8 @@ pub struct Engine {
     dhcp: dhcp::DhcpChannel,
     /// Stateless address autoconfiguration (`Config::slaac`).
     slaac: slaac::Slaac,
+    /// Multicast groups, IGMP and MLD (`mcast`).
+    mcast: mcast::Mcast,
 }
 
 impl Engine {
@@ -263,6 +269,7 @@ impl Engine {
             ident6,
             dhcp: dhcp::DhcpChannel::default(),
             slaac: slaac::Slaac::default(),
+            mcast: mcast::Mcast::default(),
         }
     }
 
@@ -283,6 +290,7 @@ impl Engine {
         let conn = earliest(conn, self.announce.deadline());
         let conn = earliest(conn, self.reasm.next_deadline());
         let conn = earliest(conn, self.slaac.deadline(self.cfg.slaac));
+        let conn = earliest(conn, self.mcast.deadline());
         earliest(conn, self.neighbors.next_deadline())
     }
 
@@ -313,6 +321,9 @@ impl Engine {
             .is_some_and(|t| t <= now)
         {
             self.slaac_timers(now);
+        }
+        if self.mcast.deadline().is_some_and(|t| t <= now) {
+            self.mcast_timers(now);
         }
     }
 

@@ -286,6 +286,9 @@ impl Engine {
                         offloads,
                         gso,
                     );
+                    if let Some(h) = out.hops {
+                        crate::engine::mcast::set_hops(buf, h);
+                    }
                     if let Some(m) = meta {
                         sink.commit(&m);
                         *n += 1;
@@ -389,8 +392,9 @@ impl Engine {
             let more = end < ulen;
             let piece = dg.get(off..end).unwrap_or_default();
             let frame_len = ethernet::HEADER_LEN + ip_hdrs + piece.len();
+            let hops = out.hops;
             let fill = |buf: &mut [u8], mac: [u8; 6]| {
-                put_fragment(
+                let ok = put_fragment(
                     buf,
                     (mac, src_mac),
                     out.src.ip(),
@@ -399,7 +403,11 @@ impl Engine {
                     off,
                     more,
                     piece,
-                )
+                );
+                if let Some(h) = hops {
+                    crate::engine::mcast::set_hops(buf, h);
+                }
+                ok
             };
             match hop {
                 Some(mac) => {
@@ -487,6 +495,22 @@ impl Engine {
                     s.local.ip().is_unspecified() || (d.unicast && s.local.ip() == d.dst)
                 })
         });
+        // A group's datagrams only to a socket that joined it (`mcast`).
+        let target = match target {
+            Some(i) if d.dst.is_multicast() => {
+                let h = self.udp.slots.get(i).map(|s| super::UdpHandle {
+                    index: i as u32,
+                    generation: s.generation,
+                });
+                if h.is_some_and(|h| self.mcast.delivers(h, d.dst, d.src)) {
+                    Some(i)
+                } else {
+                    self.counters.mcast.udp_filtered += 1;
+                    return;
+                }
+            }
+            t => t,
+        };
         let Some(idx) = target else {
             self.counters.udp_no_ports += 1;
             let bcast = self.cfg.ipv4.map(|c| c.broadcast());

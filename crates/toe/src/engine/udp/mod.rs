@@ -137,6 +137,8 @@ struct UdpOut {
     may_fragment: bool,
     /// Its fragments' identification, once the first is out.
     frag_id: Option<u32>,
+    /// TTL / hop limit, for a datagram to a group (`mcast`).
+    hops: Option<u8>,
 }
 
 /// The engine's UDP state.
@@ -328,6 +330,8 @@ impl Engine {
         let sock = slot.sock.take();
         slot.generation = slot.generation.wrapping_add(1);
         t.free.push(idx);
+        self.mcast_socket_closed(h);
+        let t = &mut self.udp;
         if let Some(sock) = sock {
             let key = (sock.local.port(), sock.local.is_ipv6());
             if t.by_port.get(&key) == Some(&idx) {
@@ -338,6 +342,17 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The handle of the socket bound in slot `index` ([`UdpHandle::index`]),
+    /// if there is one (for a caller that keeps indices).
+    pub fn udp_handle(&self, index: usize) -> Option<UdpHandle> {
+        let slot = self.udp.slots.get(index)?;
+        slot.sock.as_ref()?;
+        Some(UdpHandle {
+            index: index as u32,
+            generation: slot.generation,
+        })
     }
 
     /// The socket's bound address and queues.
@@ -473,6 +488,7 @@ impl Engine {
         let local = sock.local;
         // A single datagram may go in fragments (a segmented send's
         // datagrams must each fit).
+        let group = remote.ip().is_multicast();
         let may_fragment = seg == 0 && self.cfg.fragments.enabled && !sock.dont_fragment;
         if local.is_ipv4() != remote.is_ipv4() || remote.port() == 0 || remote.ip().is_unspecified()
         {
@@ -524,6 +540,7 @@ impl Engine {
             off: 0,
             may_fragment,
             frag_id: None,
+            hops: group.then(|| self.mcast.hops(h)),
         });
         Ok(payload.len())
     }
