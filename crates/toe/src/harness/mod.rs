@@ -80,6 +80,20 @@ const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const ME: [u8; 4] = [10, 0, 0, 1];
 const PEER: [u8; 4] = [10, 0, 0, 2];
 
+/// The 16-bit sum of the IPv4 header [`Harness::build`] writes, without its
+/// total length and checksum.
+const IP_HEADER_SUM: u32 = 0x4500
+    + 0x4000
+    + 0x4006
+    + (PEER[0] as u32) * 256
+    + PEER[1] as u32
+    + (PEER[2] as u32) * 256
+    + PEER[3] as u32
+    + (ME[0] as u32) * 256
+    + ME[1] as u32
+    + (ME[2] as u32) * 256
+    + ME[3] as u32;
+
 /// Reads the fuzz input front to back; zeros once it is used up.
 struct Input<'a>(&'a [u8]);
 
@@ -93,14 +107,28 @@ impl Input<'_> {
             None => 0,
         }
     }
+    /// The next `N` bytes, zeros for those past the end. Whole when they are
+    /// there: byte by byte, each read is a branch the fuzzer's instrumentation
+    /// traces.
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        if let Some((a, rest)) = self.0.split_first_chunk::<N>() {
+            self.0 = rest;
+            return *a;
+        }
+        let mut a = [0; N];
+        let n = self.0.len();
+        a[..n].copy_from_slice(self.0);
+        self.0 = &[];
+        a
+    }
     fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
+        u16::from_le_bytes(self.array())
     }
     fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+        u32::from_le_bytes(self.array())
     }
     fn u64(&mut self) -> u64 {
-        u64::from(self.u32()) | u64::from(self.u32()) << 32
+        u64::from_le_bytes(self.array())
     }
     fn bytes(&mut self, n: usize) -> &[u8] {
         let n = n.min(self.0.len());
@@ -361,13 +389,15 @@ impl Harness {
         ip[2..4].copy_from_slice(&ip_len16.to_be_bytes());
         ip[12..16].copy_from_slice(&PEER);
         ip[16..].copy_from_slice(&ME);
-        let c = checksum::checksum(ip);
+        // Only the length varies: the header's sum is a constant plus it.
+        let c = checksum::finish(IP_HEADER_SUM + u32::from(ip_len16));
         ip[10..12].copy_from_slice(&c.to_be_bytes());
         let flags = (seg.flags & !0x10) | u8::from(seg.ack.is_some()) << 4;
         tcp[..2].copy_from_slice(&seg.src_port.to_be_bytes());
         tcp[2..4].copy_from_slice(&seg.dst_port.to_be_bytes());
         tcp[4..8].copy_from_slice(&seg.seq.to_be_bytes());
-        tcp[8..12].copy_from_slice(&seg.ack.unwrap_or(0).to_be_bytes());
+        let ack = seg.ack.unwrap_or(0);
+        tcp[8..12].copy_from_slice(&ack.to_be_bytes());
         tcp[12] = (thl as u8 / 4) << 4;
         tcp[13] = flags;
         tcp[14..16].copy_from_slice(&seg.wnd.to_be_bytes());
@@ -378,7 +408,23 @@ impl Harness {
         let payload_sum = seg
             .payload_sum
             .unwrap_or_else(|| u64::from(checksum::partial(seg.payload, 0)));
-        let mut sum = u64::from(checksum::partial(&tcp[..thl], pseudo)) + payload_sum;
+        // The header's sum from its fields (the options zero-padded to 40
+        // bytes sum as they are): no pass over the bytes just written.
+        let word = |b: [u8; 2]| u64::from(u16::from_be_bytes(b));
+        let fields = u64::from(seg.src_port)
+            + u64::from(seg.dst_port)
+            + u64::from(seg.seq >> 16)
+            + u64::from(seg.seq & 0xffff)
+            + u64::from(ack >> 16)
+            + u64::from(ack & 0xffff)
+            + word([tcp[12], flags])
+            + u64::from(seg.wnd);
+        let opts_sum: u64 = if olen == 0 {
+            0
+        } else {
+            opts.as_chunks::<2>().0.iter().map(|&w| word(w)).sum()
+        };
+        let mut sum = u64::from(pseudo) + fields + opts_sum + payload_sum;
         while sum >> 16 != 0 {
             sum = (sum & 0xffff) + (sum >> 16);
         }
@@ -935,8 +981,8 @@ fn encode_options(opts: &[TcpOptionElement], out: &mut [u8; 40]) -> Option<usize
         match *o {
             TcpOptionElement::Noop => put(&[1])?,
             TcpOptionElement::MaximumSegmentSize(m) => {
-                put(&[2, 4])?;
-                put(&m.to_be_bytes())?;
+                let [a, b] = m.to_be_bytes();
+                put(&[2, 4, a, b])?;
             }
             TcpOptionElement::WindowScale(s) => put(&[3, 3, s])?,
             TcpOptionElement::SelectiveAcknowledgementPermitted => put(&[4, 2])?,
@@ -944,14 +990,13 @@ fn encode_options(opts: &[TcpOptionElement], out: &mut [u8; 40]) -> Option<usize
                 let blocks = 1 + more.iter().flatten().count();
                 put(&[5, 2 + 8 * blocks as u8])?;
                 for (l, r) in std::iter::once(first).chain(more.into_iter().flatten()) {
-                    put(&l.to_be_bytes())?;
-                    put(&r.to_be_bytes())?;
+                    let (l, r) = (l.to_be_bytes(), r.to_be_bytes());
+                    put(&[l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3]])?;
                 }
             }
             TcpOptionElement::Timestamp(v, e) => {
-                put(&[8, 10])?;
-                put(&v.to_be_bytes())?;
-                put(&e.to_be_bytes())?;
+                let (v, e) = (v.to_be_bytes(), e.to_be_bytes());
+                put(&[8, 10, v[0], v[1], v[2], v[3], e[0], e[1], e[2], e[3]])?;
             }
         }
     }
@@ -1034,6 +1079,13 @@ fn assert_counters_grow(a: &Counters, b: &Counters) {
     assert!(b.tcp_in_csum_errors <= b.tcp_in_errs);
 }
 
+/// Whether `LINERATE_HARNESS_STATS` is set (read once: each read takes the
+/// environment's lock and copies the value).
+fn stats() -> bool {
+    static STATS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STATS.get_or_init(|| std::env::var_os("LINERATE_HARNESS_STATS").is_some())
+}
+
 /// The `engine` target: see the module docs.
 pub fn engine(data: &[u8]) {
     let mut inp = Input(data);
@@ -1070,7 +1122,7 @@ pub fn engine(data: &[u8]) {
         h.step(&mut inp);
         steps += 1;
     }
-    if std::env::var_os("LINERATE_HARNESS_STATS").is_some() {
+    if stats() {
         let c = h.e.counters();
         eprintln!(
             "in {} out {} ooo {} challenge {} rst {} rto {} fast {} probes {} retrans {} cookies {} states {:?} read {:?} written {:?} tainted {}",
