@@ -546,7 +546,7 @@ fn tap_filter_follows_the_joins() {
         })
         .unwrap();
     };
-    let mut pump = |d: &mut Driver<Tap>, ms: u64| {
+    let pump = |d: &mut Driver<Tap>, ms: u64| {
         let end = std::time::Instant::now() + Duration::from_millis(ms);
         while std::time::Instant::now() < end {
             d.poll(now()).unwrap();
