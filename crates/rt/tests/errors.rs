@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{RssWire, mem_pair, steering};
-use linerate_nic::{Batch, Counters, Nic, NicCaps, NicError, Pool, Readiness, Recorder};
+use common::{RssWire, Switched, mem_pair, steering};
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
 use linerate_toe::sim::Sim;
 use linerate_toe::{EPHEMERAL_PORTS, Instant, Keepalive, TcpState};
@@ -87,51 +86,18 @@ async fn engine_connects_past_the_port_range_say_how_to_get_more() {
     assert!(msg.contains("more server ports or addresses"), "{msg}");
 }
 
-/// A memory port whose transmissions can be cut: a host that goes silent
-/// without a word (a pulled cable), for keep-alive to find out.
-struct Cuttable {
-    nic: linerate_nic::MemNic,
-    cut: Arc<AtomicBool>,
-}
-
-impl Nic for Cuttable {
-    fn caps(&self) -> &NicCaps {
-        self.nic.caps()
-    }
-    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
-        self.nic.receive(queue, batch, max)
-    }
-    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
-        if self.cut.load(Ordering::Relaxed) {
-            let n = batch.len();
-            batch.clear();
-            return Ok(n);
-        }
-        self.nic.transmit(queue, batch)
-    }
-    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
-        self.nic.readiness(queue)
-    }
-    fn counters(&self) -> &Counters {
-        self.nic.counters()
-    }
-    fn pool(&self) -> &Pool {
-        self.nic.pool()
-    }
-    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
-        self.nic.set_recorder(recorder);
-    }
-}
-
 /// Client on port a, server on port b (which can be cut), connected.
 async fn connected_pair(
     cut: &Arc<AtomicBool>,
 ) -> (Runtime, Runtime, TcpStream, TcpStream, TcpListener) {
     let (a, b) = mem_pair(1);
     let crt = Runtime::start(a, RuntimeConfig::new(Sim::host_config(1))).unwrap();
-    let b = Cuttable {
+    // A host that goes silent without a word (a pulled cable): its
+    // frames dropped while `cut`.
+    let b = Switched {
         nic: b,
-        cut: Arc::clone(cut),
+        down: Arc::clone(cut),
+        broken: Arc::new(AtomicBool::new(false)),
     };
     let srt = Runtime::start(b, RuntimeConfig::new(Sim::host_config(2))).unwrap();
     let listener = TcpListener::bind(srt.handle(), 80).await.unwrap();

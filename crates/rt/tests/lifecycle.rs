@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::mem_pair;
-use linerate_nic::{Batch, Counters, MemNic, Nic, NicCaps, NicError, Pool, Readiness, Recorder};
+use common::{Switched, mem_pair};
+use linerate_nic::NicError;
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
 use linerate_toe::sim::Sim;
 use std::io::ErrorKind;
@@ -15,48 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// A memory port with a switch: while `down`, every transmit fails with
-/// [`NicError::LinkDown`] (the frame dropped, as a TAP that is not up does);
-/// once `broken`, receive fails with an I/O error.
-struct Switched {
-    nic: MemNic,
-    down: Arc<AtomicBool>,
-    broken: Arc<AtomicBool>,
-}
-
-impl Nic for Switched {
-    fn caps(&self) -> &NicCaps {
-        self.nic.caps()
-    }
-    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
-        if self.broken.load(Ordering::Acquire) {
-            return Err(NicError::Io(std::io::Error::other(
-                "injected device failure",
-            )));
-        }
-        self.nic.receive(queue, batch, max)
-    }
-    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
-        if self.down.load(Ordering::Acquire) && !batch.is_empty() {
-            batch.remove(0);
-            return Err(NicError::LinkDown);
-        }
-        self.nic.transmit(queue, batch)
-    }
-    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
-        self.nic.readiness(queue)
-    }
-    fn counters(&self) -> &Counters {
-        self.nic.counters()
-    }
-    fn pool(&self) -> &Pool {
-        self.nic.pool()
-    }
-    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
-        self.nic.set_recorder(recorder);
-    }
-}
 
 fn config(i: u8) -> RuntimeConfig {
     RuntimeConfig {

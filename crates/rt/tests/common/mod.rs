@@ -8,6 +8,7 @@ use linerate_rss::{HashConfig, IndirectionTable, RssKey, Steering};
 use linerate_rt::{Runtime, RuntimeConfig};
 use linerate_toe::sim::Sim;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A memory port whose transmitted frames arrive on the peer's queue that RSS
 /// (`steering`, the same on both hosts) picks for them: the memory wire maps
@@ -223,4 +224,46 @@ where
         (sent, up as u64),
         "stream {id}: bytes at the server"
     );
+}
+
+/// A memory port with a switch: while `down`, every transmit fails with
+/// [`NicError::LinkDown`] (the frame dropped, as a TAP that is not up does);
+/// once `broken`, receive fails with an I/O error.
+pub struct Switched {
+    pub nic: MemNic,
+    pub down: Arc<AtomicBool>,
+    pub broken: Arc<AtomicBool>,
+}
+
+impl Nic for Switched {
+    fn caps(&self) -> &NicCaps {
+        self.nic.caps()
+    }
+    fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
+        if self.broken.load(Ordering::Acquire) {
+            return Err(NicError::Io(std::io::Error::other(
+                "injected device failure",
+            )));
+        }
+        self.nic.receive(queue, batch, max)
+    }
+    fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        if self.down.load(Ordering::Acquire) && !batch.is_empty() {
+            batch.remove(0);
+            return Err(NicError::LinkDown);
+        }
+        self.nic.transmit(queue, batch)
+    }
+    fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        self.nic.readiness(queue)
+    }
+    fn counters(&self) -> &Counters {
+        self.nic.counters()
+    }
+    fn pool(&self) -> &Pool {
+        self.nic.pool()
+    }
+    fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
+        self.nic.set_recorder(recorder);
+    }
 }
