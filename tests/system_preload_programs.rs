@@ -28,6 +28,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod examples_common;
 mod preload_common;
 
 use linerate_testkit::netns;
@@ -639,4 +640,90 @@ fn sockperf_client_under_the_preload() {
     need("stdbuf", "coreutils");
     sockperf(&site, false, true);
     sockperf(&site, false, false);
+}
+
+// ---- the TOE experiment's tool ----
+
+/// `toe_report` (the TOE experiment, an example) runs every cell
+/// end to end at one write size: the preloaded and the kernel's iperf3s in
+/// its own namespaces, each cell's figures in the CSV, both charts drawn,
+/// the ratio table and the latency cells printed, and nothing of its lab left
+/// behind.
+#[test]
+fn toe_report_measures_every_cell() {
+    if !netns::is_root() {
+        eprintln!("skipped: toe_report needs root");
+        return;
+    }
+    need("iperf3", "iperf3");
+    need("sockperf", "sockperf");
+    let exe = examples_common::example("toe_report");
+    let lib = preload_common::library();
+    let dir = TempDir::new("lrtoe");
+    let before = netns_list();
+    let mut c = Command::new("timeout");
+    c.arg("120")
+        .arg(&exe)
+        .args(["--write", "1024", "--seconds", "1", "--preload"])
+        .arg(&lib)
+        .arg("--out")
+        .arg(&dir.0);
+    let out = output(c, "toe_report");
+    let t = String::from_utf8_lossy(&out.stdout);
+    let csv = std::fs::read_to_string(dir.0.join("report.csv")).unwrap();
+    let cells = [
+        "nic-one-way",
+        "toe-send",
+        "toe-receive",
+        "nic-bidir",
+        "toe-bidir",
+    ];
+    for cell in cells {
+        let row = csv
+            .lines()
+            .find(|l| l.split(',').nth(2) == Some(cell))
+            .unwrap_or_else(|| panic!("no {cell} row in report.csv:\n{csv}\n{t}"));
+        let f: Vec<&str> = row.split(',').collect();
+        assert_eq!(f[3], "1024", "{row}");
+        let gbps: f64 = f[4].parse().unwrap();
+        let cpu: f64 = f[5].parse().unwrap();
+        // One side at least writes 1 KiB a call for a second over a TAP or a
+        // veth: far above a megabit, and the machine worked for it.
+        assert!(gbps > 0.001 && gbps < 1000.0, "{row}");
+        assert!(cpu > 0.0 && cpu.is_finite(), "{row}");
+    }
+    for chart in ["toe_gbps.svg", "toe_cpu.svg"] {
+        let svg = std::fs::read_to_string(dir.0.join(chart)).unwrap();
+        assert!(
+            svg.contains("<svg") && svg.contains("TOE, linerate sends"),
+            "{chart}"
+        );
+    }
+    for line in ["toe-send", "toe-receive", "toe-bidir"] {
+        assert!(
+            t.lines().any(|l| l.contains(line) && l.contains('x')),
+            "no ratio for {line}:\n{t}"
+        );
+    }
+    for l in [
+        "NIC: kernel to kernel",
+        "TOE: linerate server",
+        "TOE: linerate client",
+    ] {
+        assert!(t.contains(l), "no latency line {l}:\n{t}");
+    }
+    assert_eq!(netns_list(), before, "toe_report left namespaces behind");
+}
+
+/// The namespaces `ip netns` lists, sorted.
+fn netns_list() -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        // toe_report's own prefixes (examples/toe_report/run.rs).
+        .filter(|n| ["lrtr", "lrts", "lrtk"].iter().any(|p| n.starts_with(p)))
+        .collect();
+    v.sort();
+    v
 }

@@ -43,6 +43,7 @@ pub struct Row {
 /// Where the report writes, and what it has written.
 pub struct Out {
     dir: PathBuf,
+    title: &'static str,
     rows: Vec<Row>,
     charts: Vec<(String, String)>,
 }
@@ -55,12 +56,13 @@ pub fn human(bytes: usize) -> String {
 }
 
 impl Out {
-    /// Writes into `dir` (created).
-    pub fn new(dir: &Path) -> Result<Out, Box<dyn Error>> {
+    /// Writes into `dir` (created); `title` heads the index page.
+    pub fn new(dir: &Path, title: &'static str) -> Result<Out, Box<dyn Error>> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create the output directory {}: {e}", dir.display()))?;
         Ok(Out {
             dir: dir.to_path_buf(),
+            title,
             rows: Vec::new(),
             charts: Vec::new(),
         })
@@ -148,9 +150,10 @@ impl Out {
             );
         }
         std::fs::write(self.dir.join("report.csv"), csv)?;
-        let mut html = String::from(
-            "<!doctype html><meta charset=utf-8><title>linerate offload report</title>\
-             <h1>linerate offload report</h1><p>Figures: <a href=report.csv>report.csv</a></p>\n",
+        let title = self.title;
+        let mut html = format!(
+            "<!doctype html><meta charset=utf-8><title>{title}</title>\
+             <h1>{title}</h1><p>Figures: <a href=report.csv>report.csv</a></p>\n",
         );
         for (file, title) in &self.charts {
             let _ = writeln!(html, "<h2>{title}</h2><img src=\"{file}\" alt=\"{title}\">");

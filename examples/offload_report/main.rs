@@ -225,7 +225,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Ok(());
     }
     if opts.vnic_only {
-        let mut out = Out::new(&opts.out)?;
+        let mut out = Out::new(&opts.out, "linerate offload report")?;
         vnic::section(&mut out, quick, opts.pairs, 1)?;
         out.finish()?;
         return Ok(());
@@ -265,7 +265,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "MiB"
     );
     println!("{}", "-".repeat(130));
-    let mut out = Out::new(&opts.out)?;
+    let mut out = Out::new(&opts.out, "linerate offload report")?;
     let mut table: Vec<(usize, [Measurement; 4])> = Vec::new();
     let mut cpu_ratios = Vec::new();
     for write in WRITES
