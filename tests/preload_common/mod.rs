@@ -6,7 +6,7 @@
 
 use linerate_testkit::netns::{self, Netns};
 use serde_json::Value;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -16,6 +16,10 @@ use std::time::Duration;
 pub const KERNEL: Ipv4Addr = Ipv4Addr::new(10, 217, 0, 1);
 /// linerate's.
 pub const OURS: Ipv4Addr = Ipv4Addr::new(10, 217, 0, 2);
+/// The kernel's IPv6 address on the TAP ([`Site::with_ipv6`]).
+pub const KERNEL6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x217, 0, 0, 0, 0, 0, 1);
+/// linerate's.
+pub const OURS6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x217, 0, 0, 0, 0, 0, 2);
 
 /// Builds the library once per test process; its path.
 pub fn library() -> PathBuf {
@@ -72,19 +76,47 @@ impl Site {
 
     /// With `policy`, the config file's policy section.
     pub fn with_policy(policy: &str) -> Site {
+        Site::build(policy, false)
+    }
+
+    /// Every socket offloaded, with IPv6 too: the kernel at [`KERNEL6`]/64,
+    /// linerate at [`OURS6`]/64.
+    pub fn with_ipv6() -> Site {
+        Site::build("[policy]\ndefault = \"linerate\"\n", true)
+    }
+
+    fn build(policy: &str, ipv6: bool) -> Site {
         assert!(netns::is_root(), "system tests need root");
         let lib = library();
         let ns = Netns::new("lrp").unwrap();
         let tap = netns::unique("lrpt");
         ns.ip(&["tuntap", "add", "dev", &tap, "mode", "tap"])
             .unwrap();
-        let off = format!("echo 1 > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
+        let v6 = if ipv6 { "0" } else { "1" };
+        let off = format!("echo {v6} > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
         let _ = ns.exec("sh", &["-c", &off]);
         ns.ip(&["addr", "add", &format!("{KERNEL}/24"), "dev", &tap])
             .unwrap();
+        if ipv6 {
+            ns.ip(&[
+                "addr",
+                "add",
+                &format!("{KERNEL6}/64"),
+                "dev",
+                &tap,
+                "nodad",
+            ])
+            .unwrap();
+        }
         ns.ip(&["link", "set", &tap, "up"]).unwrap();
         let config = std::env::temp_dir().join(format!("{}.toml", netns::unique("lrpc")));
-        let text = format!("[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{OURS}/24\"\n{policy}");
+        let net6 = if ipv6 {
+            format!("address6 = \"{OURS6}/64\"\n")
+        } else {
+            String::new()
+        };
+        let text =
+            format!("[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{OURS}/24\"\n{net6}{policy}");
         std::fs::write(&config, text).unwrap();
         Site { ns, config, lib }
     }
@@ -152,11 +184,22 @@ pub fn num(v: &Value, path: &[&str]) -> f64 {
 /// One iperf3 run: the server on one side, the client on the other, both
 /// with `--json`; returns (client report, server report).
 pub fn iperf3(site: &Site, preload_client: bool, args: &[&str]) -> (Value, Value) {
-    let server_ip = if preload_client { KERNEL } else { OURS };
+    iperf3_between(site, preload_client, (KERNEL.into(), OURS.into()), args)
+}
+
+/// [`iperf3`] between the kernel's and linerate's `addrs` (IPv4 or IPv6).
+pub fn iperf3_between(
+    site: &Site,
+    preload_client: bool,
+    addrs: (std::net::IpAddr, std::net::IpAddr),
+    args: &[&str],
+) -> (Value, Value) {
+    let server_ip = if preload_client { addrs.0 } else { addrs.1 };
     let server_args = ["-s", "-1", "--json", "-p", "5201"];
+    let kernel_ip = addrs.0.to_string();
     let mut server = if preload_client {
         let mut a = server_args.to_vec();
-        a.extend(["-B", "10.217.0.1"]);
+        a.extend(["-B", &kernel_ip]);
         site.kernel("iperf3", &a)
     } else {
         site.preloaded("iperf3", &server_args)

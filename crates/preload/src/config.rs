@@ -15,6 +15,8 @@
 //! [net]
 //! address = "10.0.0.2/24"
 //! gateway = "10.0.0.1"       # optional
+//! address6 = "fd00::2/64"    # optional: IPv6 peers on linerate too
+//! gateway6 = "fd00::1"       # optional, on address6's prefix
 //!
 //! [policy]
 //! default = "kernel"         # or "linerate"
@@ -33,7 +35,7 @@
 use crate::policy::{Action, Kind, Prefix, Rule};
 use linerate_toe::config::MIN_MTU_IPV4 as MIN_MTU;
 use serde::Deserialize;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// What to do when the configuration is bad.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,6 +77,11 @@ pub struct Config {
     /// one, destinations off the subnet stay on the kernel whatever the rules
     /// say.
     pub gateway: Option<Ipv4Addr>,
+    /// linerate's IPv6 address and prefix length. Without one, IPv6 peers
+    /// (other than IPv4-mapped ones) stay on the kernel.
+    pub address6: Option<(Ipv6Addr, u8)>,
+    /// The IPv6 gateway, on `address6`'s prefix: the IPv6 default route.
+    pub gateway6: Option<Ipv6Addr>,
     /// Ordered rules; the first that matches decides.
     pub rules: Vec<Rule>,
     /// The decision when no rule matches.
@@ -137,6 +144,8 @@ struct RawNic {
 struct RawNet {
     address: Option<String>,
     gateway: Option<String>,
+    address6: Option<String>,
+    gateway6: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -225,6 +234,33 @@ fn parse_cidr(field: &str, s: &str) -> Result<(Ipv4Addr, u8), ConfigError> {
         .ok()
         .filter(|&l| l <= 32)
         .ok_or_else(|| err(field, format!("{p:?} is not a prefix length"), fix))?;
+    Ok((addr, len))
+}
+
+fn parse_cidr6(field: &str, s: &str) -> Result<(Ipv6Addr, u8), ConfigError> {
+    let fix = "write an IPv6 address and prefix length, such as \"fd00::2/64\"";
+    let (a, p) = s
+        .split_once('/')
+        .ok_or_else(|| err(field, format!("{s:?} has no prefix length"), fix))?;
+    let addr: Ipv6Addr = a
+        .parse()
+        .map_err(|_| err(field, format!("{a:?} is not an IPv6 address"), fix))?;
+    let len: u8 = p
+        .parse()
+        .ok()
+        .filter(|&l| (1..=128).contains(&l))
+        .ok_or_else(|| err(field, format!("{p:?} is not a prefix length"), fix))?;
+    if addr.is_unspecified()
+        || addr.is_multicast()
+        || addr.is_loopback()
+        || addr.to_ipv4_mapped().is_some()
+    {
+        return Err(err(
+            field,
+            format!("{addr} is not a host address of its own"),
+            "give a unicast IPv6 address (not ::, ::1, multicast or IPv4-mapped)",
+        ));
+    }
     Ok((addr, len))
 }
 
@@ -343,6 +379,37 @@ impl Config {
                 Some(gw)
             }
         };
+        let address6 = net
+            .address6
+            .map(|a| parse_cidr6("net.address6", &a))
+            .transpose()?;
+        let gateway6 = match net.gateway6 {
+            None => None,
+            Some(g) => {
+                let Some((a6, l6)) = address6 else {
+                    return Err(err(
+                        "net.gateway6",
+                        "a gateway without net.address6",
+                        "give net.address6 too, or remove net.gateway6",
+                    ));
+                };
+                let gw: Ipv6Addr = g.parse().map_err(|_| {
+                    err(
+                        "net.gateway6",
+                        format!("{g:?} is not an IPv6 address"),
+                        "write an address such as \"fd00::1\"",
+                    )
+                })?;
+                if !Prefix::new(IpAddr::V6(a6), l6).contains(IpAddr::V6(gw)) {
+                    return Err(err(
+                        "net.gateway6",
+                        format!("{gw} is not on {a6}/{l6}"),
+                        "give a gateway on address6's prefix",
+                    ));
+                }
+                Some(gw)
+            }
+        };
         let (default, raw_rules) = match raw.policy {
             None => (Action::Kernel, Vec::new()),
             Some(p) => (
@@ -418,6 +485,8 @@ impl Config {
             },
             address,
             gateway,
+            address6,
+            gateway6,
             rules,
             default,
         })
@@ -511,6 +580,35 @@ mod tests {
                 "net.gateway",
             ),
         ];
+        let v6 =
+            |net: &str| format!("[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2/24\"\n{net}");
+        let cases6: &[(&str, &str)] = &[
+            ("address6 = \"fd00::2\"\n", "net.address6"),
+            ("address6 = \"10.0.0.2/24\"\n", "net.address6"),
+            ("address6 = \"fd00::2/129\"\n", "net.address6"),
+            ("address6 = \"ff02::1/64\"\n", "net.address6"),
+            ("address6 = \"::ffff:10.0.0.2/64\"\n", "net.address6"),
+            ("gateway6 = \"fd00::1\"\n", "net.gateway6"),
+            (
+                "address6 = \"fd00::2/64\"\ngateway6 = \"fd01::1\"\n",
+                "net.gateway6",
+            ),
+            (
+                "address6 = \"fd00::2/64\"\ngateway6 = \"10.0.0.1\"\n",
+                "net.gateway6",
+            ),
+            (
+                "address6 = \"fd00::2/64\"\ngateway6 = \"fe80::1\"\n",
+                "net.gateway6",
+            ),
+        ];
+        for (net, field) in cases6 {
+            assert_eq!(&field_of(&v6(net)), field, "{net}");
+        }
+        let c =
+            Config::from_toml(&v6("address6 = \"fd00::2/64\"\ngateway6 = \"fd00::1\"\n")).unwrap();
+        assert_eq!(c.address6, Some(("fd00::2".parse().unwrap(), 64)));
+        assert_eq!(c.gateway6, Some("fd00::1".parse().unwrap()));
         for (text, field) in cases {
             assert_eq!(&field_of(text), field, "{text}");
         }

@@ -23,7 +23,14 @@
 //! socket is a real kernel socket and its calls go to the kernel as they
 //! are; a socket left to the kernel leaves the library's table for good.
 //! Without `net.gateway`, peers off linerate's subnet stay on the kernel; with
-//! it, linerate reaches them through the gateway.
+//! it, linerate reaches them through the gateway. IPv6 peers are linerate's
+//! when the file gives linerate an IPv6 address (`net.address6`, and
+//! `net.gateway6` for those off its prefix); IPv4-mapped peers of AF_INET6
+//! sockets are IPv4 ones. A listener takes the families its socket asks for
+//! (AF_INET: IPv4; AF_INET6: both, or IPv6 only with IPV6_V6ONLY); the
+//! engine listens per port, so a peer of the other family is reset just
+//! after its handshake rather than refused at its SYN. A UDP socket talks
+//! one family, the one of its own address or of its first peer.
 //! The runtime (one linerate-rt queue thread per configured queue) starts at
 //! the first socket decided for linerate.
 //!
@@ -107,8 +114,7 @@
 //! A nonzero SO_LINGER time does not make close wait (the runtime sends
 //! what is staged after it returns); recvmmsg does not consult its timeout; a forked child's sockets
 //! are the kernel's (above); `SA_RESTART` is not consulted (a blocking
-//! call interrupted by a handler returns `EINTR`); IPv6 peers stay on the
-//! kernel (the engine is configured with an IPv4 address); a socket
+//! call interrupted by a handler returns `EINTR`); a socket
 //! duplicated before the policy decided it keeps the kernel socket in the
 //! duplicate; EFAULT is detected for null pointers only.
 #![warn(missing_docs)]

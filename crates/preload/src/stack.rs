@@ -84,20 +84,27 @@ pub(crate) struct Stack {
     /// A gateway is configured: the engine reaches every IPv4 peer, those off
     /// the subnet through it.
     pub(crate) routed: bool,
+    /// The IPv6 prefix, when linerate has an IPv6 address.
+    pub(crate) subnet6: Option<Prefix>,
+    /// An IPv6 gateway is configured.
+    pub(crate) routed6: bool,
     runtime: Mutex<Option<Runtime>>,
 }
 
 impl Stack {
-    /// Whether the engine reaches `ip` (IPv4 or IPv4-mapped): on its subnet,
-    /// or anywhere with a gateway.
+    /// Whether the engine reaches `ip`: on its subnet (IPv4, IPv4-mapped, or
+    /// IPv6 with an IPv6 address), or anywhere with that family's gateway.
     pub(crate) fn reaches(&self, ip: IpAddr) -> bool {
-        let v4 = match ip {
-            IpAddr::V4(a) => Some(a),
-            IpAddr::V6(a) => a.to_ipv4_mapped(),
+        let ip = match ip {
+            IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
         };
-        match v4 {
-            Some(a) if !a.is_unspecified() => {
-                self.subnet.contains(IpAddr::V4(a)) || (self.routed && !a.is_multicast())
+        match ip {
+            IpAddr::V4(a) if !a.is_unspecified() => {
+                self.subnet.contains(ip) || (self.routed && !a.is_multicast())
+            }
+            IpAddr::V6(a) if !a.is_unspecified() && !a.is_loopback() => {
+                self.subnet6.is_some_and(|p| p.contains(ip)) || (self.routed6 && !a.is_multicast())
             }
             _ => false,
         }
@@ -151,6 +158,12 @@ fn start(cfg: &Config) -> Result<Stack, String> {
         // the subnet).
         engine = engine.with_gateway(IpAddr::V4(gw));
     }
+    if let Some((a6, l6)) = cfg.address6 {
+        engine = engine.with_ipv6(a6, l6);
+        if let Some(gw6) = cfg.gateway6 {
+            engine = engine.with_gateway(IpAddr::V6(gw6));
+        }
+    }
     engine.mtu = cfg.nic.mtu;
     let mut rc = RuntimeConfig::new(engine);
     rc.thread_name = "linerate-preload-q".to_owned();
@@ -159,6 +172,8 @@ fn start(cfg: &Config) -> Result<Stack, String> {
         handle: rt.handle().clone(),
         subnet: Prefix::new(IpAddr::V4(addr), len),
         routed: cfg.gateway.is_some(),
+        subnet6: cfg.address6.map(|(a, l)| Prefix::new(IpAddr::V6(a), l)),
+        routed6: cfg.gateway6.is_some(),
         runtime: Mutex::new(Some(rt)),
     })
 }

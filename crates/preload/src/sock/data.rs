@@ -27,10 +27,25 @@ pub(super) fn advance(st: &mut St, cx: &mut Context<'_>) -> bool {
                 true
             }
         },
-        State::Listener { l, ready, err } => {
+        State::Listener {
+            l,
+            ready,
+            err,
+            v4,
+            v6,
+        } => {
             while err.is_none() {
                 match l.poll_accept(cx) {
-                    Poll::Ready(Ok(c)) => ready.push_back(c),
+                    Poll::Ready(Ok(c)) => {
+                        // A peer of a family this socket does not take is
+                        // refused with a reset, as a kernel without such a
+                        // listener would refuse its SYN.
+                        if if c.1.is_ipv4() { *v4 } else { *v6 } {
+                            ready.push_back(c);
+                        } else {
+                            c.0.set_linger(Some(std::time::Duration::ZERO));
+                        }
+                    }
                     Poll::Ready(Err(e)) => *err = Some(errno_of(&e)),
                     Poll::Pending => break,
                 }

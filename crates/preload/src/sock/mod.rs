@@ -176,6 +176,10 @@ enum State {
         l: TcpListener,
         ready: VecDeque<(TcpStream, SocketAddr)>,
         err: Option<Errno>,
+        /// The peers' families it takes: the engine's listener takes both,
+        /// an AF_INET socket IPv4 only, an IPV6_V6ONLY one IPv6 only.
+        v4: bool,
+        v6: bool,
     },
     Udp {
         s: UdpSocket,
@@ -553,7 +557,7 @@ impl Core {
             return Some(Err(libc::EINVAL));
         }
         let ip = unmapped(addr).ip();
-        let mine = cfg.address.0 == ip;
+        let mine = ip == cfg.address.0 || cfg.address6.is_some_and(|(a, _)| ip == a);
         if !mine && !ip.is_unspecified() {
             drop(g);
             self.unwatch(fd);
@@ -615,7 +619,22 @@ impl Core {
             self.unwatch(fd);
             return Ok(false);
         };
-        let local = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), bind_port);
+        // The engine binds a UDP port per family: IPv6 when the socket's
+        // own address or its first peer is IPv6 (not IPv4-mapped), IPv4
+        // otherwise (an AF_INET6 socket then talks to IPv4-mapped peers).
+        let native6 = |a: SocketAddr| matches!(unmapped(a), SocketAddr::V6(_));
+        let v6 = ours.is_some_and(native6)
+            || q.remote
+                .is_some_and(|(ip, port)| native6(SocketAddr::new(ip, port)))
+            || (ours.is_none()
+                && q.remote.is_none()
+                && self.domain == libc::AF_INET6
+                && g.opts.v6only);
+        let local = if v6 {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), bind_port)
+        } else {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), bind_port)
+        };
         let s = stack::block_on(UdpSocket::bind(&stack.handle, local)).map_err(|e| errno_of(&e))?;
         self.take_over(&mut g, fd)?;
         g.state = State::Udp {
@@ -689,10 +708,13 @@ impl Core {
             return Some(Err(e));
         }
         g.shown = (false, true);
+        let v6only = g.opts.v6only;
         g.state = State::Listener {
             l,
             ready: VecDeque::new(),
             err: None,
+            v4: !(self.domain == libc::AF_INET6 && v6only),
+            v6: self.domain == libc::AF_INET6,
         };
         self.finish(g);
         Some(Ok(()))
@@ -1015,11 +1037,9 @@ impl Core {
         let a = match &g.state {
             State::Undecided { ours, .. } => return ours.map(Ok),
             State::Stream { s, .. } => s.local_addr(),
-            State::Listener { l, .. } => SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), l.port()),
+            State::Listener { l, .. } => unspecified(self.domain, l.port()),
             State::Udp { s, .. } => s.local_addr(),
-            State::Connecting(_) | State::Failed => {
-                SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), 0)
-            }
+            State::Connecting(_) | State::Failed => unspecified(self.domain, 0),
             State::Closed => return Some(Err(libc::EBADF)),
         };
         Some(Ok(in_domain(self.domain, a)))
