@@ -172,6 +172,60 @@ while True:
     assert_eq!(answer(v6(5313)), format!("{KERNEL6} 5313"));
 }
 
+/// `LINERATE_LOG` with `LINERATE_LOG_FILE`: the runtime's start and the
+/// policy's decisions land in the file as tracing lines; without
+/// `LINERATE_LOG` the library writes none.
+#[test]
+fn linerate_log_writes_the_events_to_a_file() {
+    let site = Site::new();
+    let dir = preload_common::TempDir::new("lrlog");
+    let script = r#"
+import socket
+s = socket.socket()
+s.bind(("0.0.0.0", 5321))
+s.listen()
+print("ready", flush=True)
+c, _ = s.accept()
+c.sendall(c.recv(100))
+c.close()
+"#;
+    let run = |log: Option<&str>, file: &str| {
+        let mut cmd = site.preloaded("python3", &["-c", script]);
+        cmd.env("LINERATE_LOG_FILE", file);
+        if let Some(l) = log {
+            cmd.env("LINERATE_LOG", l);
+        }
+        let server = Started::new(cmd);
+        assert_eq!(
+            ask(&site, SocketAddr::from((OURS, 5321)), b"hi").unwrap(),
+            b"hi"
+        );
+        assert!(server.wait().success());
+    };
+    let with = dir.path("with.log");
+    run(Some("debug"), &with);
+    let text = std::fs::read_to_string(&with).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("INFO")
+            && l.contains("linerate started")
+            && l.contains("10.217.0.2/24")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("DEBUG")
+            && l.contains("policy decided")
+            && l.contains("local_port=Some(5321)")
+            && l.contains("Linerate")),
+        "{text}"
+    );
+    let without = dir.path("without.log");
+    run(None, &without);
+    assert!(
+        !Path::new(&without).exists(),
+        "a log file without LINERATE_LOG"
+    );
+}
+
 #[test]
 fn iperf3_server_tcp() {
     let site = Site::new();

@@ -85,6 +85,16 @@
 //! per-thread flag); every entry point catches panics (`EIO`, logged); all
 //! `unsafe` code is in one module, the C boundary.
 //!
+//! # Logging
+//!
+//! `LINERATE_LOG=filter` turns on tracing (tracing-subscriber's env-filter
+//! syntax: `info`, `debug`, `linerate_rt=trace,info`): the runtime's events
+//! and the library's own (the runtime's start, each policy decision) go to
+//! stderr, or are appended to `LINERATE_LOG_FILE` when that names a file. A
+//! program with a tracing subscriber of its own keeps it. Errors the program
+//! must see (a bad configuration, a runtime that cannot start) are written
+//! to stderr whatever the setting.
+//!
 //! # Statistics
 //!
 //! With `LINERATE_STATS=file`, the library writes at exit each queue's

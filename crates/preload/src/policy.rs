@@ -114,10 +114,17 @@ impl Rule {
 
 /// The decision for `q`: the first matching rule's, else `default`.
 pub fn decide(rules: &[Rule], default: Action, q: &Query) -> Action {
-    rules
-        .iter()
-        .find(|r| r.matches(q))
-        .map_or(default, |r| r.action)
+    let rule = rules.iter().position(|r| r.matches(q));
+    let action = rule.map_or(default, |i| rules[i].action);
+    tracing::debug!(
+        kind = ?q.kind,
+        local_port = ?q.local_port,
+        remote = ?q.remote,
+        rule = ?rule,
+        ?action,
+        "policy decided"
+    );
+    action
 }
 
 /// Whether some socket of `kind` could be offloaded: otherwise `socket()` need

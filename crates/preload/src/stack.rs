@@ -39,6 +39,53 @@ pub(crate) enum Loaded {
     Exit,
 }
 
+/// `LINERATE_LOG=filter` (tracing's env-filter syntax: `info`, `debug`,
+/// `linerate_rt=trace,info`): the runtime's and the library's events, to
+/// stderr, or appended to `LINERATE_LOG_FILE` when that names a file.
+fn init_log() {
+    let Some(filter) = std::env::var_os("LINERATE_LOG") else {
+        return;
+    };
+    let filter = filter.to_string_lossy();
+    let filter = match tracing_subscriber::EnvFilter::try_new(filter.as_ref()) {
+        Ok(f) => f,
+        Err(e) => {
+            log(format_args!(
+                "LINERATE_LOG={filter:?}: {e}; write a level such as \"debug\" or \"linerate_rt=trace\""
+            ));
+            return;
+        }
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_thread_names(true);
+    let done = match std::env::var_os("LINERATE_LOG_FILE") {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path);
+            match file {
+                Ok(f) => builder
+                    .with_ansi(false)
+                    .with_writer(Mutex::new(f))
+                    .try_init(),
+                Err(e) => {
+                    log(format_args!(
+                        "LINERATE_LOG_FILE: cannot open {}: {e}; logging to stderr",
+                        path.to_string_lossy()
+                    ));
+                    builder.with_writer(std::io::stderr).try_init()
+                }
+            }
+        }
+        None => builder.with_writer(std::io::stderr).try_init(),
+    };
+    if done.is_err() {
+        log("LINERATE_LOG: the program has a tracing subscriber of its own; not replaced");
+    }
+}
+
 /// Reads and checks `LINERATE_CONFIG`, once, at load.
 pub(crate) fn init() -> Loaded {
     let Some(path) = std::env::var_os("LINERATE_CONFIG") else {
@@ -58,6 +105,7 @@ pub(crate) fn init() -> Loaded {
     };
     match Config::from_toml(&text) {
         Ok(c) => {
+            init_log();
             let _ = CONFIG.set(Some(c));
             Loaded::Active
         }
@@ -168,6 +216,14 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     let mut rc = RuntimeConfig::new(engine);
     rc.thread_name = "linerate-preload-q".to_owned();
     let rt = Runtime::start(tap, rc).map_err(|e| e.to_string())?;
+    tracing::info!(
+        tap = %cfg.nic.tap,
+        address = %format_args!("{addr}/{len}"),
+        address6 = ?cfg.address6,
+        queues = cfg.nic.queues,
+        mtu = cfg.nic.mtu,
+        "linerate started"
+    );
     Ok(Stack {
         handle: rt.handle().clone(),
         subnet: Prefix::new(IpAddr::V4(addr), len),
