@@ -497,7 +497,7 @@ fn edge_program(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload_c/edge.c");
     let exe = dir.join("edge");
     let out = Command::new("cc")
-        .args(["-O1", "-Wall", "-o"])
+        .args(["-O1", "-Wall", "-pthread", "-o"])
         .arg(&exe)
         .arg(&src)
         .output()

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static const char *en(int e) {
     case ENOPROTOOPT: return "ENOPROTOOPT";
     case EDESTADDRREQ: return "EDESTADDRREQ";
     case ENOTSOCK: return "ENOTSOCK";
+    case EINTR: return "EINTR";
     default: return "other";
     }
 }
@@ -72,6 +74,25 @@ static struct sockaddr *at(int port) {
     a = peer;
     a.sin_port = htons(port);
     return (struct sockaddr *)&a;
+}
+
+static volatile sig_atomic_t alarms;
+static void on_alarm(int sig) {
+    (void)sig;
+    alarms++;
+}
+
+/* Arms a one-shot SIGALRM in 100 ms. */
+static void alarm_soon(void) {
+    struct itimerval it = {{0, 0}, {0, 100000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+/* Sends "late" on the socket 300 ms after it starts (after the alarm). */
+static void *late_send(void *fd) {
+    usleep(300000);
+    send(*(int *)fd, "late", 4, 0);
+    return NULL;
 }
 
 static int connected(int port) {
@@ -392,6 +413,36 @@ int main(int argc, char **argv) {
     memset(buf, 0, sizeof buf);
     CHECK("observer answers", recv(s, buf, 16, MSG_WAITALL));
     printf("after a plain close the peer saw: %s", buf);
+    close(s);
+
+    /* Signals (signal(7)): a blocking recv interrupted by a handler with
+     * SA_RESTART (signal()'s) goes on and gets the data that comes after;
+     * one without SA_RESTART fails with EINTR; with SO_RCVTIMEO set it
+     * fails with EINTR whatever the handler asks. */
+    s = connected(echo);
+    signal(SIGALRM, on_alarm);
+    alarms = 0;
+    alarm_soon();
+    pthread_t th;
+    pthread_create(&th, NULL, late_send, &s);
+    CHECK("recv across a restarting handler", recv(s, buf, 4, MSG_WAITALL));
+    pthread_join(th, NULL);
+    printf("alarms %d, data %.4s\n", (int)alarms, buf);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    alarm_soon();
+    CHECK("recv across a plain handler", recv(s, buf, 4, 0));
+    printf("alarms %d\n", (int)alarms);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    struct timeval rto2 = {2, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rto2, sizeof rto2);
+    alarm_soon();
+    CHECK("recv with a timeout across a restarting handler", recv(s, buf, 4, 0));
+    printf("alarms %d\n", (int)alarms);
+    signal(SIGALRM, SIG_DFL);
     close(s);
 
     /* fork: the child's new sockets work (under the preload they are the

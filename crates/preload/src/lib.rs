@@ -70,7 +70,9 @@
 //! (a file to a linerate socket, through a per-thread buffer), and the
 //! fortified `__read_chk`, `__recv_chk`, `__recvfrom_chk`. Blocking calls sleep on a futex until the
 //! socket's waker runs (no spinning), honour SO_RCVTIMEO/SO_SNDTIMEO
-//! (`EAGAIN`), and return `EINTR` when a signal handler runs. A write to a
+//! (`EAGAIN`), and return `EINTR` when a signal handler runs, as the kernel's do:
+//! restarted instead when the handler has `SA_RESTART` (`signal()`'s do) and
+//! the call has no SO_RCVTIMEO/SO_SNDTIMEO (signal(7)). A write to a
 //! stream whose sending side is shut returns `EPIPE` and raises SIGPIPE
 //! unless MSG_NOSIGNAL. Options linerate has no knob for are refused with
 //! `ENOPROTOOPT`, logged once per option. TCP_NODELAY and the keep-alive
@@ -123,8 +125,7 @@
 //!
 //! A nonzero SO_LINGER time does not make close wait (the runtime sends
 //! what is staged after it returns); recvmmsg does not consult its timeout; a forked child's sockets
-//! are the kernel's (above); `SA_RESTART` is not consulted (a blocking
-//! call interrupted by a handler returns `EINTR`); a socket
+//! are the kernel's (above); a socket
 //! duplicated before the policy decided it keeps the kernel socket in the
 //! duplicate; EFAULT is detected for null pointers only.
 #![warn(missing_docs)]

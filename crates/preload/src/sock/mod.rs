@@ -513,6 +513,12 @@ impl Core {
                     Some(d - now)
                 }
             };
+            // A handler ran. SA_RESTART is the kernel's business here: a
+            // futex wait without a timeout fails with ERESTARTSYS, which the
+            // kernel restarts for a handler with SA_RESTART and turns into
+            // EINTR for one without; a wait with a timeout (SO_RCVTIMEO,
+            // SO_SNDTIMEO) is never restarted. That is signal(7)'s rule for
+            // the socket calls, so EINTR reaching here is the program's.
             if sys::futex_wait(&self.seq, g0, left) == Err(libc::EINTR) {
                 return Err(libc::EINTR);
             }
