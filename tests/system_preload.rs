@@ -355,6 +355,9 @@ const UDP_ECHO: u16 = 7104;
 /// Connections come in pairs: the first is read to its end, and the second
 /// is told how it ended ("eof" or "reset").
 const OBSERVE: u16 = 7105;
+/// Accepts and never reads: its window fills, so what is sent to it stays
+/// unacknowledged (for SO_LINGER's wait).
+const SINK: u16 = 7106;
 
 impl Peers {
     fn start(ns: &Netns) -> Peers {
@@ -456,7 +459,23 @@ impl Peers {
             })
             .unwrap(),
         );
-        for _ in 0..4 {
+        let (stop4, tx4) = (Arc::clone(&stop), tx.clone());
+        threads.push(
+            ns.spawn(move || {
+                let l = TcpListener::bind(SocketAddr::from((KERNEL, SINK))).unwrap();
+                l.set_nonblocking(true).unwrap();
+                tx4.send(()).unwrap();
+                let mut held = Vec::new();
+                while !stop4.load(Ordering::Relaxed) {
+                    match l.accept() {
+                        Ok((c, _)) => held.push(c),
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            })
+            .unwrap(),
+        );
+        for _ in 0..5 {
             rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
         Peers { stop, threads }
@@ -525,7 +544,7 @@ fn c_program_answers_as_the_kernel() {
     let exe = edge_program(&dir);
     let _peers = Peers::start(&site.ns);
     let exe = exe.to_str().unwrap();
-    let ports = [ECHO, RESET, CLOSED, UDP_ECHO, OBSERVE].map(|p| p.to_string());
+    let ports = [ECHO, RESET, CLOSED, UDP_ECHO, OBSERVE, SINK].map(|p| p.to_string());
     let ip = KERNEL.to_string();
     let args = [
         ip.as_str(),
@@ -534,6 +553,7 @@ fn c_program_answers_as_the_kernel() {
         &ports[2],
         &ports[3],
         &ports[4],
+        &ports[5],
     ];
     let kernel = output(site.kernel(exe, &args), "edge on the kernel");
     let stats = dir.join("stats.txt");

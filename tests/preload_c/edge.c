@@ -3,10 +3,10 @@
  * liblinerate_preload.so can be compared line by line. Nothing printed
  * depends on fd numbers, ports or timing beyond the bounds checked here.
  *
- * usage: edge PEER_IP ECHO_PORT RESET_PORT CLOSED_PORT UDP_ECHO_PORT
+ * usage: edge PEER_IP ECHO_PORT RESET_PORT CLOSED_PORT UDP_ECHO_PORT OBSERVE SINK
  * The peer runs a TCP echo server (it echoes until EOF, then closes), a
  * server that resets every connection it accepts, nothing on CLOSED_PORT,
- * and a UDP echo server. */
+ * a UDP echo server, an observer (below) and a sink that never reads. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -105,8 +105,8 @@ static int connected(int port) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 7) {
-        fprintf(stderr, "usage: edge PEER_IP ECHO RESET CLOSED UDP_ECHO OBSERVE\n");
+    if (argc != 8) {
+        fprintf(stderr, "usage: edge PEER_IP ECHO RESET CLOSED UDP_ECHO OBSERVE SINK\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
     peer.sin_family = AF_INET;
     inet_pton(AF_INET, argv[1], &peer.sin_addr);
     int echo = atoi(argv[2]), reset = atoi(argv[3]), closed = atoi(argv[4]), uecho = atoi(argv[5]);
-    int observe = atoi(argv[6]);
+    int observe = atoi(argv[6]), sink = atoi(argv[7]);
     char buf[256];
     int one = 1;
     socklen_t len;
@@ -414,6 +414,47 @@ int main(int argc, char **argv) {
     CHECK("observer answers", recv(s, buf, 16, MSG_WAITALL));
     printf("after a plain close the peer saw: %s", buf);
     close(s);
+
+    /* SO_LINGER with a time: close waits until what was sent is
+     * acknowledged (quick on an echo connection whose data came back), or
+     * for the linger time when it cannot be (a sink that never reads, its
+     * window full), and returns 0 either way. */
+    s = connected(echo);
+    CHECK("send before a timed linger", send(s, "ling", 4, 0));
+    CHECK("recv before a timed linger", recv(s, buf, 4, MSG_WAITALL));
+    struct linger lg2 = {1, 2};
+    CHECK("SO_LINGER 2", setsockopt(s, SOL_SOCKET, SO_LINGER, &lg2, sizeof lg2));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK("close with everything acknowledged", close(s));
+    printf("it returned before the linger time: %d\n", ms_since(&t0) < 1500);
+    s = connected(sink);
+    fcntl(s, F_SETFL, O_NONBLOCK);
+    static char fill[65536];
+    long filled = 0, n_;
+    struct timespec tf;
+    clock_gettime(CLOCK_MONOTONIC, &tf);
+    /* Until the sink's window and the send buffer are full (EAGAIN for a
+     * while: a window update may still be on its way). */
+    while (ms_since(&tf) < 3000) {
+        n_ = send(s, fill, sizeof fill, 0);
+        if (n_ > 0) {
+            filled += n_;
+            clock_gettime(CLOCK_MONOTONIC, &tf);
+        } else if (errno == EAGAIN) {
+            if (ms_since(&tf) > 200)
+                break;
+            usleep(10000);
+        } else {
+            break;
+        }
+    }
+    printf("filled the sink: %d\n", filled > 0);
+    struct linger lg1 = {1, 1};
+    CHECK("SO_LINGER 1", setsockopt(s, SOL_SOCKET, SO_LINGER, &lg1, sizeof lg1));
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK("close with data unacknowledged", close(s));
+    long waited = ms_since(&t0);
+    printf("it waited the linger time: %d\n", waited >= 900 && waited < 3000);
 
     /* Signals (signal(7)): a blocking recv interrupted by a handler with
      * SA_RESTART (signal()'s) goes on and gets the data that comes after;

@@ -78,7 +78,9 @@
 //! `ENOPROTOOPT`, logged once per option. TCP_NODELAY and the keep-alive
 //! options (SO_KEEPALIVE, TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT) reach the
 //! connection's engine, also when set before it connected or on its
-//! listener; SO_LINGER with a zero time makes the last close a reset;
+//! listener; SO_LINGER with a zero time makes the last close a reset, and
+//! with a time makes it wait (at most that time) until the peer has
+//! acknowledged everything and the FIN, as Linux's;
 //! TCP_INFO reports the engine's state, MSS, RTT, RTO, congestion window,
 //! slow-start threshold, unacknowledged segments, retransmissions, window
 //! scales and options.
@@ -123,8 +125,7 @@
 //!
 //! # Not yet
 //!
-//! A nonzero SO_LINGER time does not make close wait (the runtime sends
-//! what is staged after it returns); recvmmsg does not consult its timeout; a forked child's sockets
+//! recvmmsg does not consult its timeout; a forked child's sockets
 //! are the kernel's (above); a socket
 //! duplicated before the policy decided it keeps the kernel socket in the
 //! duplicate; EFAULT is detected for null pointers only.

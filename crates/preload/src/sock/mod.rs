@@ -1017,16 +1017,26 @@ impl Core {
         };
         let mut g = lock(&core.st);
         g.fds.retain(|&f| f != fd);
+        let mut linger = None;
         if g.fds.is_empty() {
             if let State::Stream { s, .. } = &g.state {
                 crate::stats::closing(fd, s);
-                // SO_LINGER on with zero seconds: the close resets.
-                if g.opts.linger == Some(0) {
-                    s.set_linger(Some(Duration::ZERO));
+                match g.opts.linger {
+                    // SO_LINGER on with zero seconds: the close resets.
+                    Some(0) => s.set_linger(Some(Duration::ZERO)),
+                    Some(secs) => {
+                        let secs = u64::try_from(secs).unwrap_or(0);
+                        linger = Some((s.queue(), s.engine_handle(), Duration::from_secs(secs)));
+                    }
+                    None => {}
                 }
             }
             g.state = State::Closed;
             g.b = None;
+        }
+        drop(g);
+        if let Some((queue, h, time)) = linger {
+            opts::linger_close(queue, h, time);
         }
     }
 

@@ -254,6 +254,29 @@ fn stream_info(queue: usize, h: linerate_toe::SocketHandle) -> TcpInfoVals {
     }
 }
 
+/// SO_LINGER with a time: the last close waits, as Linux's does, until the
+/// peer has acknowledged everything sent and the FIN (the connection is in
+/// FIN-WAIT-2 or TIME-WAIT, or gone: a reset, or the engine done with it) or
+/// until `time` has passed; then it returns and the close goes on without
+/// the program. The stream is already dropped, so the engine sends what
+/// was staged and then its FIN; the state is asked of the queue thread
+/// every few milliseconds (a close with a linger time is rare and may wait
+/// seconds, so it is not worth a wake of its own).
+pub(crate) fn linger_close(queue: usize, h: linerate_toe::SocketHandle, time: Duration) {
+    let deadline = std::time::Instant::now() + time;
+    loop {
+        // FIN-WAIT-2, TIME-WAIT, CLOSE.
+        if matches!(stream_info(queue, h).state, 5..=7) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(2)));
+    }
+}
+
 fn from_engine(i: &TcpInfo) -> TcpInfoVals {
     let us = |d: Duration| u32::try_from(d.as_micros()).unwrap_or(u32::MAX);
     let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
