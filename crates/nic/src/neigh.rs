@@ -384,6 +384,31 @@ where
         (failed, dropped)
     }
 
+    /// True if some address is being resolved.
+    pub fn resolving(&self) -> bool {
+        self.incomplete > 0
+    }
+
+    /// Addresses that need resolving from elsewhere (an address shared with the
+    /// kernel's stack, whose neighbours the kernel resolves): those being
+    /// resolved, and those this host wants (resolved, or sent to) that expire
+    /// within `within` of `now` or have expired. Appended to `out`; a scan of
+    /// the table, for a caller that looks now and then, not per frame.
+    pub fn due(&self, now: T, within: Duration, out: &mut Vec<IpAddr>) {
+        let soon = now + within;
+        for (ip, e) in &self.map {
+            let due = match e {
+                Entry::Incomplete { .. } => true,
+                Entry::Reachable {
+                    expires, wanted, ..
+                } => *wanted && *expires <= soon,
+            };
+            if due {
+                out.push(*ip);
+            }
+        }
+    }
+
     /// When [`NeighborCache::poll`] next has work.
     pub fn next_deadline(&self) -> Option<T> {
         if self.incomplete == 0 {
