@@ -83,6 +83,25 @@ impl Link {
 
     /// A pair whose ends have `queues` queues each, all opened.
     fn with_queues(static_neigh: bool, attach: XdpAttach, queues: u16) -> Link {
+        Link::with_config(static_neigh, 1500, |c| XdpConfig {
+            attach,
+            queues,
+            ..c
+        })
+    }
+
+    /// A pair at `mtu` opened with the configuration `config` makes of the
+    /// default one.
+    fn with_config(
+        static_neigh: bool,
+        mtu: u32,
+        config: impl FnOnce(XdpConfig) -> XdpConfig,
+    ) -> Link {
+        let cfg = config(XdpConfig {
+            mount_bpffs: true,
+            ..XdpConfig::new("")
+        });
+        let queues = cfg.queues;
         assert!(netns::is_root(), "system tests need root");
         let ns = Netns::new("lrxn").unwrap();
         let ours = netns::unique("lxa");
@@ -103,6 +122,9 @@ impl Link {
             .unwrap();
         ns.ip(&["link", "set", &peer, "up"]).unwrap();
         netns::ip(&["link", "set", &ours, "up"]).unwrap();
+        let mtu = mtu.to_string();
+        netns::ip(&["link", "set", &ours, "mtu", &mtu]).unwrap();
+        ns.ip(&["link", "set", &peer, "mtu", &mtu]).unwrap();
         if static_neigh {
             let mac = "02:4c:52:00:00:03";
             ns.ip(&["neigh", "add", "10.215.0.2", "lladdr", mac, "dev", &peer])
@@ -118,10 +140,8 @@ impl Link {
             .map(|h| u8::from_str_radix(h, 16).unwrap())
             .collect();
         let nic = Xdp::open(&XdpConfig {
-            mount_bpffs: true,
-            attach,
-            queues,
-            ..XdpConfig::new(ours)
+            interface: ours,
+            ..cfg
         })
         .unwrap();
         Link {
@@ -429,6 +449,85 @@ fn native_or_fallback_attach_exchanges_too() {
     let n = exchange(&mut link);
     assert_eq!(link.rx_frames, n as u64);
     link.check_counters();
+}
+
+/// MTU 9000 through multi-buffer (`XDP_USE_SG`, the steering program's
+/// `xdp.frags` variant): with 4 KiB UMEM frames, 8,000-byte datagrams go to a
+/// kernel socket as chains of descriptors and come back from it as chains
+/// gathered into one frame, byte-exact; with receive buffers of 6,000 bytes
+/// a longer frame from the kernel is counted (`rx_dropped_oversize`), not
+/// truncated, and the frames around it still arrive; a frame over the MTU is
+/// refused on transmit.
+#[test]
+fn jumbo_frames_through_multi_buffer() {
+    use linerate_nic::PoolConfig;
+    use linerate_nic::xdp::SteerConfig;
+    let mut link = Link::with_config(true, 9000, |c| XdpConfig {
+        multi_buffer: true,
+        pool: Some(PoolConfig {
+            buf_len: 6000,
+            ..PoolConfig::mtu()
+        }),
+        steer: Some(SteerConfig {
+            addresses: vec![std::net::Ipv4Addr::from(OUR_IP).into()],
+            ..SteerConfig::default()
+        }),
+        ..c
+    });
+    assert!(link.nic.multi_buffer());
+    assert_eq!(link.nic.caps().mtu, 9000);
+    assert!(link.nic.frame_room() < 4096);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let kernel = link
+        .ns
+        .spawn(move || {
+            let s = UdpSocket::bind(("10.215.0.1", KERNEL_PORT)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut buf = vec![0u8; 65536];
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let n = s.recv(&mut buf).unwrap();
+                got.push(buf[..n].to_vec());
+            }
+            // Back: one that fits the receive buffers, one over them, one
+            // that fits.
+            let to = ("10.215.0.2", OUR_PORT);
+            for len in [5000, 8000, 5001] {
+                s.send_to(&payload(90, len, len - 8), to).unwrap();
+            }
+            got
+        })
+        .unwrap();
+    ready_rx.recv().unwrap();
+    let out: Vec<Vec<u8>> = [8000, 1000]
+        .iter()
+        .map(|&len| payload(91, len, len - 8))
+        .collect();
+    let frames = out.iter().map(|p| link.udp_to_kernel(p)).collect();
+    link.send_all(frames);
+    let too_big = link.udp_to_kernel(&[0; 8973]);
+    let mut batch = Batch::new();
+    batch.push(Frame::plain(link.nic.pool().alloc_from(&too_big)));
+    assert!(matches!(
+        link.nic.transmit(0, &mut batch),
+        Err(NicError::Oversize { len: 9015, .. })
+    ));
+    let got = kernel.join().unwrap().unwrap();
+    assert_eq!(got, out, "what the kernel received");
+    let mut back = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while back.len() < 2 && Instant::now() < deadline {
+        back.extend(
+            link.poll(Duration::from_millis(100), 64)
+                .iter()
+                .filter_map(|f| udp_to_us(f)),
+        );
+    }
+    assert_eq!(back, vec![payload(90, 5000, 4992), payload(90, 5001, 4993)]);
+    let s = link.nic.counters().snapshot();
+    assert_eq!(s.by_name("rx_dropped_oversize"), Some(1), "{}", s.ethtool());
+    assert_eq!(s.by_name("tx_dropped_oversize"), Some(1), "{}", s.ethtool());
 }
 
 #[test]

@@ -394,3 +394,161 @@ fn next_hops_come_from_the_kernel_and_stay_fresh() {
     drop(tokio);
     rt.shutdown().unwrap();
 }
+
+/// Bytes each way of the jumbo-frame transfer: 256 MiB, or `LINERATE_BULK_MIB`.
+fn bulk_bytes() -> usize {
+    std::env::var("LINERATE_BULK_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(256)
+        << 20
+}
+
+/// MTU 9000 through AF_XDP multi-buffer: the veth pair at MTU 9000, the
+/// socket with `XDP_USE_SG` (4 KiB UMEM frames, so every full frame spans
+/// three descriptors) and the steering program's `xdp.frags` variant. A
+/// kernel client in B sends `LINERATE_BULK_MIB` MiB to a linerate server
+/// while linerate sends as much to a kernel server in B, at the same time;
+/// both SHA-256 exact. The kernel's segments are 9000-byte frames (the
+/// peer's segmentation off), so without multi-buffer none would reach
+/// linerate; linerate's own go out as chains too.
+#[test]
+fn jumbo_frames_through_multi_buffer_both_ways() {
+    assert!(linerate_testkit::netns::is_root(), "system tests need root");
+    let len = bulk_bytes();
+    let a = Netns::new("lrja").unwrap();
+    let b = Netns::new("lrjb").unwrap();
+    let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
+    a.ip(&["link", "set", "dev", &pair.a, "mtu", "9000"])
+        .unwrap();
+    b.ip(&["link", "set", "dev", &pair.b, "mtu", "9000"])
+        .unwrap();
+    b.exec(
+        "ethtool",
+        &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
+    )
+    .unwrap();
+    let our_mac = {
+        let out = a
+            .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
+            .unwrap();
+        mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
+    };
+    let dev = pair.a.clone();
+    let (rt, room) = a
+        .run(move || {
+            let xdp = Xdp::open(&XdpConfig {
+                mount_bpffs: true,
+                attach: XdpAttach::Generic,
+                multi_buffer: true,
+                steer: Some(SteerConfig {
+                    hold: vec![SHARED.into()],
+                    ..SteerConfig::default()
+                }),
+                ..XdpConfig::new(dev.clone())
+            })
+            .unwrap();
+            let room = xdp.frame_room();
+            assert_eq!(linerate_nic::Nic::caps(&xdp).mtu, 9000);
+            let steering = Arc::clone(xdp.steering().unwrap());
+            let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
+            let mut engine = Config::new(our_mac).with_ipv4(SHARED, 24);
+            engine.announcements = 0;
+            engine.mtu = 9000;
+            let mut cfg = RuntimeConfig::new(engine);
+            cfg.claims = Some(steering as Arc<dyn Claims>);
+            cfg.kernel_neighbors = Some(dev);
+            (Runtime::start(nic, cfg).unwrap(), room)
+        })
+        .unwrap();
+    assert!(room < 9014, "a UMEM frame holds a jumbo frame ({room})");
+    let h = rt.handle().clone();
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = tokio
+        .block_on(TcpListener::bind(&h, LINERATE_PORT))
+        .unwrap();
+    let server = tokio.spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut got = Vec::with_capacity(len);
+        s.read_to_end(&mut got).await.unwrap();
+        (got.len(), Sha256::digest(&got).to_vec())
+    });
+    let peer_listener = b
+        .run(|| std::net::TcpListener::bind((PEER, PEER_PORT)).unwrap())
+        .unwrap();
+    let peer_server = std::thread::spawn(move || {
+        let (mut s, _) = peer_listener.accept().unwrap();
+        let mut got = Vec::with_capacity(len);
+        s.read_to_end(&mut got).unwrap();
+        (got.len(), Sha256::digest(&got).to_vec())
+    });
+    let start = Instant::now();
+    let to_linerate = b
+        .spawn(move || {
+            let payload = data(len, 3);
+            let mut s = std::net::TcpStream::connect((SHARED, LINERATE_PORT)).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+            s.write_all(&payload).unwrap();
+            Sha256::digest(&payload).to_vec()
+        })
+        .unwrap();
+    let h2 = h.clone();
+    let from_linerate = tokio.spawn(async move {
+        let payload = data(len, 4);
+        let mut s = TcpStream::connect(&h2, SocketAddr::from((PEER, PEER_PORT)))
+            .await
+            .unwrap();
+        s.write_all(&payload).await.unwrap();
+        s.shutdown().await.unwrap();
+        Sha256::digest(&payload).to_vec()
+    });
+    let sent_in = to_linerate.join().unwrap().unwrap();
+    let sent_out = tokio.block_on(from_linerate).unwrap();
+    let (in_len, in_sum) = tokio.block_on(server).unwrap();
+    let (out_len, out_sum) = peer_server.join().unwrap();
+    let elapsed = start.elapsed();
+    assert_eq!((in_len, out_len), (len, len));
+    assert_eq!(in_sum, sent_in, "the bytes linerate received");
+    assert_eq!(out_sum, sent_out, "the bytes the kernel received");
+    // Jumbo frames both ways: the kernel's interface counters in B saw
+    // frames of 9000 bytes from linerate (rx bytes over rx packets well
+    // above one UMEM frame).
+    let out = b
+        .exec(
+            "cat",
+            &[&format!("/sys/class/net/{}/statistics/rx_bytes", pair.b)],
+        )
+        .unwrap();
+    let rx_bytes: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let out = b
+        .exec(
+            "cat",
+            &[&format!("/sys/class/net/{}/statistics/rx_packets", pair.b)],
+        )
+        .unwrap();
+    let rx_packets: u64 = String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    println!(
+        "{len} bytes each way at MTU 9000 in {elapsed:?}; B received {rx_packets} frames, \
+         {rx_bytes} bytes; queue 0 {:?}",
+        h.stats(0)
+    );
+    assert!(
+        rx_bytes / rx_packets.max(1) > room as u64,
+        "linerate's frames average {} bytes",
+        rx_bytes / rx_packets.max(1)
+    );
+    drop(tokio);
+    rt.shutdown().unwrap();
+}

@@ -51,12 +51,21 @@
 //! again. Both calls drain the completion ring and re-kick frames the kernel
 //! left in the tx ring.
 //!
+//! # Frames over one UMEM frame
+//!
+//! With [`XdpConfig::multi_buffer`] (`XDP_USE_SG`, and the steering program's
+//! `xdp.frags` variant) a frame may span up to 17 UMEM frames: receive copies a
+//! chain of descriptors (`XDP_PKT_CONTD`) into one pool buffer, transmit
+//! splits a frame over as many transmit frames. So an MTU of 9000 works with
+//! 4 KiB UMEM frames. A received frame longer than the pool's buffers is
+//! dropped and counted (`rx_dropped_oversize`), never truncated.
+//!
 //! # Offloads
 //!
 //! None ([`Offloads::NONE`]): AF_XDP has no segmentation, and no checksum
 //! offload on a copy-mode device. A super-frame is refused with
-//! [`NicError::Unsupported`], a frame over the MTU (or over a UMEM frame) with
-//! [`NicError::Oversize`]; wrap the backend in a [`crate::Shim`], which
+//! [`NicError::Unsupported`], a frame over the MTU (or over a UMEM frame, or
+//! 17 with multi-buffer) with [`NicError::Oversize`]; wrap the backend in a [`crate::Shim`], which
 //! segments, checksums and coalesces in software.
 //!
 //! # Modes
@@ -149,8 +158,22 @@ pub struct XdpConfig {
     pub mount_bpffs: bool,
     /// The MTU enforced on transmit; `None`: the interface's.
     pub mtu: Option<u16>,
-    /// The receive pool; `None`: buffers as large as a UMEM frame.
+    /// The receive pool; `None`: buffers as large as the largest frame
+    /// (a UMEM frame, or the MTU's frame with [`XdpConfig::multi_buffer`]).
     pub pool: Option<PoolConfig>,
+    /// `XDP_USE_SG`: frames larger than a UMEM frame (an MTU of 9000 with
+    /// 4 KiB frames) arrive as chains of descriptors (`XDP_PKT_CONTD`), which
+    /// receive copies into one buffer, and transmit splits such frames over
+    /// as many UMEM frames (at most 17, what the kernel's copy mode takes).
+    /// The steering program is then its `xdp.frags` variant. A frame over
+    /// the receive pool's buffers is dropped and counted
+    /// (`rx_dropped_oversize`), never truncated. Default off: without it the
+    /// MTU is what one UMEM frame holds.
+    pub multi_buffer: bool,
+    /// Frames one `sendto` kick asks the kernel to move: its copy-mode
+    /// budget (`TX_BATCH_SIZE`, 32, in net/xdp/xsk.c; settable per socket
+    /// with `XDP_MAX_TX_SKB_BUDGET` on kernels that have it). Default 32.
+    pub tx_kick_batch: usize,
     /// `Some`: load linerate's steering program ([`Steering`]), which sends
     /// linerate only the frames it owns and the kernel the rest. `None`:
     /// libxdp's default program, which sends linerate every frame of its
@@ -175,6 +198,8 @@ impl XdpConfig {
             mtu: None,
             pool: None,
             steer: None,
+            multi_buffer: false,
+            tx_kick_batch: queue::KICK_BATCH,
         }
     }
 }
@@ -209,6 +234,22 @@ pub struct Xdp {
     /// linerate's program and maps, when [`XdpConfig::steer`] asked for them;
     /// after `queues`, so the sockets close first.
     steering: Option<Arc<Steering>>,
+    /// `XDP_USE_SG` is on ([`XdpConfig::multi_buffer`]).
+    multi_buffer: bool,
+    /// Per queue, the frame whose descriptors are being chained.
+    partial: Vec<Partial>,
+    /// The longest frame receive keeps (the pool's buffer length).
+    rx_max: usize,
+}
+
+/// A received frame whose descriptors have not all been read yet
+/// (`XDP_PKT_CONTD`): the kernel puts all of a frame's descriptors in the rx
+/// ring at once, but one receive call may stop within them.
+#[derive(Default)]
+struct Partial {
+    buf: Option<crate::buf::PacketBuf>,
+    /// Bytes of the frame so far (also when it went over and is dropped).
+    len: usize,
 }
 
 impl core::fmt::Debug for Xdp {
@@ -281,13 +322,16 @@ impl Xdp {
         if cfg.need_wakeup {
             bind |= BindFlags::XDP_USE_NEED_WAKEUP;
         }
+        if cfg.multi_buffer {
+            bind |= BindFlags::XDP_USE_SG;
+        }
         // linerate's own program first: the sockets then only bind, with
         // libxdp's program load inhibited.
         let steering = match &cfg.steer {
             Some(steer) => {
                 let ifindex = sys::ifindex(&cfg.interface)?;
                 let end = cfg.first_queue.saturating_add(u32::from(queues));
-                let s = Steering::attach(ifindex, cfg.attach, end, steer)
+                let s = Steering::attach(ifindex, cfg.attach, end, steer, cfg.multi_buffer)
                     .map_err(|e| os_error("attaching the steering XDP program", e))?;
                 Some(Arc::new(s))
             }
@@ -315,12 +359,20 @@ impl Xdp {
             ring: cfg.ring_size,
             frame: cfg.frame_size,
         };
+        let kick = cfg.tx_kick_batch;
         let mut attach = steering.as_ref().map_or(cfg.attach, |s| s.attach_mode());
         let mut opened = Vec::with_capacity(usize::from(queues));
         for i in 0..u32::from(queues) {
             let id = cfg.first_queue + i;
             let q = if attach == XdpAttach::Auto {
-                match XskQueue::open(&name, id, sizes, socket(XdpAttach::Native), cfg.need_wakeup) {
+                match XskQueue::open(
+                    &name,
+                    id,
+                    sizes,
+                    socket(XdpAttach::Native),
+                    cfg.need_wakeup,
+                    kick,
+                ) {
                     Ok(q) => {
                         attach = XdpAttach::Native;
                         q
@@ -330,13 +382,13 @@ impl Xdp {
                     {
                         attach = XdpAttach::Generic;
                         let sock = socket(XdpAttach::Generic);
-                        XskQueue::open(&name, id, sizes, sock, cfg.need_wakeup)
+                        XskQueue::open(&name, id, sizes, sock, cfg.need_wakeup, kick)
                             .map_err(open_error)?
                     }
                     Err(e) => return Err(open_error(e)),
                 }
             } else {
-                XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup)
+                XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup, kick)
                     .map_err(open_error)?
             };
             if let Some(s) = &steering {
@@ -346,17 +398,25 @@ impl Xdp {
             opened.push(q);
         }
         let room = opened.first().map_or(0, XskQueue::room);
-        // The MTU is what a UMEM frame holds, less the Ethernet header and two
-        // VLAN tags, at most.
-        let fits = u16::try_from(room.saturating_sub(crate::ETH_HEADER_LEN + 8)).unwrap_or(0);
+        // The MTU is what a UMEM frame holds (or, multi-buffer, a chain of
+        // them), less the Ethernet header and two VLAN tags, at most.
+        let frame_max = if cfg.multi_buffer {
+            room * queue::MAX_SG_DESCS
+        } else {
+            room
+        };
+        let fits =
+            u16::try_from(frame_max.saturating_sub(crate::ETH_HEADER_LEN + 8)).unwrap_or(u16::MAX);
         let mtu = cfg
             .mtu
             .unwrap_or_else(|| u16::try_from(if_mtu).unwrap_or(u16::MAX))
             .min(fits);
+        let largest = usize::from(mtu) + crate::ETH_HEADER_LEN + 8;
         let pool = Pool::new(cfg.pool.unwrap_or(PoolConfig {
-            buf_len: room.max(PoolConfig::mtu().buf_len),
+            buf_len: room.max(largest).max(PoolConfig::mtu().buf_len),
             ..PoolConfig::mtu()
         }));
+        let rx_max = pool.config().buf_len;
         Ok(Xdp {
             interface: cfg.interface.clone(),
             queues: opened,
@@ -372,6 +432,9 @@ impl Xdp {
             counters: Counters::new(usize::from(queues)),
             recorder: None,
             steering,
+            multi_buffer: cfg.multi_buffer,
+            partial: (0..queues).map(|_| Partial::default()).collect(),
+            rx_max,
         })
     }
 
@@ -395,6 +458,11 @@ impl Xdp {
     /// Whether [`Xdp::open`] mounted `/sys/fs/bpf` (it stays mounted).
     pub fn mounted_bpffs(&self) -> bool {
         self.mounted_bpffs
+    }
+
+    /// Whether frames may span several UMEM frames (`XDP_USE_SG`).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// The largest frame a UMEM frame holds.
@@ -459,15 +527,47 @@ impl Nic for Xdp {
         let before = batch.len();
         let pool = &self.pool;
         let mut short = 0u64;
-        q.recv(max, |bytes| {
-            if bytes.len() < crate::ETH_HEADER_LEN {
-                short += 1;
-            } else {
-                batch.push(Frame::plain(pool.alloc_from(bytes)));
+        let mut over = 0u64;
+        let rx_max = self.rx_max;
+        let Some(partial) = self.partial.get_mut(queue) else {
+            return Ok(0);
+        };
+        q.recv(max, |bytes, more| {
+            if !more && partial.len == 0 {
+                // The common case: the whole frame in one descriptor.
+                if bytes.len() < crate::ETH_HEADER_LEN {
+                    short += 1;
+                } else if bytes.len() > rx_max {
+                    over += 1;
+                } else {
+                    batch.push(Frame::plain(pool.alloc_from(bytes)));
+                }
+                return;
             }
+            // A chain: gathered into one buffer, unless it grows past what
+            // the pool's buffers hold (then it is counted, not truncated).
+            partial.len += bytes.len();
+            if partial.len <= rx_max {
+                partial
+                    .buf
+                    .get_or_insert_with(|| pool.alloc())
+                    .extend_from_slice(bytes);
+            } else {
+                partial.buf = None;
+            }
+            if more {
+                return;
+            }
+            match partial.buf.take() {
+                Some(b) if b.len() >= crate::ETH_HEADER_LEN => batch.push(Frame::plain(b)),
+                Some(_) => short += 1,
+                None => over += 1,
+            }
+            partial.len = 0;
         });
         let mut tally = Tally::default();
         tally.add(Counter::RxDroppedMalformed, short);
+        tally.add(Counter::RxDroppedOversize, over);
         let got = batch.get(before..).unwrap_or_default();
         count(&mut tally, got, false);
         tally.flush(&self.counters, queue);
@@ -482,27 +582,38 @@ impl Nic for Xdp {
         };
         let free = q.tx_free();
         let room = q.room();
+        let limit = if self.multi_buffer {
+            room * queue::MAX_SG_DESCS
+        } else {
+            room
+        };
         let mut ok = 0;
+        let mut descs = 0;
         let mut failure = None;
-        for f in batch.iter().take(free) {
+        for f in batch.iter() {
             if let Err(refused) = check_tx(&self.caps, f) {
                 failure = Some(refused);
                 break;
             }
-            if f.len() > room {
+            if f.len() > limit {
                 failure = Some((
                     NicError::Oversize {
                         len: f.len(),
-                        limit: room,
+                        limit,
                     },
                     Counter::TxDroppedOversize,
                 ));
                 break;
             }
+            let need = f.len().div_ceil(room).max(1);
+            if descs + need > free {
+                break;
+            }
+            descs += need;
             ok += 1;
         }
         let sent = if ok > 0 {
-            q.send(batch.iter().take(ok))?
+            q.send(batch.iter().take(ok), descs)?
         } else {
             q.kick()?;
             0

@@ -26,7 +26,15 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 /// How many frames one copy-mode `sendto` kick moves at most (`TX_BATCH_SIZE`
 /// in net/xdp/xsk.c, the default `XDP_MAX_TX_SKB_BUDGET`).
-const KICK_BATCH: usize = 32;
+pub(crate) const KICK_BATCH: usize = 32;
+
+/// `XDP_PKT_CONTD` (linux/if_xdp.h): more descriptors of this frame follow.
+const XDP_PKT_CONTD: u32 = 1;
+
+/// Descriptors one frame may span with `XDP_USE_SG` in copy mode: the kernel
+/// builds the frame as a socket buffer with at most `MAX_SKB_FRAGS` (17)
+/// fragments and refuses a longer chain (`EOVERFLOW` in net/xdp/xsk.c).
+pub(crate) const MAX_SG_DESCS: usize = 17;
 
 /// Why opening a queue failed, before it becomes a `NicError`.
 #[derive(Debug)]
@@ -79,6 +87,8 @@ pub(crate) struct XskQueue {
     room: usize,
     /// Whether the rings say when they need a kick (`XDP_USE_NEED_WAKEUP`).
     need_wakeup: bool,
+    /// Frames per `sendto` kick ([`KICK_BATCH`] unless configured).
+    kick_batch: usize,
     fd: RawFd,
 }
 
@@ -100,6 +110,7 @@ impl XskQueue {
         sizes: Sizes,
         socket: SocketConfig,
         need_wakeup: bool,
+        kick_batch: usize,
     ) -> Result<XskQueue, OpenError> {
         let bad_ring = || OpenError::Config(NicConfigError::RingSize { size: sizes.ring });
         let bad_frame = || OpenError::Config(NicConfigError::FrameSize { size: sizes.frame });
@@ -149,6 +160,7 @@ impl XskQueue {
             tx_ring: sizes.ring as usize,
             room,
             need_wakeup,
+            kick_batch: kick_batch.max(1),
             fd,
         })
     }
@@ -188,11 +200,12 @@ impl XskQueue {
     }
 
     /// Kicks the kernel to send what waits in the tx ring: in copy mode each
-    /// `sendto` moves at most [`KICK_BATCH`] frames, so kick once per that many
+    /// `sendto` moves at most [`KICK_BATCH`] frames (or the configured
+    /// budget), so kick once per that many
     /// (the kernel may still stop early when the device is busy; the next call
     /// kicks again).
     pub(crate) fn kick(&mut self) -> std::io::Result<()> {
-        let mut kicks = self.pending_tx().div_ceil(KICK_BATCH) + 1;
+        let mut kicks = self.pending_tx().div_ceil(self.kick_batch) + 1;
         while self.pending_tx() > 0 && kicks > 0 {
             if self.need_wakeup && !self.tx.needs_wakeup() {
                 break;
@@ -211,27 +224,72 @@ impl XskQueue {
             .min(self.in_flight)
     }
 
-    /// Copies each frame of `frames` into a free transmit frame (the caller
-    /// checked that there are enough, [`XskQueue::tx_free`], and that each fits,
-    /// [`XskQueue::room`]) and hands them all to the tx ring, then kicks. A
-    /// scatter-gather frame is gathered there, chunk after chunk: the one copy
-    /// AF_XDP needs of any frame.
+    /// Copies each frame of `frames` into free transmit frames, one UMEM
+    /// frame per [`XskQueue::room`] bytes (the caller checked that there are
+    /// enough, [`XskQueue::tx_free`], and that a frame over one UMEM frame is
+    /// sent only with `XDP_USE_SG`), and hands them all to the tx ring, then
+    /// kicks. A frame over one UMEM frame goes as a chain of descriptors,
+    /// `XDP_PKT_CONTD` on all but the last. A scatter-gather frame is
+    /// gathered there, chunk after chunk: the one copy AF_XDP needs of any
+    /// frame.
     pub(crate) fn send<'a>(
         &mut self,
         frames: impl ExactSizeIterator<Item = &'a Frame>,
+        descs: usize,
     ) -> std::io::Result<usize> {
-        let n = frames.len().min(self.free.len());
+        let n = frames.len();
+        let staged = self.stage(frames, descs)?;
+        if staged == 0 {
+            return Ok(0);
+        }
+        Ok(n)
+    }
+
+    /// [`XskQueue::send`]'s work; returns the descriptors handed over.
+    fn stage<'a>(
+        &mut self,
+        frames: impl Iterator<Item = &'a Frame>,
+        descs: usize,
+    ) -> std::io::Result<usize> {
+        let n = descs.min(self.free.len());
         let at = self.free.len() - n;
         let mut staged = self.free.split_off(at);
-        for (desc, bytes) in staged.iter_mut().zip(frames) {
-            // SAFETY: `desc` came from `free`: a transmit frame of this UMEM
-            // that neither the kernel nor anything else holds now.
-            #[allow(unsafe_code)]
-            let mut data = unsafe { self.umem.data_mut(desc) };
-            let mut cursor = data.cursor();
-            cursor.set_pos(0);
-            for chunk in bytes.chunks() {
-                cursor.write_all(chunk)?;
+        let room = self.room;
+        let mut slots = staged.iter_mut();
+        for bytes in frames {
+            let mut left = bytes.len();
+            let mut chunks = bytes.chunks();
+            let mut chunk: &[u8] = chunks.next().unwrap_or_default();
+            loop {
+                let Some(desc) = slots.next() else {
+                    break;
+                };
+                let this = left.min(room);
+                left -= this;
+                desc.set_options(if left > 0 { XDP_PKT_CONTD } else { 0 });
+                // SAFETY: `desc` came from `free`: a transmit frame of this UMEM
+                // that neither the kernel nor anything else holds now.
+                #[allow(unsafe_code)]
+                let mut data = unsafe { self.umem.data_mut(desc) };
+                let mut cursor = data.cursor();
+                cursor.set_pos(0);
+                let mut need = this;
+                while need > 0 {
+                    if chunk.is_empty() {
+                        chunk = chunks.next().unwrap_or_default();
+                        if chunk.is_empty() {
+                            break;
+                        }
+                    }
+                    let take = need.min(chunk.len());
+                    let (head, rest) = chunk.split_at(take);
+                    cursor.write_all(head)?;
+                    chunk = rest;
+                    need -= take;
+                }
+                if left == 0 {
+                    break;
+                }
             }
         }
         // SAFETY: the staged descriptors belong to this UMEM and are handed to
@@ -248,10 +306,11 @@ impl XskQueue {
         Ok(sent)
     }
 
-    /// Hands up to `max` received frames to `each` (their bytes, in the UMEM,
-    /// valid during the call), then gives the frames back to the fill ring.
-    /// Returns how many were received.
-    pub(crate) fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
+    /// Hands up to `max` received descriptors to `each` (their bytes, in the
+    /// UMEM, valid during the call, and whether more of the same frame follow,
+    /// `XDP_PKT_CONTD`), then gives the frames back to the fill ring. Returns
+    /// how many were received.
+    pub(crate) fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8], bool)) -> usize {
         self.retry_refill();
         let want = max.min(self.scratch.len());
         let Some(descs) = self.scratch.get_mut(..want) else {
@@ -267,7 +326,7 @@ impl XskQueue {
             // the fill ring only after this read.
             #[allow(unsafe_code)]
             let data = unsafe { self.umem.data(desc) };
-            each(data.contents());
+            each(data.contents(), desc.options() & XDP_PKT_CONTD != 0);
         }
         if n > 0 {
             // SAFETY: the frames just read, handed back to the kernel to fill.
