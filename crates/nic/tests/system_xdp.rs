@@ -530,6 +530,104 @@ fn jumbo_frames_through_multi_buffer() {
     assert_eq!(s.by_name("tx_dropped_oversize"), Some(1), "{}", s.ethtool());
 }
 
+/// UDP datagrams from two kernel sockets (two flows) to our address; the
+/// frames that arrive, with their receive hash from the steering program's
+/// metadata (`SteerConfig::rx_hash`), each flow's hash per frame.
+fn hashes_of_two_flows(link: &mut Link) -> Vec<(u16, Option<linerate_offload::RssHash>)> {
+    let sender = link
+        .ns
+        .spawn(move || {
+            for port in [KERNEL_PORT, KERNEL_PORT + 2] {
+                let s = UdpSocket::bind(("10.215.0.1", port)).unwrap();
+                for i in 0..4 {
+                    s.send_to(&payload(1, i, 32), ("10.215.0.2", OUR_PORT))
+                        .unwrap();
+                }
+            }
+        })
+        .unwrap();
+    sender.join().unwrap().unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut batch = Batch::new();
+    while out.len() < 8 && Instant::now() < deadline {
+        batch.clear();
+        if link.nic.receive(0, &mut batch, 64).unwrap() == 0 {
+            let ready = link.nic.readiness(0).unwrap();
+            ready.wait(Duration::from_millis(5)).unwrap();
+        }
+        for f in batch.iter() {
+            let b = f.bytes();
+            if udp_to_us(b).is_some() {
+                out.push((u16::from_be_bytes([b[34], b[35]]), f.meta.rss));
+            }
+        }
+    }
+    out
+}
+
+/// The device's receive hash read in the steering program
+/// (`bpf_xdp_metadata_rx_hash`, device-bound, native on veth) arrives as each
+/// frame's `OffloadMeta::rss`: present on every frame, one value per flow,
+/// two flows two values, the type UDP over IPv4 (veth says "L4"; the family
+/// and protocol come from the frame). veth's hash is the kernel's software
+/// flow hash (`skb_get_hash`, keyed at random at boot), not a Toeplitz hash
+/// with a key one can set (veth has no `ethtool -X`), so it is printed beside
+/// linerate's Toeplitz of the same 4-tuple, not compared. Attached
+/// generically, the program falls back to the one without the kfunc and
+/// frames carry no hash.
+#[test]
+fn rx_hash_from_the_device_rides_in_the_metadata() {
+    use linerate_nic::xdp::SteerConfig;
+    use linerate_offload::RssHashType;
+    let steer = SteerConfig {
+        addresses: vec![std::net::Ipv4Addr::from(OUR_IP).into()],
+        rx_hash: true,
+        ..SteerConfig::default()
+    };
+    let cfg = |attach| {
+        let steer = steer.clone();
+        move |c| XdpConfig {
+            attach,
+            steer: Some(steer),
+            ..c
+        }
+    };
+    let mut link = Link::with_config(true, 1500, cfg(XdpAttach::Native));
+    assert!(
+        link.nic.steering().unwrap().rx_hash(),
+        "the device-bound program with the rx-hash kfunc did not load on veth"
+    );
+    let got = hashes_of_two_flows(&mut link);
+    assert_eq!(got.len(), 8, "{got:?}");
+    let key = linerate_rss::RssKey::default();
+    for port in [KERNEL_PORT, KERNEL_PORT + 2] {
+        let flow: Vec<_> = got.iter().filter(|(p, _)| *p == port).collect();
+        assert_eq!(flow.len(), 4);
+        let first = flow[0].1.expect("a frame without the device's hash");
+        assert_eq!(first.kind, RssHashType::UdpIpv4);
+        assert!(flow.iter().all(|(_, h)| *h == Some(first)), "{flow:?}");
+        let mut input = Vec::new();
+        input.extend(KERNEL_IP);
+        input.extend(OUR_IP);
+        input.extend(port.to_be_bytes());
+        input.extend(OUR_PORT.to_be_bytes());
+        let toeplitz = linerate_rss::toeplitz::bitwise(key.as_bytes(), &input);
+        println!(
+            "flow from port {port}: veth's hash {:#010x}, linerate's Toeplitz {toeplitz:#010x}",
+            first.value
+        );
+    }
+    assert_ne!(got[0].1, got[4].1, "two flows, one hash");
+    drop(link);
+
+    let mut link = Link::with_config(true, 1500, cfg(XdpAttach::Generic));
+    assert!(!link.nic.steering().unwrap().rx_hash());
+    let got = hashes_of_two_flows(&mut link);
+    assert_eq!(got.len(), 8);
+    assert!(got.iter().all(|(_, h)| h.is_none()), "{got:?}");
+}
+
 #[test]
 fn refuses_missing_queues_interfaces_oversize_and_gso() {
     let mut link = Link::new(true, XdpAttach::Generic);

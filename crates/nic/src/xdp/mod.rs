@@ -60,6 +60,13 @@
 //! 4 KiB UMEM frames. A received frame longer than the pool's buffers is
 //! dropped and counted (`rx_dropped_oversize`), never truncated.
 //!
+//! # Receive hash
+//!
+//! With [`SteerConfig::rx_hash`] and a native attach, the steering program is
+//! bound to the device and reads the device's RSS hash
+//! (`bpf_xdp_metadata_rx_hash`) into the metadata area in front of each frame
+//! it redirects; receive hands it over as the frame's `OffloadMeta::rss`.
+//!
 //! # Offloads
 //!
 //! None ([`Offloads::NONE`]): AF_XDP has no segmentation, and no checksum
@@ -102,6 +109,7 @@ use crate::frame::{Batch, Frame};
 use crate::nic::{Nic, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::{Direction, Record, Recorder};
+use linerate_offload::{OffloadMeta, RssHash, RssHashType};
 use queue::{OpenError, Sizes, XskQueue};
 use std::io;
 use std::sync::Arc;
@@ -250,6 +258,57 @@ struct Partial {
     buf: Option<crate::buf::PacketBuf>,
     /// Bytes of the frame so far (also when it went over and is dropped).
     len: usize,
+    /// Its offload metadata (the device's hash, from its first descriptor).
+    meta: OffloadMeta,
+}
+
+/// `XDP_RSS_L3_IPV4`, `_L3_IPV6`, `_L4`, `_L4_TCP`, `_L4_UDP` of the kernel's
+/// `enum xdp_rss_hash_type` (include/net/xdp.h).
+const RSS_L3_IPV4: u32 = 1 << 0;
+const RSS_L3_IPV6: u32 = 1 << 1;
+const RSS_L4: u32 = 1 << 3;
+const RSS_L4_TCP: u32 = 1 << 4;
+const RSS_L4_UDP: u32 = 1 << 5;
+
+/// A received frame's offload metadata: the device's RSS hash, if the
+/// steering program read one (its checksums unverified, as every frame here).
+/// What the hash covers comes from its type; a device that only says "L4"
+/// (veth: `skb->l4_hash`) gets the family and protocol from the frame.
+fn rx_meta(frame: &[u8], hash: Option<queue::RxHash>) -> OffloadMeta {
+    let Some(h) = hash else {
+        return OffloadMeta::plain();
+    };
+    let ethertype = frame
+        .get(12..14)
+        .and_then(|t| <[u8; 2]>::try_from(t).ok())
+        .map(u16::from_be_bytes);
+    let v4 = h.kind & RSS_L3_IPV4 != 0 || (h.kind & RSS_L3_IPV6 == 0 && ethertype == Some(0x0800));
+    let v6 = h.kind & RSS_L3_IPV6 != 0 || (!v4 && ethertype == Some(0x86dd));
+    let proto = if h.kind & RSS_L4_TCP != 0 {
+        Some(6)
+    } else if h.kind & RSS_L4_UDP != 0 {
+        Some(17)
+    } else if h.kind & RSS_L4 != 0 {
+        frame.get(if v4 { 23 } else { 20 }).copied()
+    } else {
+        None
+    };
+    let kind = match (v4, v6, proto) {
+        (true, _, Some(6)) => RssHashType::TcpIpv4,
+        (true, _, Some(17)) => RssHashType::UdpIpv4,
+        (true, _, _) => RssHashType::Ipv4,
+        (false, true, Some(6)) => RssHashType::TcpIpv6,
+        (false, true, Some(17)) => RssHashType::UdpIpv6,
+        (false, true, _) => RssHashType::Ipv6,
+        _ => return OffloadMeta::plain(),
+    };
+    OffloadMeta {
+        rss: Some(RssHash {
+            value: h.value,
+            kind,
+        }),
+        ..OffloadMeta::plain()
+    }
 }
 
 impl core::fmt::Debug for Xdp {
@@ -391,7 +450,9 @@ impl Xdp {
                 XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup, kick)
                     .map_err(open_error)?
             };
+            let mut q = q;
             if let Some(s) = &steering {
+                q.set_rx_meta(s.rx_hash());
                 s.add_socket(id, q.fd())
                     .map_err(|e| os_error("adding a socket to the steering program", e))?;
             }
@@ -532,7 +593,8 @@ impl Nic for Xdp {
         let Some(partial) = self.partial.get_mut(queue) else {
             return Ok(0);
         };
-        q.recv(max, |bytes, more| {
+        q.recv(max, |bytes, more, hash| {
+            let meta = rx_meta(bytes, hash);
             if !more && partial.len == 0 {
                 // The common case: the whole frame in one descriptor.
                 if bytes.len() < crate::ETH_HEADER_LEN {
@@ -540,9 +602,12 @@ impl Nic for Xdp {
                 } else if bytes.len() > rx_max {
                     over += 1;
                 } else {
-                    batch.push(Frame::plain(pool.alloc_from(bytes)));
+                    batch.push(Frame::new(pool.alloc_from(bytes), meta));
                 }
                 return;
+            }
+            if partial.len == 0 {
+                partial.meta = meta;
             }
             // A chain: gathered into one buffer, unless it grows past what
             // the pool's buffers hold (then it is counted, not truncated).
@@ -559,7 +624,9 @@ impl Nic for Xdp {
                 return;
             }
             match partial.buf.take() {
-                Some(b) if b.len() >= crate::ETH_HEADER_LEN => batch.push(Frame::plain(b)),
+                Some(b) if b.len() >= crate::ETH_HEADER_LEN => {
+                    batch.push(Frame::new(b, partial.meta));
+                }
                 Some(_) => short += 1,
                 None => over += 1,
             }

@@ -36,6 +36,20 @@ const XDP_PKT_CONTD: u32 = 1;
 /// fragments and refuses a longer chain (`EOVERFLOW` in net/xdp/xsk.c).
 pub(crate) const MAX_SG_DESCS: usize = 17;
 
+/// What the steering program's `_hash` variants leave in front of each frame
+/// they redirect (`struct rx_meta` in steer.bpf.c): hash, hash type, magic.
+const META_LEN: usize = 12;
+const META_MAGIC: u32 = 0x6c72_4d31;
+const META_NO_HASH: u32 = u32::MAX;
+
+/// The device's RSS hash of a received frame and its type
+/// (`enum xdp_rss_hash_type`), from the XDP metadata area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RxHash {
+    pub(crate) value: u32,
+    pub(crate) kind: u32,
+}
+
 /// Why opening a queue failed, before it becomes a `NicError`.
 #[derive(Debug)]
 pub(crate) enum OpenError {
@@ -89,6 +103,13 @@ pub(crate) struct XskQueue {
     need_wakeup: bool,
     /// Frames per `sendto` kick ([`KICK_BATCH`] unless configured).
     kick_batch: usize,
+    /// Read the steering program's metadata in front of each frame.
+    rx_meta: bool,
+    /// The last descriptor read had `XDP_PKT_CONTD`: the next continues a
+    /// frame (and has no metadata of its own).
+    in_chain: bool,
+    /// Bytes of one UMEM frame.
+    frame_size: usize,
     fd: RawFd,
 }
 
@@ -161,8 +182,16 @@ impl XskQueue {
             room,
             need_wakeup,
             kick_batch: kick_batch.max(1),
+            rx_meta: false,
+            in_chain: false,
+            frame_size: sizes.frame as usize,
             fd,
         })
+    }
+
+    /// Read the RSS hash the steering program puts in front of each frame.
+    pub(crate) fn set_rx_meta(&mut self, on: bool) {
+        self.rx_meta = on;
     }
 
     /// The socket's descriptor (polls readable when the rx ring has frames).
@@ -310,7 +339,11 @@ impl XskQueue {
     /// UMEM, valid during the call, and whether more of the same frame follow,
     /// `XDP_PKT_CONTD`), then gives the frames back to the fill ring. Returns
     /// how many were received.
-    pub(crate) fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8], bool)) -> usize {
+    pub(crate) fn recv(
+        &mut self,
+        max: usize,
+        mut each: impl FnMut(&[u8], bool, Option<RxHash>),
+    ) -> usize {
         self.retry_refill();
         let want = max.min(self.scratch.len());
         let Some(descs) = self.scratch.get_mut(..want) else {
@@ -326,7 +359,15 @@ impl XskQueue {
             // the fill ring only after this read.
             #[allow(unsafe_code)]
             let data = unsafe { self.umem.data(desc) };
-            each(data.contents(), desc.options() & XDP_PKT_CONTD != 0);
+            let bytes = data.contents();
+            let more = desc.options() & XDP_PKT_CONTD != 0;
+            let hash = if self.rx_meta && !self.in_chain {
+                self.meta(desc.addr(), bytes)
+            } else {
+                None
+            };
+            self.in_chain = more;
+            each(bytes, more, hash);
         }
         if n > 0 {
             // SAFETY: the frames just read, handed back to the kernel to fill.
@@ -340,6 +381,34 @@ impl XskQueue {
             }
         }
         n
+    }
+
+    /// The metadata the steering program left in front of a frame at UMEM
+    /// offset `addr` whose bytes are `bytes`, if it is there (its magic).
+    fn meta(&self, addr: usize, bytes: &[u8]) -> Option<RxHash> {
+        // The kernel puts a received frame `XDP_PACKET_HEADROOM` (256) bytes
+        // into its UMEM frame (less the metadata the program reserved): the
+        // metadata is within the same UMEM frame, which this call owns.
+        if addr % self.frame_size < META_LEN {
+            return None;
+        }
+        let mut m = [0u8; META_LEN];
+        #[allow(unsafe_code)]
+        // SAFETY: `bytes` starts at UMEM offset `addr`, at least META_LEN
+        // bytes after the start of its UMEM frame (checked above); the frame
+        // is this queue's, out of the kernel's hands until it is handed back
+        // to the fill ring after this read; the UMEM is one mapping, which
+        // `bytes` points into.
+        unsafe {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr().sub(META_LEN), m.as_mut_ptr(), META_LEN);
+        }
+        let word = |i: usize| {
+            m.get(i..i + 4)
+                .and_then(|w| <[u8; 4]>::try_from(w).ok())
+                .map_or(0, u32::from_ne_bytes)
+        };
+        let (value, kind, magic) = (word(0), word(4), word(8));
+        (magic == META_MAGIC && kind != META_NO_HASH).then_some(RxHash { value, kind })
     }
 
     fn retry_refill(&mut self) {

@@ -202,22 +202,25 @@ INLINE int pass(__u32 why)
 	return XDP_PASS;
 }
 
-// Reads the device's RSS hash into the frame's metadata area.
+// Reads the device's RSS hash into the frame's metadata area. Every frame
+// redirected gets the area (magic set), with `hash_type` META_NO_HASH where
+// the device had no hash for it: the UMEM frame's bytes before the frame are
+// then never a stale hash of an earlier frame.
+#define META_NO_HASH 0xffffffff
 INLINE void rx_hash_meta(struct xdp_md *ctx)
 {
 	__u32 hash = 0;
+	__u32 kind = META_NO_HASH;
 	enum xdp_rss_hash_type type = XDP_RSS_TYPE_NONE;
-	if (!bpf_xdp_metadata_rx_hash)
-		return;
-	if (bpf_xdp_metadata_rx_hash(ctx, &hash, &type) != 0)
-		return;
+	if (bpf_xdp_metadata_rx_hash && bpf_xdp_metadata_rx_hash(ctx, &hash, &type) == 0)
+		kind = (__u32)type;
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct rx_meta)) != 0)
 		return;
 	struct rx_meta *m = (void *)(long)ctx->data_meta;
 	if ((void *)(m + 1) > (void *)(long)ctx->data)
 		return;
 	m->hash = hash;
-	m->hash_type = (__u32)type;
+	m->hash_type = kind;
 	m->magic = META_MAGIC;
 }
 
