@@ -451,6 +451,60 @@ fn native_or_fallback_attach_exchanges_too() {
     link.check_counters();
 }
 
+/// The speed knobs: zero-copy asked for on veth (which has none) is refused
+/// with `NicConfigError::ZeroCopy`, `XdpBind::Auto` falls back to copy mode
+/// and says so; small rings, kicks of 16 frames, need-wakeup off and
+/// preferred busy polling (the kernel holds the `SO_BUSY_POLL` given) still
+/// move every datagram both ways at every batch size.
+#[test]
+fn speed_knobs_and_zero_copy_refused_or_fallen_back() {
+    use linerate_nic::NicConfigError;
+    use linerate_nic::xdp::{BusyPoll, XdpBind};
+    assert!(netns::is_root(), "system tests need root");
+    let ours = netns::unique("lxk");
+    let peer = netns::unique("lxl");
+    netns::ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer]).unwrap();
+    let _veth = Veth(ours.clone());
+    netns::ip(&["link", "set", &ours, "up"]).unwrap();
+    netns::ip(&["link", "set", &peer, "up"]).unwrap();
+    let open = |bind| {
+        Xdp::open(&XdpConfig {
+            mount_bpffs: true,
+            attach: XdpAttach::Native,
+            bind,
+            ..XdpConfig::new(ours.clone())
+        })
+    };
+    match open(XdpBind::ZeroCopy) {
+        Err(NicError::Config(e @ NicConfigError::ZeroCopy { .. })) => {
+            let text = e.to_string();
+            assert!(text.contains("XdpBind::Auto"), "{text}");
+            eprintln!("{text}");
+        }
+        other => panic!("expected NicConfigError::ZeroCopy, got {other:?}"),
+    }
+    let auto = open(XdpBind::Auto).unwrap();
+    assert!(!auto.zero_copy(), "veth bound zero-copy");
+    drop(auto);
+
+    let busy = BusyPoll {
+        usecs: 50,
+        ..BusyPoll::default()
+    };
+    let mut link = Link::with_config(true, 1500, |c| XdpConfig {
+        ring_size: 256,
+        tx_kick_batch: 16,
+        need_wakeup: false,
+        busy_poll: Some(busy),
+        ..c
+    });
+    assert_eq!(link.nic.busy_poll_usecs(0).unwrap(), 50);
+    assert!(!link.nic.zero_copy());
+    let n = exchange(&mut link);
+    assert_eq!(link.rx_frames, n as u64);
+    link.check_counters();
+}
+
 /// MTU 9000 through multi-buffer (`XDP_USE_SG`, the steering program's
 /// `xdp.frags` variant): with 4 KiB UMEM frames, 8,000-byte datagrams go to a
 /// kernel socket as chains of descriptors and come back from it as chains

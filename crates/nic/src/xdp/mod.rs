@@ -135,10 +135,42 @@ pub enum XdpBind {
     /// `XDP_COPY`: the kernel copies (the only mode veth and generic XDP have).
     #[default]
     Copy,
-    /// `XDP_ZEROCOPY`: the driver DMAs into the UMEM (fails where unsupported).
+    /// `XDP_ZEROCOPY`: the driver DMAs into the UMEM. Where the driver lacks
+    /// it (veth, generic attach), [`Xdp::open`] fails with
+    /// [`NicConfigError::ZeroCopy`].
     ZeroCopy,
-    /// Zero-copy where the driver has it, copy otherwise.
+    /// Zero-copy where the driver has it, copy otherwise (the kernel picks at
+    /// bind; [`Xdp::zero_copy`] says which it chose).
     Auto,
+}
+
+/// Preferred busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`,
+/// `SO_BUSY_POLL_BUDGET` on each socket): the device's queue is polled in the
+/// receive call (a non-blocking `recvfrom` per call) instead of by its
+/// interrupt's softirq, which the kernel then defers
+/// (`napi_defer_hard_irqs`, `gro_flush_timeout` on the interface, set by the
+/// administrator). For a queue thread that polls without sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BusyPoll {
+    /// `SO_PREFER_BUSY_POLL`: the kernel leaves the queue to the busy poller.
+    pub prefer: bool,
+    /// `SO_BUSY_POLL`: microseconds one poll may spin.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: packets one poll may handle (over
+    /// `net.core.busy_poll_budget`, only with `CAP_NET_ADMIN`).
+    pub budget: u16,
+}
+
+impl Default for BusyPoll {
+    /// Preferred, 20 µs, 64 packets (what the kernel's AF_XDP documentation
+    /// and the xdpsock sample use).
+    fn default() -> BusyPoll {
+        BusyPoll {
+            prefer: true,
+            usecs: 20,
+            budget: 64,
+        }
+    }
 }
 
 /// How to open an interface's queues with AF_XDP.
@@ -155,9 +187,14 @@ pub struct XdpConfig {
     /// Copy or zero-copy.
     pub bind: XdpBind,
     /// `XDP_USE_NEED_WAKEUP`: kick the kernel only when the rings ask for it.
+    /// On (the default) saves a system call per batch where the driver's
+    /// softirq does the work (native drivers, zero-copy); off kicks every
+    /// batch, which suits veth and copy mode, where the kick itself moves the
+    /// frames.
     pub need_wakeup: bool,
-    /// Entries of each ring (a power of two); each queue's UMEM has twice as
-    /// many frames.
+    /// Entries of each ring (rx, tx, fill, completion; a power of two);
+    /// each queue's UMEM has twice as many frames. Default 2048: a receive
+    /// burst of that many frames waits in the ring while the thread is away.
     pub ring_size: u32,
     /// Bytes of one UMEM frame: 2048 or 4096 (a power of two, at least 2048);
     /// the largest frame is this less 256 bytes of XDP headroom.
@@ -187,11 +224,14 @@ pub struct XdpConfig {
     /// libxdp's default program, which sends linerate every frame of its
     /// queues.
     pub steer: Option<SteerConfig>,
+    /// Preferred busy polling on each socket; `None` (the default): none.
+    pub busy_poll: Option<BusyPoll>,
 }
 
 impl XdpConfig {
     /// Queue 0 of `interface`, copy mode, generic attach, need-wakeup, rings of
-    /// 2048, 4 KiB frames, the interface's MTU, bpffs left as it is.
+    /// 2048, 4 KiB frames, the interface's MTU, bpffs left as it is, one
+    /// buffer per frame, kicks of 32 frames, no busy polling.
     pub fn new(interface: impl Into<String>) -> XdpConfig {
         XdpConfig {
             interface: interface.into(),
@@ -208,6 +248,7 @@ impl XdpConfig {
             steer: None,
             multi_buffer: false,
             tx_kick_batch: queue::KICK_BATCH,
+            busy_poll: None,
         }
     }
 }
@@ -244,6 +285,10 @@ pub struct Xdp {
     steering: Option<Arc<Steering>>,
     /// `XDP_USE_SG` is on ([`XdpConfig::multi_buffer`]).
     multi_buffer: bool,
+    /// The sockets are bound zero-copy.
+    zero_copy: bool,
+    /// Receive drives the device's queue ([`XdpConfig::busy_poll`]).
+    busy_poll: bool,
     /// Per queue, the frame whose descriptors are being chained.
     partial: Vec<Partial>,
     /// The longest frame receive keeps (the pool's buffer length).
@@ -329,8 +374,17 @@ fn os_error(what: &'static str, error: io::Error) -> NicError {
     }
 }
 
-fn open_error(e: OpenError) -> NicError {
+fn open_error(e: OpenError, cfg: &XdpConfig) -> NicError {
     match e {
+        OpenError::Socket(e)
+            if cfg.bind == XdpBind::ZeroCopy
+                && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) =>
+        {
+            NicError::Config(NicConfigError::ZeroCopy {
+                interface: cfg.interface.clone(),
+                error: e.to_string(),
+            })
+        }
         OpenError::Umem(e) => os_error("creating an AF_XDP UMEM", e),
         OpenError::Socket(e) => os_error("binding an AF_XDP socket", e),
         OpenError::Config(e) => NicError::Config(e),
@@ -442,15 +496,19 @@ impl Xdp {
                         attach = XdpAttach::Generic;
                         let sock = socket(XdpAttach::Generic);
                         XskQueue::open(&name, id, sizes, sock, cfg.need_wakeup, kick)
-                            .map_err(open_error)?
+                            .map_err(|e| open_error(e, cfg))?
                     }
-                    Err(e) => return Err(open_error(e)),
+                    Err(e) => return Err(open_error(e, cfg)),
                 }
             } else {
                 XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup, kick)
-                    .map_err(open_error)?
+                    .map_err(|e| open_error(e, cfg))?
             };
             let mut q = q;
+            if let Some(b) = cfg.busy_poll {
+                sys::set_busy_poll(q.fd(), b.prefer, b.usecs, b.budget)
+                    .map_err(|e| os_error("setting busy polling on an AF_XDP socket", e))?;
+            }
             if let Some(s) = &steering {
                 q.set_rx_meta(s.rx_hash());
                 s.add_socket(id, q.fd())
@@ -459,6 +517,10 @@ impl Xdp {
             opened.push(q);
         }
         let room = opened.first().map_or(0, XskQueue::room);
+        let zero_copy = match opened.first() {
+            Some(q) => sys::zero_copy(q.fd()).map_err(NicError::Io)?,
+            None => false,
+        };
         // The MTU is what a UMEM frame holds (or, multi-buffer, a chain of
         // them), less the Ethernet header and two VLAN tags, at most.
         let frame_max = if cfg.multi_buffer {
@@ -494,6 +556,8 @@ impl Xdp {
             recorder: None,
             steering,
             multi_buffer: cfg.multi_buffer,
+            zero_copy,
+            busy_poll: cfg.busy_poll.is_some(),
             partial: (0..queues).map(|_| Partial::default()).collect(),
             rx_max,
         })
@@ -519,6 +583,18 @@ impl Xdp {
     /// Whether [`Xdp::open`] mounted `/sys/fs/bpf` (it stays mounted).
     pub fn mounted_bpffs(&self) -> bool {
         self.mounted_bpffs
+    }
+
+    /// Whether the sockets are bound zero-copy (`XDP_OPTIONS_ZEROCOPY`): what
+    /// [`XdpBind::Auto`] chose.
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// `queue`'s socket's `SO_BUSY_POLL` in microseconds, as the kernel
+    /// holds it ([`XdpConfig::busy_poll`]).
+    pub fn busy_poll_usecs(&self, queue: usize) -> Result<u32, NicError> {
+        sys::busy_poll(self.queue(queue)?.fd()).map_err(NicError::Io)
     }
 
     /// Whether frames may span several UMEM frames (`XDP_USE_SG`).
@@ -585,6 +661,9 @@ impl Nic for Xdp {
         };
         // Frames the kernel left in the tx ring, and completions to recycle.
         q.kick()?;
+        if self.busy_poll {
+            sys::busy_poll_kick(q.fd());
+        }
         let before = batch.len();
         let pool = &self.pool;
         let mut short = 0u64;
