@@ -198,7 +198,7 @@ impl KernelNeighbors {
         let mut msg = [0u8; NLMSG_HDR + NDMSG + 4 + 16];
         let attr_len = 4 + addr.len();
         let len = NLMSG_HDR + NDMSG + attr_len;
-        let mut w = Writer(&mut msg[..len]);
+        let mut w = Writer(msg.get_mut(..len).unwrap_or_default());
         w.u32(0, len as u32);
         w.u16(4, kind);
         w.u16(6, flags);
@@ -213,8 +213,9 @@ impl KernelNeighbors {
         w.u16(a, attr_len as u16);
         w.u16(a + 2, NDA_DST);
         w.put(a + 4, addr);
+        let len = len.min(msg.len());
         #[allow(unsafe_code)]
-        // SAFETY: `msg[..len]` is initialised memory of `len` bytes; an
+        // SAFETY: `msg` holds at least `len` initialised bytes; an
         // unconnected netlink socket sends to the kernel.
         let sent = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), len, 0) };
         if sent < 0 {

@@ -289,10 +289,7 @@ impl XskQueue {
             let mut left = bytes.len();
             let mut chunks = bytes.chunks();
             let mut chunk: &[u8] = chunks.next().unwrap_or_default();
-            loop {
-                let Some(desc) = slots.next() else {
-                    break;
-                };
+            for desc in slots.by_ref() {
                 let this = left.min(room);
                 left -= this;
                 desc.set_options(if left > 0 { XDP_PKT_CONTD } else { 0 });
