@@ -481,6 +481,36 @@ mod tests {
         "10.0.0.2".parse().unwrap()
     }
 
+    /// What a shared address asks the kernel about: addresses being resolved,
+    /// and wanted ones close to expiry; not those only learned from a peer,
+    /// nor those far from expiry.
+    #[test]
+    fn due_lists_resolutions_and_wanted_entries_near_expiry() {
+        let mut c = cache();
+        let t = Duration::ZERO;
+        let (wanted, learned, pending): (IpAddr, IpAddr, IpAddr) = (
+            "10.0.0.3".parse().unwrap(),
+            "10.0.0.4".parse().unwrap(),
+            "10.0.0.5".parse().unwrap(),
+        );
+        c.learn(t, wanted, [2; 6], true).unwrap();
+        c.learn(t, learned, [3; 6], true).unwrap();
+        assert_eq!(c.lookup_mut(t, wanted), Lookup::Hit([2; 6]));
+        assert!(!c.resolving());
+        assert_eq!(
+            c.enqueue(t, pending, (vec![], OffloadMeta::plain())),
+            Queued::ProbeNow
+        );
+        assert!(c.resolving());
+        let mut due = Vec::new();
+        c.due(t, Duration::from_secs(30), &mut due);
+        assert_eq!(due, [pending]);
+        due.clear();
+        c.due(Duration::from_secs(31), Duration::from_secs(30), &mut due);
+        due.sort();
+        assert_eq!(due, [wanted, pending]);
+    }
+
     #[test]
     fn queue_resolve_flush() {
         let mut c = cache();
