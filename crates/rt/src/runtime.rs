@@ -1128,6 +1128,7 @@ impl<N: Nic> QueueLoop<N> {
         self.forward(&mut neighbor);
         self.neighbor = neighbor;
         self.driver.handle_timeouts(now);
+        self.kernel_neighbors(now);
         self.serve();
         self.release_claims(now, false);
         self.driver.transmit(now)?;

@@ -287,6 +287,8 @@ pub struct Xdp {
     multi_buffer: bool,
     /// The sockets are bound zero-copy.
     zero_copy: bool,
+    /// Descriptors one transmitted frame may span.
+    max_descs: usize,
     /// Receive drives the device's queue ([`XdpConfig::busy_poll`]).
     busy_poll: bool,
     /// Per queue, the frame whose descriptors are being chained.
@@ -523,8 +525,11 @@ impl Xdp {
         };
         // The MTU is what a UMEM frame holds (or, multi-buffer, a chain of
         // them), less the Ethernet header and two VLAN tags, at most.
+        // A chain never longer than the tx ring (a frame it cannot hold at
+        // once would never go).
+        let max_descs = queue::MAX_SG_DESCS.min(cfg.ring_size as usize);
         let frame_max = if cfg.multi_buffer {
-            room * queue::MAX_SG_DESCS
+            room * max_descs
         } else {
             room
         };
@@ -558,6 +563,7 @@ impl Xdp {
             multi_buffer: cfg.multi_buffer,
             zero_copy,
             busy_poll: cfg.busy_poll.is_some(),
+            max_descs,
             partial: (0..queues).map(|_| Partial::default()).collect(),
             rx_max,
         })
@@ -729,7 +735,7 @@ impl Nic for Xdp {
         let free = q.tx_free();
         let room = q.room();
         let limit = if self.multi_buffer {
-            room * queue::MAX_SG_DESCS
+            room * self.max_descs
         } else {
             room
         };
