@@ -294,6 +294,14 @@ pub enum NicConfigError {
     /// libxdp bound the socket without handing back its own fill and
     /// completion rings: the UMEM is shared with another socket.
     SharedUmem,
+    /// Zero-copy AF_XDP was asked for (`XdpBind::ZeroCopy`) and the driver
+    /// (or the generic attach) does not have it.
+    ZeroCopy {
+        /// The interface.
+        interface: String,
+        /// What the kernel said.
+        error: String,
+    },
 }
 
 impl core::fmt::Display for NicConfigError {
@@ -320,6 +328,12 @@ impl core::fmt::Display for NicConfigError {
             NicConfigError::FrameSize { size } => write!(
                 f,
                 "AF_XDP frame size {size}: use a power of two of at least 2048, such as 4096"
+            ),
+            NicConfigError::ZeroCopy { interface, error } => write!(
+                f,
+                "{interface} cannot bind AF_XDP zero-copy ({error}): its driver lacks it or the \
+                 program is attached generically; use XdpBind::Auto to fall back to copy mode, \
+                 or XdpBind::Copy"
             ),
             NicConfigError::SharedUmem => f.write_str(
                 "libxdp handed back no fill and completion rings (the UMEM is shared): give \

@@ -57,6 +57,8 @@
 //!   capabilities, an enforced MTU and seeded, reproducible faults per direction.
 //! * `tap` (Linux): `/dev/net/tun` with `IFF_VNET_HDR` and `IFF_MULTI_QUEUE`, the
 //!   kernel's TSO/USO and checksum offloads probed with `TUNSETOFFLOAD`.
+//! * `kernel_neigh` (Linux): the kernel's neighbour table over rtnetlink, for
+//!   an address shared with the kernel's stack.
 //! * `xdp` (Linux, cargo feature `af-xdp`): one AF_XDP socket per queue
 //!   through xsk-rs (which builds libxdp), copy or zero-copy, native or generic
 //!   XDP; no offloads, so it goes behind a [`Shim`].
@@ -70,6 +72,8 @@ pub mod claims;
 pub mod counters;
 pub mod error;
 pub mod frame;
+#[cfg(target_os = "linux")]
+pub mod kernel_neigh;
 pub mod memory;
 pub mod neigh;
 pub mod nic;

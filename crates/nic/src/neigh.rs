@@ -384,6 +384,31 @@ where
         (failed, dropped)
     }
 
+    /// True if some address is being resolved.
+    pub fn resolving(&self) -> bool {
+        self.incomplete > 0
+    }
+
+    /// Addresses that need resolving from elsewhere (an address shared with the
+    /// kernel's stack, whose neighbours the kernel resolves): those being
+    /// resolved, and those this host wants (resolved, or sent to) that expire
+    /// within `within` of `now` or have expired. Appended to `out`; a scan of
+    /// the table, for a caller that looks now and then, not per frame.
+    pub fn due(&self, now: T, within: Duration, out: &mut Vec<IpAddr>) {
+        let soon = now + within;
+        for (ip, e) in &self.map {
+            let due = match e {
+                Entry::Incomplete { .. } => true,
+                Entry::Reachable {
+                    expires, wanted, ..
+                } => *wanted && *expires <= soon,
+            };
+            if due {
+                out.push(*ip);
+            }
+        }
+    }
+
     /// When [`NeighborCache::poll`] next has work.
     pub fn next_deadline(&self) -> Option<T> {
         if self.incomplete == 0 {
@@ -454,6 +479,36 @@ mod tests {
 
     fn ip() -> IpAddr {
         "10.0.0.2".parse().unwrap()
+    }
+
+    /// What a shared address asks the kernel about: addresses being resolved,
+    /// and wanted ones close to expiry; not those only learned from a peer,
+    /// nor those far from expiry.
+    #[test]
+    fn due_lists_resolutions_and_wanted_entries_near_expiry() {
+        let mut c = cache();
+        let t = Duration::ZERO;
+        let (wanted, learned, pending): (IpAddr, IpAddr, IpAddr) = (
+            "10.0.0.3".parse().unwrap(),
+            "10.0.0.4".parse().unwrap(),
+            "10.0.0.5".parse().unwrap(),
+        );
+        c.learn(t, wanted, [2; 6], true).unwrap();
+        c.learn(t, learned, [3; 6], true).unwrap();
+        assert_eq!(c.lookup_mut(t, wanted), Lookup::Hit([2; 6]));
+        assert!(!c.resolving());
+        assert_eq!(
+            c.enqueue(t, pending, (vec![], OffloadMeta::plain())),
+            Queued::ProbeNow
+        );
+        assert!(c.resolving());
+        let mut due = Vec::new();
+        c.due(t, Duration::from_secs(30), &mut due);
+        assert_eq!(due, [pending]);
+        due.clear();
+        c.due(Duration::from_secs(31), Duration::from_secs(30), &mut due);
+        due.sort();
+        assert_eq!(due, [wanted, pending]);
     }
 
     #[test]

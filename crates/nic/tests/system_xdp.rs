@@ -83,6 +83,25 @@ impl Link {
 
     /// A pair whose ends have `queues` queues each, all opened.
     fn with_queues(static_neigh: bool, attach: XdpAttach, queues: u16) -> Link {
+        Link::with_config(static_neigh, 1500, |c| XdpConfig {
+            attach,
+            queues,
+            ..c
+        })
+    }
+
+    /// A pair at `mtu` opened with the configuration `config` makes of the
+    /// default one.
+    fn with_config(
+        static_neigh: bool,
+        mtu: u32,
+        config: impl FnOnce(XdpConfig) -> XdpConfig,
+    ) -> Link {
+        let cfg = config(XdpConfig {
+            mount_bpffs: true,
+            ..XdpConfig::new("")
+        });
+        let queues = cfg.queues;
         assert!(netns::is_root(), "system tests need root");
         let ns = Netns::new("lrxn").unwrap();
         let ours = netns::unique("lxa");
@@ -103,6 +122,9 @@ impl Link {
             .unwrap();
         ns.ip(&["link", "set", &peer, "up"]).unwrap();
         netns::ip(&["link", "set", &ours, "up"]).unwrap();
+        let mtu = mtu.to_string();
+        netns::ip(&["link", "set", &ours, "mtu", &mtu]).unwrap();
+        ns.ip(&["link", "set", &peer, "mtu", &mtu]).unwrap();
         if static_neigh {
             let mac = "02:4c:52:00:00:03";
             ns.ip(&["neigh", "add", "10.215.0.2", "lladdr", mac, "dev", &peer])
@@ -118,10 +140,8 @@ impl Link {
             .map(|h| u8::from_str_radix(h, 16).unwrap())
             .collect();
         let nic = Xdp::open(&XdpConfig {
-            mount_bpffs: true,
-            attach,
-            queues,
-            ..XdpConfig::new(ours)
+            interface: ours,
+            ..cfg
         })
         .unwrap();
         Link {
@@ -429,6 +449,237 @@ fn native_or_fallback_attach_exchanges_too() {
     let n = exchange(&mut link);
     assert_eq!(link.rx_frames, n as u64);
     link.check_counters();
+}
+
+/// The speed knobs: zero-copy asked for on veth (which has none) is refused
+/// with `NicConfigError::ZeroCopy`, `XdpBind::Auto` falls back to copy mode
+/// and says so; small rings, kicks of 16 frames, need-wakeup off and
+/// preferred busy polling (the kernel holds the `SO_BUSY_POLL` given) still
+/// move every datagram both ways at every batch size.
+#[test]
+fn speed_knobs_and_zero_copy_refused_or_fallen_back() {
+    use linerate_nic::NicConfigError;
+    use linerate_nic::xdp::{BusyPoll, XdpBind};
+    assert!(netns::is_root(), "system tests need root");
+    let ours = netns::unique("lxk");
+    let peer = netns::unique("lxl");
+    netns::ip(&["link", "add", &ours, "type", "veth", "peer", "name", &peer]).unwrap();
+    let _veth = Veth(ours.clone());
+    netns::ip(&["link", "set", &ours, "up"]).unwrap();
+    netns::ip(&["link", "set", &peer, "up"]).unwrap();
+    let open = |bind| {
+        Xdp::open(&XdpConfig {
+            mount_bpffs: true,
+            attach: XdpAttach::Native,
+            bind,
+            ..XdpConfig::new(ours.clone())
+        })
+    };
+    match open(XdpBind::ZeroCopy) {
+        Err(NicError::Config(e @ NicConfigError::ZeroCopy { .. })) => {
+            let text = e.to_string();
+            assert!(text.contains("XdpBind::Auto"), "{text}");
+            eprintln!("{text}");
+        }
+        other => panic!("expected NicConfigError::ZeroCopy, got {other:?}"),
+    }
+    let auto = open(XdpBind::Auto).unwrap();
+    assert!(!auto.zero_copy(), "veth bound zero-copy");
+    drop(auto);
+
+    let busy = BusyPoll {
+        usecs: 50,
+        ..BusyPoll::default()
+    };
+    let mut link = Link::with_config(true, 1500, |c| XdpConfig {
+        ring_size: 256,
+        tx_kick_batch: 16,
+        need_wakeup: false,
+        busy_poll: Some(busy),
+        ..c
+    });
+    assert_eq!(link.nic.busy_poll_usecs(0).unwrap(), 50);
+    assert!(!link.nic.zero_copy());
+    let n = exchange(&mut link);
+    assert_eq!(link.rx_frames, n as u64);
+    link.check_counters();
+}
+
+/// MTU 9000 through multi-buffer (`XDP_USE_SG`, the steering program's
+/// `xdp.frags` variant): with 4 KiB UMEM frames, 8,000-byte datagrams go to a
+/// kernel socket as chains of descriptors and come back from it as chains
+/// gathered into one frame, byte-exact; with receive buffers of 6,000 bytes
+/// a longer frame from the kernel is counted (`rx_dropped_oversize`), not
+/// truncated, and the frames around it still arrive; a frame over the MTU is
+/// refused on transmit.
+#[test]
+fn jumbo_frames_through_multi_buffer() {
+    use linerate_nic::PoolConfig;
+    use linerate_nic::xdp::SteerConfig;
+    let mut link = Link::with_config(true, 9000, |c| XdpConfig {
+        multi_buffer: true,
+        pool: Some(PoolConfig {
+            buf_len: 6000,
+            ..PoolConfig::mtu()
+        }),
+        steer: Some(SteerConfig {
+            addresses: vec![std::net::Ipv4Addr::from(OUR_IP).into()],
+            ..SteerConfig::default()
+        }),
+        ..c
+    });
+    assert!(link.nic.multi_buffer());
+    assert_eq!(link.nic.caps().mtu, 9000);
+    assert!(link.nic.frame_room() < 4096);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let kernel = link
+        .ns
+        .spawn(move || {
+            let s = UdpSocket::bind(("10.215.0.1", KERNEL_PORT)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            ready_tx.send(()).unwrap();
+            let mut buf = vec![0u8; 65536];
+            let mut got = Vec::new();
+            for _ in 0..2 {
+                let n = s.recv(&mut buf).unwrap();
+                got.push(buf[..n].to_vec());
+            }
+            // Back: one that fits the receive buffers, one over them, one
+            // that fits.
+            let to = ("10.215.0.2", OUR_PORT);
+            for len in [5000, 8000, 5001] {
+                s.send_to(&payload(90, len, len - 8), to).unwrap();
+            }
+            got
+        })
+        .unwrap();
+    ready_rx.recv().unwrap();
+    let out: Vec<Vec<u8>> = [8000, 1000]
+        .iter()
+        .map(|&len| payload(91, len, len - 8))
+        .collect();
+    let frames = out.iter().map(|p| link.udp_to_kernel(p)).collect();
+    link.send_all(frames);
+    let too_big = link.udp_to_kernel(&[0; 8973]);
+    let mut batch = Batch::new();
+    batch.push(Frame::plain(link.nic.pool().alloc_from(&too_big)));
+    assert!(matches!(
+        link.nic.transmit(0, &mut batch),
+        Err(NicError::Oversize { len: 9015, .. })
+    ));
+    let got = kernel.join().unwrap().unwrap();
+    assert_eq!(got, out, "what the kernel received");
+    let mut back = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while back.len() < 2 && Instant::now() < deadline {
+        back.extend(
+            link.poll(Duration::from_millis(100), 64)
+                .iter()
+                .filter_map(|f| udp_to_us(f)),
+        );
+    }
+    assert_eq!(back, vec![payload(90, 5000, 4992), payload(90, 5001, 4993)]);
+    let s = link.nic.counters().snapshot();
+    assert_eq!(s.by_name("rx_dropped_oversize"), Some(1), "{}", s.ethtool());
+    assert_eq!(s.by_name("tx_dropped_oversize"), Some(1), "{}", s.ethtool());
+}
+
+/// UDP datagrams from two kernel sockets (two flows) to our address; the
+/// frames that arrive, with their receive hash from the steering program's
+/// metadata (`SteerConfig::rx_hash`), each flow's hash per frame.
+fn hashes_of_two_flows(link: &mut Link) -> Vec<(u16, Option<linerate_offload::RssHash>)> {
+    let sender = link
+        .ns
+        .spawn(move || {
+            for port in [KERNEL_PORT, KERNEL_PORT + 2] {
+                let s = UdpSocket::bind(("10.215.0.1", port)).unwrap();
+                for i in 0..4 {
+                    s.send_to(&payload(1, i, 32), ("10.215.0.2", OUR_PORT))
+                        .unwrap();
+                }
+            }
+        })
+        .unwrap();
+    sender.join().unwrap().unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut batch = Batch::new();
+    while out.len() < 8 && Instant::now() < deadline {
+        batch.clear();
+        if link.nic.receive(0, &mut batch, 64).unwrap() == 0 {
+            let ready = link.nic.readiness(0).unwrap();
+            ready.wait(Duration::from_millis(5)).unwrap();
+        }
+        for f in batch.iter() {
+            let b = f.bytes();
+            if udp_to_us(b).is_some() {
+                out.push((u16::from_be_bytes([b[34], b[35]]), f.meta.rss));
+            }
+        }
+    }
+    out
+}
+
+/// The device's receive hash read in the steering program
+/// (`bpf_xdp_metadata_rx_hash`, device-bound, native on veth) arrives as each
+/// frame's `OffloadMeta::rss`: present on every frame, one value per flow,
+/// two flows two values, the type UDP over IPv4 (veth says "L4"; the family
+/// and protocol come from the frame). veth's hash is the kernel's software
+/// flow hash (`skb_get_hash`, keyed at random at boot), not a Toeplitz hash
+/// with a key one can set (veth has no `ethtool -X`), so it is printed beside
+/// linerate's Toeplitz of the same 4-tuple, not compared. Attached
+/// generically, the program falls back to the one without the kfunc and
+/// frames carry no hash.
+#[test]
+fn rx_hash_from_the_device_rides_in_the_metadata() {
+    use linerate_nic::xdp::SteerConfig;
+    use linerate_offload::RssHashType;
+    let steer = SteerConfig {
+        addresses: vec![std::net::Ipv4Addr::from(OUR_IP).into()],
+        rx_hash: true,
+        ..SteerConfig::default()
+    };
+    let cfg = |attach| {
+        let steer = steer.clone();
+        move |c| XdpConfig {
+            attach,
+            steer: Some(steer),
+            ..c
+        }
+    };
+    let mut link = Link::with_config(true, 1500, cfg(XdpAttach::Native));
+    assert!(
+        link.nic.steering().unwrap().rx_hash(),
+        "the device-bound program with the rx-hash kfunc did not load on veth"
+    );
+    let got = hashes_of_two_flows(&mut link);
+    assert_eq!(got.len(), 8, "{got:?}");
+    let key = linerate_rss::RssKey::default();
+    for port in [KERNEL_PORT, KERNEL_PORT + 2] {
+        let flow: Vec<_> = got.iter().filter(|(p, _)| *p == port).collect();
+        assert_eq!(flow.len(), 4);
+        let first = flow[0].1.expect("a frame without the device's hash");
+        assert_eq!(first.kind, RssHashType::UdpIpv4);
+        assert!(flow.iter().all(|(_, h)| *h == Some(first)), "{flow:?}");
+        let mut input = Vec::new();
+        input.extend(KERNEL_IP);
+        input.extend(OUR_IP);
+        input.extend(port.to_be_bytes());
+        input.extend(OUR_PORT.to_be_bytes());
+        let toeplitz = linerate_rss::toeplitz::bitwise(key.as_bytes(), &input);
+        println!(
+            "flow from port {port}: veth's hash {:#010x}, linerate's Toeplitz {toeplitz:#010x}",
+            first.value
+        );
+    }
+    assert_ne!(got[0].1, got[4].1, "two flows, one hash");
+    drop(link);
+
+    let mut link = Link::with_config(true, 1500, cfg(XdpAttach::Generic));
+    assert!(!link.nic.steering().unwrap().rx_hash());
+    let got = hashes_of_two_flows(&mut link);
+    assert_eq!(got.len(), 8);
+    assert!(got.iter().all(|(_, h)| h.is_none()), "{got:?}");
 }
 
 #[test]

@@ -62,6 +62,8 @@ pub mod dns;
 pub mod driver;
 #[cfg(target_os = "linux")]
 mod kick;
+#[cfg(target_os = "linux")]
+mod kneigh;
 pub mod local;
 pub mod net;
 pub mod netconf;
@@ -119,6 +121,10 @@ pub enum RtError {
         /// The CPU.
         cpu: usize,
     },
+    /// The kernel's neighbour table cannot be read
+    /// ([`RuntimeConfig::kernel_neighbors`]: no such interface, no rtnetlink,
+    /// or not Linux).
+    KernelNeighbors(std::io::Error),
     /// A queue thread panicked.
     Panicked {
         /// Its queue.
@@ -144,6 +150,9 @@ impl core::fmt::Display for RtError {
             RtError::Spawn(e) => write!(f, "cannot start a queue thread: {e}"),
             RtError::Cpu { cpu } => write!(f, "CPU {cpu} is not one this process may run on"),
             RtError::Panicked { queue } => write!(f, "the thread of queue {queue} panicked"),
+            RtError::KernelNeighbors(e) => {
+                write!(f, "cannot read the kernel's neighbour table: {e}")
+            }
         }
     }
 }
@@ -154,7 +163,7 @@ impl std::error::Error for RtError {
             RtError::Ports(e) => Some(e),
             RtError::Config(e) => Some(e),
             RtError::Nic(e) => Some(e),
-            RtError::Spawn(e) => Some(e),
+            RtError::Spawn(e) | RtError::KernelNeighbors(e) => Some(e),
             _ => None,
         }
     }

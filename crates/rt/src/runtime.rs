@@ -95,6 +95,16 @@ pub struct RuntimeConfig {
     /// connect fails, an accepted connection is reset) and is counted in
     /// [`QueueStats::claims_refused`]. `None`: the interface is linerate's alone.
     pub claims: Option<Arc<dyn Claims>>,
+    /// The interface (in the network namespace [`Runtime::start`] is called
+    /// in) whose neighbour table the kernel keeps for the engine: with an
+    /// address shared with the kernel's stack, the kernel gets the ARP replies
+    /// and neighbour advertisements, so each queue reads next hops from the
+    /// kernel's table over rtnetlink, has the kernel resolve those it lacks,
+    /// and refreshes those in use before `neighbor_ttl` lapses (see
+    /// `linerate_nic::kernel_neigh`). Counted in
+    /// [`QueueStats::kernel_neighbors`]. `None` (the default): the engine
+    /// resolves its neighbours itself. Linux only.
+    pub kernel_neighbors: Option<String>,
     /// Commands each queue's channel holds before senders wait.
     pub commands: usize,
     /// Bytes of each stream's staging ring, per direction, between the
@@ -151,6 +161,7 @@ impl RuntimeConfig {
             steering: None,
             ephemeral: linerate_rss::sport::EPHEMERAL,
             claims: None,
+            kernel_neighbors: None,
             commands: 64,
             stream_buffer: 256 * 1024,
             accept_backlog: 1024,
@@ -242,6 +253,14 @@ pub struct QueueStats {
     /// Listens, connects and accepted connections refused because a table of
     /// the interface's steering was full ([`RuntimeConfig::claims`]).
     pub claims_refused: u64,
+    /// Next hops copied from the kernel's neighbour table
+    /// ([`RuntimeConfig::kernel_neighbors`]), first resolutions and refreshes.
+    pub kernel_neighbors: u64,
+    /// Next hops the kernel was asked to resolve because its table had no
+    /// usable entry.
+    pub kernel_resolves: u64,
+    /// Look-ups in the kernel's table that failed.
+    pub kernel_neighbor_errors: u64,
 }
 
 #[derive(Debug, Default)]
@@ -262,6 +281,9 @@ struct StatCells {
     served: AtomicU64,
     timers: AtomicU64,
     claims_refused: AtomicU64,
+    kernel_neighbors: AtomicU64,
+    kernel_resolves: AtomicU64,
+    kernel_neighbor_errors: AtomicU64,
 }
 
 impl StatCells {
@@ -283,6 +305,10 @@ impl StatCells {
         self.served.store(s.served, r);
         self.timers.store(s.timers, r);
         self.claims_refused.store(s.claims_refused, r);
+        self.kernel_neighbors.store(s.kernel_neighbors, r);
+        self.kernel_resolves.store(s.kernel_resolves, r);
+        self.kernel_neighbor_errors
+            .store(s.kernel_neighbor_errors, r);
     }
 
     fn load(&self) -> QueueStats {
@@ -301,6 +327,9 @@ impl StatCells {
             task_polls: self.task_polls.load(r),
             task_panics: self.task_panics.load(r),
             claims_refused: self.claims_refused.load(r),
+            kernel_neighbors: self.kernel_neighbors.load(r),
+            kernel_resolves: self.kernel_resolves.load(r),
+            kernel_neighbor_errors: self.kernel_neighbor_errors.load(r),
             direct_io: self.direct_io.load(r),
             served: self.served.load(r),
             timers: self.timers.load(r),
@@ -745,7 +774,28 @@ impl Runtime {
                 }
                 None => None,
             };
-            loops.push((driver, rx, readiness, ports));
+            let kneigh = match &cfg.kernel_neighbors {
+                #[cfg(target_os = "linux")]
+                Some(ifname) => {
+                    let nl = linerate_nic::kernel_neigh::KernelNeighbors::open(
+                        ifname,
+                        KERNEL_NEIGHBOR_WAIT,
+                    )
+                    .map_err(RtError::KernelNeighbors)?;
+                    Some(crate::kneigh::KernelNeighborTable::new(
+                        nl,
+                        engine_cfg.neighbor_ttl,
+                    ))
+                }
+                #[cfg(not(target_os = "linux"))]
+                Some(_) => {
+                    return Err(RtError::KernelNeighbors(io::Error::from(
+                        io::ErrorKind::Unsupported,
+                    )));
+                }
+                None => None,
+            };
+            loops.push((driver, rx, readiness, ports, kneigh));
         }
         let inner = Arc::new(Inner {
             queues: shared.into_boxed_slice(),
@@ -762,7 +812,7 @@ impl Runtime {
             handle: Handle { inner },
             threads: Vec::with_capacity(queues),
         };
-        for (q, (driver, cmd, readiness, ports)) in loops.into_iter().enumerate() {
+        for (q, (driver, cmd, readiness, ports, kneigh)) in loops.into_iter().enumerate() {
             let lp = QueueLoop {
                 q,
                 driver,
@@ -784,6 +834,7 @@ impl Runtime {
                 random_port: RandomPorts::new(cfg.ephemeral, cfg.seed ^ q as u64),
                 readiness,
                 neighbor: Vec::new(),
+                kneigh,
                 backlog: cfg.accept_backlog.max(1),
                 max_wait: cfg.max_wait,
                 fd_poll: cfg.fd_poll,
@@ -929,6 +980,10 @@ fn is_full(e: &ClaimError) -> bool {
 /// Commands handled per round at most, before frames get their turn.
 const COMMAND_BUDGET: usize = 256;
 
+/// Longest a queue thread waits for the kernel's answer about a neighbour.
+#[cfg(target_os = "linux")]
+const KERNEL_NEIGHBOR_WAIT: Duration = Duration::from_millis(100);
+
 /// One queue thread's state.
 struct QueueLoop<N: Nic> {
     q: usize,
@@ -968,6 +1023,11 @@ struct QueueLoop<N: Nic> {
     random_port: RandomPorts,
     readiness: Readiness,
     neighbor: Vec<(Vec<u8>, OffloadMeta)>,
+    /// Next hops from the kernel ([`RuntimeConfig::kernel_neighbors`]).
+    #[cfg(target_os = "linux")]
+    kneigh: Option<crate::kneigh::KernelNeighborTable>,
+    #[cfg(not(target_os = "linux"))]
+    kneigh: Option<()>,
     backlog: usize,
     max_wait: Duration,
     fd_poll: Duration,
@@ -1068,6 +1128,7 @@ impl<N: Nic> QueueLoop<N> {
         self.forward(&mut neighbor);
         self.neighbor = neighbor;
         self.driver.handle_timeouts(now);
+        self.kernel_neighbors(now);
         self.serve();
         self.release_claims(now, false);
         self.driver.transmit(now)?;
@@ -1112,6 +1173,7 @@ impl<N: Nic> QueueLoop<N> {
             self.forward(&mut neighbor);
             self.neighbor = neighbor;
             self.driver.handle_timeouts(now);
+            self.kernel_neighbors(now);
             self.accept_all();
             self.serve();
             self.release_claims(now, false);
@@ -1144,9 +1206,24 @@ impl<N: Nic> QueueLoop<N> {
             if let Some(t) = tasks.next_timer() {
                 deadline = Some(deadline.map_or(t, |d| d.min(t)));
             }
+            #[cfg(target_os = "linux")]
+            if let Some(k) = &self.kneigh {
+                let t = k.next_deadline(self.driver.service_mut().get_mut());
+                deadline = Some(deadline.map_or(t, |d| d.min(t)));
+            }
             self.wait(now, deadline)?;
         }
         Ok(())
+    }
+
+    /// Next hops from the kernel's neighbour table, when it keeps them.
+    fn kernel_neighbors(&mut self, now: Instant) {
+        #[cfg(target_os = "linux")]
+        if let Some(k) = &mut self.kneigh {
+            k.poll(now, self.driver.service_mut().get_mut(), &mut self.stats);
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = now;
     }
 
     /// Handles waiting commands; true if some are left for the next round.

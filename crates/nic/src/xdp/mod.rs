@@ -51,12 +51,28 @@
 //! again. Both calls drain the completion ring and re-kick frames the kernel
 //! left in the tx ring.
 //!
+//! # Frames over one UMEM frame
+//!
+//! With [`XdpConfig::multi_buffer`] (`XDP_USE_SG`, and the steering program's
+//! `xdp.frags` variant) a frame may span up to 17 UMEM frames: receive copies a
+//! chain of descriptors (`XDP_PKT_CONTD`) into one pool buffer, transmit
+//! splits a frame over as many transmit frames. So an MTU of 9000 works with
+//! 4 KiB UMEM frames. A received frame longer than the pool's buffers is
+//! dropped and counted (`rx_dropped_oversize`), never truncated.
+//!
+//! # Receive hash
+//!
+//! With [`SteerConfig::rx_hash`] and a native attach, the steering program is
+//! bound to the device and reads the device's RSS hash
+//! (`bpf_xdp_metadata_rx_hash`) into the metadata area in front of each frame
+//! it redirects; receive hands it over as the frame's `OffloadMeta::rss`.
+//!
 //! # Offloads
 //!
 //! None ([`Offloads::NONE`]): AF_XDP has no segmentation, and no checksum
 //! offload on a copy-mode device. A super-frame is refused with
-//! [`NicError::Unsupported`], a frame over the MTU (or over a UMEM frame) with
-//! [`NicError::Oversize`]; wrap the backend in a [`crate::Shim`], which
+//! [`NicError::Unsupported`], a frame over the MTU (or over a UMEM frame, or
+//! 17 with multi-buffer) with [`NicError::Oversize`]; wrap the backend in a [`crate::Shim`], which
 //! segments, checksums and coalesces in software.
 //!
 //! # Modes
@@ -93,6 +109,7 @@ use crate::frame::{Batch, Frame};
 use crate::nic::{Nic, check_queue};
 use crate::notify::Readiness;
 use crate::pcap::{Direction, Record, Recorder};
+use linerate_offload::{OffloadMeta, RssHash, RssHashType};
 use queue::{OpenError, Sizes, XskQueue};
 use std::io;
 use std::sync::Arc;
@@ -118,10 +135,42 @@ pub enum XdpBind {
     /// `XDP_COPY`: the kernel copies (the only mode veth and generic XDP have).
     #[default]
     Copy,
-    /// `XDP_ZEROCOPY`: the driver DMAs into the UMEM (fails where unsupported).
+    /// `XDP_ZEROCOPY`: the driver DMAs into the UMEM. Where the driver lacks
+    /// it (veth, generic attach), [`Xdp::open`] fails with
+    /// [`NicConfigError::ZeroCopy`].
     ZeroCopy,
-    /// Zero-copy where the driver has it, copy otherwise.
+    /// Zero-copy where the driver has it, copy otherwise (the kernel picks at
+    /// bind; [`Xdp::zero_copy`] says which it chose).
     Auto,
+}
+
+/// Preferred busy polling (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL`,
+/// `SO_BUSY_POLL_BUDGET` on each socket): the device's queue is polled in the
+/// receive call (a non-blocking `recvfrom` per call) instead of by its
+/// interrupt's softirq, which the kernel then defers
+/// (`napi_defer_hard_irqs`, `gro_flush_timeout` on the interface, set by the
+/// administrator). For a queue thread that polls without sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BusyPoll {
+    /// `SO_PREFER_BUSY_POLL`: the kernel leaves the queue to the busy poller.
+    pub prefer: bool,
+    /// `SO_BUSY_POLL`: microseconds one poll may spin.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: packets one poll may handle (over
+    /// `net.core.busy_poll_budget`, only with `CAP_NET_ADMIN`).
+    pub budget: u16,
+}
+
+impl Default for BusyPoll {
+    /// Preferred, 20 µs, 64 packets (what the kernel's AF_XDP documentation
+    /// and the xdpsock sample use).
+    fn default() -> BusyPoll {
+        BusyPoll {
+            prefer: true,
+            usecs: 20,
+            budget: 64,
+        }
+    }
 }
 
 /// How to open an interface's queues with AF_XDP.
@@ -138,9 +187,14 @@ pub struct XdpConfig {
     /// Copy or zero-copy.
     pub bind: XdpBind,
     /// `XDP_USE_NEED_WAKEUP`: kick the kernel only when the rings ask for it.
+    /// On (the default) saves a system call per batch where the driver's
+    /// softirq does the work (native drivers, zero-copy); off kicks every
+    /// batch, which suits veth and copy mode, where the kick itself moves the
+    /// frames.
     pub need_wakeup: bool,
-    /// Entries of each ring (a power of two); each queue's UMEM has twice as
-    /// many frames.
+    /// Entries of each ring (rx, tx, fill, completion; a power of two);
+    /// each queue's UMEM has twice as many frames. Default 2048: a receive
+    /// burst of that many frames waits in the ring while the thread is away.
     pub ring_size: u32,
     /// Bytes of one UMEM frame: 2048 or 4096 (a power of two, at least 2048);
     /// the largest frame is this less 256 bytes of XDP headroom.
@@ -149,18 +203,35 @@ pub struct XdpConfig {
     pub mount_bpffs: bool,
     /// The MTU enforced on transmit; `None`: the interface's.
     pub mtu: Option<u16>,
-    /// The receive pool; `None`: buffers as large as a UMEM frame.
+    /// The receive pool; `None`: buffers as large as the largest frame
+    /// (a UMEM frame, or the MTU's frame with [`XdpConfig::multi_buffer`]).
     pub pool: Option<PoolConfig>,
+    /// `XDP_USE_SG`: frames larger than a UMEM frame (an MTU of 9000 with
+    /// 4 KiB frames) arrive as chains of descriptors (`XDP_PKT_CONTD`), which
+    /// receive copies into one buffer, and transmit splits such frames over
+    /// as many UMEM frames (at most 17, what the kernel's copy mode takes).
+    /// The steering program is then its `xdp.frags` variant. A frame over
+    /// the receive pool's buffers is dropped and counted
+    /// (`rx_dropped_oversize`), never truncated. Default off: without it the
+    /// MTU is what one UMEM frame holds.
+    pub multi_buffer: bool,
+    /// Frames one `sendto` kick asks the kernel to move: its copy-mode
+    /// budget (`TX_BATCH_SIZE`, 32, in net/xdp/xsk.c; settable per socket
+    /// with `XDP_MAX_TX_SKB_BUDGET` on kernels that have it). Default 32.
+    pub tx_kick_batch: usize,
     /// `Some`: load linerate's steering program ([`Steering`]), which sends
     /// linerate only the frames it owns and the kernel the rest. `None`:
     /// libxdp's default program, which sends linerate every frame of its
     /// queues.
     pub steer: Option<SteerConfig>,
+    /// Preferred busy polling on each socket; `None` (the default): none.
+    pub busy_poll: Option<BusyPoll>,
 }
 
 impl XdpConfig {
     /// Queue 0 of `interface`, copy mode, generic attach, need-wakeup, rings of
-    /// 2048, 4 KiB frames, the interface's MTU, bpffs left as it is.
+    /// 2048, 4 KiB frames, the interface's MTU, bpffs left as it is, one
+    /// buffer per frame, kicks of 32 frames, no busy polling.
     pub fn new(interface: impl Into<String>) -> XdpConfig {
         XdpConfig {
             interface: interface.into(),
@@ -175,6 +246,9 @@ impl XdpConfig {
             mtu: None,
             pool: None,
             steer: None,
+            multi_buffer: false,
+            tx_kick_batch: queue::KICK_BATCH,
+            busy_poll: None,
         }
     }
 }
@@ -209,6 +283,79 @@ pub struct Xdp {
     /// linerate's program and maps, when [`XdpConfig::steer`] asked for them;
     /// after `queues`, so the sockets close first.
     steering: Option<Arc<Steering>>,
+    /// `XDP_USE_SG` is on ([`XdpConfig::multi_buffer`]).
+    multi_buffer: bool,
+    /// The sockets are bound zero-copy.
+    zero_copy: bool,
+    /// Descriptors one transmitted frame may span.
+    max_descs: usize,
+    /// Receive drives the device's queue ([`XdpConfig::busy_poll`]).
+    busy_poll: bool,
+    /// Per queue, the frame whose descriptors are being chained.
+    partial: Vec<Partial>,
+    /// The longest frame receive keeps (the pool's buffer length).
+    rx_max: usize,
+}
+
+/// A received frame whose descriptors have not all been read yet
+/// (`XDP_PKT_CONTD`): the kernel puts all of a frame's descriptors in the rx
+/// ring at once, but one receive call may stop within them.
+#[derive(Default)]
+struct Partial {
+    buf: Option<crate::buf::PacketBuf>,
+    /// Bytes of the frame so far (also when it went over and is dropped).
+    len: usize,
+    /// Its offload metadata (the device's hash, from its first descriptor).
+    meta: OffloadMeta,
+}
+
+/// `XDP_RSS_L3_IPV4`, `_L3_IPV6`, `_L4`, `_L4_TCP`, `_L4_UDP` of the kernel's
+/// `enum xdp_rss_hash_type` (include/net/xdp.h).
+const RSS_L3_IPV4: u32 = 1 << 0;
+const RSS_L3_IPV6: u32 = 1 << 1;
+const RSS_L4: u32 = 1 << 3;
+const RSS_L4_TCP: u32 = 1 << 4;
+const RSS_L4_UDP: u32 = 1 << 5;
+
+/// A received frame's offload metadata: the device's RSS hash, if the
+/// steering program read one (its checksums unverified, as every frame here).
+/// What the hash covers comes from its type; a device that only says "L4"
+/// (veth: `skb->l4_hash`) gets the family and protocol from the frame.
+fn rx_meta(frame: &[u8], hash: Option<queue::RxHash>) -> OffloadMeta {
+    let Some(h) = hash else {
+        return OffloadMeta::plain();
+    };
+    let ethertype = frame
+        .get(12..14)
+        .and_then(|t| <[u8; 2]>::try_from(t).ok())
+        .map(u16::from_be_bytes);
+    let v4 = h.kind & RSS_L3_IPV4 != 0 || (h.kind & RSS_L3_IPV6 == 0 && ethertype == Some(0x0800));
+    let v6 = h.kind & RSS_L3_IPV6 != 0 || (!v4 && ethertype == Some(0x86dd));
+    let proto = if h.kind & RSS_L4_TCP != 0 {
+        Some(6)
+    } else if h.kind & RSS_L4_UDP != 0 {
+        Some(17)
+    } else if h.kind & RSS_L4 != 0 {
+        frame.get(if v4 { 23 } else { 20 }).copied()
+    } else {
+        None
+    };
+    let kind = match (v4, v6, proto) {
+        (true, _, Some(6)) => RssHashType::TcpIpv4,
+        (true, _, Some(17)) => RssHashType::UdpIpv4,
+        (true, _, _) => RssHashType::Ipv4,
+        (false, true, Some(6)) => RssHashType::TcpIpv6,
+        (false, true, Some(17)) => RssHashType::UdpIpv6,
+        (false, true, _) => RssHashType::Ipv6,
+        _ => return OffloadMeta::plain(),
+    };
+    OffloadMeta {
+        rss: Some(RssHash {
+            value: h.value,
+            kind,
+        }),
+        ..OffloadMeta::plain()
+    }
 }
 
 impl core::fmt::Debug for Xdp {
@@ -229,8 +376,17 @@ fn os_error(what: &'static str, error: io::Error) -> NicError {
     }
 }
 
-fn open_error(e: OpenError) -> NicError {
+fn open_error(e: OpenError, cfg: &XdpConfig) -> NicError {
     match e {
+        OpenError::Socket(e)
+            if cfg.bind == XdpBind::ZeroCopy
+                && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) =>
+        {
+            NicError::Config(NicConfigError::ZeroCopy {
+                interface: cfg.interface.clone(),
+                error: e.to_string(),
+            })
+        }
         OpenError::Umem(e) => os_error("creating an AF_XDP UMEM", e),
         OpenError::Socket(e) => os_error("binding an AF_XDP socket", e),
         OpenError::Config(e) => NicError::Config(e),
@@ -281,13 +437,16 @@ impl Xdp {
         if cfg.need_wakeup {
             bind |= BindFlags::XDP_USE_NEED_WAKEUP;
         }
+        if cfg.multi_buffer {
+            bind |= BindFlags::XDP_USE_SG;
+        }
         // linerate's own program first: the sockets then only bind, with
         // libxdp's program load inhibited.
         let steering = match &cfg.steer {
             Some(steer) => {
                 let ifindex = sys::ifindex(&cfg.interface)?;
                 let end = cfg.first_queue.saturating_add(u32::from(queues));
-                let s = Steering::attach(ifindex, cfg.attach, end, steer)
+                let s = Steering::attach(ifindex, cfg.attach, end, steer, cfg.multi_buffer)
                     .map_err(|e| os_error("attaching the steering XDP program", e))?;
                 Some(Arc::new(s))
             }
@@ -315,12 +474,20 @@ impl Xdp {
             ring: cfg.ring_size,
             frame: cfg.frame_size,
         };
+        let kick = cfg.tx_kick_batch;
         let mut attach = steering.as_ref().map_or(cfg.attach, |s| s.attach_mode());
         let mut opened = Vec::with_capacity(usize::from(queues));
         for i in 0..u32::from(queues) {
             let id = cfg.first_queue + i;
             let q = if attach == XdpAttach::Auto {
-                match XskQueue::open(&name, id, sizes, socket(XdpAttach::Native), cfg.need_wakeup) {
+                match XskQueue::open(
+                    &name,
+                    id,
+                    sizes,
+                    socket(XdpAttach::Native),
+                    cfg.need_wakeup,
+                    kick,
+                ) {
                     Ok(q) => {
                         attach = XdpAttach::Native;
                         q
@@ -330,33 +497,54 @@ impl Xdp {
                     {
                         attach = XdpAttach::Generic;
                         let sock = socket(XdpAttach::Generic);
-                        XskQueue::open(&name, id, sizes, sock, cfg.need_wakeup)
-                            .map_err(open_error)?
+                        XskQueue::open(&name, id, sizes, sock, cfg.need_wakeup, kick)
+                            .map_err(|e| open_error(e, cfg))?
                     }
-                    Err(e) => return Err(open_error(e)),
+                    Err(e) => return Err(open_error(e, cfg)),
                 }
             } else {
-                XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup)
-                    .map_err(open_error)?
+                XskQueue::open(&name, id, sizes, socket(attach), cfg.need_wakeup, kick)
+                    .map_err(|e| open_error(e, cfg))?
             };
+            let mut q = q;
+            if let Some(b) = cfg.busy_poll {
+                sys::set_busy_poll(q.fd(), b.prefer, b.usecs, b.budget)
+                    .map_err(|e| os_error("setting busy polling on an AF_XDP socket", e))?;
+            }
             if let Some(s) = &steering {
+                q.set_rx_meta(s.rx_hash());
                 s.add_socket(id, q.fd())
                     .map_err(|e| os_error("adding a socket to the steering program", e))?;
             }
             opened.push(q);
         }
         let room = opened.first().map_or(0, XskQueue::room);
-        // The MTU is what a UMEM frame holds, less the Ethernet header and two
-        // VLAN tags, at most.
-        let fits = u16::try_from(room.saturating_sub(crate::ETH_HEADER_LEN + 8)).unwrap_or(0);
+        let zero_copy = match opened.first() {
+            Some(q) => sys::zero_copy(q.fd()).map_err(NicError::Io)?,
+            None => false,
+        };
+        // The MTU is what a UMEM frame holds (or, multi-buffer, a chain of
+        // them), less the Ethernet header and two VLAN tags, at most.
+        // A chain never longer than the tx ring (a frame it cannot hold at
+        // once would never go).
+        let max_descs = queue::MAX_SG_DESCS.min(cfg.ring_size as usize);
+        let frame_max = if cfg.multi_buffer {
+            room * max_descs
+        } else {
+            room
+        };
+        let fits =
+            u16::try_from(frame_max.saturating_sub(crate::ETH_HEADER_LEN + 8)).unwrap_or(u16::MAX);
         let mtu = cfg
             .mtu
             .unwrap_or_else(|| u16::try_from(if_mtu).unwrap_or(u16::MAX))
             .min(fits);
+        let largest = usize::from(mtu) + crate::ETH_HEADER_LEN + 8;
         let pool = Pool::new(cfg.pool.unwrap_or(PoolConfig {
-            buf_len: room.max(PoolConfig::mtu().buf_len),
+            buf_len: room.max(largest).max(PoolConfig::mtu().buf_len),
             ..PoolConfig::mtu()
         }));
+        let rx_max = pool.config().buf_len;
         Ok(Xdp {
             interface: cfg.interface.clone(),
             queues: opened,
@@ -372,6 +560,12 @@ impl Xdp {
             counters: Counters::new(usize::from(queues)),
             recorder: None,
             steering,
+            multi_buffer: cfg.multi_buffer,
+            zero_copy,
+            busy_poll: cfg.busy_poll.is_some(),
+            max_descs,
+            partial: (0..queues).map(|_| Partial::default()).collect(),
+            rx_max,
         })
     }
 
@@ -395,6 +589,23 @@ impl Xdp {
     /// Whether [`Xdp::open`] mounted `/sys/fs/bpf` (it stays mounted).
     pub fn mounted_bpffs(&self) -> bool {
         self.mounted_bpffs
+    }
+
+    /// Whether the sockets are bound zero-copy (`XDP_OPTIONS_ZEROCOPY`): what
+    /// [`XdpBind::Auto`] chose.
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// `queue`'s socket's `SO_BUSY_POLL` in microseconds, as the kernel
+    /// holds it ([`XdpConfig::busy_poll`]).
+    pub fn busy_poll_usecs(&self, queue: usize) -> Result<u32, NicError> {
+        sys::busy_poll(self.queue(queue)?.fd()).map_err(NicError::Io)
+    }
+
+    /// Whether frames may span several UMEM frames (`XDP_USE_SG`).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// The largest frame a UMEM frame holds.
@@ -456,18 +667,59 @@ impl Nic for Xdp {
         };
         // Frames the kernel left in the tx ring, and completions to recycle.
         q.kick()?;
+        if self.busy_poll {
+            sys::busy_poll_kick(q.fd());
+        }
         let before = batch.len();
         let pool = &self.pool;
         let mut short = 0u64;
-        q.recv(max, |bytes| {
-            if bytes.len() < crate::ETH_HEADER_LEN {
-                short += 1;
-            } else {
-                batch.push(Frame::plain(pool.alloc_from(bytes)));
+        let mut over = 0u64;
+        let rx_max = self.rx_max;
+        let Some(partial) = self.partial.get_mut(queue) else {
+            return Ok(0);
+        };
+        q.recv(max, |bytes, more, hash| {
+            let meta = rx_meta(bytes, hash);
+            if !more && partial.len == 0 {
+                // The common case: the whole frame in one descriptor.
+                if bytes.len() < crate::ETH_HEADER_LEN {
+                    short += 1;
+                } else if bytes.len() > rx_max {
+                    over += 1;
+                } else {
+                    batch.push(Frame::new(pool.alloc_from(bytes), meta));
+                }
+                return;
             }
+            if partial.len == 0 {
+                partial.meta = meta;
+            }
+            // A chain: gathered into one buffer, unless it grows past what
+            // the pool's buffers hold (then it is counted, not truncated).
+            partial.len += bytes.len();
+            if partial.len <= rx_max {
+                partial
+                    .buf
+                    .get_or_insert_with(|| pool.alloc())
+                    .extend_from_slice(bytes);
+            } else {
+                partial.buf = None;
+            }
+            if more {
+                return;
+            }
+            match partial.buf.take() {
+                Some(b) if b.len() >= crate::ETH_HEADER_LEN => {
+                    batch.push(Frame::new(b, partial.meta));
+                }
+                Some(_) => short += 1,
+                None => over += 1,
+            }
+            partial.len = 0;
         });
         let mut tally = Tally::default();
         tally.add(Counter::RxDroppedMalformed, short);
+        tally.add(Counter::RxDroppedOversize, over);
         let got = batch.get(before..).unwrap_or_default();
         count(&mut tally, got, false);
         tally.flush(&self.counters, queue);
@@ -482,27 +734,38 @@ impl Nic for Xdp {
         };
         let free = q.tx_free();
         let room = q.room();
+        let limit = if self.multi_buffer {
+            room * self.max_descs
+        } else {
+            room
+        };
         let mut ok = 0;
+        let mut descs = 0;
         let mut failure = None;
-        for f in batch.iter().take(free) {
+        for f in batch.iter() {
             if let Err(refused) = check_tx(&self.caps, f) {
                 failure = Some(refused);
                 break;
             }
-            if f.len() > room {
+            if f.len() > limit {
                 failure = Some((
                     NicError::Oversize {
                         len: f.len(),
-                        limit: room,
+                        limit,
                     },
                     Counter::TxDroppedOversize,
                 ));
                 break;
             }
+            let need = f.len().div_ceil(room).max(1);
+            if descs + need > free {
+                break;
+            }
+            descs += need;
             ok += 1;
         }
         let sent = if ok > 0 {
-            q.send(batch.iter().take(ok))?
+            q.send(batch.iter().take(ok), descs)?
         } else {
             q.kick()?;
             0

@@ -26,7 +26,29 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 /// How many frames one copy-mode `sendto` kick moves at most (`TX_BATCH_SIZE`
 /// in net/xdp/xsk.c, the default `XDP_MAX_TX_SKB_BUDGET`).
-const KICK_BATCH: usize = 32;
+pub(crate) const KICK_BATCH: usize = 32;
+
+/// `XDP_PKT_CONTD` (linux/if_xdp.h): more descriptors of this frame follow.
+const XDP_PKT_CONTD: u32 = 1;
+
+/// Descriptors one frame may span with `XDP_USE_SG` in copy mode: the kernel
+/// builds the frame as a socket buffer with at most `MAX_SKB_FRAGS` (17)
+/// fragments and refuses a longer chain (`EOVERFLOW` in net/xdp/xsk.c).
+pub(crate) const MAX_SG_DESCS: usize = 17;
+
+/// What the steering program's `_hash` variants leave in front of each frame
+/// they redirect (`struct rx_meta` in steer.bpf.c): hash, hash type, magic.
+const META_LEN: usize = 12;
+const META_MAGIC: u32 = 0x6c72_4d31;
+const META_NO_HASH: u32 = u32::MAX;
+
+/// The device's RSS hash of a received frame and its type
+/// (`enum xdp_rss_hash_type`), from the XDP metadata area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RxHash {
+    pub(crate) value: u32,
+    pub(crate) kind: u32,
+}
 
 /// Why opening a queue failed, before it becomes a `NicError`.
 #[derive(Debug)]
@@ -79,6 +101,15 @@ pub(crate) struct XskQueue {
     room: usize,
     /// Whether the rings say when they need a kick (`XDP_USE_NEED_WAKEUP`).
     need_wakeup: bool,
+    /// Frames per `sendto` kick ([`KICK_BATCH`] unless configured).
+    kick_batch: usize,
+    /// Read the steering program's metadata in front of each frame.
+    rx_meta: bool,
+    /// The last descriptor read had `XDP_PKT_CONTD`: the next continues a
+    /// frame (and has no metadata of its own).
+    in_chain: bool,
+    /// Bytes of one UMEM frame.
+    frame_size: usize,
     fd: RawFd,
 }
 
@@ -100,6 +131,7 @@ impl XskQueue {
         sizes: Sizes,
         socket: SocketConfig,
         need_wakeup: bool,
+        kick_batch: usize,
     ) -> Result<XskQueue, OpenError> {
         let bad_ring = || OpenError::Config(NicConfigError::RingSize { size: sizes.ring });
         let bad_frame = || OpenError::Config(NicConfigError::FrameSize { size: sizes.frame });
@@ -149,8 +181,17 @@ impl XskQueue {
             tx_ring: sizes.ring as usize,
             room,
             need_wakeup,
+            kick_batch: kick_batch.max(1),
+            rx_meta: false,
+            in_chain: false,
+            frame_size: sizes.frame as usize,
             fd,
         })
+    }
+
+    /// Read the RSS hash the steering program puts in front of each frame.
+    pub(crate) fn set_rx_meta(&mut self, on: bool) {
+        self.rx_meta = on;
     }
 
     /// The socket's descriptor (polls readable when the rx ring has frames).
@@ -188,11 +229,12 @@ impl XskQueue {
     }
 
     /// Kicks the kernel to send what waits in the tx ring: in copy mode each
-    /// `sendto` moves at most [`KICK_BATCH`] frames, so kick once per that many
+    /// `sendto` moves at most [`KICK_BATCH`] frames (or the configured
+    /// budget), so kick once per that many
     /// (the kernel may still stop early when the device is busy; the next call
     /// kicks again).
     pub(crate) fn kick(&mut self) -> std::io::Result<()> {
-        let mut kicks = self.pending_tx().div_ceil(KICK_BATCH) + 1;
+        let mut kicks = self.pending_tx().div_ceil(self.kick_batch) + 1;
         while self.pending_tx() > 0 && kicks > 0 {
             if self.need_wakeup && !self.tx.needs_wakeup() {
                 break;
@@ -211,27 +253,69 @@ impl XskQueue {
             .min(self.in_flight)
     }
 
-    /// Copies each frame of `frames` into a free transmit frame (the caller
-    /// checked that there are enough, [`XskQueue::tx_free`], and that each fits,
-    /// [`XskQueue::room`]) and hands them all to the tx ring, then kicks. A
-    /// scatter-gather frame is gathered there, chunk after chunk: the one copy
-    /// AF_XDP needs of any frame.
+    /// Copies each frame of `frames` into free transmit frames, one UMEM
+    /// frame per [`XskQueue::room`] bytes (the caller checked that there are
+    /// enough, [`XskQueue::tx_free`], and that a frame over one UMEM frame is
+    /// sent only with `XDP_USE_SG`), and hands them all to the tx ring, then
+    /// kicks. A frame over one UMEM frame goes as a chain of descriptors,
+    /// `XDP_PKT_CONTD` on all but the last. A scatter-gather frame is
+    /// gathered there, chunk after chunk: the one copy AF_XDP needs of any
+    /// frame.
     pub(crate) fn send<'a>(
         &mut self,
         frames: impl ExactSizeIterator<Item = &'a Frame>,
+        descs: usize,
     ) -> std::io::Result<usize> {
-        let n = frames.len().min(self.free.len());
+        let n = frames.len();
+        let staged = self.stage(frames, descs)?;
+        if staged == 0 {
+            return Ok(0);
+        }
+        Ok(n)
+    }
+
+    /// [`XskQueue::send`]'s work; returns the descriptors handed over.
+    fn stage<'a>(
+        &mut self,
+        frames: impl Iterator<Item = &'a Frame>,
+        descs: usize,
+    ) -> std::io::Result<usize> {
+        let n = descs.min(self.free.len());
         let at = self.free.len() - n;
         let mut staged = self.free.split_off(at);
-        for (desc, bytes) in staged.iter_mut().zip(frames) {
-            // SAFETY: `desc` came from `free`: a transmit frame of this UMEM
-            // that neither the kernel nor anything else holds now.
-            #[allow(unsafe_code)]
-            let mut data = unsafe { self.umem.data_mut(desc) };
-            let mut cursor = data.cursor();
-            cursor.set_pos(0);
-            for chunk in bytes.chunks() {
-                cursor.write_all(chunk)?;
+        let room = self.room;
+        let mut slots = staged.iter_mut();
+        for bytes in frames {
+            let mut left = bytes.len();
+            let mut chunks = bytes.chunks();
+            let mut chunk: &[u8] = chunks.next().unwrap_or_default();
+            for desc in slots.by_ref() {
+                let this = left.min(room);
+                left -= this;
+                desc.set_options(if left > 0 { XDP_PKT_CONTD } else { 0 });
+                // SAFETY: `desc` came from `free`: a transmit frame of this UMEM
+                // that neither the kernel nor anything else holds now.
+                #[allow(unsafe_code)]
+                let mut data = unsafe { self.umem.data_mut(desc) };
+                let mut cursor = data.cursor();
+                cursor.set_pos(0);
+                let mut need = this;
+                while need > 0 {
+                    if chunk.is_empty() {
+                        chunk = chunks.next().unwrap_or_default();
+                        if chunk.is_empty() {
+                            break;
+                        }
+                    }
+                    let take = need.min(chunk.len());
+                    let (head, rest) = chunk.split_at(take);
+                    cursor.write_all(head)?;
+                    chunk = rest;
+                    need -= take;
+                }
+                if left == 0 {
+                    break;
+                }
             }
         }
         // SAFETY: the staged descriptors belong to this UMEM and are handed to
@@ -248,10 +332,15 @@ impl XskQueue {
         Ok(sent)
     }
 
-    /// Hands up to `max` received frames to `each` (their bytes, in the UMEM,
-    /// valid during the call), then gives the frames back to the fill ring.
-    /// Returns how many were received.
-    pub(crate) fn recv(&mut self, max: usize, mut each: impl FnMut(&[u8])) -> usize {
+    /// Hands up to `max` received descriptors to `each` (their bytes, in the
+    /// UMEM, valid during the call, and whether more of the same frame follow,
+    /// `XDP_PKT_CONTD`), then gives the frames back to the fill ring. Returns
+    /// how many were received.
+    pub(crate) fn recv(
+        &mut self,
+        max: usize,
+        mut each: impl FnMut(&[u8], bool, Option<RxHash>),
+    ) -> usize {
         self.retry_refill();
         let want = max.min(self.scratch.len());
         let Some(descs) = self.scratch.get_mut(..want) else {
@@ -267,7 +356,15 @@ impl XskQueue {
             // the fill ring only after this read.
             #[allow(unsafe_code)]
             let data = unsafe { self.umem.data(desc) };
-            each(data.contents());
+            let bytes = data.contents();
+            let more = desc.options() & XDP_PKT_CONTD != 0;
+            let hash = if self.rx_meta && !self.in_chain {
+                self.meta(desc.addr(), bytes)
+            } else {
+                None
+            };
+            self.in_chain = more;
+            each(bytes, more, hash);
         }
         if n > 0 {
             // SAFETY: the frames just read, handed back to the kernel to fill.
@@ -281,6 +378,34 @@ impl XskQueue {
             }
         }
         n
+    }
+
+    /// The metadata the steering program left in front of a frame at UMEM
+    /// offset `addr` whose bytes are `bytes`, if it is there (its magic).
+    fn meta(&self, addr: usize, bytes: &[u8]) -> Option<RxHash> {
+        // The kernel puts a received frame `XDP_PACKET_HEADROOM` (256) bytes
+        // into its UMEM frame (less the metadata the program reserved): the
+        // metadata is within the same UMEM frame, which this call owns.
+        if addr % self.frame_size < META_LEN {
+            return None;
+        }
+        let mut m = [0u8; META_LEN];
+        #[allow(unsafe_code)]
+        // SAFETY: `bytes` starts at UMEM offset `addr`, at least META_LEN
+        // bytes after the start of its UMEM frame (checked above); the frame
+        // is this queue's, out of the kernel's hands until it is handed back
+        // to the fill ring after this read; the UMEM is one mapping, which
+        // `bytes` points into.
+        unsafe {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr().sub(META_LEN), m.as_mut_ptr(), META_LEN);
+        }
+        let word = |i: usize| {
+            m.get(i..i + 4)
+                .and_then(|w| <[u8; 4]>::try_from(w).ok())
+                .map_or(0, u32::from_ne_bytes)
+        };
+        let (value, kind, magic) = (word(0), word(4), word(8));
+        (magic == META_MAGIC && kind != META_NO_HASH).then_some(RxHash { value, kind })
     }
 
     fn retry_refill(&mut self) {

@@ -62,6 +62,27 @@ static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value,
 				   __u64 flags) = (void *)2;
 static long (*bpf_redirect_map)(void *map, __u64 key, __u64 flags) = (void *)51;
+static long (*bpf_xdp_adjust_meta)(struct xdp_md *ctx, int delta) = (void *)54;
+
+// The RSS hash the device computed (a kfunc, kernel 6.3 on; veth, mlx5, ice
+// and others implement it). Only a device-bound program (BPF_F_XDP_DEV_BOUND_ONLY
+// and the device's ifindex at load) may call it. Weak: where the kernel lacks
+// it, libbpf leaves it null and the call below is dead code the verifier drops.
+// Any enum matches the kernel's `enum xdp_rss_hash_type *` (libbpf compares
+// kinds).
+enum xdp_rss_hash_type { XDP_RSS_TYPE_NONE = 0 };
+extern int bpf_xdp_metadata_rx_hash(const struct xdp_md *ctx, __u32 *hash,
+				    enum xdp_rss_hash_type *rss_type)
+	__attribute__((section(".ksyms"), weak));
+
+// What the program leaves in front of a redirected frame (the metadata area,
+// copied into the UMEM before the frame): mirrored in steer.rs (RxMeta).
+#define META_MAGIC 0x6c724d31 // "lrM1"
+struct rx_meta {
+	__u32 hash;
+	__u32 hash_type;
+	__u32 magic;
+};
 
 #define ETH_P_IP 0x0800
 #define ETH_P_ARP 0x0806
@@ -181,8 +202,32 @@ INLINE int pass(__u32 why)
 	return XDP_PASS;
 }
 
-INLINE int to_linerate(struct xdp_md *ctx, __u32 why)
+// Reads the device's RSS hash into the frame's metadata area. Every frame
+// redirected gets the area (magic set), with `hash_type` META_NO_HASH where
+// the device had no hash for it: the UMEM frame's bytes before the frame are
+// then never a stale hash of an earlier frame.
+#define META_NO_HASH 0xffffffff
+INLINE void rx_hash_meta(struct xdp_md *ctx)
 {
+	__u32 hash = 0;
+	__u32 kind = META_NO_HASH;
+	enum xdp_rss_hash_type type = XDP_RSS_TYPE_NONE;
+	if (bpf_xdp_metadata_rx_hash && bpf_xdp_metadata_rx_hash(ctx, &hash, &type) == 0)
+		kind = (__u32)type;
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct rx_meta)) != 0)
+		return;
+	struct rx_meta *m = (void *)(long)ctx->data_meta;
+	if ((void *)(m + 1) > (void *)(long)ctx->data)
+		return;
+	m->hash = hash;
+	m->hash_type = kind;
+	m->magic = META_MAGIC;
+}
+
+INLINE int to_linerate(struct xdp_md *ctx, __u32 why, int hash)
+{
+	if (hash)
+		rx_hash_meta(ctx);
 	int action = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	count(action == XDP_REDIRECT ? why : C_NO_SOCKET);
 	return action;
@@ -397,8 +442,7 @@ INLINE __u32 ipv6(void *l3, void *end)
 	return C_PASS;
 }
 
-SEC("xdp")
-int linerate_steer(struct xdp_md *ctx)
+INLINE int steer(struct xdp_md *ctx, int hash)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
@@ -421,7 +465,39 @@ int linerate_steer(struct xdp_md *ctx)
 	}
 	if (why == C_PASS || why == C_MALFORMED)
 		return pass(why);
-	return to_linerate(ctx, why);
+	return to_linerate(ctx, why, hash);
+}
+
+// The program as loaded for sockets that take one buffer per frame.
+SEC("xdp")
+int linerate_steer(struct xdp_md *ctx)
+{
+	return steer(ctx, 0);
+}
+
+// The same program for multi-buffer sockets (XDP_USE_SG): `xdp.frags` has
+// libbpf load it with BPF_F_XDP_HAS_FRAGS, so frames over one buffer reach it
+// (and the socket) whole. It reads only the first buffer (ctx->data to
+// ctx->data_end), where the headers are; a frame whose headers are not all
+// there goes to the kernel, as any it cannot parse.
+SEC("xdp.frags")
+int linerate_steer_frags(struct xdp_md *ctx)
+{
+	return steer(ctx, 0);
+}
+
+// The two above, device-bound, with the device's RSS hash in front of each
+// frame redirected to linerate (struct rx_meta).
+SEC("xdp")
+int linerate_steer_hash(struct xdp_md *ctx)
+{
+	return steer(ctx, 1);
+}
+
+SEC("xdp.frags")
+int linerate_steer_frags_hash(struct xdp_md *ctx)
+{
+	return steer(ctx, 1);
 }
 
 char _license[] SEC("license") = "Dual MIT/GPL";

@@ -113,3 +113,80 @@ pub(crate) fn ifindex(name: &str) -> io::Result<u32> {
     let index = unsafe { req.ifr_ifru.ifru_ifindex };
     u32::try_from(index).map_err(|_| io::Error::other(format!("{name}: index {index}")))
 }
+
+/// `SO_BUSY_POLL`, `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`
+/// (asm-generic/socket.h).
+const SO_BUSY_POLL: libc::c_int = 46;
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+/// `SOL_XDP` (linux/socket.h), `XDP_OPTIONS` and `XDP_OPTIONS_ZEROCOPY`
+/// (linux/if_xdp.h).
+const SOL_XDP: libc::c_int = 283;
+const XDP_OPTIONS: libc::c_int = 8;
+const XDP_OPTIONS_ZEROCOPY: u32 = 1;
+
+fn set_int(fd: libc::c_int, level: libc::c_int, name: libc::c_int, value: u32) -> io::Result<()> {
+    let v = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+    #[allow(unsafe_code)]
+    // SAFETY: `v` is a live int and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&raw const v).cast(),
+            core::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    check(rc).map(|_| ())
+}
+
+fn get_u32(fd: libc::c_int, level: libc::c_int, name: libc::c_int) -> io::Result<u32> {
+    let mut v: u32 = 0;
+    let mut len = core::mem::size_of::<u32>() as libc::socklen_t;
+    #[allow(unsafe_code)]
+    // SAFETY: `v` and `len` are live and `len` is `v`'s size.
+    let rc = unsafe { libc::getsockopt(fd, level, name, (&raw mut v).cast(), &raw mut len) };
+    check(rc).map(|_| v)
+}
+
+/// Preferred busy polling on an AF_XDP socket: `SO_PREFER_BUSY_POLL`,
+/// `SO_BUSY_POLL` (microseconds) and `SO_BUSY_POLL_BUDGET` (packets).
+pub(crate) fn set_busy_poll(
+    fd: libc::c_int,
+    prefer: bool,
+    usecs: u32,
+    budget: u16,
+) -> io::Result<()> {
+    set_int(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, u32::from(prefer))?;
+    set_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL, usecs)?;
+    set_int(fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, u32::from(budget))
+}
+
+/// The socket's `SO_BUSY_POLL` (microseconds).
+pub(crate) fn busy_poll(fd: libc::c_int) -> io::Result<u32> {
+    get_u32(fd, libc::SOL_SOCKET, SO_BUSY_POLL)
+}
+
+/// Whether the socket is bound zero-copy (`XDP_OPTIONS_ZEROCOPY`).
+pub(crate) fn zero_copy(fd: libc::c_int) -> io::Result<bool> {
+    get_u32(fd, SOL_XDP, XDP_OPTIONS).map(|o| o & XDP_OPTIONS_ZEROCOPY != 0)
+}
+
+/// Drives the socket's receive in busy-poll mode (a non-blocking
+/// `recvfrom` with no buffer, as libxdp's samples do): the kernel polls the
+/// device's queue in this call.
+pub(crate) fn busy_poll_kick(fd: libc::c_int) {
+    #[allow(unsafe_code)]
+    // SAFETY: no buffer and no address: the kernel writes nothing.
+    let _ = unsafe {
+        libc::recvfrom(
+            fd,
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+}

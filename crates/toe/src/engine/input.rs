@@ -929,6 +929,21 @@ impl Engine {
         self.release(released, mac);
     }
 
+    /// True if some next hop is being resolved (frames wait for it).
+    pub fn neighbors_resolving(&self) -> bool {
+        self.neighbors.resolving()
+    }
+
+    /// Next hops to look up in the kernel's neighbour table when the kernel's
+    /// stack shares the interface's address (and so gets its ARP replies and
+    /// neighbour advertisements): those being resolved, and those in use
+    /// that expire within `within` (so [`Engine::neighbor_add`] refreshes them
+    /// before they lapse). Appended to `out`; a scan of the table, for a
+    /// runtime that looks now and then.
+    pub fn neighbors_due(&self, now: Instant, within: Duration, out: &mut Vec<IpAddr>) {
+        self.neighbors.due(now, within, out);
+    }
+
     /// [`NeighborCache::learn`], counting a refusal by a full table.
     fn learn_neighbor(
         &mut self,

@@ -42,6 +42,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The program, built by build.rs from `steer.bpf.c`.
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o"));
 
+/// `BPF_F_XDP_DEV_BOUND_ONLY` (linux/bpf.h): a program bound to one device,
+/// which may call its metadata kfuncs.
+const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
+
 /// `XDP_FLAGS_SKB_MODE` and `XDP_FLAGS_DRV_MODE` (linux/if_link.h).
 const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
@@ -62,16 +66,31 @@ pub struct SteerConfig {
     /// network namespace [`super::Xdp::open`] ran in, whichever thread claims.
     /// Empty: nothing is held.
     pub hold: Vec<IpAddr>,
+    /// Read the device's RSS hash in the program (`bpf_xdp_metadata_rx_hash`)
+    /// and put it in front of each frame redirected to linerate (the XDP
+    /// metadata area), where receive takes it as the frame's
+    /// `OffloadMeta::rss_hash`, so the shim does not compute it again. The
+    /// kfunc needs a device-bound program, which attaches only natively:
+    /// where the kernel lacks the kfunc, the device does not implement it or
+    /// the program attaches generically, the program is loaded without it
+    /// ([`Steering::rx_hash`] says which). Default off: the device's hash
+    /// is whatever the device computes (veth: the kernel's software flow
+    /// hash, not Toeplitz), and the shim spreads frames over queues by it,
+    /// so turn it on where the device's hash is the Toeplitz hash the
+    /// runtime's steering computes (its key set on the NIC).
+    pub rx_hash: bool,
 }
 
 impl Default for SteerConfig {
-    /// 65,536 4-tuples, 1,024 ports, no address of its own, nothing held.
+    /// 65,536 4-tuples, 1,024 ports, no address of its own, nothing held,
+    /// no RSS hash from the device.
     fn default() -> SteerConfig {
         SteerConfig {
             flows: 65_536,
             ports: 1024,
             addresses: Vec::new(),
             hold: Vec::new(),
+            rx_hash: false,
         }
     }
 }
@@ -113,6 +132,7 @@ impl SteerCounts {
 pub struct Steering {
     ifindex: u32,
     attach: XdpAttach,
+    rx_hash: bool,
     _link: OwnedFd,
     xsks: OwnedFd,
     ports: OwnedFd,
@@ -260,12 +280,36 @@ impl Object {
 impl Steering {
     /// Loads the program with `cfg`'s map sizes and attaches it to interface
     /// `ifindex` (`attach`: [`XdpAttach::Auto`] tries native, then generic).
-    /// `queues` is the largest queue index plus one that sockets will use.
+    /// `queues` is the largest queue index plus one that sockets will use;
+    /// `frags`: the `xdp.frags` program, for multi-buffer sockets. With
+    /// [`SteerConfig::rx_hash`], the device-bound program that reads the RSS
+    /// hash first (native only), the plain one if that fails.
     pub(crate) fn attach(
         ifindex: u32,
         attach: XdpAttach,
         queues: u32,
         cfg: &SteerConfig,
+        frags: bool,
+    ) -> io::Result<Steering> {
+        if cfg.rx_hash && attach != XdpAttach::Generic {
+            match Steering::attach_variant(ifindex, XdpAttach::Native, queues, cfg, frags, true) {
+                Ok(s) => return Ok(s),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) => {
+                    return Err(e);
+                }
+                Err(_) => {}
+            }
+        }
+        Steering::attach_variant(ifindex, attach, queues, cfg, frags, false)
+    }
+
+    fn attach_variant(
+        ifindex: u32,
+        attach: XdpAttach,
+        queues: u32,
+        cfg: &SteerConfig,
+        frags: bool,
+        hash: bool,
     ) -> io::Result<Steering> {
         #[allow(unsafe_code)]
         // SAFETY: OBJECT is a static byte buffer libbpf only reads (it copies
@@ -296,6 +340,53 @@ impl Steering {
                 return Err(errno(rc));
             }
         }
+        // One of the object's four programs is loaded: the `xdp.frags` ones
+        // for multi-buffer sockets, the `_hash` ones bound to the device.
+        let name = match (frags, hash) {
+            (false, false) => c"linerate_steer",
+            (true, false) => c"linerate_steer_frags",
+            (false, true) => c"linerate_steer_hash",
+            (true, true) => c"linerate_steer_frags_hash",
+        };
+        for other in [
+            c"linerate_steer",
+            c"linerate_steer_frags",
+            c"linerate_steer_hash",
+            c"linerate_steer_frags_hash",
+        ] {
+            #[allow(unsafe_code)]
+            // SAFETY: a live, opened object and a NUL-terminated name.
+            let p = unsafe { libxdp_sys::bpf_object__find_program_by_name(obj.0, other.as_ptr()) };
+            if p.is_null() {
+                continue;
+            }
+            let rc = if other == name {
+                if !hash {
+                    continue;
+                }
+                #[allow(unsafe_code)]
+                // SAFETY: a program of the live object, before it is loaded.
+                unsafe {
+                    libxdp_sys::bpf_program__set_ifindex(p, ifindex);
+                }
+                #[allow(unsafe_code)]
+                // SAFETY: as above; the flags keep what the section set
+                // (BPF_F_XDP_HAS_FRAGS for `xdp.frags`).
+                unsafe {
+                    let flags = libxdp_sys::bpf_program__flags(p);
+                    libxdp_sys::bpf_program__set_flags(p, flags | BPF_F_XDP_DEV_BOUND_ONLY)
+                }
+            } else {
+                #[allow(unsafe_code)]
+                // SAFETY: a program of the live object, before it is loaded.
+                unsafe {
+                    libxdp_sys::bpf_program__set_autoload(p, false)
+                }
+            };
+            if rc < 0 {
+                return Err(errno(rc));
+            }
+        }
         #[allow(unsafe_code)]
         // SAFETY: a live, opened object.
         let rc = unsafe { libxdp_sys::bpf_object__load(obj.0) };
@@ -304,13 +395,12 @@ impl Steering {
         }
         #[allow(unsafe_code)]
         // SAFETY: a live, loaded object and a NUL-terminated name.
-        let prog = unsafe {
-            libxdp_sys::bpf_object__find_program_by_name(obj.0, c"linerate_steer".as_ptr())
-        };
+        let prog = unsafe { libxdp_sys::bpf_object__find_program_by_name(obj.0, name.as_ptr()) };
         if prog.is_null() {
-            return Err(io::Error::other(
-                "the steering object has no program linerate_steer",
-            ));
+            return Err(io::Error::other(format!(
+                "the steering object has no program {}",
+                name.to_string_lossy()
+            )));
         }
         #[allow(unsafe_code)]
         // SAFETY: a program of the live, loaded object.
@@ -359,6 +449,7 @@ impl Steering {
         let steering = Steering {
             ifindex,
             attach,
+            rx_hash: hash,
             _link: link,
             xsks: obj.map_fd(c"xsks")?,
             ports: obj.map_fd(c"ports")?,
@@ -395,6 +486,12 @@ impl Steering {
             &fd.to_ne_bytes(),
             libxdp_sys::BPF_ANY,
         )
+    }
+
+    /// Whether the program reads the device's RSS hash into each redirected
+    /// frame's metadata ([`SteerConfig::rx_hash`], where it could be loaded).
+    pub fn rx_hash(&self) -> bool {
+        self.rx_hash
     }
 
     /// The interface's index.
