@@ -88,6 +88,14 @@ struct Options {
     /// Only the latency cells.
     #[arg(long)]
     latency_only: bool,
+    /// The preload's busy polling (`nic.busy_poll_us`) for the TOE cells;
+    /// 0 (the default) sleeps at once, as the kernel's sockets do without
+    /// SO_BUSY_POLL.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    busy_poll_us: u32,
+    /// The busy polling of the latency cells that busy-poll.
+    #[arg(long, value_name = "US", default_value_t = 50)]
+    latency_busy_poll_us: u32,
 }
 
 /// `--cell`'s values: the cells' names.
@@ -175,7 +183,7 @@ fn report(opts: &Options) -> Result<(), Box<dyn Error>> {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
 
-    let lab = Lab::new(&opts.preload)?;
+    let lab = Lab::new(&opts.preload, opts.busy_poll_us)?;
     let cores = run::cores();
     println!(
         "TOE experiment: iperf3, {seconds} s a cell, median of {rounds}; {} ({cores} cores)",
@@ -262,10 +270,14 @@ fn report(opts: &Options) -> Result<(), Box<dyn Error>> {
 
     if latency {
         println!();
-        println!("sockperf ping-pong, TCP, 64-byte messages, {seconds} s: round trip / 2");
+        println!(
+            "sockperf ping-pong, TCP, 64-byte messages, {seconds} s: round trip / 2 \
+             (busy polling: nic.busy_poll_us = {})",
+            opts.latency_busy_poll_us
+        );
         println!("{:<40} {:>9} {:>9}", "", "p50 µs", "p99 µs");
         for l in run::Latency::ALL {
-            let r = lab.sockperf(l, seconds)?;
+            let r = lab.sockperf(l, seconds, (opts.busy_poll_us, opts.latency_busy_poll_us))?;
             println!("{:<40} {:>9.1} {:>9.1}", l.name(), r.p50_us, r.p99_us);
         }
     }

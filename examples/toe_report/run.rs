@@ -104,23 +104,39 @@ impl Cell {
 /// The latency cells.
 #[derive(Clone, Copy, Debug)]
 pub enum Latency {
+    /// Kernel to kernel over veth.
+    Nic,
     /// sockperf's server preloaded, the kernel's client.
     ToeServer,
     /// The preloaded client, the kernel's server.
     ToeClient,
-    /// Kernel to kernel over veth.
-    Nic,
+    /// [`Latency::ToeServer`] with the preload busy polling.
+    ToeServerBusy,
+    /// [`Latency::ToeClient`] with the preload busy polling.
+    ToeClientBusy,
 }
 
 impl Latency {
-    pub const ALL: [Latency; 3] = [Latency::Nic, Latency::ToeServer, Latency::ToeClient];
+    pub const ALL: [Latency; 5] = [
+        Latency::Nic,
+        Latency::ToeServer,
+        Latency::ToeClient,
+        Latency::ToeServerBusy,
+        Latency::ToeClientBusy,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
+            Latency::Nic => "NIC: kernel to kernel over veth",
             Latency::ToeServer => "TOE: linerate server, kernel client",
             Latency::ToeClient => "TOE: linerate client, kernel server",
-            Latency::Nic => "NIC: kernel to kernel over veth",
+            Latency::ToeServerBusy => "TOE busy-polling: linerate server",
+            Latency::ToeClientBusy => "TOE busy-polling: linerate client",
         }
+    }
+
+    fn busy(self) -> bool {
+        matches!(self, Latency::ToeServerBusy | Latency::ToeClientBusy)
     }
 }
 
@@ -141,6 +157,7 @@ pub struct PingPong {
 /// config file, then the namespaces with their devices).
 pub struct Lab {
     config: PathBuf,
+    tap: String,
     preload: PathBuf,
     toe: Netns,
     nic_server: Netns,
@@ -246,7 +263,8 @@ fn text(out: &Output) -> String {
 }
 
 impl Lab {
-    pub fn new(preload: &Path) -> Result<Lab, Box<dyn Error>> {
+    /// `busy_poll_us`: the preload's `nic.busy_poll_us` (0: off).
+    pub fn new(preload: &Path, busy_poll_us: u32) -> Result<Lab, Box<dyn Error>> {
         let toe = Netns::new("lrtr")?;
         let tap = netns::unique("lrtt");
         toe.ip(&["tuntap", "add", "dev", &tap, "mode", "tap"])?;
@@ -255,13 +273,6 @@ impl Lab {
         toe.ip(&["addr", "add", &format!("{TOE_KERNEL}/24"), "dev", &tap])?;
         toe.ip(&["link", "set", &tap, "up"])?;
         let config = std::env::temp_dir().join(format!("{}.toml", netns::unique("lrtc")));
-        std::fs::write(
-            &config,
-            format!(
-                "[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{TOE_OURS}/24\"\n\
-                 [policy]\ndefault = \"linerate\"\n"
-            ),
-        )?;
         let nic_server = Netns::new("lrts")?;
         let nic_client = Netns::new("lrtk")?;
         let veth = VethPair::new(
@@ -270,14 +281,32 @@ impl Lab {
             &nic_client,
             &format!("{NIC_CLIENT}/24"),
         )?;
-        Ok(Lab {
+        let lab = Lab {
             config,
+            tap,
             preload: std::fs::canonicalize(preload)?,
             toe,
             nic_server,
             nic_client,
             _veth: veth,
-        })
+        };
+        lab.busy_poll(busy_poll_us)?;
+        Ok(lab)
+    }
+
+    /// Writes the preload's configuration (read by each preloaded program
+    /// as it starts) with `nic.busy_poll_us = us`.
+    pub fn busy_poll(&self, us: u32) -> Result<(), Box<dyn Error>> {
+        let tap = &self.tap;
+        std::fs::write(
+            &self.config,
+            format!(
+                "[nic]\ntap = \"{tap}\"\nbusy_poll_us = {us}\n\
+                 [net]\naddress = \"{TOE_OURS}/24\"\n\
+                 [policy]\ndefault = \"linerate\"\n"
+            ),
+        )?;
+        Ok(())
     }
 
     /// `program args` in `ns`, under the preload if `preloaded`, bounded in time.
@@ -401,12 +430,19 @@ impl Lab {
         })
     }
 
-    /// One sockperf TCP ping-pong run, 64-byte messages.
-    pub fn sockperf(&self, cell: Latency, seconds: u32) -> Result<PingPong, Box<dyn Error>> {
+    /// One sockperf TCP ping-pong run, 64-byte messages; the busy-polling
+    /// cells with `nic.busy_poll_us = busy_us`, the others with `us`.
+    pub fn sockperf(
+        &self,
+        cell: Latency,
+        seconds: u32,
+        (us, busy_us): (u32, u32),
+    ) -> Result<PingPong, Box<dyn Error>> {
+        self.busy_poll(if cell.busy() { busy_us } else { us })?;
         let (sns, spre, addr, cns, cpre) = match cell {
             Latency::Nic => self.ends(false, Mode::Nic),
-            Latency::ToeServer => self.ends(true, Mode::Toe),
-            Latency::ToeClient => self.ends(false, Mode::Toe),
+            Latency::ToeServer | Latency::ToeServerBusy => self.ends(true, Mode::Toe),
+            Latency::ToeClient | Latency::ToeClientBusy => self.ends(false, Mode::Toe),
         };
         let limit = seconds + 30;
         let server = self

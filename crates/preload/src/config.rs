@@ -11,6 +11,7 @@
 //! queues = 1                 # one linerate-rt queue thread per queue
 //! mtu = 1500
 //! mac = "02:00:00:00:00:02"  # optional; derived from the address otherwise
+//! busy_poll_us = 0           # optional: spin this long before sleeping (SO_BUSY_POLL)
 //!
 //! [net]
 //! address = "10.0.0.2/24"
@@ -62,6 +63,10 @@ pub struct NicConfig {
     pub mtu: u16,
     /// The interface's Ethernet address.
     pub mac: [u8; 6],
+    /// Busy polling, as `SO_BUSY_POLL`: the queue threads after moving
+    /// frames, and the program's blocking calls before they sleep, look
+    /// again for this long instead of sleeping at once (zero: off).
+    pub busy_poll: std::time::Duration,
 }
 
 /// A checked configuration.
@@ -136,6 +141,7 @@ struct RawNic {
     vnet_hdr: Option<bool>,
     queues: Option<i64>,
     mtu: Option<i64>,
+    busy_poll_us: Option<i64>,
     mac: Option<String>,
 }
 
@@ -322,6 +328,20 @@ impl Config {
                 .filter(|q| (1..=16).contains(q))
                 .ok_or_else(|| err("nic.queues", format!("{q} queues"), "give 1 to 16"))?,
         };
+        let busy_poll = match nic.busy_poll_us {
+            None => std::time::Duration::ZERO,
+            Some(us) => u64::try_from(us)
+                .ok()
+                .filter(|&us| us <= 1_000_000)
+                .map(std::time::Duration::from_micros)
+                .ok_or_else(|| {
+                    err(
+                        "nic.busy_poll_us",
+                        format!("{us} is not a busy-poll time"),
+                        "give 0 (off) to 1000000 microseconds; 50 suits request/response traffic",
+                    )
+                })?,
+        };
         let mtu = match nic.mtu {
             None => 1500,
             Some(m) => u16::try_from(m)
@@ -482,6 +502,7 @@ impl Config {
                 queues,
                 mtu,
                 mac,
+                busy_poll,
             },
             address,
             gateway,
@@ -558,6 +579,10 @@ mod tests {
             (
                 "[nic]\ntap = \"lr0\"\nmtu = 100\n[net]\naddress = \"10.0.0.2/24\"\n",
                 "nic.mtu",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nbusy_poll_us = -1\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.busy_poll_us",
             ),
             (
                 "[nic]\ntap = \"lr0\"\nmac = \"01:00:00:00:00:01\"\n[net]\naddress = \"10.0.0.2/24\"\n",

@@ -85,6 +85,12 @@
 //! slow-start threshold, unacknowledged segments, retransmissions, window
 //! scales and options.
 //!
+//! Busy polling (`nic.busy_poll_us`, as `SO_BUSY_POLL`): a blocking call
+//! watches its socket for that long before it sleeps, and the queue threads
+//! go on looking at the NIC for that long after traffic, so a request and
+//! its answer cross without a wake-up on either side. It costs a core's
+//! idle time; off by default.
+//!
 //! The library's own threads and calls never go through the interposer (a
 //! per-thread flag); every entry point catches panics (`EIO`, logged); all
 //! `unsafe` code is in one module, the C boundary.

@@ -215,6 +215,7 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     engine.mtu = cfg.nic.mtu;
     let mut rc = RuntimeConfig::new(engine);
     rc.thread_name = "linerate-preload-q".to_owned();
+    rc.busy_poll = cfg.nic.busy_poll;
     let rt = Runtime::start(tap, rc).map_err(|e| e.to_string())?;
     tracing::info!(
         tap = %cfg.nic.tap,

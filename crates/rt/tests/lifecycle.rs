@@ -174,3 +174,56 @@ fn shutdown_timeout_says_what_was_left() {
     assert!(t.elapsed() < Duration::from_secs(10));
     drop(y);
 }
+
+/// `RuntimeConfig::busy_poll`: after a round that moved frames the queue
+/// thread goes round again at once for the configured time instead of
+/// sleeping (its rounds count shows the spinning), then sleeps as before;
+/// the default sleeps at once.
+#[test]
+fn a_busy_polling_queue_spins_after_traffic_then_sleeps() {
+    let (a, b) = mem_pair(1);
+    let client = Runtime::start(a, config(1)).unwrap();
+    let server = Runtime::start(
+        b,
+        RuntimeConfig {
+            busy_poll: Duration::from_millis(400),
+            ..config(2)
+        },
+    )
+    .unwrap();
+    let (ch, sh) = (client.handle().clone(), server.handle().clone());
+    let rt = tokio();
+    let listener = rt.block_on(TcpListener::bind(&sh, 80)).unwrap();
+    rt.block_on(async {
+        let (c, s) = tokio::join!(TcpStream::connect(&ch, server_addr(80)), listener.accept());
+        let (mut c, (mut s, _)) = (c.unwrap(), s.unwrap());
+        c.write_all(b"spin").await.unwrap();
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"spin");
+    });
+    let rounds = |h: &linerate_rt::Handle| h.stats(0).unwrap().polls;
+    let (c0, s0) = (rounds(&ch), rounds(&sh));
+    std::thread::sleep(Duration::from_millis(100));
+    let (c1, s1) = (rounds(&ch), rounds(&sh));
+    // Spinning: a round takes microseconds; sleeping: a round per timer or
+    // wake-up (a handful in 100 ms).
+    assert!(
+        s1 - s0 > 200,
+        "the busy-polling queue ran {} rounds in 100 ms",
+        s1 - s0
+    );
+    assert!(
+        c1 - c0 < 50,
+        "the default queue ran {} rounds in 100 ms",
+        c1 - c0
+    );
+    // Past the busy-poll time it sleeps too.
+    std::thread::sleep(Duration::from_millis(500));
+    let s2 = rounds(&sh);
+    std::thread::sleep(Duration::from_millis(100));
+    let s3 = rounds(&sh);
+    assert!(s3 - s2 < 50, "still spinning: {} rounds in 100 ms", s3 - s2);
+    client.shutdown().unwrap();
+    server.shutdown().unwrap();
+}

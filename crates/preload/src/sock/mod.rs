@@ -308,6 +308,30 @@ pub(crate) fn on_socket(fd: c_int, domain: c_int, ty: c_int, proto: c_int) {
     insert(fd, core);
 }
 
+/// Busy polling (`nic.busy_poll_us`): watches `seq` move from `seen` for
+/// at most the configured time (and `left`), spinning instead of sleeping
+/// on the futex, so that an answer the queue thread hands over soon is
+/// taken without a wake-up. True if it moved.
+fn busy_wait(seq: &AtomicU32, seen: u32, left: Option<Duration>) -> bool {
+    let Some(budget) = stack::config().map(|c| c.nic.busy_poll) else {
+        return false;
+    };
+    if budget.is_zero() {
+        return false;
+    }
+    let budget = left.map_or(budget, |l| l.min(budget));
+    let start = Instant::now();
+    while start.elapsed() < budget {
+        for _ in 0..64 {
+            if seq.load(Ordering::Acquire) != seen {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+    }
+    false
+}
+
 /// Maps `a` into `domain`'s family: IPv4 as IPv4-mapped on an AF_INET6 socket.
 fn in_domain(domain: c_int, a: SocketAddr) -> SocketAddr {
     match (domain, a) {
@@ -519,6 +543,9 @@ impl Core {
             // EINTR for one without; a wait with a timeout (SO_RCVTIMEO,
             // SO_SNDTIMEO) is never restarted. That is signal(7)'s rule for
             // the socket calls, so EINTR reaching here is the program's.
+            if busy_wait(&self.seq, g0, left) {
+                continue;
+            }
             if sys::futex_wait(&self.seq, g0, left) == Err(libc::EINTR) {
                 return Err(libc::EINTR);
             }
