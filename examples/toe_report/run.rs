@@ -337,9 +337,15 @@ impl Lab {
     fn until_listening(
         &self,
         server: &mut Running,
-        mut client: impl FnMut() -> Command,
+        (ns, preloaded, limit): (&Netns, bool, u32),
+        args: &[&str],
         refused: &str,
     ) -> Result<(Output, f64), Box<dyn Error>> {
+        let client = || {
+            let mut c = self.command(ns, preloaded, limit, args);
+            c.stdout(Stdio::piped()).stderr(Stdio::piped());
+            c
+        };
         for _ in 0..100 {
             if let Some(c) = server.0.as_mut()
                 && c.try_wait()?.is_some()
@@ -392,15 +398,8 @@ impl Lab {
         if cell.bidir() {
             args.push("--bidir");
         }
-        let (out, cpu) = self.until_listening(
-            &mut server,
-            || {
-                let mut c = self.command(cns, cpre, limit, &args);
-                c.stdout(Stdio::piped()).stderr(Stdio::piped());
-                c
-            },
-            "Connection refused",
-        )?;
+        let (out, cpu) =
+            self.until_listening(&mut server, (cns, cpre, limit), &args, "Connection refused")?;
         let what = format!("iperf3 {} at {write} B", cell.name());
         let v: Value = serde_json::from_slice(&out.stdout)
             .map_err(|e| format!("{what}: not JSON ({e}): {}", text(&out)))?;
@@ -470,15 +469,7 @@ impl Lab {
             "-m",
             "64",
         ];
-        let (out, _) = self.until_listening(
-            &mut server,
-            || {
-                let mut c = self.command(cns, cpre, limit, &args);
-                c.stdout(Stdio::piped()).stderr(Stdio::piped());
-                c
-            },
-            "refused",
-        )?;
+        let (out, _) = self.until_listening(&mut server, (cns, cpre, limit), &args, "refused")?;
         let t = text(&out);
         if !out.status.success() || t.contains("ERROR") {
             return Err(format!("sockperf {}: {t}", cell.name()).into());
