@@ -692,6 +692,8 @@ fn toe_report_measures_every_cell() {
         assert!(gbps > 0.001 && gbps < 1000.0, "{row}");
         assert!(cpu > 0.0 && cpu.is_finite(), "{row}");
     }
+    let md = std::fs::read_to_string(dir.0.join("summary.md")).unwrap();
+    assert_eq!(md.matches("| 1 KiB |").count(), 2, "{md}");
     for chart in ["toe_gbps.svg", "toe_cpu.svg"] {
         let svg = std::fs::read_to_string(dir.0.join(chart)).unwrap();
         assert!(

@@ -32,8 +32,11 @@
 //! Cells run in rounds, a write size at a time with every mode at that size,
 //! so that a noisy neighbour hurts both modes alike; `--rounds N` keeps each
 //! cell's median. The report prints a table of TOE/NIC ratios against the
-//! paper's targets, and writes SVG charts, `report.csv` and `index.html` into
-//! `target/toe-report/` (or `--out DIR`).
+//! paper's targets, and writes SVG charts, `report.csv`, `summary.md` (the
+//! tables of docs/performance.md) and `index.html` into `target/toe-report/`
+//! (or `--out DIR`). `--busy-poll-us` sets the preload's busy polling for the
+//! TOE cells; the latency cells run without it and with
+//! `--latency-busy-poll-us` (50 µs by default).
 
 #[path = "../offload_report/chart.rs"]
 mod chart;
@@ -144,6 +147,73 @@ impl Figure {
             f64::NAN
         }
     }
+}
+
+/// The run as Markdown tables (for docs/performance.md): each cell's
+/// Gbit/s and CPU % per Gbit/s at each write size, TOE over NIC, latency.
+fn summary(
+    writes: &[usize],
+    figures: &[Figure],
+    pings: &[(run::Latency, run::PingPong)],
+    busy_us: u32,
+) -> String {
+    use std::fmt::Write as _;
+    let mut md = String::from(
+        "| write | NIC one way | TOE sends | TOE receives | NIC both ways | TOE both ways |\n\
+         |---:|---:|---:|---:|---:|---:|\n",
+    );
+    let order = [
+        Cell::NicOneWay,
+        Cell::ToeSend,
+        Cell::ToeReceive,
+        Cell::NicBidir,
+        Cell::ToeBidir,
+    ];
+    let find = |w: usize, c: Cell| figures.iter().find(|f| f.write == w && f.cell == c);
+    for &w in writes {
+        let _ = write!(md, "| {} |", human(w));
+        for c in order {
+            match find(w, c) {
+                Some(f) => {
+                    let _ = write!(md, " {:.2} ({:.1}) |", f.gbit_per_s, f.cpu_per_gbit());
+                }
+                None => md.push_str(" |"),
+            }
+        }
+        md.push('\n');
+    }
+    md.push_str(
+        "\nGbit/s (CPU % of the machine per Gbit/s). TOE over NIC, Gbit/s and CPU per Gbit/s:\n\n\
+         | write | sends | receives | both ways |\n|---:|---:|---:|---:|\n",
+    );
+    for &w in writes {
+        let _ = write!(md, "| {} |", human(w));
+        for c in [Cell::ToeSend, Cell::ToeReceive, Cell::ToeBidir] {
+            match (find(w, c), find(w, c.nic_peer())) {
+                (Some(t), Some(n)) => {
+                    let _ = write!(
+                        md,
+                        " {:.2}x, {:.2}x |",
+                        t.gbit_per_s / n.gbit_per_s,
+                        t.cpu_per_gbit() / n.cpu_per_gbit()
+                    );
+                }
+                _ => md.push_str(" |"),
+            }
+        }
+        md.push('\n');
+    }
+    if !pings.is_empty() {
+        let _ = write!(
+            md,
+            "\nsockperf ping-pong, TCP, 64 B, round trip over two, µs (busy polling: \
+             `nic.busy_poll_us = {busy_us}`):\n\n| path | median | p99 |\n|---|---:|---:|\n"
+        );
+        for (l, r) in pings {
+            let _ = writeln!(md, "| {} | {:.1} | {:.1} |", l.name(), r.p50_us, r.p99_us);
+        }
+    }
+    md
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -268,6 +338,7 @@ fn report(opts: &Options) -> Result<(), Box<dyn Error>> {
         }
     }
 
+    let mut pings = Vec::new();
     if latency {
         println!();
         println!(
@@ -279,6 +350,7 @@ fn report(opts: &Options) -> Result<(), Box<dyn Error>> {
         for l in run::Latency::ALL {
             let r = lab.sockperf(l, seconds, (opts.busy_poll_us, opts.latency_busy_poll_us))?;
             println!("{:<40} {:>9.1} {:>9.1}", l.name(), r.p50_us, r.p99_us);
+            pings.push((l, r));
         }
     }
 
@@ -319,9 +391,13 @@ fn report(opts: &Options) -> Result<(), Box<dyn Error>> {
         &series(&|f| f.cpu_per_gbit()),
     )?;
     let dir = out.finish()?;
+    std::fs::write(
+        dir.join("summary.md"),
+        summary(&writes, &figures, &pings, opts.latency_busy_poll_us),
+    )?;
     println!();
     println!(
-        "charts and CSV: {}/index.html (toe_gbps.svg, toe_cpu.svg, report.csv)",
+        "charts and CSV: {}/index.html (toe_gbps.svg, toe_cpu.svg, report.csv, summary.md)",
         dir.display()
     );
     Ok(())
