@@ -18,9 +18,19 @@ use std::time::{Duration, Instant};
 /// One cargo build at a time: they would wait for each other's lock anyway.
 static BUILD: Mutex<()> = Mutex::new(());
 
-/// The path of example `name`, built if it is missing or stale.
+/// The examples this test process has built (or found fresh) already: a
+/// second `cargo build` of the same example would only take cargo a second
+/// to say so.
+static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+
+/// The path of example `name`, built if it is missing or stale (once per
+/// test process).
 pub fn example(name: &str) -> PathBuf {
     let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(n, _)| n == name) {
+        return p.clone();
+    }
     // This test runs from <target>/<profile dir>/deps/; examples live beside.
     let exe = std::env::current_exe().expect("the test's own path");
     let profile_dir = exe
@@ -58,6 +68,7 @@ pub fn example(name: &str) -> PathBuf {
     );
     let path = profile_dir.join("examples").join(name);
     assert!(path.exists(), "{} after the build", path.display());
+    built.push((name.to_owned(), path.clone()));
     path
 }
 

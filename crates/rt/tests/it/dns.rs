@@ -3,9 +3,8 @@
 //! dnsmasq (crates/dns/testdata: their ID set to the query's): a lookup over
 //! UDP, a truncated answer that sends the resolver to TCP, the blocking form,
 //! host names in `TcpStream::connect` and what happens without a resolver.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::two_runtimes;
 use linerate_dns::RecordType;

@@ -1,7 +1,6 @@
 //! The tokio adaptor over two per-queue runtimes on a memory wire with RSS.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::two_runtimes;
 use linerate_rt::{Handle, TcpListener, TcpStream};

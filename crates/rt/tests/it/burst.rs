@@ -1,9 +1,8 @@
 //! A burst of handshakes that complete in one receive batch: every one is
 //! accepted (the engine's accept queue holds them until the queue thread moves
 //! them to the listener, however many arrive between two rounds).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::mem_pair;
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};

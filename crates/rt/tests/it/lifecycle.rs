@@ -1,9 +1,8 @@
 //! A runtime's life as a first program meets it: a link that is down at start,
 //! a queue whose NIC fails, and a program that writes its last response and
 //! returns while the bytes are still on their way.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Switched, mem_pair};
 use linerate_nic::NicError;

@@ -1,6 +1,5 @@
 //! The single-threaded driver: two engines on a memory pair, driven by hand in
 //! one thread, with the engine's socket API.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use linerate_nic::{MemNic, Nic, NicCaps};
 use linerate_rt::{Driver, RtError};

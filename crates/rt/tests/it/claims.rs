@@ -5,9 +5,8 @@
 //! connections before their SYN leaves, every claim given up once the engine
 //! lets the 4-tuple go; a port the kernel uses skipped; a full table refusing
 //! the connection, counted.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::mem_pair;
 use linerate_nic::claims::{ClaimError, Claims, L4, Table};

@@ -4,9 +4,8 @@
 //!
 //! The queue threads sleep up to a minute here when nothing wakes them, so a
 //! lost wake-up shows as a hang that the test's own limit turns into a failure.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{mem_pair, pattern, two_runtimes_waiting};
 use linerate_rt::local::{self, JoinHandle};

@@ -4,9 +4,8 @@
 //! its port after sending what it staged; a stopped runtime fails the socket;
 //! a reader of a full staging queue gets the datagrams its engines held back;
 //! idle sockets are not served.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{Fnv, pattern, two_runtimes, two_runtimes_waiting};
 use linerate_rt::{Handle, UdpSocket};

@@ -3,9 +3,8 @@
 //! `next_datagram_len`): what an event loop that asks before it reads (the
 //! preload library's poll/epoll) relies on. Pending leaves the waker, which
 //! the queue thread wakes when the answer changes.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::mem_pair;
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream, UdpSocket};

@@ -1,9 +1,8 @@
 //! The tokio adaptor's errors keep the engine's information: the `io::Error`
 //! kind its errno documents, and, for an active open that finds no free source
 //! port, which range ran out and how to get more.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use common::{RssWire, Switched, mem_pair, steering};
 use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
