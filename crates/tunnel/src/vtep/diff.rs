@@ -84,6 +84,16 @@ pub enum Edit {
         /// The inner IP address.
         ip: IpAddr,
     },
+    /// Turns a VNI's learning from remote VTEPs and its `l2miss` log on or
+    /// off (entries learned already stay until they age or are flushed).
+    SetLearning {
+        /// The VNI.
+        vni: u32,
+        /// Learn from remote VTEPs.
+        learning: bool,
+        /// Log unknown destinations.
+        l2miss: bool,
+    },
     /// Forgets the learned FDB and neighbour entries of a VNI (of every VNI
     /// with `None`); static ones stay.
     FlushLearned(Option<u32>),
@@ -108,6 +118,19 @@ impl core::fmt::Display for Edit {
                 write!(f, "add neighbor {ip} lladdr {} vni {vni}", MacFmt(*mac))
             }
             Edit::RemoveNeighbor { vni, ip } => write!(f, "remove neighbor {ip} vni {vni}"),
+            Edit::SetLearning {
+                vni,
+                learning,
+                l2miss,
+            } => {
+                let on = |b: &bool| if *b { "on" } else { "off" };
+                write!(
+                    f,
+                    "set vni {vni} learning {} l2miss {}",
+                    on(learning),
+                    on(l2miss)
+                )
+            }
             Edit::FlushLearned(Some(v)) => write!(f, "flush learned entries of vni {v}"),
             Edit::FlushLearned(None) => write!(f, "flush learned entries"),
         }
@@ -212,11 +235,12 @@ pub fn diff(
     }
     for (i, v) in new.vnis.iter().enumerate() {
         let at = |f: &str| format!("vni[{i}].{f}");
-        if v.flood.is_empty() && v.statics.is_empty() {
+        if v.flood.is_empty() && v.statics.is_empty() && v.group.is_none() {
             r.0.push(ConfigProblem {
                 field: at("flood"),
                 problem: format!("VNI {} has no remote VTEP", v.id),
-                fix: "list a remote VTEP in flood, or give a static entry".to_owned(),
+                fix: "list a remote VTEP in flood, give a static entry, or a multicast group"
+                    .to_owned(),
             });
         }
         let Some(old) = running.vnis.iter().find(|o| o.id == v.id) else {
@@ -286,6 +310,13 @@ pub fn diff(
         for &(ip, mac) in v.neighbors.iter().filter(|n| !old.neighbors.contains(n)) {
             adds.push(Edit::AddNeighbor { vni: id, ip, mac });
         }
+        if (old.learning, old.l2miss) != (v.learning, v.l2miss) {
+            adds.push(Edit::SetLearning {
+                vni: id,
+                learning: v.learning,
+                l2miss: v.l2miss,
+            });
+        }
         for name in v.ports.iter().filter(|p| !old.ports.contains(p)) {
             adds.push(Edit::AddPort {
                 vni: id,
@@ -330,6 +361,7 @@ fn same_vni(r: &mut Refusals, i: usize, old: &VniSpec, v: &VniSpec) {
     r.same(at("udpcsum"), &a.udp_csum, &b.udp_csum);
     r.same(at("udp6zerocsumtx"), &a.udp6_zero_csum, &b.udp6_zero_csum);
     r.same(at("suppress_arp"), &old.suppress_arp, &v.suppress_arp);
+    r.same(at("group"), &old.group, &v.group);
 }
 
 #[cfg(test)]

@@ -29,8 +29,8 @@ use std::time::Duration;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum VtepError {
-    /// VNI `vni` has neither a flood list nor a static remote entry: no remote
-    /// VTEP to reach.
+    /// VNI `vni` has neither a flood list, a static remote entry nor a
+    /// group: no remote VTEP to reach.
     NoRemote(u32),
     /// VNI `vni` was given `got` local ports; its config names `want`.
     Ports {
@@ -64,7 +64,7 @@ impl core::fmt::Display for VtepError {
         match self {
             VtepError::NoRemote(v) => write!(
                 f,
-                "vni {v}: no remote VTEP: give it a flood list or a static entry"
+                "vni {v}: no remote VTEP: give it a flood list, a static entry or a group"
             ),
             VtepError::Ports { vni, want, got } => write!(
                 f,
@@ -197,9 +197,13 @@ fn domain(
     if s.suppress_arp {
         dc.suppress = Some(SuppressConfig::default());
     }
+    dc.learning = s.learning;
+    dc.l2miss = s.l2miss;
     let mut d = BridgeDomain::new(dc, t, Fdb::new(cfg.fdb));
     let fdb = |error| VtepError::Fdb { vni: s.id, error };
-    for ip in &s.flood {
+    // The group gets the floods as a remote VTEP would (Linux lists it as
+    // an all-zero entry too).
+    for ip in s.flood.iter().chain(&s.group) {
         d.fdb_mut().add_flood(s.id, *ip).map_err(fdb)?;
     }
     for (m, ip) in &s.statics {
@@ -219,7 +223,7 @@ fn domain(
 /// The tunnel side of VNI `s`: every remote VTEP it names.
 fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError> {
     let mut remotes: Vec<IpAddr> = s.flood.clone();
-    for (_, ip) in &s.statics {
+    for ip in s.statics.iter().map(|(_, ip)| ip).chain(&s.group) {
         if !remotes.contains(ip) {
             remotes.push(*ip);
         }
@@ -240,6 +244,7 @@ fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError>
         next_hop: NextHop::Resolve(hop),
         remotes: remotes.get(1..).unwrap_or_default().to_vec(),
         gateway,
+        group: s.group,
         ..VniConfig::new(s.id, first)
     })
 }
@@ -433,6 +438,16 @@ impl Vtep {
                 d.overlay().learn_neighbor(ip, mac);
             }
         }
+    }
+
+    /// Leaves every underlay multicast group (`group`) now: for a VTEP that
+    /// is stopping, which should keep its devices a moment longer (see
+    /// [`TunnelNic::leave_groups`]). Returns how many groups were left.
+    pub fn leave_groups(&self) -> usize {
+        self.domains
+            .iter()
+            .map(|d| d.overlay().leave_groups())
+            .sum()
     }
 
     /// The bridge domains, in the config's VNI order.

@@ -170,3 +170,27 @@ fn a_new_tunnel_or_a_vni_without_remotes_is_refused() {
         format!("{BASE}\n[[vni]]\nid = 9\nencap = \"vxlan\"\nttl = 3\nflood = [\"10.0.0.1\"]\n");
     assert!(parse(&text).is_err());
 }
+
+#[test]
+fn learning_changes_at_run_time_and_a_group_does_not() {
+    let a = cfg(BASE);
+    let b = cfg(&BASE.replace(
+        "suppress_arp = true",
+        "suppress_arp = true\n    learning = false\n    l2miss = true",
+    ));
+    assert_eq!(
+        diff(&a, &b, &tunnels(&a)),
+        Ok(vec![Edit::SetLearning {
+            vni: 7,
+            learning: false,
+            l2miss: true
+        }])
+    );
+    let c = cfg(&BASE.replace(
+        "suppress_arp = true",
+        "suppress_arp = true\n    group = \"239.1.1.7\"",
+    ));
+    let e = diff(&a, &c, &tunnels(&a)).unwrap_err();
+    assert_eq!(fields(&e), vec!["vni[1].group"]);
+    assert!(e[0].fix.contains("restart the VTEP"), "{e:?}");
+}

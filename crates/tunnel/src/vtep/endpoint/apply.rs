@@ -270,7 +270,7 @@ impl Vtep {
                         what: format!("flood entry {remote}"),
                     });
                 }
-                if s.flood.len() == 1 && s.statics.is_empty() {
+                if s.flood.len() == 1 && s.statics.is_empty() && s.group.is_none() {
                     return Err(EditError::LastRemote { vni: *vni });
                 }
                 if let (Some(d), Some(s)) = (self.domains.get_mut(i), self.cfg.vnis.get_mut(i)) {
@@ -313,7 +313,7 @@ impl Vtep {
                         what: format!("static entry {}", crate::bridge::MacFmt(*mac)),
                     });
                 };
-                if s.flood.is_empty() && s.statics.len() == 1 {
+                if s.flood.is_empty() && s.statics.len() == 1 && s.group.is_none() {
                     return Err(EditError::LastRemote { vni: *vni });
                 }
                 if let (Some(d), Some(s)) = (self.domains.get_mut(i), self.cfg.vnis.get_mut(i)) {
@@ -349,6 +349,20 @@ impl Vtep {
                 }
                 sup.remove(*vni, *ip);
                 s.neighbors.retain(|(a, _)| a != ip);
+            }
+            Edit::SetLearning {
+                vni,
+                learning,
+                l2miss,
+            } => {
+                let i = self.index(*vni)?;
+                if let Some(d) = self.domains.get_mut(i) {
+                    d.set_learning(*learning, *l2miss);
+                }
+                if let Some(s) = self.cfg.vnis.get_mut(i) {
+                    s.learning = *learning;
+                    s.l2miss = *l2miss;
+                }
             }
             Edit::FlushLearned(which) => {
                 if let Some(v) = which {
