@@ -410,6 +410,21 @@ impl TunnelGroup {
         }
     }
 
+    /// Replaces the tunnel's underlay by `f` of it (to share it with
+    /// another tunnel through [`crate::vtep::split`]); a control operation
+    /// between two polls.
+    pub fn wrap_underlay(&self, f: impl FnOnce(Box<dyn Nic>) -> Box<dyn Nic>) {
+        let mut g = self.lock();
+        let caps = *g.underlay.caps();
+        let (stand_in, _) = linerate_nic::MemNic::pair(caps, caps);
+        let old = core::mem::replace(&mut g.underlay, Box::new(stand_in));
+        g.underlay = f(old);
+        // The groups joined: the new underlay's filter follows them.
+        if !g.rx.groups.is_empty() {
+            g.groups_changed();
+        }
+    }
+
     /// The VNIs the tunnel carries now, in no particular order.
     pub fn vnis(&self) -> Vec<u32> {
         self.lock()

@@ -551,11 +551,8 @@ pub fn edits(
                     "list a remote VTEP in flood, or give a static entry",
                 ));
             }
-            if !tunnels
-                .iter()
-                .any(|(e, o)| *e == spec.encap && *o == spec.outer)
-            {
-                return Err(no_tunnel(&spec.encap, tunnels));
+            if let Some(t) = super::diff::clashing_tunnel(tunnels, &spec.encap, &spec.outer) {
+                return Err(no_tunnel(&spec.encap, t));
             }
             let mut out = vec![Edit::AddVni(super::config::VniSpec {
                 ports: Vec::new(),
@@ -611,19 +608,16 @@ pub fn edits(
     }
 }
 
-fn no_tunnel(encap: &EncapSpec, tunnels: &[TunnelSpec]) -> CtlError {
-    let have: Vec<String> = tunnels.iter().map(|(e, _)| encap_name(e)).collect();
+fn no_tunnel(encap: &EncapSpec, running: &TunnelSpec) -> CtlError {
     CtlError::field(
         "vni.encap",
         format!(
-            "no running tunnel carries {} with these outer options",
+            "the running tunnel {} takes the port of {} with other options",
+            encap_name(&running.0),
             encap_name(encap)
         ),
-        format!(
-            "use a running tunnel's encapsulation, port and options ({}), or restart the \
-             VTEP to add one",
-            have.join("; ")
-        ),
+        "give the VNI that tunnel's encapsulation and outer options (ttl, tos, df, srcport, \
+         udpcsum, udp6zerocsum*), or another port",
     )
 }
 

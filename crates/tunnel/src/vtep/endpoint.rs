@@ -11,8 +11,8 @@
 //! entries, and accepts frames from those only (`rx_dropped_source`
 //! otherwise): learning happens over configured VTEPs.
 
-use super::config::{EncapSpec, EndpointConfig, VniSpec};
-use super::split::{SplitKey, split};
+use super::config::{EncapSpec, EndpointConfig, OuterSpec, VniSpec};
+use super::split::{SplitHandle, SplitKey, split};
 use crate::bridge::{
     BridgeDomain, Dest, DomainConfig, Fdb, FdbError, FdbRecord, Mac, SuppressConfig, SuppressError,
 };
@@ -112,8 +112,14 @@ pub struct Vtep {
     /// Per domain: the encapsulation's name, for the counters.
     kinds: Vec<&'static str>,
     cfg: EndpointConfig,
-    /// Per encapsulation, its tunnel: where VNIs are added at run time.
-    groups: Vec<(EncapSpec, TunnelGroup)>,
+    /// Per encapsulation, its outer options and its tunnel: where VNIs are
+    /// added at run time.
+    groups: Vec<(EncapSpec, OuterSpec, TunnelGroup)>,
+    /// The underlay's split between tunnels, once there are several: where
+    /// a tunnel added at run time gets its port.
+    split: Option<SplitHandle>,
+    /// The underlay MAC (outer source MAC of every tunnel).
+    mac: [u8; 6],
     /// Learning shared with other replicas ([`Vtep::share_learning`]).
     shared: bool,
     /// Bumped whenever the devices to wait on change ([`Vtep::readiness`]).
@@ -172,6 +178,27 @@ pub fn overlay_mtu(cfg: &EndpointConfig, s: &VniSpec) -> u16 {
     let v = VtepConfig::new(encap, underlay_mac(cfg), cfg.underlay.address);
     let o = u16::try_from(crate::encap::overhead(&v)).unwrap_or(u16::MAX);
     cfg.underlay.mtu.saturating_sub(o)
+}
+
+/// The tunnel of encapsulation `e` with outer options `o`, from `mac` and
+/// the underlay address of `cfg`.
+fn tunnel_config(cfg: &EndpointConfig, mac: [u8; 6], e: &EncapSpec, o: &OuterSpec) -> VtepConfig {
+    let (encap, port, _) = encap_of(e);
+    let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
+    if let Some(p) = port {
+        v.port = p;
+    }
+    v.ttl = o.ttl;
+    v.dscp = o.dscp;
+    v.df = o.df;
+    v.src_ports = o.src_ports.clone();
+    v.udp_csum = if o.udp_csum {
+        UdpCsum::Compute
+    } else {
+        UdpCsum::Zero
+    };
+    v.ipv6_zero_csum = o.udp6_zero_csum;
+    v
 }
 
 /// The name of an encapsulation in counter names.
@@ -297,11 +324,14 @@ impl Vtep {
                 });
             }
         }
+        let mut split_handle = None;
         let underlays: Vec<Box<dyn Nic>> = if groups.len() == 1 {
             vec![underlay]
         } else {
             let keys = groups.iter().map(|(e, _)| encap_of(e).2).collect();
-            split(underlay, keys)
+            let ports = split(underlay, keys);
+            split_handle = ports.first().map(|p| p.handle());
+            ports
                 .into_iter()
                 .map(|p| Box::new(p) as Box<dyn Nic>)
                 .collect()
@@ -309,25 +339,14 @@ impl Vtep {
         let mut tunnels: Vec<Option<TunnelNic>> = cfg.vnis.iter().map(|_| None).collect();
         let mut tunnel_groups = Vec::with_capacity(groups.len());
         for ((e, members), under) in groups.iter().zip(underlays) {
-            let (encap, port, _) = encap_of(e);
-            let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
-            if let Some(p) = port {
-                v.port = p;
-            }
-            // The group's VNIs agree on these (checked with the config).
-            if let Some(s) = members.first().and_then(|&i| cfg.vnis.get(i)) {
-                let o = &s.outer;
-                v.ttl = o.ttl;
-                v.dscp = o.dscp;
-                v.df = o.df;
-                v.src_ports = o.src_ports.clone();
-                v.udp_csum = if o.udp_csum {
-                    UdpCsum::Compute
-                } else {
-                    UdpCsum::Zero
-                };
-                v.ipv6_zero_csum = o.udp6_zero_csum;
-            }
+            // The group's VNIs agree on the outer options (checked with the
+            // config).
+            let outer = members
+                .first()
+                .and_then(|&i| cfg.vnis.get(i))
+                .map(|s| s.outer.clone())
+                .unwrap_or_default();
+            let v = tunnel_config(cfg, mac, e, &outer);
             let mut vnis = Vec::with_capacity(members.len());
             for &i in members {
                 if let Some(s) = cfg.vnis.get(i) {
@@ -336,7 +355,7 @@ impl Vtep {
             }
             let nics = Tunnel::many(under, v, vnis)?;
             if let Some(t) = nics.first() {
-                tunnel_groups.push((e.clone(), t.group()));
+                tunnel_groups.push((e.clone(), outer, t.group()));
             }
             for (t, &i) in nics.into_iter().zip(members) {
                 if let Some(slot) = tunnels.get_mut(i) {
@@ -365,6 +384,8 @@ impl Vtep {
             kinds,
             cfg: cfg.clone(),
             groups: tunnel_groups,
+            split: split_handle,
+            mac,
             shared: false,
             generation: 0,
         })

@@ -227,3 +227,50 @@ fn a_reload_turns_learning_off() {
     assert_eq!(n.shown(mac(1)), None);
     assert_eq!(n.counter(2, "vni100.vxlan.rx_dropped_split_horizon"), 1);
 }
+
+/// A VTEP with one tunnel gets a second while it runs: its underlay is then
+/// split between them (the first tunnel's traffic goes on as before).
+#[test]
+fn a_tunnel_added_at_run_time_shares_the_underlay() {
+    use linerate_tunnel::vtep::config::{EncapSpec, VniSpec};
+    let mut n = net("");
+    for v in [0, 1] {
+        let peer = ip(1 - v);
+        let base = n.vteps[v].config().vnis[0].clone();
+        let spec = VniSpec {
+            id: 600,
+            encap: EncapSpec::Geneve {
+                port: 6081,
+                options: Vec::new(),
+            },
+            flood: vec![peer],
+            ports: Vec::new(),
+            ..base
+        };
+        n.vteps[v].apply(&Edit::AddVni(spec), None).unwrap();
+        let (h, p) = MemNic::pair(NicCaps::plain(), NicCaps::plain());
+        n.vteps[v]
+            .apply(
+                &Edit::AddPort {
+                    vni: 600,
+                    name: format!("g{v}"),
+                },
+                Some(Box::new(p)),
+            )
+            .unwrap();
+        n.hosts.push(h);
+    }
+    // Hosts 3 and 4 are VTEP 0's and 1's ports in VNI 600.
+    let seq = 60u16;
+    let f = frame([0xff; 6], mac(6), seq);
+    let h = &mut n.hosts[3];
+    let mut b: Batch = [Frame::plain(h.pool().alloc_from(&f))]
+        .into_iter()
+        .collect();
+    h.transmit(0, &mut b).unwrap();
+    assert_eq!(n.run(seq), vec![4], "GENEVE VNI 600 reaches VTEP 1 only");
+    assert!(n.counter(0, "vni600.tunnel.tx_encap") >= 1);
+    assert!(n.counter(1, "vni600.tunnel.rx_decap") >= 1);
+    // VXLAN VNI 100 on the split underlay, both ways.
+    assert_eq!(n.exchange(), vec![1]);
+}
