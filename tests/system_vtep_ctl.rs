@@ -572,6 +572,38 @@ fn vnis_on_new_tunnels_are_added_by_the_socket_and_by_sighup() {
         2,
         "VNI 4242 on 4789 runs on"
     );
+    // A VNI with a multicast group and Linux's nolearning and l2miss, shown
+    // as added, then removed.
+    let (ok, out) = site.ctl(&[
+        "vni",
+        "add",
+        "4646",
+        "--udp-port",
+        "8472",
+        "--group",
+        "239.46.0.1",
+        "--nolearning",
+        "--l2miss",
+    ]);
+    assert!(ok, "{out}");
+    let vnis = site.json(&["vnis"]);
+    let v = vnis["vnis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vni"] == 4646)
+        .unwrap_or_else(|| panic!("{vnis}"));
+    assert_eq!(v["group"], "239.46.0.1", "{v}");
+    assert_eq!(
+        (&v["learning"], &v["l2miss"]),
+        (&Value::Bool(false), &Value::Bool(true))
+    );
+    let (_, text) = site.ctl(&["fdb", "--vni", "4646"]);
+    assert!(
+        text.contains("00:00:00:00:00:00 dst 239.46.0.1 vni 4646 permanent"),
+        "{text}"
+    );
+    assert!(site.ctl(&["vni", "del", "4646"]).0);
 
     // The file gets both: the socket's VNI (unchanged) and one on 4790.
     let ul = site.kernel.tap_name.clone();
