@@ -11,11 +11,14 @@
 //! has `group = G` and no flood list, so ARP, neighbour discovery and the
 //! first frames cross only through the group; each side then learns the
 //! other's MAC behind its unicast underlay address, and the rest goes
-//! unicast. `dumpcap` on the kernel's side of the underlay records IGMP /
-//! MLD from the start: tshark must read the VTEP's IGMPv3 (MLDv2) report
-//! joining G (change to exclude {}), and, after the VTEP stops, its leave
-//! (change to include {}). A TCP transfer of `LINERATE_BULK_MIB` MiB (8 by
-//! default here) each way, SHA-256 checked.
+//! unicast. A TCP transfer of `LINERATE_BULK_MIB` MiB (8 by default here)
+//! each way, SHA-256 checked. Then a general query (IGMPv3, or MLDv2 from
+//! the kernel's link-local address) is sent from the kernel's side through a
+//! packet socket, as a querier on the segment would. `dumpcap` there records
+//! the underlay from the start: tshark must read the query as valid, and
+//! the VTEP's IGMPv3 (MLDv2) reports: joining G (change to exclude {}), the
+//! answer to the query (is exclude {}), and its leave when it stops (change
+//! to include {}).
 //!
 //! Needs root, dumpcap and tshark:
 //! `cargo test --features linerate/system-tests --test system_vtep_group -- --test-threads=1`.
@@ -68,6 +71,85 @@ fn capture(kernel: &KernelVtep, pcap: &std::path::Path) -> Child {
     // The file is there once the capture is open; a moment for the filter.
     std::thread::sleep(Duration::from_millis(300));
     child
+}
+
+/// Sends `frame` out of `dev` in `ns` through a packet socket (the querier
+/// a multicast router on the segment would be).
+fn send_raw(ns: &linerate_testkit::netns::Netns, dev: &str, frame: Vec<u8>) {
+    let dev = std::ffi::CString::new(dev).unwrap();
+    let sent = ns
+        .run(move || {
+            // SAFETY: plain socket calls on a descriptor this closure owns,
+            // with buffers that outlive them.
+            #[allow(unsafe_code)]
+            unsafe {
+                let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+                assert!(fd >= 0, "packet socket");
+                let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+                sll.sll_family = libc::AF_PACKET as u16;
+                sll.sll_ifindex = libc::if_nametoindex(dev.as_ptr()) as i32;
+                sll.sll_halen = 6;
+                sll.sll_addr[..6].copy_from_slice(&frame[..6]);
+                let n = libc::sendto(
+                    fd,
+                    frame.as_ptr().cast(),
+                    frame.len(),
+                    0,
+                    (&raw const sll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                );
+                libc::close(fd);
+                n
+            }
+        })
+        .unwrap();
+    assert!(sent > 0, "the query was sent");
+}
+
+/// A general query from the kernel's side (Max Resp 1 s): IGMPv3 from its
+/// underlay address, or MLDv2 from its link-local one, as RFC 3376 section
+/// 4.1 and RFC 3810 section 5.1 shape them (TTL / hop limit 1, Router
+/// Alert).
+fn general_query(kernel: &KernelVtep, v6: bool) -> Vec<u8> {
+    use linerate::wire::mcast::{igmp, mld};
+    let mac = kernel.mac(&kernel.tap_name).unwrap();
+    if v6 {
+        let out = kernel
+            .ns
+            .ip(&[
+                "-6",
+                "-o",
+                "addr",
+                "show",
+                "dev",
+                &kernel.tap_name,
+                "scope",
+                "link",
+            ])
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let ll: std::net::Ipv6Addr = text
+            .split_whitespace()
+            .skip_while(|w| *w != "inet6")
+            .nth(1)
+            .and_then(|a| a.split('/').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no link-local address: {text}"));
+        // Type 130, Max Resp Code 1000 ms, general (group ::), QRV 2, QQIC 125.
+        let mut m = vec![130, 0, 0, 0, 0x03, 0xe8, 0, 0];
+        m.extend_from_slice(&[0; 16]);
+        m.extend_from_slice(&[2, 125, 0, 0]);
+        mld::frame(mac, ll, mld::ALL_NODES, &m)
+    } else {
+        let IpAddr::V4(src) = kernel.spec.kernel_underlay else {
+            panic!("an IPv4 underlay")
+        };
+        // Type 0x11, Max Resp Code 10 tenths, general (group 0), QRV 2, QQIC 125.
+        let mut m = vec![0x11, 10, 0, 0, 0, 0, 0, 0, 2, 125, 0, 0];
+        let c = linerate::wire::checksum::checksum(&m);
+        m[2..4].copy_from_slice(&c.to_be_bytes());
+        igmp::frame(mac, src, igmp::ALL_SYSTEMS, 1, &m)
+    }
 }
 
 fn stop(mut c: Child) {
@@ -176,6 +258,16 @@ fn vtep_with_group(underlay_v6: bool, group: IpAddr) {
         vtep.counter("vtep.mcast_reports") >= 1,
         "{what}: reports sent"
     );
+    // A querier on the segment asks: the VTEP answers with its group's
+    // current state (IS_EX {}) within the Max Resp Time of 1 s.
+    let queries = vtep.counter("vtep.mcast_queries");
+    send_raw(&b.ns, &b.tap_name, general_query(&b, underlay_v6));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        vtep.counter("vtep.mcast_queries"),
+        queries + 1,
+        "{what}: the query heard"
+    );
     // Stopping: the groups are left while the underlay is still there.
     assert_eq!(vtep.with(|v| v.leave_groups()), 1);
     std::thread::sleep(Duration::from_millis(300));
@@ -255,6 +347,25 @@ fn vtep_with_group(underlay_v6: bool, group: IpAddr) {
             "{what}: IGMPv3 reports only: {from_us:?}"
         );
     }
+    assert!(
+        has("2"),
+        "{what}: the answer to the query (is exclude {{}}): {from_us:?}"
+    );
+    let queries = if underlay_v6 {
+        tshark::fields(
+            &pcap,
+            &["icmpv6.type"],
+            &["-Y", "icmpv6.type == 130 && icmpv6.checksum.status == 1"],
+        )
+    } else {
+        tshark::fields(
+            &pcap,
+            &["igmp.type"],
+            &["-Y", "igmp.type == 0x11 && igmp.checksum.status == 1"],
+        )
+    }
+    .unwrap();
+    assert_eq!(queries.len(), 1, "{what}: tshark reads the query as valid");
     assert!(
         has("4"),
         "{what}: a report joining {g} (change to exclude): {from_us:?}"
