@@ -366,6 +366,34 @@ fn vtep_with_group(underlay_v6: bool, group: IpAddr) {
     }
     .unwrap();
     assert_eq!(queries.len(), 1, "{what}: tshark reads the query as valid");
+    // Frames to the group leave with TTL / hop limit 1, as Linux's (no
+    // `ttl` configured); those to the kernel's address with 64.
+    let (dst, ttl) = if underlay_v6 {
+        ("ipv6.dst", "ipv6.hlim")
+    } else {
+        ("ip.dst", "ip.ttl")
+    };
+    for (to, want) in [
+        (group.to_string(), "1"),
+        (spec.kernel_underlay.to_string(), "64"),
+    ] {
+        let rows = tshark::fields(
+            &pcap,
+            &[ttl],
+            &[
+                "-Y",
+                &format!(
+                    "vxlan && {dst} == {to} && {} == {ours}",
+                    dst.replace("dst", "src")
+                ),
+            ],
+        )
+        .unwrap();
+        assert!(!rows.is_empty(), "{what}: no VXLAN frame to {to}");
+        for r in &rows {
+            assert_eq!(r[0].split(',').next(), Some(want), "{what}: to {to}: {r:?}");
+        }
+    }
     assert!(
         has("4"),
         "{what}: a report joining {g} (change to exclude): {from_us:?}"

@@ -116,6 +116,9 @@ pub struct VtepConfig {
     pub src_ports: RangeInclusive<u16>,
     /// Outer TTL / hop limit (64 by default).
     pub ttl: u8,
+    /// Outer TTL / hop limit toward a multicast group (1 by default: Linux's
+    /// vxlan device sends to its `group` with TTL 1 unless `ttl` is set).
+    pub multicast_ttl: u8,
     /// Outer DSCP.
     pub dscp: Dscp,
     /// Outer IPv4 Don't Fragment bit.
@@ -150,6 +153,7 @@ impl VtepConfig {
             local_ip,
             src_ports: 49152..=65535,
             ttl: 64,
+            multicast_ttl: 1,
             dscp: Dscp::Inherit,
             df: Df::Set,
             udp_csum: UdpCsum::Zero,

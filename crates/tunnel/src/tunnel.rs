@@ -185,7 +185,15 @@ fn make_peer(
         NextHop::Resolve(h) => (Some(h), None),
         NextHop::Static(m) => (None, Some(m)),
     };
-    let template = Template::new(vtep, v, ip, mac.unwrap_or([0; 6]))?;
+    let template = if ip.is_multicast() {
+        let to_group = VtepConfig {
+            ttl: vtep.multicast_ttl,
+            ..vtep.clone()
+        };
+        Template::new(&to_group, v, ip, mac.unwrap_or([0; 6]))?
+    } else {
+        Template::new(vtep, v, ip, mac.unwrap_or([0; 6]))?
+    };
     Ok(Peer {
         ip,
         template,

@@ -274,6 +274,9 @@ pub struct VniSpec {
 pub struct OuterSpec {
     /// Outer TTL / hop limit (`ttl`, 64 by default).
     pub ttl: u8,
+    /// Outer TTL / hop limit toward the VNI's multicast group: `ttl` when
+    /// set, else 1, as Linux's vxlan device.
+    pub multicast_ttl: u8,
     /// Outer DSCP: inherited from the inner packet (`tos = "inherit"`, the
     /// default) or fixed (`tos = N`: the TOS byte, whose ECN bits RFC 6040
     /// sets).
@@ -293,6 +296,7 @@ impl Default for OuterSpec {
     fn default() -> OuterSpec {
         OuterSpec {
             ttl: 64,
+            multicast_ttl: 1,
             dscp: Dscp::Inherit,
             df: Df::Set,
             src_ports: 49152..=65535,
@@ -951,7 +955,10 @@ fn check_outer(c: &mut Check, prefix: &str, v: &RawVni) -> Option<OuterSpec> {
     let mut ok = true;
     if let Some(ttl) = v.ttl {
         match u8::try_from(ttl) {
-            Ok(t) if t > 0 => o.ttl = t,
+            Ok(t) if t > 0 => {
+                o.ttl = t;
+                o.multicast_ttl = t;
+            }
             _ => {
                 c.fail(at("ttl"), format!("{ttl} is not a TTL"), "use 1 to 255");
                 ok = false;

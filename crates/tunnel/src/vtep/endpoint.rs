@@ -189,6 +189,7 @@ fn tunnel_config(cfg: &EndpointConfig, mac: [u8; 6], e: &EncapSpec, o: &OuterSpe
         v.port = p;
     }
     v.ttl = o.ttl;
+    v.multicast_ttl = o.multicast_ttl;
     v.dscp = o.dscp;
     v.df = o.df;
     v.src_ports = o.src_ports.clone();
