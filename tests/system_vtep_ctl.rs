@@ -559,6 +559,7 @@ fn vnis_on_new_tunnels_are_added_by_the_socket_and_by_sighup() {
         &k,
         "--dev",
         &p2,
+        "--l2miss",
     ]);
     assert!(ok, "{out}");
     let c = host(&site.v, &p2, "192.168.44.2");
@@ -567,6 +568,23 @@ fn vnis_on_new_tunnels_are_added_by_the_socket_and_by_sighup() {
         2,
         "the VNI on 8472 the socket added"
     );
+    // A host behind the port sends to a MAC no one has: the l2miss log
+    // names it.
+    c.ip(&[
+        "neigh",
+        "add",
+        "192.168.44.9",
+        "lladdr",
+        "02:00:00:00:44:09",
+        "dev",
+        &p2,
+    ])
+    .unwrap();
+    assert_eq!(pings(&c, "192.168.44.9"), 0);
+    let line = site
+        .run
+        .expect_line("02:00:00:00:44:09", Duration::from_secs(10));
+    assert!(line.contains("l2miss") && line.contains("4444"), "{line}");
     assert_eq!(
         pings(&site.a, "192.168.42.1"),
         2,
@@ -608,7 +626,7 @@ fn vnis_on_new_tunnels_are_added_by_the_socket_and_by_sighup() {
     // The file gets both: the socket's VNI (unchanged) and one on 4790.
     let ul = site.kernel.tap_name.clone();
     let extra = format!(
-        "[[vni]]\nid = 4444\nencap = \"vxlan\"\nport = 8472\nflood = [\"{k}\"]\nports = [\"{p2}\"]\n\
+        "[[vni]]\nid = 4444\nencap = \"vxlan\"\nport = 8472\nflood = [\"{k}\"]\nports = [\"{p2}\"]\nl2miss = true\n\
          [[vni]]\nid = 4545\nencap = \"vxlan\"\nport = 4790\nflood = [\"{k}\"]\nports = [\"{p3}\"]\n"
     );
     std::fs::write(
