@@ -12,9 +12,12 @@
 //! first frames cross only through the group; each side then learns the
 //! other's MAC behind its unicast underlay address, and the rest goes
 //! unicast. A TCP transfer of `LINERATE_BULK_MIB` MiB (8 by default here)
-//! each way, SHA-256 checked. Then a general query (IGMPv3, or MLDv2 from
-//! the kernel's link-local address) is sent from the kernel's side through a
-//! packet socket, as a querier on the segment would. `dumpcap` there records
+//! each way, SHA-256 checked. Then queries (IGMPv3, or MLDv2 from the
+//! kernel's link-local address) are sent from the kernel's side through a
+//! packet socket, as a querier on the segment would: five for a group the
+//! VTEP did not join, which the TAP's multicast filter (set from the groups
+//! joined) must keep from it, one for its group and a general one, which
+//! it must hear. `dumpcap` there records
 //! the underlay from the start: tshark must read the query as valid, and
 //! the VTEP's IGMPv3 (MLDv2) reports: joining G (change to exclude {}), the
 //! answer to the query (is exclude {}), and its leave when it stops (change
@@ -106,11 +109,11 @@ fn send_raw(ns: &linerate_testkit::netns::Netns, dev: &str, frame: Vec<u8>) {
     assert!(sent > 0, "the query was sent");
 }
 
-/// A general query from the kernel's side (Max Resp 1 s): IGMPv3 from its
-/// underlay address, or MLDv2 from its link-local one, as RFC 3376 section
-/// 4.1 and RFC 3810 section 5.1 shape them (TTL / hop limit 1, Router
-/// Alert).
-fn general_query(kernel: &KernelVtep, v6: bool) -> Vec<u8> {
+/// A query from the kernel's side (Max Resp 1 s): IGMPv3 from its underlay
+/// address, or MLDv2 from its link-local one, as RFC 3376 section 4.1 and
+/// RFC 3810 section 5.1 shape them (TTL / hop limit 1, Router Alert);
+/// general, or about `group` and sent to it.
+fn query(kernel: &KernelVtep, v6: bool, group: Option<IpAddr>) -> Vec<u8> {
     use linerate::wire::mcast::{igmp, mld};
     let mac = kernel.mac(&kernel.tap_name).unwrap();
     if v6 {
@@ -135,20 +138,41 @@ fn general_query(kernel: &KernelVtep, v6: bool) -> Vec<u8> {
             .and_then(|a| a.split('/').next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no link-local address: {text}"));
-        // Type 130, Max Resp Code 1000 ms, general (group ::), QRV 2, QQIC 125.
+        // Type 130, Max Resp Code 1000 ms, the group (:: for general), QRV 2,
+        // QQIC 125.
+        let g = match group {
+            Some(IpAddr::V6(g)) => g,
+            _ => std::net::Ipv6Addr::UNSPECIFIED,
+        };
         let mut m = vec![130, 0, 0, 0, 0x03, 0xe8, 0, 0];
-        m.extend_from_slice(&[0; 16]);
+        m.extend_from_slice(&g.octets());
         m.extend_from_slice(&[2, 125, 0, 0]);
-        mld::frame(mac, ll, mld::ALL_NODES, &m)
+        let dst = if g.is_unspecified() {
+            mld::ALL_NODES
+        } else {
+            g
+        };
+        mld::frame(mac, ll, dst, &m)
     } else {
         let IpAddr::V4(src) = kernel.spec.kernel_underlay else {
             panic!("an IPv4 underlay")
         };
-        // Type 0x11, Max Resp Code 10 tenths, general (group 0), QRV 2, QQIC 125.
-        let mut m = vec![0x11, 10, 0, 0, 0, 0, 0, 0, 2, 125, 0, 0];
+        // Type 0x11, Max Resp Code 10 tenths, the group (0 for general), QRV
+        // 2, QQIC 125.
+        let g = match group {
+            Some(IpAddr::V4(g)) => g,
+            _ => std::net::Ipv4Addr::UNSPECIFIED,
+        };
+        let o = g.octets();
+        let mut m = vec![0x11, 10, 0, 0, o[0], o[1], o[2], o[3], 2, 125, 0, 0];
         let c = linerate::wire::checksum::checksum(&m);
         m[2..4].copy_from_slice(&c.to_be_bytes());
-        igmp::frame(mac, src, igmp::ALL_SYSTEMS, 1, &m)
+        let dst = if g.is_unspecified() {
+            igmp::ALL_SYSTEMS
+        } else {
+            g
+        };
+        igmp::frame(mac, src, dst, 1, &m)
     }
 }
 
@@ -261,12 +285,25 @@ fn vtep_with_group(underlay_v6: bool, group: IpAddr) {
     // A querier on the segment asks: the VTEP answers with its group's
     // current state (IS_EX {}) within the Max Resp Time of 1 s.
     let queries = vtep.counter("vtep.mcast_queries");
-    send_raw(&b.ns, &b.tap_name, general_query(&b, underlay_v6));
+    // Queries for a group the VTEP did not join, sent to that group: the
+    // TAP's multicast filter (TUNSETTXFILTER, set from the groups joined)
+    // keeps them from the VTEP.
+    let other: IpAddr = if underlay_v6 {
+        "ff05::7f7f".parse().unwrap()
+    } else {
+        IpAddr::from([239, 127, 127, 127])
+    };
+    for _ in 0..5 {
+        send_raw(&b.ns, &b.tap_name, query(&b, underlay_v6, Some(other)));
+    }
+    // One for the VTEP's own group, and a general one, do reach it.
+    send_raw(&b.ns, &b.tap_name, query(&b, underlay_v6, Some(group)));
+    send_raw(&b.ns, &b.tap_name, query(&b, underlay_v6, None));
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(
         vtep.counter("vtep.mcast_queries"),
-        queries + 1,
-        "{what}: the query heard"
+        queries + 2,
+        "{what}: the two queries for it heard, the five for {other} filtered"
     );
     // Stopping: the groups are left while the underlay is still there.
     assert_eq!(vtep.with(|v| v.leave_groups()), 1);
@@ -365,7 +402,11 @@ fn vtep_with_group(underlay_v6: bool, group: IpAddr) {
         )
     }
     .unwrap();
-    assert_eq!(queries.len(), 1, "{what}: tshark reads the query as valid");
+    assert_eq!(
+        queries.len(),
+        7,
+        "{what}: tshark reads the queries as valid"
+    );
     // Frames to the group leave with TTL / hop limit 1, as Linux's (no
     // `ttl` configured); those to the kernel's address with 64.
     let (dst, ttl) = if underlay_v6 {
