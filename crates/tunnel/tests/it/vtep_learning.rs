@@ -2,7 +2,8 @@
 //! `nolearning`) and the `l2miss` count, checked by where frames go: three
 //! VTEPs on a memory switch, VNI 100 (VXLAN), one memory port each; VTEP 0's
 //! `[[vni]]` table varies. What the control socket shows (`fdb`, `vnis`)
-//! follows, and a reload that turns learning off applies it.
+//! follows, and a reload that turns learning off applies it. The same
+//! single-tunnel VTEPs also get a second tunnel while they run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use linerate_nic::memory::{self, SwitchConfig};
