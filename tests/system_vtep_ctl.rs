@@ -23,6 +23,10 @@
 //!   port added by SIGHUP (ping across), then a config that changes the
 //!   underlay and one that breaks a rule refused field by field with the
 //!   running state kept (pings go on), then the first config back.
+//! * `vnis_on_new_tunnels_are_added_by_the_socket_and_by_sighup`: VNIs on
+//!   VXLAN ports the VTEP did not start with (8472 through the socket, 4790
+//!   by SIGHUP) against kernel devices on those ports, pinged across while
+//!   the first VNI runs on.
 //! * `prometheus_metrics_agree_with_the_dump_and_the_socket`: the scrape
 //!   (curl) parsed line by line as the text exposition format, every counter
 //!   equal to the control socket's and the SIGUSR1 dump's.
@@ -37,7 +41,7 @@ mod vtep_common;
 
 use examples_common::{Running, example};
 use linerate_testkit::netns::{self, Netns};
-use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, VxlanSpec};
+use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, LINUX_PORT, VxlanSpec};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -201,16 +205,22 @@ impl Site {
 
     /// A second kernel VXLAN device in K: VNI 4343 at 192.168.43.1.
     fn kernel_vni2(&self) {
+        self.kernel_vni("vx1", VNI2, IANA_PORT, "192.168.43.1");
+    }
+
+    /// A kernel VXLAN device `dev` in K: VNI `vni` on UDP port `port`, at
+    /// `addr`/24.
+    fn kernel_vni(&self, dev: &str, vni: u32, port: u16, addr: &str) {
         let ns = &self.kernel.ns;
         let (remote, local) = (
             self.spec.ours_underlay.to_string(),
             self.spec.kernel_underlay.to_string(),
         );
-        let (id, port) = (VNI2.to_string(), IANA_PORT.to_string());
+        let (id, port) = (vni.to_string(), port.to_string());
         ns.ip(&[
             "link",
             "add",
-            "vx1",
+            dev,
             "type",
             "vxlan",
             "id",
@@ -226,10 +236,10 @@ impl Site {
             "noudpcsum",
         ])
         .unwrap();
-        ns.ip(&["link", "set", "vx1", "mtu", "1450"]).unwrap();
-        ns.ip(&["addr", "add", "192.168.43.1/24", "dev", "vx1"])
+        ns.ip(&["link", "set", dev, "mtu", "1450"]).unwrap();
+        ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", dev])
             .unwrap();
-        ns.ip(&["link", "set", "vx1", "up"]).unwrap();
+        ns.ip(&["link", "set", dev, "up"]).unwrap();
     }
 }
 
@@ -525,6 +535,116 @@ fn sighup_applies_a_new_config_and_refuses_a_broken_one() {
     assert_eq!(edits, [format!("remove vni {VNI2}")], "{done}");
     assert_eq!(pings(&c, "192.168.43.1"), 0, "VNI 4343 is gone");
     assert_eq!(pings(&site.a, "192.168.42.1"), 2);
+}
+
+/// VNIs of tunnels the VTEP did not start with (VXLAN on Linux's port 8472
+/// and on 4790, beside 4789): one added through the socket, one by SIGHUP,
+/// each reached by pings while the first VNI runs on.
+#[test]
+fn vnis_on_new_tunnels_are_added_by_the_socket_and_by_sighup() {
+    let mut site = Site::start();
+    site.kernel_vni("vx2", 4444, LINUX_PORT, "192.168.44.1");
+    site.kernel_vni("vx3", 4545, 4790, "192.168.45.1");
+    let k = site.kernel_vtep();
+    let (p2, p3) = (netns::unique("vcn"), netns::unique("vco"));
+    let (ok, out) = site.ctl(&[
+        "vni",
+        "add",
+        "4444",
+        "--encap",
+        "vxlan",
+        "--udp-port",
+        "8472",
+        "--flood",
+        &k,
+        "--dev",
+        &p2,
+        "--l2miss",
+    ]);
+    assert!(ok, "{out}");
+    let c = host(&site.v, &p2, "192.168.44.2");
+    assert_eq!(
+        pings(&c, "192.168.44.1"),
+        2,
+        "the VNI on 8472 the socket added"
+    );
+    // A host behind the port sends to a MAC no one has: the l2miss log
+    // names it.
+    c.ip(&[
+        "neigh",
+        "add",
+        "192.168.44.9",
+        "lladdr",
+        "02:00:00:00:44:09",
+        "dev",
+        &p2,
+    ])
+    .unwrap();
+    assert_eq!(pings(&c, "192.168.44.9"), 0);
+    let line = site
+        .run
+        .expect_line("02:00:00:00:44:09", Duration::from_secs(10));
+    assert!(line.contains("l2miss") && line.contains("4444"), "{line}");
+    assert_eq!(
+        pings(&site.a, "192.168.42.1"),
+        2,
+        "VNI 4242 on 4789 runs on"
+    );
+    // A VNI with a multicast group and Linux's nolearning and l2miss, shown
+    // as added, then removed.
+    let (ok, out) = site.ctl(&[
+        "vni",
+        "add",
+        "4646",
+        "--udp-port",
+        "8472",
+        "--group",
+        "239.46.0.1",
+        "--nolearning",
+        "--l2miss",
+    ]);
+    assert!(ok, "{out}");
+    let vnis = site.json(&["vnis"]);
+    let v = vnis["vnis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vni"] == 4646)
+        .unwrap_or_else(|| panic!("{vnis}"));
+    assert_eq!(v["group"], "239.46.0.1", "{v}");
+    assert_eq!(
+        (&v["learning"], &v["l2miss"]),
+        (&Value::Bool(false), &Value::Bool(true))
+    );
+    let (_, text) = site.ctl(&["fdb", "--vni", "4646"]);
+    assert!(
+        text.contains("00:00:00:00:00:00 dst 239.46.0.1 vni 4646 permanent"),
+        "{text}"
+    );
+    assert!(site.ctl(&["vni", "del", "4646"]).0);
+
+    // The file gets both: the socket's VNI (unchanged) and one on 4790.
+    let ul = site.kernel.tap_name.clone();
+    let extra = format!(
+        "[[vni]]\nid = 4444\nencap = \"vxlan\"\nport = 8472\nflood = [\"{k}\"]\nports = [\"{p2}\"]\nl2miss = true\n\
+         [[vni]]\nid = 4545\nencap = \"vxlan\"\nport = 4790\nflood = [\"{k}\"]\nports = [\"{p3}\"]\n"
+    );
+    std::fs::write(
+        &site.config,
+        config(&site.spec, &ul, &site.p, &site.socket, &extra),
+    )
+    .unwrap();
+    site.signal("-HUP");
+    site.run.expect_line(
+        &format!("add port {p3} to vni 4545"),
+        Duration::from_secs(10),
+    );
+    let d = host(&site.v, &p3, "192.168.45.2");
+    assert_eq!(pings(&d, "192.168.45.1"), 2, "the VNI on 4790 SIGHUP added");
+    assert_eq!(pings(&c, "192.168.44.1"), 2);
+    assert_eq!(pings(&site.a, "192.168.42.1"), 2);
+    let vnis = site.json(&["vnis"]);
+    assert_eq!(vnis["vnis"].as_array().unwrap().len(), 3, "{vnis}");
 }
 
 /// One sample line of the text exposition format: name, labels, value.

@@ -7,6 +7,7 @@
 //! tunnel_endpoint ctl /run/vtep.sock fdb del 42 02:00:00:00:00:01
 //! tunnel_endpoint ctl /run/vtep.sock flood add|del 42 10.0.0.3
 //! tunnel_endpoint ctl /run/vtep.sock vni add 43 --encap vxlan --flood 10.0.0.1 --dev vm43
+//! tunnel_endpoint ctl /run/vtep.sock vni add 44 --udp-port 8472 --group 239.1.1.44 --nolearning --l2miss --dev vm44
 //! tunnel_endpoint ctl /run/vtep.sock vni del 43
 //! tunnel_endpoint ctl /run/vtep.sock port add|del 42 vm1
 //! tunnel_endpoint ctl /run/vtep.sock flush [--vni 42]
@@ -113,7 +114,7 @@ pub fn command() -> Command {
                             Arg::new("encap")
                                 .long("encap")
                                 .default_value("vxlan")
-                                .help("vxlan, geneve or nvgre (a tunnel the VTEP runs)"),
+                                .help("vxlan, geneve or nvgre (a new port or kind gets a tunnel)"),
                         )
                         .arg(
                             Arg::new("udp-port")
@@ -132,6 +133,23 @@ pub fn command() -> Command {
                                 .long("dev")
                                 .action(ArgAction::Append)
                                 .help("a local port (TAP) to create in it (repeat for more)"),
+                        )
+                        .arg(
+                            Arg::new("group").long("group").help(
+                                "an underlay multicast group for its floods (Linux's `group`)",
+                            ),
+                        )
+                        .arg(
+                            Arg::new("nolearning")
+                                .long("nolearning")
+                                .action(ArgAction::SetTrue)
+                                .help("learn no MAC from remote VTEPs (Linux's `nolearning`)"),
+                        )
+                        .arg(
+                            Arg::new("l2miss")
+                                .long("l2miss")
+                                .action(ArgAction::SetTrue)
+                                .help("log unknown destinations (Linux's `l2miss`)"),
                         ),
                 )
                 .subcommand(Command::new("del").arg(vni())),
@@ -191,8 +209,19 @@ fn request(m: &ArgMatches) -> Result<String, String> {
                 "flood": list(a, "flood"),
                 "ports": list(a, "dev"),
             });
-            if let (Some(p), Some(o)) = (a.get_one::<u32>("udp-port"), t.as_object_mut()) {
-                o.insert("port".into(), json!(p));
+            if let Some(o) = t.as_object_mut() {
+                if let Some(p) = a.get_one::<u32>("udp-port") {
+                    o.insert("port".into(), json!(p));
+                }
+                if let Some(g) = a.get_one::<String>("group") {
+                    o.insert("group".into(), json!(g));
+                }
+                if a.get_flag("nolearning") {
+                    o.insert("learning".into(), json!(false));
+                }
+                if a.get_flag("l2miss") {
+                    o.insert("l2miss".into(), json!(true));
+                }
             }
             json!({"cmd": "vni_add", "vni": t})
         }

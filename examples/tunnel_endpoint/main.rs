@@ -484,6 +484,14 @@ fn run() -> Result<(), String> {
     // The socket file goes first: a client now finds no VTEP.
     drop(socket);
     let replicas = workers.join().map_err(|e| e.to_string())?;
+    // Multicast groups are left while the underlay is still there; a TAP
+    // frees what it has not handed to the kernel when it goes, so a moment
+    // for the leaves to leave.
+    let left: usize = replicas.iter().map(|r| r.vtep.leave_groups()).sum();
+    if left > 0 {
+        info!("left {left} multicast group(s)");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let now = start.elapsed();
     let all: Vec<Vec<Sample>> = replicas.iter().map(Replica::samples).collect();
     let fdb = replicas

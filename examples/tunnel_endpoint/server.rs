@@ -53,8 +53,24 @@ struct State {
     /// The configuration the replicas were built with (over AF_XDP, the
     /// interface's MAC and MTU): the ports' MTU comes from it.
     built: EndpointConfig,
-    /// The tunnels the VTEP started with.
+    /// The tunnels the VTEP runs: those it started with and those VNIs of
+    /// a new encapsulation or port added.
     tunnels: Vec<TunnelSpec>,
+}
+
+/// The tunnels `edits` add: VNIs of an encapsulation, port or outer
+/// options no running tunnel has.
+fn new_tunnels(state: &State, edits: &[Edit]) -> Vec<TunnelSpec> {
+    let mut out: Vec<TunnelSpec> = Vec::new();
+    for e in edits {
+        if let Edit::AddVni(s) = e {
+            let t = (s.encap.clone(), s.outer.clone());
+            if !state.tunnels.contains(&t) && !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out
 }
 
 /// The running VTEP, as the control socket, SIGHUP and the metrics see it.
@@ -148,12 +164,15 @@ impl Server {
         if matches!(req, Request::Reload {}) {
             return self.reload().map(|edits| Reply::Done { edits });
         }
-        let state = self.state();
+        let mut state = self.state();
         let running = self.running(&state)?;
         match edits(req, &running, &state.tunnels)? {
-            Some(e) => self
-                .apply(&state, &running, e)
-                .map(|edits| Reply::Done { edits }),
+            Some(e) => {
+                let new = new_tunnels(&state, &e);
+                let done = self.apply(&state, &running, e)?;
+                state.tunnels.extend(new);
+                Ok(Reply::Done { edits: done })
+            }
             None => Ok(Reply::Done { edits: Vec::new() }),
         }
     }
@@ -186,7 +205,9 @@ impl Server {
         let running = self.running(&state)?;
         let e = diff(&running, &new, &state.tunnels)
             .map_err(|problems| CtlError::Invalid { problems })?;
+        let tunnels = new_tunnels(&state, &e);
         let done = self.apply(&state, &running, e)?;
+        state.tunnels.extend(tunnels);
         state.file = new;
         Ok(done)
     }

@@ -90,6 +90,9 @@ pub struct VxlanSpec {
     pub kernel_overlay: (Ipv4Addr, Ipv6Addr),
     /// linerate's overlay addresses.
     pub ours_overlay: (Ipv4Addr, Ipv6Addr),
+    /// A multicast group for `vx0` (`group G dev <TAP>` instead of `remote`):
+    /// floods go to the group, and the kernel joins it on the TAP.
+    pub group: Option<IpAddr>,
 }
 
 impl VxlanSpec {
@@ -113,6 +116,7 @@ impl VxlanSpec {
             ours_underlay,
             kernel_overlay: (KERNEL_OVERLAY_V4, KERNEL_OVERLAY_V6),
             ours_overlay: (OUR_OVERLAY_V4, OUR_OVERLAY_V6),
+            group: None,
         }
     }
 
@@ -231,9 +235,14 @@ impl KernelVtep {
             (true, true) => &["noudp6zerocsumtx", "noudp6zerocsumrx"],
             (true, false) => &["udp6zerocsumtx", "udp6zerocsumrx"],
         };
+        let group = s.group.map(|g| g.to_string());
+        let (peer_kind, peer) = match &group {
+            Some(g) => ("group", g.as_str()),
+            None => ("remote", remote.as_str()),
+        };
         let add = [
             &[
-                "link", "add", vx, "type", "vxlan", "id", &vni, "remote", &remote, "local", &local,
+                "link", "add", vx, "type", "vxlan", "id", &vni, peer_kind, peer, "local", &local,
                 "dstport", &port, "dev", tap,
             ][..],
             csum,

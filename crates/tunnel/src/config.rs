@@ -116,6 +116,9 @@ pub struct VtepConfig {
     pub src_ports: RangeInclusive<u16>,
     /// Outer TTL / hop limit (64 by default).
     pub ttl: u8,
+    /// Outer TTL / hop limit toward a multicast group (1 by default: Linux's
+    /// vxlan device sends to its `group` with TTL 1 unless `ttl` is set).
+    pub multicast_ttl: u8,
     /// Outer DSCP.
     pub dscp: Dscp,
     /// Outer IPv4 Don't Fragment bit.
@@ -150,6 +153,7 @@ impl VtepConfig {
             local_ip,
             src_ports: 49152..=65535,
             ttl: 64,
+            multicast_ttl: 1,
             dscp: Dscp::Inherit,
             df: Df::Set,
             udp_csum: UdpCsum::Zero,
@@ -182,6 +186,15 @@ pub struct VniConfig {
     /// (resolved themselves) unless a gateway is given and the remote is
     /// outside the underlay prefix, then through the gateway.
     pub gateway: Option<Gateway>,
+    /// A multicast group of the underlay (Linux's vxlan `group`): the VTEP
+    /// joins it (IGMPv3 / MLDv2 reports, answers to queries, a leave when
+    /// the last VNI of the group goes), frames sent to it are accepted for
+    /// this VNI, and frames of this VNI from any underlay source are
+    /// accepted (the group's members are not known beforehand); a sender
+    /// becomes a remote of the VNI the first time
+    /// [`crate::TunnelNic::transmit_to`] sends toward it. List the group in
+    /// `remotes` (or as `remote_ip`) to send to it.
+    pub group: Option<IpAddr>,
 }
 
 /// Remote VTEPs a VNI reaches at most (`remote_ip` and
@@ -229,6 +242,7 @@ impl VniConfig {
             allowed_sources: Vec::new(),
             remotes: Vec::new(),
             gateway: None,
+            group: None,
         }
     }
 }

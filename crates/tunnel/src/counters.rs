@@ -82,6 +82,13 @@ counters! {
     /// Inner frames whose headers could not be parsed (no room to encapsulate,
     /// not Ethernet).
     TxInvalid => "tx_dropped_tunnel_invalid",
+    /// IGMP / MLD queries heard on the underlay (a multicast group's
+    /// VTEP answers them).
+    McastQueries => "mcast_queries",
+    /// IGMP / MLD reports and leaves the VTEP sent for its groups.
+    McastReports => "mcast_reports",
+    /// IGMP / MLD messages dropped as malformed (length, checksum, header).
+    McastBad => "mcast_dropped_bad",
 }
 
 /// A set of [`TunnelCounter`]s (relaxed atomics; clones share them).

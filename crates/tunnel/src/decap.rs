@@ -16,6 +16,9 @@ pub(crate) struct RxConfig {
     pub encap: Encap,
     pub zero_csum6: bool,
     pub local_mac: [u8; 6],
+    /// Multicast groups joined (Linux's vxlan `group`): frames to one are
+    /// tunnel frames of ours too.
+    pub groups: Vec<IpAddr>,
 }
 
 /// A valid tunnel frame for this VTEP.
@@ -33,6 +36,9 @@ pub(crate) struct Decap {
     pub ecn: u8,
     /// The outer transport checksum is present (counted as a verified level).
     pub outer_csum: bool,
+    /// The multicast group the frame was sent to, if not to this VTEP's
+    /// own address.
+    pub group: Option<IpAddr>,
 }
 
 /// Frames that are not tunnel frames but that the VTEP itself handles.
@@ -43,6 +49,18 @@ pub(crate) enum Control {
     /// An ICMPv6 neighbour solicitation or advertisement: offset of the ICMPv6
     /// message, its end, and the IPv6 source and destination.
     Nd { off: usize, end: usize },
+    /// An IGMP message: offset of the message and its end.
+    Igmp { off: usize, end: usize },
+    /// An MLD message (checksum verified): offset of the ICMPv6 message,
+    /// its end, the IPv6 source and hop limit, and whether a Router Alert
+    /// option came with it.
+    Mld {
+        off: usize,
+        end: usize,
+        src: [u8; 16],
+        hop_limit: u8,
+        router_alert: bool,
+    },
 }
 
 /// Why a frame was not decapsulated.
@@ -65,6 +83,7 @@ const NOT_OURS: Refused = Counted(TunnelCounter::RxNotOurs);
 pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<Decap, Refused> {
     let ethertype = be16(b, 12).ok_or(TRUNC)?;
     const L3: usize = 14;
+    let mut group = None;
     let (src, proto, l4, end, ecn, pseudo) = match (ethertype, cfg.local_ip) {
         (0x0806, _) => return Err(Refused::Control(Control::Arp)),
         (0x0800, IpAddr::V4(local)) => {
@@ -91,8 +110,16 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
                 return Err(Counted(TunnelCounter::RxBadOuterCsum));
             }
             let dst = [h[16], h[17], h[18], h[19]];
+            if h[9] == 2 {
+                // IGMP: the group membership's (queries), whatever the
+                // destination.
+                return Err(Refused::Control(Control::Igmp { off: L3 + ihl, end }));
+            }
             if dst != local.octets() {
-                return Err(NOT_OURS);
+                group = Some(IpAddr::from(dst)).filter(|g| cfg.groups.contains(g));
+                if group.is_none() {
+                    return Err(NOT_OURS);
+                }
             }
             // Fragments (MF or an offset) are never tunnel frames of ours: the
             // sender sets DF and segments (RFC 7348 section 4.3).
@@ -119,16 +146,23 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
             }
             let (s, d) = addrs16(h);
             let proto = h[6];
+            if proto == 0 {
+                // A Hop-by-Hop header: only MLD (with Router Alert) is ours.
+                return mld_control(b, h, end).map_or(Err(NOT_OURS), |c| Err(Refused::Control(c)));
+            }
             if proto == 58 {
                 // ICMPv6: neighbour discovery is the VTEP's.
                 let t = *b.get(L3 + 40).ok_or(TRUNC)?;
                 if t == 135 || t == 136 {
                     return Err(Refused::Control(Control::Nd { off: L3 + 40, end }));
                 }
-                return Err(NOT_OURS);
+                return mld_control(b, h, end).map_or(Err(NOT_OURS), |c| Err(Refused::Control(c)));
             }
             if d != local.octets() {
-                return Err(NOT_OURS);
+                group = Some(IpAddr::from(d)).filter(|g| cfg.groups.contains(g));
+                if group.is_none() {
+                    return Err(NOT_OURS);
+                }
             }
             let pseudo = checksum::pseudo_ipv6(&s, &d, proto, 0);
             let ecn = (h[1] >> 4) & 3;
@@ -136,8 +170,13 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
         }
         _ => return Err(NOT_OURS),
     };
-    // Tunnel frames come unicast to this VTEP (Linux drops PACKET_OTHERHOST).
-    if b.get(0..6) != Some(&cfg.local_mac[..]) {
+    // Tunnel frames come unicast to this VTEP (Linux drops PACKET_OTHERHOST),
+    // or to the Ethernet address of a group it joined.
+    let to = match group {
+        None => cfg.local_mac,
+        Some(g) => crate::mcast::group_mac(g),
+    };
+    if b.get(0..6) != Some(&to[..]) {
         return Err(NOT_OURS);
     }
     // A partial checksum on receive (a memory port or TAP handing over a frame
@@ -225,6 +264,7 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
                 src,
                 ecn,
                 outer_csum,
+                group,
             })
         }
         Encap::Nvgre => {
@@ -256,9 +296,45 @@ pub(crate) fn classify(b: &[u8], meta: &OffloadMeta, cfg: &RxConfig) -> Result<D
                 src,
                 ecn,
                 outer_csum: false,
+                group,
             })
         }
     }
+}
+
+/// The MLD message of the IPv6 packet with fixed header `h` (at offset 14
+/// of `b`, ending at `end`), directly or behind a Hop-by-Hop header, its
+/// ICMPv6 checksum verified; `None` if it is not one.
+fn mld_control(b: &[u8], h: &[u8; 40], end: usize) -> Option<Control> {
+    const L3: usize = 14;
+    let (s, d) = addrs16(h);
+    let (off, router_alert) = if h[6] == 0 {
+        let hbh = L3 + 40;
+        if *b.get(hbh)? != 58 {
+            return None;
+        }
+        let len = 8 + 8 * usize::from(*b.get(hbh + 1)?);
+        let ip = b.get(L3..hbh + len)?;
+        (hbh + len, linerate_wire::mcast::mld::has_router_alert(ip))
+    } else {
+        (L3 + 40, false)
+    };
+    let t = *b.get(off)?;
+    if !linerate_wire::mcast::mld::is_mld(t) || off > end {
+        return None;
+    }
+    let msg = b.get(off..end)?;
+    let len = u32::try_from(msg.len()).ok()?;
+    if !checksum::verify(msg, checksum::pseudo_ipv6(&s, &d, 58, len)) {
+        return None;
+    }
+    Some(Control::Mld {
+        off,
+        end,
+        src: s,
+        hop_limit: h[7],
+        router_alert,
+    })
 }
 
 /// The source and destination addresses of an IPv6 header.

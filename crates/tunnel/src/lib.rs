@@ -100,6 +100,7 @@ mod ecn;
 mod encap;
 #[cfg(feature = "harness")]
 pub mod harness;
+mod mcast;
 mod neigh;
 mod tunnel;
 pub mod vtep;

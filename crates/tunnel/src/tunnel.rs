@@ -5,6 +5,7 @@ use crate::config::{Encap, MAX_REMOTES, NextHop, TunnelConfigError, VniConfig, V
 use crate::counters::{TunnelCounter, TunnelCounters};
 use crate::decap::{self, Control, Decap, Refused, RxConfig};
 use crate::encap::{Template, overhead};
+use crate::mcast::{Membership, group_mac};
 use crate::neigh;
 use crate::{EcnDecap, decap_ecn};
 use linerate_nic::neigh::{Lookup, NeighborCache, Queued};
@@ -79,6 +80,10 @@ struct Vtep {
     /// them, and `underlay_sg` says whether it hands them up.
     sg_users: usize,
     underlay_sg: bool,
+    /// The multicast groups joined (every VNI's `group`).
+    mcast: Membership,
+    /// Frames `mcast` made, to go out with the control frames.
+    mcast_out: Vec<Vec<u8>>,
 }
 
 /// One VNI's overlay NIC: inner Ethernet frames in and out, carried over the
@@ -175,10 +180,20 @@ fn make_peer(
         (_, NextHop::Resolve(_), _) => NextHop::Resolve(ip),
     };
     let (hop, mac) = match hop {
+        // A group's frames go to its Ethernet address: nothing to resolve.
+        _ if ip.is_multicast() => (None, Some(group_mac(ip))),
         NextHop::Resolve(h) => (Some(h), None),
         NextHop::Static(m) => (None, Some(m)),
     };
-    let template = Template::new(vtep, v, ip, mac.unwrap_or([0; 6]))?;
+    let template = if ip.is_multicast() {
+        let to_group = VtepConfig {
+            ttl: vtep.multicast_ttl,
+            ..vtep.clone()
+        };
+        Template::new(&to_group, v, ip, mac.unwrap_or([0; 6]))?
+    } else {
+        Template::new(vtep, v, ip, mac.unwrap_or([0; 6]))?
+    };
     Ok(Peer {
         ip,
         template,
@@ -199,6 +214,7 @@ fn check_family(vtep: &VtepConfig, v: &VniConfig) -> Result<(), TunnelConfigErro
         .chain(v.allowed_sources.iter().copied())
         .chain(v.remotes.iter().copied())
         .chain(v.gateway.map(|g| g.ip))
+        .chain(v.group)
         .find(|a| a.is_ipv6() != fam);
     match mismatch {
         Some(other) => Err(TunnelConfigError::Family {
@@ -260,7 +276,9 @@ impl Tunnel {
             encap: vtep.encap.clone(),
             zero_csum6: vtep.ipv6_zero_csum,
             local_mac: vtep.local_mac,
+            groups: Vec::new(),
         };
+        let mcast = Membership::new(vtep.local_ip, vtep.local_mac);
         let nics: Vec<(Counters, TunnelCounters)> = states
             .iter()
             .map(|s| (s.counters.clone(), s.tcounters.clone()))
@@ -280,7 +298,17 @@ impl Tunnel {
             pool: pool.clone(),
             sg_users: 0,
             underlay_sg: false,
+            mcast,
+            mcast_out: Vec::new(),
         }));
+        {
+            let mut g = match shared.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            let groups: Vec<IpAddr> = vnis.iter().filter_map(|v| v.group).collect();
+            g.join(&groups);
+        }
         let group = TunnelGroup {
             vtep: shared,
             caps,
@@ -390,6 +418,21 @@ impl TunnelGroup {
         }
     }
 
+    /// Replaces the tunnel's underlay by `f` of it (to share it with
+    /// another tunnel through [`crate::vtep::split`]); a control operation
+    /// between two polls.
+    pub fn wrap_underlay(&self, f: impl FnOnce(Box<dyn Nic>) -> Box<dyn Nic>) {
+        let mut g = self.lock();
+        let caps = *g.underlay.caps();
+        let (stand_in, _) = linerate_nic::MemNic::pair(caps, caps);
+        let old = core::mem::replace(&mut g.underlay, Box::new(stand_in));
+        g.underlay = f(old);
+        // The groups joined: the new underlay's filter follows them.
+        if !g.rx.groups.is_empty() {
+            g.groups_changed();
+        }
+    }
+
     /// The VNIs the tunnel carries now, in no particular order.
     pub fn vnis(&self) -> Vec<u32> {
         self.lock()
@@ -416,6 +459,7 @@ impl TunnelGroup {
         }
         let state = vni_state(&g.config, &vni, self.queues)?;
         let (counters, tcounters) = (state.counters.clone(), state.tcounters.clone());
+        g.join(vni.group.as_slice());
         let index = match g.vnis.iter().position(|v| v.cfg.vni == FREE_SLOT) {
             Some(i) => {
                 if let Some(slot) = g.vnis.get_mut(i) {
@@ -549,6 +593,26 @@ impl TunnelNic {
             .unwrap_or_default()
     }
 
+    /// Leaves every multicast group the tunnel joined, now (the leaves go
+    /// out on the underlay's queue 0 before this returns), and stops
+    /// answering queries for them: for a VTEP on its way out, which then
+    /// keeps its underlay open a moment, so the leaves are not lost with a
+    /// device that goes away at once (a TAP's backlog is freed with it).
+    /// Returns how many groups were left.
+    pub fn leave_groups(&self) -> usize {
+        let mut g = self.lock();
+        let n = g.mcast.groups().count();
+        if n > 0 {
+            let mut out = core::mem::take(&mut g.mcast_out);
+            g.mcast.leave_all(Instant::now(), &mut out);
+            g.mcast_out = out;
+            g.groups_changed();
+            g.poll_mcast(Instant::now());
+            g.send_control(0);
+        }
+        n
+    }
+
     /// What this VNI refused after its VNI was known.
     pub fn tunnel_counters(&self) -> &TunnelCounters {
         &self.tcounters
@@ -605,6 +669,76 @@ impl TunnelNic {
 }
 
 impl Vtep {
+    /// Joins `groups` (those not joined yet): reports go out with the next
+    /// control frames, and the receive path and the underlay's filter take
+    /// the groups' frames.
+    fn join(&mut self, groups: &[IpAddr]) {
+        let now = Instant::now();
+        let mut out = core::mem::take(&mut self.mcast_out);
+        let mut changed = false;
+        for g in groups {
+            changed |= self.mcast.join(now, *g, &mut out);
+        }
+        self.mcast_out = out;
+        if changed {
+            self.groups_changed();
+        }
+    }
+
+    /// Leaves `g` unless a VNI still has it.
+    fn leave_unused(&mut self, g: IpAddr) {
+        if self
+            .vnis
+            .iter()
+            .any(|v| v.cfg.vni != FREE_SLOT && v.cfg.group == Some(g))
+        {
+            return;
+        }
+        let mut out = core::mem::take(&mut self.mcast_out);
+        if self.mcast.leave(Instant::now(), g, &mut out) {
+            self.groups_changed();
+        }
+        self.mcast_out = out;
+    }
+
+    /// The groups joined changed: the receive path follows, and the
+    /// underlay's multicast filter where it has one (all off again with no
+    /// group left, as before the first).
+    fn groups_changed(&mut self) {
+        self.rx.groups = self.mcast.groups().collect();
+        let r = if self.rx.groups.is_empty() {
+            self.underlay.set_multicast_filter([0; 6], &[])
+        } else {
+            self.underlay
+                .set_multicast_filter(self.config.local_mac, &self.mcast.macs())
+        };
+        // A backend without a filter hands up every frame: nothing to do.
+        let _ = r;
+    }
+
+    /// Counts an IGMP / MLD message heard.
+    fn heard(&mut self, r: Result<bool, ()>) {
+        match r {
+            Ok(true) => self.counters.add(TunnelCounter::McastQueries, 1),
+            Ok(false) => {}
+            Err(()) => self.counters.add(TunnelCounter::McastBad, 1),
+        }
+    }
+
+    /// The membership's reports due at `now` join the control frames.
+    fn poll_mcast(&mut self, now: Instant) {
+        let mut out = core::mem::take(&mut self.mcast_out);
+        self.mcast.poll(now, &mut out);
+        if !out.is_empty() {
+            self.counters
+                .add(TunnelCounter::McastReports, out.len() as u64);
+            for m in out.drain(..) {
+                self.control.push(Frame::plain(self.pool.alloc_from(&m)));
+            }
+        }
+        self.mcast_out = out;
+    }
+
     /// Sends control frames (ARP/ND answers, probes) on `queue`; best effort.
     fn send_control(&mut self, queue: usize) {
         if !self.control.is_empty() {
@@ -710,11 +844,30 @@ impl Vtep {
                 self.counters.add(c, 1);
                 return None;
             }
+            Err(Refused::Control(Control::Igmp { off, end })) => {
+                let data = f.bytes().get(off..end).unwrap_or_default();
+                let r = self.mcast.igmp(now, data);
+                self.heard(r);
+                return None;
+            }
+            Err(Refused::Control(Control::Mld {
+                off,
+                end,
+                src,
+                hop_limit,
+                router_alert,
+            })) => {
+                let data = f.bytes().get(off..end).unwrap_or_default();
+                let src = std::net::Ipv6Addr::from(src);
+                let r = self.mcast.mld(now, data, src, hop_limit, router_alert);
+                self.heard(r);
+                return None;
+            }
             Err(Refused::Control(c)) => {
                 self.counters.add(TunnelCounter::NeighSeen, 1);
                 let nd = match c {
-                    Control::Arp => None,
                     Control::Nd { off, end } => Some((off, end)),
+                    _ => None,
                 };
                 let (answer, learn) = neigh::handle(
                     f.bytes(),
@@ -738,7 +891,15 @@ impl Vtep {
             return None;
         };
         let v = self.vnis.get(index)?;
-        if !(v.peers.iter().any(|p| p.ip == d.src) || v.cfg.allowed_sources.contains(&d.src)) {
+        if d.group.is_some() && d.group != v.cfg.group {
+            // Sent to another VNI's group.
+            self.counters.add(TunnelCounter::RxNotOurs, 1);
+            return None;
+        }
+        if !(v.cfg.group.is_some()
+            || v.peers.iter().any(|p| p.ip == d.src)
+            || v.cfg.allowed_sources.contains(&d.src))
+        {
             v.tcounters.add(TunnelCounter::RxSource, 1);
             return None;
         }
@@ -885,6 +1046,7 @@ impl TunnelNic {
             }
         }
         v.poll_neigh(now);
+        v.poll_mcast(now);
         v.send_control(queue);
         if routed {
             // Wake whoever waits on this queue for another VNI (the underlay's
@@ -1058,6 +1220,22 @@ impl TunnelNic {
                 .get(self.index)
                 .and_then(|s| s.peers.iter().position(|p| p.ip == remote))
         };
+        let peer = match peer {
+            // A sender heard through the VNI's group: reached from now on.
+            None if self.vni.group.is_some()
+                && remote.is_ipv6() == self.vni.remote_ip.is_ipv6() =>
+            {
+                match self.add_remote(remote) {
+                    Ok(_) => self
+                        .lock()
+                        .vnis
+                        .get(self.index)
+                        .and_then(|s| s.peers.iter().position(|p| p.ip == remote)),
+                    Err(_) => None,
+                }
+            }
+            p => p,
+        };
         match peer {
             Some(p) => self.send(queue, p, batch),
             None => {
@@ -1182,6 +1360,12 @@ impl Drop for TunnelNic {
             s.cfg.vni = FREE_SLOT;
             s.peers.clear();
             s.inbox.iter_mut().for_each(VecDeque::clear);
+        }
+        if let Some(group) = self.vni.group {
+            g.leave_unused(group);
+            // The leave goes now: the VTEP may be on its way out.
+            g.poll_mcast(Instant::now());
+            g.send_control(0);
         }
     }
 }

@@ -43,6 +43,7 @@ pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mcast;
 pub mod tcp;
 pub mod udp;
 

@@ -28,7 +28,7 @@
 //! flooding copies, once per extra destination. Counters are per port and per
 //! domain, named like `ethtool -S` ([`PortCounters::named`]).
 
-use super::fdb::{Dest, DropReason, Fdb, FdbRecord, Forward, Learned, Mac};
+use super::fdb::{Dest, DropReason, Fdb, FdbRecord, Forward, Learned, Mac, MacFmt};
 use super::pmtu::{self, Fit, RateLimit};
 use super::suppress::{Answer, Suppress, SuppressConfig};
 use linerate_nic::{Batch, Frame, Nic, NicError};
@@ -63,7 +63,27 @@ pub struct DomainConfig {
     /// one from a local port toward a remote VTEP is dropped and its sender
     /// told (ICMP). `None`: no check (the tunnel refuses what does not fit).
     pub mtu: Option<u16>,
+    /// Learn the inner source MAC of frames from remote VTEPs (Linux's vxlan
+    /// `learning`, on by default). Off (`nolearning`), remote MACs are known
+    /// only from static entries: frames from the tunnel are still delivered,
+    /// and frames toward an unknown MAC flood. Local ports always learn, as
+    /// the bridge above a Linux vxlan device does.
+    pub learning: bool,
+    /// Log each unicast destination MAC a frame from a local port is sent
+    /// toward without an FDB entry (Linux's vxlan `l2miss`), once per
+    /// [`L2MISS_INTERVAL`] at most, through `tracing`. Counted either way
+    /// (`l2miss`).
+    pub l2miss: bool,
 }
+
+/// How often one unknown destination MAC is logged at most, with
+/// [`DomainConfig::l2miss`] on.
+pub const L2MISS_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Lines the `l2miss` log writes per [`L2MISS_INTERVAL`] and domain at most,
+/// however many MACs miss (the rest are counted, and summed up in the next
+/// line).
+pub const L2MISS_LINES: u32 = 32;
 
 impl DomainConfig {
     /// VNI `vni`, batches of 64, a backlog of 1024 frames, no suppression, ageing
@@ -76,6 +96,8 @@ impl DomainConfig {
             suppress: None,
             age_interval: Duration::from_secs(1),
             mtu: None,
+            learning: true,
+            l2miss: false,
         }
     }
 }
@@ -110,11 +132,14 @@ pub struct PortCounters {
     /// Of those, the ones answered with ICMP "fragmentation needed" or
     /// ICMPv6 "packet too big".
     pub icmp_too_big: u64,
+    /// Frames from the port toward a unicast MAC the FDB does not know
+    /// (flooded; Linux's `l2miss`).
+    pub l2miss: u64,
 }
 
 impl PortCounters {
     /// The counters with their names.
-    pub fn named(&self) -> [(&'static str, u64); 13] {
+    pub fn named(&self) -> [(&'static str, u64); 14] {
         [
             ("rx_packets", self.rx_packets),
             ("rx_bytes", self.rx_bytes),
@@ -129,6 +154,7 @@ impl PortCounters {
             ("arp_nd_suppressed", self.suppressed),
             ("rx_dropped_oversize", self.rx_dropped_oversize),
             ("icmp_too_big", self.icmp_too_big),
+            ("l2miss", self.l2miss),
         ]
     }
 }
@@ -160,6 +186,59 @@ pub struct BridgeDomain<O: Overlay> {
     too_big_buf: Vec<u8>,
     /// Where the frame being switched goes (kept to reuse its allocation).
     targets: Vec<Dest>,
+    /// The `l2miss` log's rate limit.
+    misses: MissLog,
+}
+
+/// Slots of the `l2miss` log's memory of MACs logged recently.
+const MISS_SLOTS: usize = 64;
+
+/// The `l2miss` log's rate limit: a MAC is logged once per
+/// [`L2MISS_INTERVAL`] (remembered in a small direct-mapped table, so two
+/// MACs of one slot may each be logged again sooner), and at most
+/// [`L2MISS_LINES`] lines per interval in all. Fixed size: a flood of random
+/// destinations costs neither memory nor log volume.
+struct MissLog {
+    slots: [(Mac, Duration); MISS_SLOTS],
+    interval_start: Duration,
+    lines: u32,
+    /// Misses not logged for the line budget, since the last line.
+    unlogged: u64,
+}
+
+impl MissLog {
+    fn new() -> MissLog {
+        MissLog {
+            slots: [([0; 6], Duration::ZERO); MISS_SLOTS],
+            interval_start: Duration::ZERO,
+            lines: 0,
+            unlogged: 0,
+        }
+    }
+
+    /// Whether a miss of `mac` at `now` is logged; if so, the number of
+    /// misses left unlogged before it for the line budget.
+    fn allow(&mut self, now: Duration, mac: Mac) -> Option<u64> {
+        let h = mac
+            .iter()
+            .fold(0usize, |h, b| h.wrapping_mul(31) ^ usize::from(*b));
+        let slot = self.slots.get_mut(h % MISS_SLOTS)?;
+        // The all-zero MAC never misses (not unicast), so it marks a free slot.
+        if slot.0 == mac && slot.0 != [0; 6] && now.saturating_sub(slot.1) < L2MISS_INTERVAL {
+            return None;
+        }
+        if now.saturating_sub(self.interval_start) >= L2MISS_INTERVAL {
+            self.interval_start = now;
+            self.lines = 0;
+        }
+        if self.lines >= L2MISS_LINES {
+            self.unlogged += 1;
+            return None;
+        }
+        self.lines += 1;
+        *slot = (mac, now);
+        Some(core::mem::take(&mut self.unlogged))
+    }
 }
 
 /// Learning events kept for [`BridgeDomain::take_learned`] at most (past it
@@ -187,7 +266,21 @@ impl<O: Overlay> BridgeDomain<O> {
             too_big: RateLimit::new(),
             too_big_buf: Vec::new(),
             targets: Vec::new(),
+            misses: MissLog::new(),
         }
+    }
+
+    /// Turns learning from remote VTEPs and the `l2miss` log on or off
+    /// ([`DomainConfig::learning`], [`DomainConfig::l2miss`]); entries learned
+    /// already stay until they age out or are flushed.
+    pub fn set_learning(&mut self, learning: bool, l2miss: bool) {
+        self.cfg.learning = learning;
+        self.cfg.l2miss = l2miss;
+    }
+
+    /// The domain's settings.
+    pub fn config(&self) -> &DomainConfig {
+        &self.cfg
     }
 
     /// Keeps the MACs this domain learns anew or sees move, for
@@ -368,11 +461,13 @@ impl<O: Overlay> BridgeDomain<O> {
             self.counters(from).rx_dropped_malformed += 1;
             return;
         };
-        let l = self.fdb.learn(now, vni, src, from);
-        if let (Learned::New | Learned::Moved { .. }, Some(out)) = (l, self.learned.as_mut())
-            && out.len() < LEARNED_MAX
-        {
-            out.push((src, from));
+        if self.cfg.learning || matches!(from, Dest::Local(_)) {
+            let l = self.fdb.learn(now, vni, src, from);
+            if let (Learned::New | Learned::Moved { .. }, Some(out)) = (l, self.learned.as_mut())
+                && out.len() < LEARNED_MAX
+            {
+                out.push((src, from));
+            }
         }
         if let Some(s) = self.suppress.as_mut() {
             s.snoop(now, vni, bytes);
@@ -414,6 +509,11 @@ impl<O: Overlay> BridgeDomain<O> {
         }
         if flooded {
             self.counters(from).flooded += 1;
+            if let Dest::Local(port) = from
+                && dst[0] & 1 == 0
+            {
+                self.l2miss(now, port, dst, src);
+            }
         }
         if let (Dest::Local(port), Some(mtu)) = (from, self.cfg.mtu)
             && frame.meta.gso.is_none()
@@ -441,6 +541,25 @@ impl<O: Overlay> BridgeDomain<O> {
             self.enqueue(*last, frame);
         }
         self.targets = targets;
+    }
+
+    /// A frame from local `port` toward `dst`, a unicast MAC the FDB does
+    /// not know: counted, and logged when the domain asks for it.
+    fn l2miss(&mut self, now: Duration, port: u16, dst: Mac, src: Mac) {
+        self.counters(Dest::Local(port)).l2miss += 1;
+        if !self.cfg.l2miss {
+            return;
+        }
+        if let Some(unlogged) = self.misses.allow(now, dst) {
+            tracing::info!(
+                vni = self.cfg.vni,
+                port,
+                dst = %MacFmt(dst),
+                src = %MacFmt(src),
+                unlogged,
+                "l2miss: no forwarding entry for the destination, flooded"
+            );
+        }
     }
 
     fn enqueue(&mut self, to: Dest, frame: Frame) {

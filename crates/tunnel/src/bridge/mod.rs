@@ -20,7 +20,9 @@ pub mod domain;
 
 mod pmtu;
 
-pub use domain::{BridgeDomain, DomainConfig, Overlay, PortCounters};
+pub use domain::{
+    BridgeDomain, DomainConfig, L2MISS_INTERVAL, L2MISS_LINES, Overlay, PortCounters,
+};
 
 #[cfg(feature = "harness")]
 pub mod harness;

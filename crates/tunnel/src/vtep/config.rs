@@ -143,6 +143,13 @@ struct RawVni {
     udpcsum: Option<bool>,
     udp6zerocsumtx: Option<bool>,
     udp6zerocsumrx: Option<bool>,
+    // The bridge's learning, named as `ip link add type vxlan` names it.
+    learning: Option<bool>,
+    /// Linux's spelling, refused with the fix (`learning = false`).
+    nolearning: Option<bool>,
+    l2miss: Option<bool>,
+    // The underlay multicast group, as `ip link add type vxlan group`.
+    group: Option<String>,
 }
 
 /// `tos = "inherit"` or a value.
@@ -246,6 +253,18 @@ pub struct VniSpec {
     pub neighbors: Vec<(IpAddr, Mac)>,
     /// The outer headers' options.
     pub outer: OuterSpec,
+    /// Learn inner source MACs from remote VTEPs (`learning`, on by default
+    /// as Linux's vxlan; off is its `nolearning`): off, remote MACs come from
+    /// static entries only and frames toward others flood.
+    pub learning: bool,
+    /// Log unknown unicast destinations of frames from local ports,
+    /// rate-limited (`l2miss`, off by default); counted either way.
+    pub l2miss: bool,
+    /// An underlay multicast group (`group`, Linux's vxlan `group`):
+    /// broadcast, unknown unicast and multicast go to it (beside the flood
+    /// list), the VTEP joins it with IGMPv3 / MLDv2, and frames of the VNI
+    /// are accepted from any VTEP of the group.
+    pub group: Option<IpAddr>,
 }
 
 /// The outer headers of a VNI's tunnel, as Linux's vxlan device sets them
@@ -255,6 +274,9 @@ pub struct VniSpec {
 pub struct OuterSpec {
     /// Outer TTL / hop limit (`ttl`, 64 by default).
     pub ttl: u8,
+    /// Outer TTL / hop limit toward the VNI's multicast group: `ttl` when
+    /// set, else 1, as Linux's vxlan device.
+    pub multicast_ttl: u8,
     /// Outer DSCP: inherited from the inner packet (`tos = "inherit"`, the
     /// default) or fixed (`tos = N`: the TOS byte, whose ECN bits RFC 6040
     /// sets).
@@ -274,6 +296,7 @@ impl Default for OuterSpec {
     fn default() -> OuterSpec {
         OuterSpec {
             ttl: 64,
+            multicast_ttl: 1,
             dscp: Dscp::Inherit,
             df: Df::Set,
             src_ports: 49152..=65535,
@@ -853,6 +876,17 @@ fn check_vni(
             "set suppress_arp = true or remove them",
         );
     }
+    if let Some(n) = v.nolearning {
+        c.fail(
+            at("nolearning"),
+            "this is how `ip link` spells it; the file uses `learning`",
+            format!("write learning = {}", !n),
+        );
+    }
+    let group = v
+        .group
+        .as_deref()
+        .and_then(|g| check_group(c, &at("group"), g, family));
     let outer = check_outer(c, prefix, v);
     Some(VniSpec {
         id: id?,
@@ -863,7 +897,46 @@ fn check_vni(
         statics,
         neighbors,
         outer: outer?,
+        learning: v.learning.unwrap_or(true),
+        l2miss: v.l2miss.unwrap_or(false),
+        group,
     })
+}
+
+/// A VNI's multicast group: a multicast address of the underlay's family
+/// whose membership is reported (not the link-local control block
+/// 224.0.0.0/24, which IGMP never reports, nor an IPv6 scope below
+/// link-local).
+fn check_group(c: &mut Check, field: &str, g: &str, family: Option<bool>) -> Option<IpAddr> {
+    let ip = c.ip(field, g)?;
+    let reserved = match ip {
+        IpAddr::V4(a) => a.octets()[..3] == [224, 0, 0],
+        IpAddr::V6(a) => a.segments()[0] & 0x000f < 2,
+    };
+    if !ip.is_multicast() {
+        c.fail(
+            field,
+            format!("{ip} is not a multicast address"),
+            "use a group such as \"239.1.1.1\" (IPv4) or \"ff05::100\" (IPv6); remote VTEPs \
+             go in flood",
+        );
+    } else if family.is_some_and(|v4| v4 != ip.is_ipv4()) {
+        c.fail(
+            field,
+            format!("{ip} is not of the underlay's address family"),
+            "use a group of the same family as underlay.address",
+        );
+    } else if reserved {
+        c.fail(
+            field,
+            format!("{ip} is reserved for link-local control traffic"),
+            "use an administratively scoped group: 239.0.0.0/8, or ff05::/16 and ff08::/16 \
+             for IPv6",
+        );
+    } else {
+        return Some(ip);
+    }
+    None
 }
 
 /// True if VNIs of these encapsulations share one tunnel.
@@ -882,7 +955,10 @@ fn check_outer(c: &mut Check, prefix: &str, v: &RawVni) -> Option<OuterSpec> {
     let mut ok = true;
     if let Some(ttl) = v.ttl {
         match u8::try_from(ttl) {
-            Ok(t) if t > 0 => o.ttl = t,
+            Ok(t) if t > 0 => {
+                o.ttl = t;
+                o.multicast_ttl = t;
+            }
             _ => {
                 c.fail(at("ttl"), format!("{ttl} is not a TTL"), "use 1 to 255");
                 ok = false;

@@ -209,6 +209,19 @@ pub struct VniInfo {
     pub neighbors: Vec<(IpAddr, String)>,
     /// ARP/ND suppression.
     pub suppress_arp: bool,
+    /// Learning from remote VTEPs (`learning`).
+    #[serde(default = "yes")]
+    pub learning: bool,
+    /// The log of unknown destinations (`l2miss`).
+    #[serde(default)]
+    pub l2miss: bool,
+    /// The multicast group its floods go to (`group`).
+    #[serde(default)]
+    pub group: Option<IpAddr>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One local port as shown.
@@ -503,7 +516,7 @@ pub fn edits(
                     "name a static entry `fdb` shows as permanent (learned ones go with `flush`)",
                 ));
             };
-            if s.flood.is_empty() && s.statics.len() == 1 {
+            if s.flood.is_empty() && s.statics.len() == 1 && s.group.is_none() {
                 return Err(last_remote("mac", *vni));
             }
             one(Edit::RemoveStatic { vni: *vni, mac })
@@ -523,7 +536,7 @@ pub fn edits(
                     "name a remote `vnis` lists in the VNI's flood list",
                 ));
             };
-            if s.flood.len() == 1 && s.statics.is_empty() {
+            if s.flood.len() == 1 && s.statics.is_empty() && s.group.is_none() {
                 return Err(last_remote("remote", *vni));
             }
             one(Edit::RemoveFlood { vni: *vni, remote })
@@ -531,18 +544,15 @@ pub fn edits(
         Request::VniAdd { vni } => {
             let spec = check_new_vni(running, "vni", vni)
                 .map_err(|problems| CtlError::Invalid { problems })?;
-            if spec.flood.is_empty() && spec.statics.is_empty() {
+            if spec.flood.is_empty() && spec.statics.is_empty() && spec.group.is_none() {
                 return Err(CtlError::field(
                     "vni.flood",
                     format!("VNI {} has no remote VTEP", spec.id),
                     "list a remote VTEP in flood, or give a static entry",
                 ));
             }
-            if !tunnels
-                .iter()
-                .any(|(e, o)| *e == spec.encap && *o == spec.outer)
-            {
-                return Err(no_tunnel(&spec.encap, tunnels));
+            if let Some(t) = super::diff::clashing_tunnel(tunnels, &spec.encap, &spec.outer) {
+                return Err(no_tunnel(&spec.encap, t));
             }
             let mut out = vec![Edit::AddVni(super::config::VniSpec {
                 ports: Vec::new(),
@@ -598,19 +608,16 @@ pub fn edits(
     }
 }
 
-fn no_tunnel(encap: &EncapSpec, tunnels: &[TunnelSpec]) -> CtlError {
-    let have: Vec<String> = tunnels.iter().map(|(e, _)| encap_name(e)).collect();
+fn no_tunnel(encap: &EncapSpec, running: &TunnelSpec) -> CtlError {
     CtlError::field(
         "vni.encap",
         format!(
-            "no running tunnel carries {} with these outer options",
+            "the running tunnel {} takes the port of {} with other options",
+            encap_name(&running.0),
             encap_name(encap)
         ),
-        format!(
-            "use a running tunnel's encapsulation, port and options ({}), or restart the \
-             VTEP to add one",
-            have.join("; ")
-        ),
+        "give the VNI that tunnel's encapsulation and outer options (ttl, tos, df, srcport, \
+         udpcsum, udp6zerocsum*), or another port",
     )
 }
 
@@ -669,6 +676,9 @@ pub fn answer(query: Query, vtep: &Vtep, now: Duration) -> Reply {
                         .map(|(ip, m)| (*ip, MacFmt(*m).to_string()))
                         .collect(),
                     suppress_arp: v.suppress_arp,
+                    learning: v.learning,
+                    l2miss: v.l2miss,
+                    group: v.group,
                 })
                 .collect(),
         },
@@ -801,6 +811,9 @@ impl core::fmt::Display for Reply {
                             .join(" ")
                     };
                     writeln!(f, "  flood {}", list(&v.flood))?;
+                    if let Some(g) = v.group {
+                        writeln!(f, "  group {g}")?;
+                    }
                     writeln!(f, "  ports {}", v.ports.join(" "))?;
                     for (m, r) in &v.statics {
                         writeln!(f, "  static {m} dst {r}")?;
@@ -810,6 +823,13 @@ impl core::fmt::Display for Reply {
                     }
                     if v.suppress_arp {
                         writeln!(f, "  suppress_arp")?;
+                    }
+                    // As `ip -d link` shows a vxlan device's.
+                    if !v.learning {
+                        writeln!(f, "  nolearning")?;
+                    }
+                    if v.l2miss {
+                        writeln!(f, "  l2miss")?;
                     }
                 }
                 Ok(())

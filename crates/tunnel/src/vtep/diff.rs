@@ -3,10 +3,12 @@
 //!
 //! [`diff`] compares the running configuration with a new one (the file read
 //! again on SIGHUP) and returns the edits that turn the one into the other:
-//! VNIs, local ports, flood lists, static FDB and neighbour entries added and
-//! removed. What cannot change while the VTEP runs (the underlay, the FDB's
-//! bounds, the control socket and metrics address, a VNI's encapsulation,
-//! outer options and suppression, a tunnel no running VNI uses) refuses the
+//! VNIs (a VNI of a new encapsulation or port with a tunnel of its own),
+//! local ports, flood lists, static FDB and neighbour entries added and
+//! removed, learning turned on or off. What cannot change while the VTEP runs
+//! (the underlay, the FDB's bounds, the control socket and metrics address,
+//! a VNI's encapsulation, outer options, suppression and group, a new VNI on
+//! a running tunnel's port with other options) refuses the
 //! whole new configuration, every such field named with its fix, so the
 //! running state is kept whole or changed whole. Like `frr-reload`, the file
 //! is the truth: changes made through the control socket and absent from the
@@ -84,6 +86,16 @@ pub enum Edit {
         /// The inner IP address.
         ip: IpAddr,
     },
+    /// Turns a VNI's learning from remote VTEPs and its `l2miss` log on or
+    /// off (entries learned already stay until they age or are flushed).
+    SetLearning {
+        /// The VNI.
+        vni: u32,
+        /// Learn from remote VTEPs.
+        learning: bool,
+        /// Log unknown destinations.
+        l2miss: bool,
+    },
     /// Forgets the learned FDB and neighbour entries of a VNI (of every VNI
     /// with `None`); static ones stay.
     FlushLearned(Option<u32>),
@@ -108,14 +120,29 @@ impl core::fmt::Display for Edit {
                 write!(f, "add neighbor {ip} lladdr {} vni {vni}", MacFmt(*mac))
             }
             Edit::RemoveNeighbor { vni, ip } => write!(f, "remove neighbor {ip} vni {vni}"),
+            Edit::SetLearning {
+                vni,
+                learning,
+                l2miss,
+            } => {
+                let on = |b: &bool| if *b { "on" } else { "off" };
+                write!(
+                    f,
+                    "set vni {vni} learning {} l2miss {}",
+                    on(learning),
+                    on(l2miss)
+                )
+            }
             Edit::FlushLearned(Some(v)) => write!(f, "flush learned entries of vni {v}"),
             Edit::FlushLearned(None) => write!(f, "flush learned entries"),
         }
     }
 }
 
-/// A tunnel a VTEP runs: an encapsulation and its outer options. The set is
-/// fixed when the VTEP starts (each tunnel owns its share of the underlay).
+/// A tunnel a VTEP runs: an encapsulation and its outer options. A VNI of
+/// another encapsulation or UDP port added while the VTEP runs gets a
+/// tunnel of its own (a share of the underlay); one on a running tunnel's
+/// port must agree with it ([`clashing_tunnel`]).
 pub type TunnelSpec = (EncapSpec, OuterSpec);
 
 /// The tunnels the VTEP of `cfg` runs.
@@ -127,6 +154,24 @@ pub fn tunnels(cfg: &EndpointConfig) -> Vec<TunnelSpec> {
         }
     }
     out
+}
+
+/// The tunnel among `tunnels` that a VNI of `encap` and `outer` cannot
+/// join nor stand beside: one on the same UDP port (or GRE) with another
+/// encapsulation or other outer options (frames are told apart by the port
+/// alone). `None`: it joins a running tunnel, or gets a new one.
+pub fn clashing_tunnel<'a>(
+    tunnels: &'a [TunnelSpec],
+    encap: &EncapSpec,
+    outer: &OuterSpec,
+) -> Option<&'a TunnelSpec> {
+    let key = |e: &EncapSpec| match e {
+        EncapSpec::Vxlan { port } | EncapSpec::Geneve { port, .. } => Some(*port),
+        EncapSpec::Nvgre => None,
+    };
+    tunnels
+        .iter()
+        .find(|(e, o)| key(e) == key(encap) && (e != encap || o != outer))
 }
 
 /// How an encapsulation is written in the config, for messages.
@@ -212,23 +257,24 @@ pub fn diff(
     }
     for (i, v) in new.vnis.iter().enumerate() {
         let at = |f: &str| format!("vni[{i}].{f}");
-        if v.flood.is_empty() && v.statics.is_empty() {
+        if v.flood.is_empty() && v.statics.is_empty() && v.group.is_none() {
             r.0.push(ConfigProblem {
                 field: at("flood"),
                 problem: format!("VNI {} has no remote VTEP", v.id),
-                fix: "list a remote VTEP in flood, or give a static entry".to_owned(),
+                fix: "list a remote VTEP in flood, give a static entry, or a multicast group"
+                    .to_owned(),
             });
         }
         let Some(old) = running.vnis.iter().find(|o| o.id == v.id) else {
-            if !tunnels.iter().any(|(e, o)| *e == v.encap && *o == v.outer) {
+            if let Some(t) = clashing_tunnel(tunnels, &v.encap, &v.outer) {
                 r.0.push(ConfigProblem {
                     field: at("encap"),
                     problem: format!(
-                        "no running tunnel carries {} with these outer options",
-                        encap_name(&v.encap)
+                        "the running tunnel {} takes this port with other options",
+                        encap_name(&t.0)
                     ),
-                    fix: "give the new VNI the encapsulation, port and options of a running \
-                          VNI, or restart the VTEP to add a tunnel"
+                    fix: "give the new VNI that tunnel's encapsulation and outer options \
+                          (ttl, tos, df, srcport, udpcsum, udp6zerocsum*), or another port"
                         .to_owned(),
                 });
             }
@@ -286,6 +332,13 @@ pub fn diff(
         for &(ip, mac) in v.neighbors.iter().filter(|n| !old.neighbors.contains(n)) {
             adds.push(Edit::AddNeighbor { vni: id, ip, mac });
         }
+        if (old.learning, old.l2miss) != (v.learning, v.l2miss) {
+            adds.push(Edit::SetLearning {
+                vni: id,
+                learning: v.learning,
+                l2miss: v.l2miss,
+            });
+        }
         for name in v.ports.iter().filter(|p| !old.ports.contains(p)) {
             adds.push(Edit::AddPort {
                 vni: id,
@@ -330,6 +383,7 @@ fn same_vni(r: &mut Refusals, i: usize, old: &VniSpec, v: &VniSpec) {
     r.same(at("udpcsum"), &a.udp_csum, &b.udp_csum);
     r.same(at("udp6zerocsumtx"), &a.udp6_zero_csum, &b.udp6_zero_csum);
     r.same(at("suppress_arp"), &old.suppress_arp, &v.suppress_arp);
+    r.same(at("group"), &old.group, &v.group);
 }
 
 #[cfg(test)]

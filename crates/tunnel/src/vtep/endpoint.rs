@@ -11,8 +11,8 @@
 //! entries, and accepts frames from those only (`rx_dropped_source`
 //! otherwise): learning happens over configured VTEPs.
 
-use super::config::{EncapSpec, EndpointConfig, VniSpec};
-use super::split::{SplitKey, split};
+use super::config::{EncapSpec, EndpointConfig, OuterSpec, VniSpec};
+use super::split::{SplitHandle, SplitKey, split};
 use crate::bridge::{
     BridgeDomain, Dest, DomainConfig, Fdb, FdbError, FdbRecord, Mac, SuppressConfig, SuppressError,
 };
@@ -29,8 +29,8 @@ use std::time::Duration;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum VtepError {
-    /// VNI `vni` has neither a flood list nor a static remote entry: no remote
-    /// VTEP to reach.
+    /// VNI `vni` has neither a flood list, a static remote entry nor a
+    /// group: no remote VTEP to reach.
     NoRemote(u32),
     /// VNI `vni` was given `got` local ports; its config names `want`.
     Ports {
@@ -64,7 +64,7 @@ impl core::fmt::Display for VtepError {
         match self {
             VtepError::NoRemote(v) => write!(
                 f,
-                "vni {v}: no remote VTEP: give it a flood list or a static entry"
+                "vni {v}: no remote VTEP: give it a flood list, a static entry or a group"
             ),
             VtepError::Ports { vni, want, got } => write!(
                 f,
@@ -112,8 +112,14 @@ pub struct Vtep {
     /// Per domain: the encapsulation's name, for the counters.
     kinds: Vec<&'static str>,
     cfg: EndpointConfig,
-    /// Per encapsulation, its tunnel: where VNIs are added at run time.
-    groups: Vec<(EncapSpec, TunnelGroup)>,
+    /// Per encapsulation, its outer options and its tunnel: where VNIs are
+    /// added at run time.
+    groups: Vec<(EncapSpec, OuterSpec, TunnelGroup)>,
+    /// The underlay's split between tunnels, once there are several: where
+    /// a tunnel added at run time gets its port.
+    split: Option<SplitHandle>,
+    /// The underlay MAC (outer source MAC of every tunnel).
+    mac: [u8; 6],
     /// Learning shared with other replicas ([`Vtep::share_learning`]).
     shared: bool,
     /// Bumped whenever the devices to wait on change ([`Vtep::readiness`]).
@@ -174,6 +180,28 @@ pub fn overlay_mtu(cfg: &EndpointConfig, s: &VniSpec) -> u16 {
     cfg.underlay.mtu.saturating_sub(o)
 }
 
+/// The tunnel of encapsulation `e` with outer options `o`, from `mac` and
+/// the underlay address of `cfg`.
+fn tunnel_config(cfg: &EndpointConfig, mac: [u8; 6], e: &EncapSpec, o: &OuterSpec) -> VtepConfig {
+    let (encap, port, _) = encap_of(e);
+    let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
+    if let Some(p) = port {
+        v.port = p;
+    }
+    v.ttl = o.ttl;
+    v.multicast_ttl = o.multicast_ttl;
+    v.dscp = o.dscp;
+    v.df = o.df;
+    v.src_ports = o.src_ports.clone();
+    v.udp_csum = if o.udp_csum {
+        UdpCsum::Compute
+    } else {
+        UdpCsum::Zero
+    };
+    v.ipv6_zero_csum = o.udp6_zero_csum;
+    v
+}
+
 /// The name of an encapsulation in counter names.
 fn kind_of(e: &EncapSpec) -> &'static str {
     match e {
@@ -197,9 +225,13 @@ fn domain(
     if s.suppress_arp {
         dc.suppress = Some(SuppressConfig::default());
     }
+    dc.learning = s.learning;
+    dc.l2miss = s.l2miss;
     let mut d = BridgeDomain::new(dc, t, Fdb::new(cfg.fdb));
     let fdb = |error| VtepError::Fdb { vni: s.id, error };
-    for ip in &s.flood {
+    // The group gets the floods as a remote VTEP would (Linux lists it as
+    // an all-zero entry too).
+    for ip in s.flood.iter().chain(&s.group) {
         d.fdb_mut().add_flood(s.id, *ip).map_err(fdb)?;
     }
     for (m, ip) in &s.statics {
@@ -219,7 +251,7 @@ fn domain(
 /// The tunnel side of VNI `s`: every remote VTEP it names.
 fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError> {
     let mut remotes: Vec<IpAddr> = s.flood.clone();
-    for (_, ip) in &s.statics {
+    for ip in s.statics.iter().map(|(_, ip)| ip).chain(&s.group) {
         if !remotes.contains(ip) {
             remotes.push(*ip);
         }
@@ -240,6 +272,7 @@ fn vni_config(cfg: &EndpointConfig, s: &VniSpec) -> Result<VniConfig, VtepError>
         next_hop: NextHop::Resolve(hop),
         remotes: remotes.get(1..).unwrap_or_default().to_vec(),
         gateway,
+        group: s.group,
         ..VniConfig::new(s.id, first)
     })
 }
@@ -292,11 +325,14 @@ impl Vtep {
                 });
             }
         }
+        let mut split_handle = None;
         let underlays: Vec<Box<dyn Nic>> = if groups.len() == 1 {
             vec![underlay]
         } else {
             let keys = groups.iter().map(|(e, _)| encap_of(e).2).collect();
-            split(underlay, keys)
+            let ports = split(underlay, keys);
+            split_handle = ports.first().map(|p| p.handle());
+            ports
                 .into_iter()
                 .map(|p| Box::new(p) as Box<dyn Nic>)
                 .collect()
@@ -304,25 +340,14 @@ impl Vtep {
         let mut tunnels: Vec<Option<TunnelNic>> = cfg.vnis.iter().map(|_| None).collect();
         let mut tunnel_groups = Vec::with_capacity(groups.len());
         for ((e, members), under) in groups.iter().zip(underlays) {
-            let (encap, port, _) = encap_of(e);
-            let mut v = VtepConfig::new(encap, mac, cfg.underlay.address);
-            if let Some(p) = port {
-                v.port = p;
-            }
-            // The group's VNIs agree on these (checked with the config).
-            if let Some(s) = members.first().and_then(|&i| cfg.vnis.get(i)) {
-                let o = &s.outer;
-                v.ttl = o.ttl;
-                v.dscp = o.dscp;
-                v.df = o.df;
-                v.src_ports = o.src_ports.clone();
-                v.udp_csum = if o.udp_csum {
-                    UdpCsum::Compute
-                } else {
-                    UdpCsum::Zero
-                };
-                v.ipv6_zero_csum = o.udp6_zero_csum;
-            }
+            // The group's VNIs agree on the outer options (checked with the
+            // config).
+            let outer = members
+                .first()
+                .and_then(|&i| cfg.vnis.get(i))
+                .map(|s| s.outer.clone())
+                .unwrap_or_default();
+            let v = tunnel_config(cfg, mac, e, &outer);
             let mut vnis = Vec::with_capacity(members.len());
             for &i in members {
                 if let Some(s) = cfg.vnis.get(i) {
@@ -331,7 +356,7 @@ impl Vtep {
             }
             let nics = Tunnel::many(under, v, vnis)?;
             if let Some(t) = nics.first() {
-                tunnel_groups.push((e.clone(), t.group()));
+                tunnel_groups.push((e.clone(), outer, t.group()));
             }
             for (t, &i) in nics.into_iter().zip(members) {
                 if let Some(slot) = tunnels.get_mut(i) {
@@ -360,6 +385,8 @@ impl Vtep {
             kinds,
             cfg: cfg.clone(),
             groups: tunnel_groups,
+            split: split_handle,
+            mac,
             shared: false,
             generation: 0,
         })
@@ -433,6 +460,16 @@ impl Vtep {
                 d.overlay().learn_neighbor(ip, mac);
             }
         }
+    }
+
+    /// Leaves every underlay multicast group (`group`) now: for a VTEP that
+    /// is stopping, which should keep its devices a moment longer (see
+    /// [`TunnelNic::leave_groups`]). Returns how many groups were left.
+    pub fn leave_groups(&self) -> usize {
+        self.domains
+            .iter()
+            .map(|d| d.overlay().leave_groups())
+            .sum()
     }
 
     /// The bridge domains, in the config's VNI order.

@@ -12,6 +12,12 @@
 //! answer). Transmit goes straight to the underlay. One lock guards the
 //! underlay; frames for another group wait in its inbox (at most
 //! [`crate::INBOX_LEN`] per queue, then dropped and counted).
+//!
+//! A group added while the VTEP runs (a VNI of a new encapsulation) gets a
+//! port of its own from [`SplitHandle::add`]. A split underlay hands up every
+//! multicast frame: the groups' tunnels join different multicast groups, and
+//! one filter would have to be their union, so [`Nic::set_multicast_filter`]
+//! on a port turns the underlay's filter off.
 
 use linerate_nic::{
     Batch, Counter, Counters, Frame, Nic, NicCaps, NicError, PacketBuf, Pool, Readiness, Recorder,
@@ -52,7 +58,9 @@ impl core::fmt::Debug for SplitPort {
 }
 
 /// One port per key of `keys`, in that order, all over `underlay`.
-pub fn split(underlay: Box<dyn Nic>, keys: Vec<SplitKey>) -> Vec<SplitPort> {
+pub fn split(mut underlay: Box<dyn Nic>, keys: Vec<SplitKey>) -> Vec<SplitPort> {
+    // Every group's multicast frames must come up (see the module docs).
+    let _ = underlay.set_multicast_filter([0; 6], &[]);
     let queues = underlay.queues();
     let caps = *underlay.caps();
     let pool = underlay.pool().clone();
@@ -75,6 +83,30 @@ pub fn split(underlay: Box<dyn Nic>, keys: Vec<SplitKey>) -> Vec<SplitPort> {
         .collect()
 }
 
+/// A split of `underlay` with one port, for `key`, and the handle that adds
+/// the next ones (a VTEP that had one tunnel and gets another while it
+/// runs).
+pub fn split_one(underlay: Box<dyn Nic>, key: SplitKey) -> (SplitPort, SplitHandle) {
+    let queues = underlay.queues();
+    let caps = *underlay.caps();
+    let pool = underlay.pool().clone();
+    let mut underlay = underlay;
+    let _ = underlay.set_multicast_filter([0; 6], &[]);
+    let shared = Arc::new(Mutex::new(Shared {
+        underlay,
+        keys: vec![key],
+        inbox: vec![(0..queues).map(|_| VecDeque::new()).collect()],
+    }));
+    let port = SplitPort {
+        shared: Arc::clone(&shared),
+        index: 0,
+        caps,
+        pool: pool.clone(),
+        counters: Counters::new(queues),
+    };
+    (port, SplitHandle { shared, caps, pool })
+}
+
 /// The group of a frame: `Some(key)` for UDP or GRE over IPv4/IPv6.
 fn key_of(b: &[u8]) -> Option<SplitKey> {
     let et = u16::from_be_bytes([*b.get(12)?, *b.get(13)?]);
@@ -93,7 +125,56 @@ fn key_of(b: &[u8]) -> Option<SplitKey> {
     }
 }
 
+/// Adds ports to a split underlay ([`SplitPort::handle`]).
+#[derive(Clone)]
+pub struct SplitHandle {
+    shared: Arc<Mutex<Shared>>,
+    caps: NicCaps,
+    pool: Pool,
+}
+
+impl core::fmt::Debug for SplitHandle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SplitHandle").finish_non_exhaustive()
+    }
+}
+
+impl SplitHandle {
+    /// A port for one more group, receiving what `key` names, over the same
+    /// underlay; `None` if a port has that key already.
+    pub fn add(&self, key: SplitKey) -> Option<SplitPort> {
+        let mut g = match self.shared.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if g.keys.contains(&key) {
+            return None;
+        }
+        let queues = g.underlay.queues();
+        g.keys.push(key);
+        g.inbox.push((0..queues).map(|_| VecDeque::new()).collect());
+        let index = g.keys.len() - 1;
+        drop(g);
+        Some(SplitPort {
+            shared: Arc::clone(&self.shared),
+            index,
+            caps: self.caps,
+            pool: self.pool.clone(),
+            counters: Counters::new(queues),
+        })
+    }
+}
+
 impl SplitPort {
+    /// A handle to add more ports over the same underlay.
+    pub fn handle(&self) -> SplitHandle {
+        SplitHandle {
+            shared: Arc::clone(&self.shared),
+            caps: self.caps,
+            pool: self.pool.clone(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Shared> {
         match self.shared.lock() {
             Ok(g) => g,
@@ -185,5 +266,18 @@ impl Nic for SplitPort {
 
     fn set_recorder(&mut self, recorder: Option<Arc<dyn Recorder>>) {
         self.lock().underlay.set_recorder(recorder);
+    }
+
+    /// Turns the underlay's filter off: the groups sharing it want
+    /// different multicast frames (module docs). Returns false: this port
+    /// hands up every frame.
+    fn set_multicast_filter(
+        &mut self,
+        unicast: [u8; 6],
+        groups: &[[u8; 6]],
+    ) -> Result<bool, NicError> {
+        let _ = (unicast, groups);
+        self.lock().underlay.set_multicast_filter([0; 6], &[])?;
+        Ok(false)
     }
 }

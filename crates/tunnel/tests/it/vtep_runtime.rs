@@ -296,14 +296,41 @@ fn vnis_and_ports_come_and_go() {
         n.apply(0, Edit::AddVni(s0.clone())),
         Err(EditError::VniExists(300))
     ));
-    let nvgre = VniSpec {
-        id: 400,
-        encap: EncapSpec::Nvgre,
-        ..s0
+    // A VNI of an encapsulation no tunnel runs gets a tunnel of its own (a
+    // share of the split underlay): NVGRE between VTEPs 0 and 1, beside the
+    // running VXLAN and GENEVE.
+    for v in [0, 1] {
+        let nvgre = VniSpec {
+            id: 400,
+            encap: EncapSpec::Nvgre,
+            ..spec(v)
+        };
+        n.apply(v, Edit::AddVni(nvgre)).unwrap();
+        n.apply(
+            v,
+            Edit::AddPort {
+                vni: 400,
+                name: format!("n{v}"),
+            },
+        )
+        .unwrap();
+    }
+    n.send(0, "n0", &frame([0xff; 6], mac(4), 40));
+    assert_eq!(n.run(40), vec![at(1, "n1")], "NVGRE VNI 400 only");
+    n.send(1, "n1", &frame(mac(4), mac(5), 41));
+    assert_eq!(n.run(41), vec![at(0, "n0")], "and back, learned");
+    assert!(n.counter(0, "vni400.tunnel.tx_encap") >= 1);
+    n.send(0, "c0", &frame([0xff; 6], mac(1), 42));
+    assert_eq!(n.run(42), vec![at(1, "c1")], "VXLAN VNI 300 still runs");
+    // VXLAN on GENEVE's running port cannot be told apart from it.
+    let clash = VniSpec {
+        id: 500,
+        encap: EncapSpec::Vxlan { port: 6081 },
+        ..s0.clone()
     };
     assert!(matches!(
-        n.apply(0, Edit::AddVni(nvgre)),
-        Err(EditError::NoTunnel { vni: 400, .. })
+        n.apply(0, Edit::AddVni(clash)),
+        Err(EditError::NoTunnel { vni: 500, .. })
     ));
 
     // A second port in VNI 100 on VTEP 0 gets floods; x is learned behind it.

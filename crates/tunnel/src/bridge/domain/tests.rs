@@ -347,3 +347,81 @@ fn a_packet_too_big_for_the_tunnel_is_answered_and_kept_out_of_it() {
     let c = d.port_counters(0).unwrap();
     assert_eq!((c.rx_dropped_oversize, c.icmp_too_big), (2, 2));
 }
+
+/// Counts the `l2miss` log's lines.
+struct MissLines(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl tracing::Subscriber for MissLines {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, e: &tracing::Event<'_>) {
+        if e.metadata().target().ends_with("domain") {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[test]
+fn an_unknown_destination_is_logged_once_per_interval_and_counted_each_time() {
+    let lines = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = || lines.load(std::sync::atomic::Ordering::Relaxed);
+    let cfg = DomainConfig {
+        l2miss: true,
+        ..DomainConfig::new(42)
+    };
+    let (mut d, mut h) = domain(2, cfg, FdbConfig::default());
+    tracing::subscriber::with_default(MissLines(lines.clone()), || {
+        for _ in 0..3 {
+            send(&mut h[0], &eth(mac(0xa), mac(0xb), 1));
+            d.poll(T0);
+        }
+        assert_eq!(seen(), 1, "one line for B in the interval");
+        // Broadcast is no miss; a known destination neither.
+        send(&mut h[0], &eth(mac(0xa), [0xff; 6], 2));
+        send(&mut h[1], &eth(mac(0xc), mac(0xa), 3));
+        d.poll(T0);
+        assert_eq!(seen(), 1);
+        send(&mut h[0], &eth(mac(0xa), mac(0xb), 4));
+        d.poll(L2MISS_INTERVAL);
+        assert_eq!(seen(), 2, "B again once the interval passed");
+        // Many MACs: the line budget holds.
+        let later = L2MISS_INTERVAL * 3;
+        for i in 0..200u8 {
+            send(&mut h[0], &eth(mac(0xa), [2, 1, 0, 0, 0, i], 5));
+            d.poll(later);
+        }
+        assert_eq!(seen(), 2 + L2MISS_LINES as usize);
+    });
+    assert_eq!(d.port_counters(0).unwrap().l2miss, 3 + 1 + 200);
+    assert_eq!(d.port_counters(1).unwrap().l2miss, 0);
+}
+
+#[test]
+fn without_learning_remote_sources_are_not_learned_but_local_ones_are() {
+    let cfg = DomainConfig {
+        learning: false,
+        ..DomainConfig::new(42)
+    };
+    let (mut d, mut h) = domain(1, cfg, FdbConfig::default());
+    from_remote(&mut d, r(2), &eth(mac(0xb), mac(0xa), 1));
+    send(&mut h[0], &eth(mac(0xa), mac(0xb), 2));
+    d.poll(T0);
+    assert_eq!(recv(&mut h[0]).len(), 1, "delivered");
+    assert_eq!(d.fdb().lookup(T0, 42, mac(0xb)), None);
+    assert_eq!(d.fdb().lookup(T0, 42, mac(0xa)), Some(Dest::Local(0)));
+    // A's answer to B floods to both remote VTEPs.
+    let sent: Vec<IpAddr> = sent_to(&mut d).into_iter().map(|(ip, _)| ip).collect();
+    assert_eq!(sent, vec![r(2), r(3)]);
+    d.set_learning(true, false);
+    from_remote(&mut d, r(2), &eth(mac(0xb), mac(0xa), 3));
+    d.poll(T0);
+    assert_eq!(d.fdb().lookup(T0, 42, mac(0xb)), Some(Dest::Remote(r(2))));
+}

@@ -443,3 +443,67 @@ fn control_socket_and_metrics_address() {
         "IP:PORT",
     );
 }
+
+#[test]
+fn learning_and_l2miss_are_read_and_linux_spelling_is_refused_with_the_fix() {
+    let base = "[underlay]\ntap = \"ul0\"\naddress = \"10.0.0.2/24\"\n[[vni]]\nid = 42\nencap = \"vxlan\"\nflood = [\"10.0.0.1\"]\n";
+    let c = parse(base).unwrap();
+    assert!(c.vnis[0].learning && !c.vnis[0].l2miss, "Linux's defaults");
+    let c = parse(&format!("{base}learning = false\nl2miss = true\n")).unwrap();
+    assert!(!c.vnis[0].learning && c.vnis[0].l2miss);
+    let e = parse(&format!("{base}nolearning = true\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("vni[0].nolearning") && e.contains("write learning = false"),
+        "{e}"
+    );
+    let e = parse(&format!("{base}learning = \"off\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("learning") && e.contains("boolean"), "{e}");
+}
+
+#[test]
+fn a_group_must_be_a_reported_multicast_address_of_the_underlays_family() {
+    let with = |addr: &str, group: &str| {
+        parse(&format!(
+            "[underlay]\ntap = \"ul0\"\naddress = \"{addr}\"\n[[vni]]\nid = 42\nencap = \"vxlan\"\ngroup = \"{group}\"\n"
+        ))
+    };
+    let c = with("10.0.0.2/24", "239.1.1.1").unwrap();
+    assert_eq!(c.vnis[0].group, Some("239.1.1.1".parse().unwrap()));
+    assert!(c.vnis[0].flood.is_empty(), "a group alone is enough");
+    let c = with("fd00::2/64", "ff05::100").unwrap();
+    assert_eq!(c.vnis[0].group, Some("ff05::100".parse().unwrap()));
+    for (addr, group, want) in [
+        (
+            "10.0.0.2/24",
+            "10.0.0.1",
+            "vni[0].group: 10.0.0.1 is not a multicast address",
+        ),
+        (
+            "10.0.0.2/24",
+            "ff05::100",
+            "not of the underlay's address family",
+        ),
+        (
+            "10.0.0.2/24",
+            "224.0.0.5",
+            "reserved for link-local control traffic",
+        ),
+        (
+            "fd00::2/64",
+            "ff01::1",
+            "reserved for link-local control traffic",
+        ),
+        (
+            "10.0.0.2/24",
+            "239.1.1",
+            "vni[0].group: \"239.1.1\" is not an IP address",
+        ),
+    ] {
+        let e = with(addr, group).unwrap_err().to_string();
+        assert!(e.contains(want), "{group}: {e}");
+    }
+}

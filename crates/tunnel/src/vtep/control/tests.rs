@@ -171,10 +171,10 @@ fn a_field_that_breaks_a_rule_is_refused_by_name() {
     );
     assert_eq!(
         refused(edits_of(
-            r#"{"cmd":"vni_add","vni":{"id":9,"encap":"vxlan","port":8472,"flood":["10.0.0.1"]}}"#
+            r#"{"cmd":"vni_add","vni":{"id":9,"encap":"vxlan","port":6081,"flood":["10.0.0.1"]}}"#
         )),
         ["vni.encap"],
-        "no such tunnel running"
+        "GENEVE runs on that port"
     );
     assert_eq!(
         refused(edits_of(

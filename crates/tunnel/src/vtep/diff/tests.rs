@@ -152,21 +152,51 @@ fn what_cannot_change_at_run_time_is_refused_by_name() {
 }
 
 #[test]
-fn a_new_tunnel_or_a_vni_without_remotes_is_refused() {
+fn a_new_tunnel_is_added_a_clashing_one_or_a_vni_without_remotes_is_refused() {
     let a = cfg(BASE);
+    // VXLAN on 8472: a tunnel of its own, added.
     let text = format!(
-        "{BASE}\n[[vni]]\nid = 9\nencap = \"vxlan\"\nport = 8472\nflood = [\"10.0.0.1\"]\n\
+        "{BASE}\n[[vni]]\nid = 9\nencap = \"vxlan\"\nport = 8472\nflood = [\"10.0.0.1\"]\n"
+    );
+    let b = cfg(&text);
+    let e = diff(&a, &b, &tunnels(&a)).unwrap();
+    assert!(matches!(&e[..], [Edit::AddVni(s)] if s.id == 9), "{e:?}");
+    // VXLAN on GENEVE's running port, and an NVGRE VNI without remotes.
+    let text = format!(
+        "{BASE}\n[[vni]]\nid = 9\nencap = \"vxlan\"\nport = 6081\nflood = [\"10.0.0.1\"]\n\
          [[vni]]\nid = 10\nencap = \"nvgre\"\n"
     );
     let b = cfg(&text);
     let p = diff(&a, &b, &tunnels(&a)).unwrap_err();
-    assert_eq!(
-        fields(&p),
-        vec!["vni[2].encap", "vni[3].flood", "vni[3].encap"]
-    );
+    assert_eq!(fields(&p), vec!["vni[2].encap", "vni[3].flood"]);
+    assert!(p[0].problem.contains("geneve on port 6081"), "{p:?}");
     // A VNI of a running tunnel with other outer options is refused when
     // the file is read (its VNIs must agree), before the difference.
     let text =
         format!("{BASE}\n[[vni]]\nid = 9\nencap = \"vxlan\"\nttl = 3\nflood = [\"10.0.0.1\"]\n");
     assert!(parse(&text).is_err());
+}
+
+#[test]
+fn learning_changes_at_run_time_and_a_group_does_not() {
+    let a = cfg(BASE);
+    let b = cfg(&BASE.replace(
+        "suppress_arp = true",
+        "suppress_arp = true\n    learning = false\n    l2miss = true",
+    ));
+    assert_eq!(
+        diff(&a, &b, &tunnels(&a)),
+        Ok(vec![Edit::SetLearning {
+            vni: 7,
+            learning: false,
+            l2miss: true
+        }])
+    );
+    let c = cfg(&BASE.replace(
+        "suppress_arp = true",
+        "suppress_arp = true\n    group = \"239.1.1.7\"",
+    ));
+    let e = diff(&a, &c, &tunnels(&a)).unwrap_err();
+    assert_eq!(fields(&e), vec!["vni[1].group"]);
+    assert!(e[0].fix.contains("restart the VTEP"), "{e:?}");
 }

@@ -7,11 +7,14 @@
 //! sends edits to each queue's thread as messages), so the forwarding path
 //! takes no lock and reads no shared table for them.
 
-use super::{Vtep, VtepError, domain, kind_of, vni_config};
+use super::{Vtep, VtepError, domain, encap_of, kind_of, tunnel_config, vni_config};
 use crate::bridge::{Dest, FdbError, NeighRecord, SuppressError};
 use crate::vtep::config::EndpointConfig;
+use crate::vtep::config::VniSpec;
 use crate::vtep::diff::{Edit, encap_name};
+use crate::vtep::split::split_one;
 use crate::{RemoteVtep, TunnelConfigError};
+use crate::{Tunnel, TunnelNic, VniConfig};
 use linerate_nic::Nic;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -24,7 +27,8 @@ pub enum EditError {
     UnknownVni(u32),
     /// The VNI runs already.
     VniExists(u32),
-    /// No tunnel of the VNI's encapsulation runs (tunnels are made at start).
+    /// The running tunnel of the VNI's encapsulation has other outer
+    /// options, or another encapsulation's tunnel takes its port.
     NoTunnel {
         /// The VNI.
         vni: u32,
@@ -86,7 +90,8 @@ impl core::fmt::Display for EditError {
             EditError::VniExists(v) => write!(f, "VNI {v} is running already"),
             EditError::NoTunnel { vni, encap } => write!(
                 f,
-                "VNI {vni}: no running tunnel carries {encap}: restart the VTEP to add one"
+                "VNI {vni}: the running tunnel of {encap} has other outer options, or \
+                 another encapsulation has its port: use its options, or another port"
             ),
             EditError::NotFound { vni, what } => write!(f, "VNI {vni} has no {what}"),
             EditError::PortExists { vni, name } => {
@@ -165,14 +170,17 @@ impl Vtep {
                 if self.index(spec.id).is_ok() {
                     return Err(EditError::VniExists(spec.id));
                 }
-                let Some((_, group)) = self.groups.iter().find(|(e, _)| *e == spec.encap) else {
-                    return Err(EditError::NoTunnel {
-                        vni: spec.id,
-                        encap: encap_name(&spec.encap),
-                    });
-                };
                 let vc = vni_config(&self.cfg, spec).map_err(EditError::Vtep)?;
-                let t = group.add_vni(vc).map_err(EditError::Tunnel)?;
+                let t = match self.groups.iter().find(|(e, _, _)| *e == spec.encap) {
+                    Some((_, outer, _)) if *outer != spec.outer => {
+                        return Err(EditError::NoTunnel {
+                            vni: spec.id,
+                            encap: encap_name(&spec.encap),
+                        });
+                    }
+                    Some((_, _, group)) => group.add_vni(vc).map_err(EditError::Tunnel)?,
+                    None => self.add_tunnel(spec, vc)?,
+                };
                 let mut spec = spec.clone();
                 spec.ports.clear();
                 let mut d = domain(&self.cfg, &spec, t).map_err(EditError::Vtep)?;
@@ -270,7 +278,7 @@ impl Vtep {
                         what: format!("flood entry {remote}"),
                     });
                 }
-                if s.flood.len() == 1 && s.statics.is_empty() {
+                if s.flood.len() == 1 && s.statics.is_empty() && s.group.is_none() {
                     return Err(EditError::LastRemote { vni: *vni });
                 }
                 if let (Some(d), Some(s)) = (self.domains.get_mut(i), self.cfg.vnis.get_mut(i)) {
@@ -313,7 +321,7 @@ impl Vtep {
                         what: format!("static entry {}", crate::bridge::MacFmt(*mac)),
                     });
                 };
-                if s.flood.is_empty() && s.statics.len() == 1 {
+                if s.flood.is_empty() && s.statics.len() == 1 && s.group.is_none() {
                     return Err(EditError::LastRemote { vni: *vni });
                 }
                 if let (Some(d), Some(s)) = (self.domains.get_mut(i), self.cfg.vnis.get_mut(i)) {
@@ -350,6 +358,20 @@ impl Vtep {
                 sup.remove(*vni, *ip);
                 s.neighbors.retain(|(a, _)| a != ip);
             }
+            Edit::SetLearning {
+                vni,
+                learning,
+                l2miss,
+            } => {
+                let i = self.index(*vni)?;
+                if let Some(d) = self.domains.get_mut(i) {
+                    d.set_learning(*learning, *l2miss);
+                }
+                if let Some(s) = self.cfg.vnis.get_mut(i) {
+                    s.learning = *learning;
+                    s.l2miss = *l2miss;
+                }
+            }
             Edit::FlushLearned(which) => {
                 if let Some(v) = which {
                     self.index(*v)?;
@@ -373,6 +395,44 @@ impl Vtep {
     /// entry: unless another still does, its tunnel forgets it, and the MACs
     /// learned behind it are forgotten too (its frames are refused from now
     /// on, so they would only go stale).
+    /// A tunnel for `spec`'s encapsulation and outer options, added while
+    /// the VTEP runs, carrying `vc`; its NIC for the VNI. The underlay is
+    /// shared through a split: the one the VTEP has, or one made now from
+    /// the first tunnel's underlay (which then gets the split's first port).
+    fn add_tunnel(&mut self, spec: &VniSpec, vc: VniConfig) -> Result<TunnelNic, EditError> {
+        let refused = || EditError::NoTunnel {
+            vni: spec.id,
+            encap: encap_name(&spec.encap),
+        };
+        let key = encap_of(&spec.encap).2;
+        let port = match &self.split {
+            Some(h) => h.add(key).ok_or_else(refused)?,
+            None => {
+                let (first, _, group) = self.groups.first().ok_or_else(refused)?;
+                let first_key = encap_of(first).2;
+                if first_key == key {
+                    return Err(refused());
+                }
+                let mut handle = None;
+                group.wrap_underlay(|u| {
+                    let (port, h) = split_one(u, first_key);
+                    handle = Some(h);
+                    Box::new(port)
+                });
+                let h = handle.ok_or_else(refused)?;
+                let port = h.add(key).ok_or_else(refused)?;
+                self.split = Some(h);
+                port
+            }
+        };
+        let v = tunnel_config(&self.cfg, self.mac, &spec.encap, &spec.outer);
+        let mut nics = Tunnel::many(port, v, vec![vc]).map_err(EditError::Tunnel)?;
+        let t = nics.pop().ok_or_else(refused)?;
+        self.groups
+            .push((spec.encap.clone(), spec.outer.clone(), t.group()));
+        Ok(t)
+    }
+
     fn release(&mut self, i: usize, remote: IpAddr) {
         let Some(s) = self.cfg.vnis.get(i) else {
             return;
