@@ -226,6 +226,60 @@ c.close()
     );
 }
 
+/// exec starts clean: a linerate socket the program made inheritable (no
+/// FD_CLOEXEC, which the kernel would pass to the new image) is closed by
+/// exec (and so is an inheritable duplicate of it), because the new image's
+/// library has no runtime to serve it; the
+/// program still reads its own FD_CLOEXEC setting back. A kernel socket
+/// (the policy leaves port 5330's peer to the kernel here) is inherited as
+/// the kernel inherits it.
+#[test]
+fn exec_closes_linerate_sockets_and_keeps_kernel_ones() {
+    let site = Site::with_policy(
+        "[policy]\ndefault = \"kernel\"\n[[policy.rule]]\ntype = \"tcp\"\nremote_port = 5331\naction = \"linerate\"\n",
+    );
+    // Kernel servers on both ports, on the kernel's address.
+    let listeners: Vec<TcpListener> = [5330u16, 5331]
+        .iter()
+        .map(|&p| {
+            site.ns
+                .run(move || TcpListener::bind(SocketAddr::from((KERNEL, p))).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let script = format!(
+        r#"
+import fcntl, os, socket, sys
+if len(sys.argv) > 1:
+    for fd in map(int, sys.argv[1:]):
+        try:
+            os.fstat(fd)
+            print(fd, "open")
+        except OSError:
+            print(fd, "closed")
+    sys.exit(0)
+k = socket.create_connection(("{KERNEL}", 5330))
+l = socket.create_connection(("{KERNEL}", 5331))
+for s in (k, l):
+    os.set_inheritable(s.fileno(), True)
+    flags = fcntl.fcntl(s.fileno(), fcntl.F_GETFD)
+    print("cloexec", bool(flags & fcntl.FD_CLOEXEC))
+d = os.dup2(l.fileno(), 50, inheritable=True)
+sys.stdout.flush()
+os.execv(sys.executable, [sys.executable, "-c", open("/proc/self/cmdline").read().split("\0")[2], str(k.fileno()), str(l.fileno()), str(d)])
+"#
+    );
+    let out = output(site.preloaded("python3", &["-c", &script]), "python3 exec");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert_eq!(&lines[..2], ["cloexec False", "cloexec False"], "{text}");
+    assert!(lines[2].ends_with(" open"), "the kernel socket: {text}");
+    assert!(lines[3].ends_with(" closed"), "the linerate socket: {text}");
+    assert!(lines[4].ends_with(" closed"), "its duplicate: {text}");
+    drop(listeners);
+}
+
 #[test]
 fn iperf3_server_tcp() {
     let site = Site::new();

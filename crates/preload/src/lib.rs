@@ -113,6 +113,14 @@
 //! congestion window, smoothed RTT, RTO, retransmissions), taken when the
 //! program closed it or, for those still open, at exit.
 //!
+//! # exec
+//!
+//! A linerate socket's descriptor is close-on-exec whatever the program set
+//! (with fcntl, FIOCLEX/FIONCLEX or a dup; it reads its own setting back):
+//! the new image's library has no runtime to serve an inherited socket, so
+//! exec starts clean. Kernel sockets are inherited as the kernel inherits
+//! them.
+//!
 //! # fork
 //!
 //! A child gets a copy of the library's memory but none of its threads: the

@@ -1188,6 +1188,10 @@ pub unsafe extern "C" fn setsockopt(
 /// After the kernel duplicated a linerate socket's fd into `new`.
 fn dup_done(c: &Arc<Core>, new: c_int) {
     if new >= 0 {
+        // The duplicate of a placeholder is close-on-exec too, whatever
+        // the program asked (it reads its own setting back from fcntl).
+        // SAFETY: a flag on the descriptor dup just made.
+        unsafe { next::fcntl()(new, libc::F_SETFD, libc::FD_CLOEXEC) };
         let _ = enter(0, || {
             c.dup_to(new);
             None::<R<c_int>>
@@ -1236,7 +1240,7 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
     fcntl_impl(fd, cmd, arg, next::fcntl64())
 }
 
-/// ioctl(2): FIONBIO and FIONREAD on linerate sockets.
+/// ioctl(2): FIONBIO, FIONREAD, FIOCLEX and FIONCLEX on linerate sockets.
 ///
 /// # Safety
 /// As ioctl(2) (the variadic argument read as one pointer).
@@ -1254,6 +1258,11 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
                     let on = unsafe { p.read_unaligned() } != 0;
                     c.set_nonblock(on).map(|r| r.map(|()| 0))
                 }
+                // Close-on-exec as the program sees it; the placeholder
+                // itself stays close-on-exec (exec starts clean: a new
+                // image has no runtime to serve an inherited socket).
+                libc::FIOCLEX => c.fcntl(libc::F_SETFD, libc::FD_CLOEXEC),
+                libc::FIONCLEX => c.fcntl(libc::F_SETFD, 0),
                 libc::FIONREAD => {
                     if p.is_null() {
                         return Some(Err(libc::EFAULT));
