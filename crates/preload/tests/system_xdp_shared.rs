@@ -1,0 +1,340 @@
+//! An unmodified program under the preload on an AF_XDP interface it shares
+//! with the kernel's stack: one address, two stacks, side by side.
+//!
+//! Namespace A holds one end of a veth pair with address `SHARED`; the
+//! kernel's iperf3 server listens there on port 5201, and iperf3 under the
+//! preload (`nic.xdp` on the same interface, `net.share_kernel_address`, so
+//! the same address and MAC) on port 5202, bound to the wildcard address as
+//! iperf3 does. While the preloaded server listens, its port is held in A's
+//! kernel (a kernel bind of it fails). From namespace B, two kernel iperf3
+//! clients send to both servers at the same time while B pings `SHARED`
+//! (answered by A's kernel) throughout: each server received what its
+//! client sent, no echo is lost, and the steering program's counters (the
+//! preload's `LINERATE_STATS` file) and A's kernel TCP counters say which
+//! stack served what: linerate's segments were redirected to it and never
+//! reached A's kernel. When the preloaded program exits, its XDP program is
+//! gone from the interface.
+//!
+//! `LINERATE_BULK_MIB` sets the MiB each client sends (default 256). Needs
+//! root and iperf3: `cargo test -p linerate-preload --features
+//! af-xdp,system-tests --test system_xdp_shared -- --test-threads=1`.
+#![cfg(all(feature = "system-tests", feature = "af-xdp"))]
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use linerate_testkit::netns::{self, Netns, VethPair};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SHARED: Ipv4Addr = Ipv4Addr::new(10, 219, 0, 2);
+const PEER: Ipv4Addr = Ipv4Addr::new(10, 219, 0, 1);
+const KERNEL_PORT: u16 = 5201;
+const LINERATE_PORT: u16 = 5202;
+/// Most a TCP sender may have written and not delivered when iperf3 ends its
+/// test: the kernel's socket buffers (autotuned up to 4 MiB each way) and
+/// what is in flight, as tests/preload_common says.
+const IN_FLIGHT: u64 = 16 << 20;
+
+fn mib() -> u64 {
+    std::env::var("LINERATE_BULK_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256)
+}
+
+/// The library cargo built for this test, with its features (`af-xdp`):
+/// `<target>/<profile>/deps/liblinerate_preload.so` (cargo links a
+/// dependency's cdylib there, without a hash in its name, and copies it
+/// up only for `cargo build`).
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let deps = exe.parent().expect("<target>/<profile>/deps");
+    let lib = deps.join("liblinerate_preload.so");
+    let bytes = std::fs::read(&lib).unwrap_or_else(|e| panic!("{}: {e}", lib.display()));
+    // A string only the AF_XDP build has: a build of the library with other
+    // features, made later, replaces the file under the same name.
+    let marker = b"AF_XDP sockets bound";
+    assert!(
+        bytes.windows(marker.len()).any(|w| w == marker),
+        "{} has no AF_XDP: another build replaced it; run `cargo test -p linerate-preload \
+         --features af-xdp,system-tests --test system_xdp_shared` again after touching \
+         crates/preload/src/lib.rs",
+        lib.display()
+    );
+    lib
+}
+
+/// A child process killed and reaped when the test ends, also on failure.
+struct Running(Option<Child>);
+
+impl Running {
+    fn spawn(mut c: Command, what: &str) -> Running {
+        let child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what} does not start: {e}"));
+        Running(Some(child))
+    }
+
+    /// Panics with its output if it has exited already.
+    fn alive(&mut self, what: &str) {
+        let c = self.0.as_mut().unwrap();
+        if let Ok(Some(status)) = c.try_wait() {
+            let mut c = self.0.take().unwrap();
+            let mut err = String::new();
+            if let Some(mut e) = c.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            panic!("{what} exited ({status}): {err}");
+        }
+    }
+
+    /// Waits for it to exit by itself; its output.
+    fn wait(mut self, what: &str) -> Output {
+        let out = self.0.take().unwrap().wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{what} failed ({}): {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        out
+    }
+
+    /// Interrupts it (SIGINT, as a user at a terminal); its output.
+    fn interrupt(mut self) -> Output {
+        let child = self.0.take().unwrap();
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn json(out: &Output, what: &str) -> Value {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{what}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(v.get("error").is_none(), "{what}: {}", v["error"]);
+    v
+}
+
+fn bytes(v: &Value, sum: &str) -> u64 {
+    v["end"][sum]["bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no end.{sum}.bytes in {v}"))
+}
+
+/// A's kernel TCP counter `name`.
+fn tcp_counter(ns: &Netns, name: &str) -> u64 {
+    let out = ns.exec("cat", &["/proc/net/snmp"]).unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.parse().unwrap())
+        .unwrap()
+}
+
+/// Whether a kernel socket in `ns` can bind `SHARED:port` (TCP).
+fn kernel_can_bind(ns: &Netns, port: u16) -> bool {
+    ns.run(move || std::net::TcpListener::bind((SHARED, port)).is_ok())
+        .unwrap()
+}
+
+/// Waits until `ready` or panics with `what` after 20 s.
+fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn kernel_and_preloaded_iperf3_serve_one_address() {
+    assert!(netns::is_root(), "system tests need root");
+    let lib = library();
+    let mib = mib();
+    let a = Netns::new("lrxa").unwrap();
+    let b = Netns::new("lrxb").unwrap();
+    let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
+    // Frames with complete checksums and no larger than the MTU from the
+    // peer: a copy-mode AF_XDP socket gets a frame as the peer left it.
+    b.exec(
+        "ethtool",
+        &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
+    )
+    .unwrap();
+
+    // The file names only the interface: the address and MAC are read
+    // from it.
+    let config = std::env::temp_dir().join(format!("{}.toml", netns::unique("lrxc")));
+    let stats = std::env::temp_dir().join(format!("{}.stats", netns::unique("lrxs")));
+    std::fs::write(
+        &config,
+        format!(
+            "[nic]\nxdp = \"{}\"\n[net]\nshare_kernel_address = true\n\
+             [policy]\ndefault = \"linerate\"\n",
+            pair.a
+        ),
+    )
+    .unwrap();
+    struct Files(Vec<PathBuf>);
+    impl Drop for Files {
+        fn drop(&mut self) {
+            for f in &self.0 {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+    let _files = Files(vec![config.clone(), stats.clone()]);
+
+    let iperf3_server = |port: u16| {
+        let port = port.to_string();
+        ["timeout", "120", "iperf3", "-s", "-1", "--json", "-p"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain([port])
+            .collect::<Vec<_>>()
+    };
+    let mut c = a.command("env");
+    c.args(iperf3_server(KERNEL_PORT));
+    let kernel_server = Running::spawn(c, "the kernel's iperf3 server");
+    let mut c = a.command("env");
+    c.arg(format!("LINERATE_CONFIG={}", config.display()))
+        .arg(format!("LD_PRELOAD={}", lib.display()))
+        .arg(format!("LINERATE_STATS={}", stats.display()))
+        .args(iperf3_server(LINERATE_PORT));
+    let mut linerate_server = Running::spawn(c, "iperf3 under the preload");
+
+    // linerate listens once its port is held in A's kernel; the kernel's
+    // server once its port is taken.
+    wait_until(
+        "the preloaded iperf3's port is not held in A's kernel",
+        || {
+            linerate_server.alive("iperf3 under the preload");
+            !kernel_can_bind(&a, LINERATE_PORT)
+        },
+    );
+    wait_until("the kernel's iperf3 does not listen", || {
+        !kernel_can_bind(&a, KERNEL_PORT)
+    });
+    let attached = a.ip(&["link", "show", "dev", &pair.a]).unwrap();
+    let attached = String::from_utf8_lossy(&attached.stdout).to_string();
+    assert!(attached.contains("xdp"), "no XDP program: {attached}");
+
+    let segs_before = tcp_counter(&a, "InSegs");
+    let mut ping = b.command("ping");
+    ping.args(["-i", "0.05", "-W", "1", &SHARED.to_string()]);
+    let ping = Running::spawn(ping, "ping");
+    let start = Instant::now();
+    let client = |port: u16| {
+        let mut c = b.command("timeout");
+        c.args(["120", "iperf3", "-c", &SHARED.to_string(), "--json"])
+            .args(["-p", &port.to_string(), "-n", &format!("{mib}M")]);
+        Running::spawn(c, "a kernel iperf3 client")
+    };
+    let to_kernel = client(KERNEL_PORT);
+    let to_linerate = client(LINERATE_PORT);
+    let to_kernel = json(
+        &to_kernel.wait("the client of the kernel's server"),
+        "client",
+    );
+    let to_linerate = json(
+        &to_linerate.wait("the client of linerate's server"),
+        "client",
+    );
+    let elapsed = start.elapsed();
+    let kernel_server = json(&kernel_server.wait("the kernel's server"), "server");
+    let linerate_server = linerate_server.wait("the preloaded server");
+    let linerate_log = String::from_utf8_lossy(&linerate_server.stderr).to_string();
+    let linerate_server = json(&linerate_server, "the preloaded server");
+    let ping = ping.interrupt();
+    let ping = String::from_utf8_lossy(&ping.stdout).to_string();
+    let kernel_segs = tcp_counter(&a, "InSegs") - segs_before;
+
+    // Each server received what its client sent, less what was still in
+    // the socket buffers when the client ended the test (iperf3 counts what
+    // the server read by then); the client's copy of the server's count is
+    // the server's own.
+    let sent = mib << 20;
+    let (ks, kr) = (
+        bytes(&to_kernel, "sum_sent"),
+        bytes(&kernel_server, "sum_received"),
+    );
+    let (ls, lr) = (
+        bytes(&to_linerate, "sum_sent"),
+        bytes(&linerate_server, "sum_received"),
+    );
+    println!(
+        "{mib} MiB to each server in {elapsed:?}: kernel {ks} sent, {kr} received; \
+         linerate {ls} sent, {lr} received"
+    );
+    assert!(ks >= sent && ls >= sent, "the clients sent {ks} and {ls}");
+    assert_eq!(bytes(&to_kernel, "sum_received"), kr, "the kernel's server");
+    assert_eq!(
+        bytes(&to_linerate, "sum_received"),
+        lr,
+        "the preloaded server ({linerate_log})"
+    );
+    for (s, r) in [(ks, kr), (ls, lr)] {
+        assert!(r <= s && s - r <= IN_FLIGHT, "sent {s}, received {r}");
+    }
+    assert!(ping.contains(" 0% packet loss"), "{ping}");
+
+    // Which stack served what: the steering program's counters, written by
+    // the preloaded program at exit.
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let steer: HashMap<&str, u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("steer "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, v)| (n, v.parse().unwrap()))
+        .collect();
+    println!("steering {steer:?}, A's kernel InSegs {kernel_segs}");
+    let segments = |bytes: u64| bytes / 1448;
+    // The data segments to the kernel's port were passed to it, and it
+    // counted them; linerate's came by port (the handshake, before the
+    // connection was claimed) and 4-tuple, and never reached A's kernel.
+    assert!(steer["passed"] >= segments(kr), "{steer:?}");
+    assert!(steer["port"] >= 1, "{steer:?}");
+    assert!(steer["redirected"] >= segments(lr), "{steer:?}");
+    assert!(
+        kernel_segs >= segments(kr),
+        "A's kernel InSegs {kernel_segs}"
+    );
+    assert!(
+        kernel_segs < segments(kr) + segments(lr) / 2,
+        "A's kernel took {kernel_segs} segments: linerate's too"
+    );
+    assert_eq!(steer["refused"], 0, "{steer:?}");
+
+    // The program is gone: its XDP program and the port it held with it.
+    let link = a.ip(&["link", "show", "dev", &pair.a]).unwrap();
+    let link = String::from_utf8_lossy(&link.stdout).to_string();
+    assert!(!link.contains("xdp"), "an XDP program is left: {link}");
+    assert!(kernel_can_bind(&a, LINERATE_PORT), "the port is still held");
+}
