@@ -29,6 +29,44 @@
 //! action = "linerate"        # or "kernel"
 //! ```
 //!
+//! # An interface shared with the kernel (AF_XDP)
+//!
+//! With the `af-xdp` feature, `xdp` names an existing interface instead of
+//! `tap` (one or the other): linerate binds AF_XDP sockets to its queues and
+//! attaches its steering XDP program, which hands linerate only its own
+//! frames and passes the rest to the kernel's stack, so the host's own
+//! traffic on the interface goes on.
+//!
+//! ```toml
+//! [nic]
+//! xdp = "eth0"               # an existing interface
+//! first_queue = 0            # the interface queue linerate's queue 0 binds
+//! queues = 1                 # queues first_queue.. (one thread each)
+//! bind = "auto"              # "copy", "zero-copy" (refused where the driver
+//!                            # lacks it) or "auto" (zero-copy where it has it)
+//! attach = "auto"            # the XDP program: "native", "generic" or "auto"
+//! # mtu: the interface's unless given (at most the interface's);
+//! # mac: the interface's unless given
+//!
+//! [net]
+//! share_kernel_address = true
+//! # address = "192.168.1.7/24"  # optional: the interface's first IPv4 address
+//! ```
+//!
+//! `share_kernel_address = true` makes linerate use the interface's own
+//! address and MAC, which the kernel keeps using: `net.address` (and
+//! `net.address6`) must be the interface's, and without `net.address` its
+//! first IPv4 address is taken when the library loads. linerate then claims
+//! its listening ports and connections in the steering program's maps, holds
+//! each of its ports in the kernel with a bound kernel socket (so neither
+//! stack picks the other's ports), and takes next hops from the kernel's neighbour table (the
+//! kernel answers ARP and ND). Without it, `net.address` is an address of
+//! linerate's own on the interface (not one the kernel has): all of its
+//! traffic, ARP and ND included, is linerate's.
+//!
+//! A build without the `af-xdp` feature refuses `xdp` with the command that
+//! builds one that has it.
+//!
 //! Every error names the field and says how to fix it; [`Config::from_toml`]
 //! returns the first one.
 
@@ -1086,6 +1124,52 @@ mod tests {
         // The library's own build says the same when it lacks the feature.
         if !cfg!(feature = "af-xdp") {
             assert_eq!(Config::from_toml(text).unwrap_err(), e);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any mix of the `[nic]` and `[net]` fields, with values good and
+        /// bad: the check never panics, a refusal names a field and a fix,
+        /// and what it accepts is within the documented bounds.
+        #[test]
+        fn random_files_are_checked_without_panics(
+            fields in proptest::collection::vec((0usize..14, 0usize..8), 0..10),
+        ) {
+            const KEYS: [(&str, &str); 14] = [
+                ("nic", "tap"), ("nic", "xdp"), ("nic", "first_queue"), ("nic", "bind"),
+                ("nic", "attach"), ("nic", "create"), ("nic", "vnet_hdr"), ("nic", "queues"),
+                ("nic", "mtu"), ("nic", "mac"), ("net", "address"), ("net", "address6"),
+                ("net", "share_kernel_address"), ("net", "gateway"),
+            ];
+            const VALUES: [&str; 8] = [
+                "\"eth0\"", "\"lr0\"", "true", "0", "70000", "1500", "\"192.168.1.7/24\"",
+                "\"copy\"",
+            ];
+            let mut nic = String::new();
+            let mut net = String::new();
+            let mut seen = std::collections::HashSet::new();
+            for (k, v) in fields {
+                let (table, key) = KEYS[k];
+                if !seen.insert(k) {
+                    continue;
+                }
+                let line = format!("{key} = {}\n", VALUES[v]);
+                if table == "nic" { nic.push_str(&line) } else { net.push_str(&line) }
+            }
+            let text = format!("[nic]\n{nic}[net]\n{net}");
+            match Config::parse(&text, eth0, true) {
+                Ok(c) => {
+                    proptest::prop_assert!((MIN_MTU..=9000).contains(&c.nic.mtu));
+                    proptest::prop_assert!((1..=16).contains(&c.nic.queues));
+                    if c.share_kernel_address {
+                        proptest::prop_assert!(matches!(c.nic.device, Device::Xdp(_)));
+                        proptest::prop_assert_eq!(c.address, (Ipv4Addr::new(192, 168, 1, 7), 24));
+                    }
+                }
+                Err(e) => {
+                    proptest::prop_assert!(!e.field.is_empty() && !e.fix.is_empty(), "{}", e);
+                }
+            }
         }
     }
 
