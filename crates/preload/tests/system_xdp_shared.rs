@@ -84,13 +84,16 @@ impl Running {
 
     /// Panics with its output if it has exited already.
     fn alive(&mut self, what: &str) {
-        let c = self.0.as_mut().unwrap();
+        let Some(c) = self.0.as_mut() else {
+            return;
+        };
         if let Ok(Some(status)) = c.try_wait() {
-            let mut c = self.0.take().unwrap();
+            // Reaped by try_wait: only its output is left to read.
             let mut err = String::new();
             if let Some(mut e) = c.stderr.take() {
                 let _ = std::io::Read::read_to_string(&mut e, &mut err);
             }
+            self.0 = None;
             panic!("{what} exited ({status}): {err}");
         }
     }
