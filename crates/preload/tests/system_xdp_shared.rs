@@ -13,7 +13,9 @@
 //! preload's `LINERATE_STATS` file) and A's kernel TCP counters say which
 //! stack served what: linerate's segments were redirected to it and never
 //! reached A's kernel. When the preloaded program exits, its XDP program is
-//! gone from the interface.
+//! gone from the interface. The same with python3 on both stacks: a TCP
+//! sink that answers with the SHA-256 of what it read (exact on both) and a
+//! UDP echo (every datagram back), all bound to the wildcard address.
 //!
 //! `LINERATE_BULK_MIB` sets the MiB each client sends (default 256). Needs
 //! root and iperf3: `cargo test -p linerate-preload --features
