@@ -15,7 +15,9 @@
 //! reached A's kernel. When the preloaded program exits, its XDP program is
 //! gone from the interface. The same with python3 on both stacks: a TCP
 //! sink that answers with the SHA-256 of what it read (exact on both) and a
-//! UDP echo (every datagram back), all bound to the wildcard address.
+//! UDP echo (every datagram back), all bound to the wildcard address; and
+//! with linerate on an address of its own beside the kernel's (its ARP and
+//! all its traffic steered to it).
 //!
 //! `LINERATE_BULK_MIB` sets the MiB each client sends (default 256). Needs
 //! root and iperf3: `cargo test -p linerate-preload --features
@@ -34,6 +36,8 @@ use std::time::{Duration, Instant};
 
 const SHARED: Ipv4Addr = Ipv4Addr::new(10, 219, 0, 2);
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 219, 0, 1);
+/// linerate's own address on A's end, when it does not share the kernel's.
+const OWN: Ipv4Addr = Ipv4Addr::new(10, 219, 0, 3);
 const KERNEL_PORT: u16 = 5201;
 const LINERATE_PORT: u16 = 5202;
 /// Most a TCP sender may have written and not delivered when iperf3 ends its
@@ -203,6 +207,11 @@ struct Site {
 
 impl Site {
     fn new() -> Site {
+        Site::with_net("share_kernel_address = true\n")
+    }
+
+    /// With `net` as the config file's `[net]` table.
+    fn with_net(net: &str) -> Site {
         assert!(netns::is_root(), "system tests need root");
         let lib = library();
         let a = Netns::new("lrxa").unwrap();
@@ -223,8 +232,7 @@ impl Site {
         std::fs::write(
             &config,
             format!(
-                "[nic]\nxdp = \"{}\"\n[net]\nshare_kernel_address = true\n\
-                 [policy]\ndefault = \"linerate\"\n",
+                "[nic]\nxdp = \"{}\"\n[net]\n{net}[policy]\ndefault = \"linerate\"\n",
                 pair.a
             ),
         )
@@ -459,11 +467,37 @@ fn ready(server: &mut Running, what: &str) {
 /// given up before linerate held the ports); ping runs throughout.
 #[test]
 fn kernel_and_preloaded_python_sha_exact_on_one_address() {
+    let site = Site::new();
+    let len = usize::try_from(mib() << 20).unwrap();
+    let steer = python_sinks(&site, SHARED);
+    assert!(steer["redirected"] >= (len / 1448) as u64, "{steer:?}");
+    assert!(steer["flow"] >= (len / 1448) as u64, "{steer:?}");
+    assert!(steer["passed"] >= (len / 1448) as u64, "{steer:?}");
+}
+
+/// linerate's own address on the interface, beside the kernel's: every
+/// frame to it, ARP included, is steered to linerate (which answers the
+/// peer's ARP requests itself), the kernel keeps its address and the rest.
+#[test]
+fn preloaded_python_on_an_address_of_its_own_beside_the_kernel() {
+    let site = Site::with_net(&format!("address = \"{OWN}/24\"\n"));
+    let len = usize::try_from(mib() << 20).unwrap();
+    let steer = python_sinks(&site, OWN);
+    assert!(steer["arp"] >= 1, "{steer:?}");
+    assert!(steer["addr"] >= (len / 1448) as u64, "{steer:?}");
+    assert_eq!(steer["port"] + steer["flow"], 0, "{steer:?}");
+    assert!(steer["passed"] >= (len / 1448) as u64, "{steer:?}");
+}
+
+/// The python sinks on both stacks of `site`'s A (the kernel's at `SHARED`,
+/// linerate's at `ours`) fed at once from B, ping to `SHARED` throughout;
+/// the steering counters the preloaded one wrote at exit.
+fn python_sinks(site: &Site, ours: Ipv4Addr) -> HashMap<String, u64> {
     use sha2::{Digest, Sha256};
     use std::io::{Read, Write};
-    let site = Site::new();
     let (a, b) = (&site.a, &site.b);
     let len = usize::try_from(mib() << 20).unwrap();
+    let shared = ours == SHARED;
     let script = std::env::temp_dir().join(format!("{}.py", netns::unique("lrxp")));
     std::fs::write(&script, SINK).unwrap();
     let _script = Files(vec![script.clone()]);
@@ -485,28 +519,29 @@ fn kernel_and_preloaded_python_sha_exact_on_one_address() {
     );
     ready(&mut kernel_sink, "the kernel's python3");
     ready(&mut linerate_sink, "python3 under the preload");
-    assert!(
+    assert_eq!(
         !kernel_can_bind(a, LINERATE_PORT),
-        "the preloaded listener's port is not held in A's kernel"
+        shared,
+        "the preloaded listener's port is held in A's kernel only on a shared address"
     );
 
     let mut ping = b.command("ping");
     ping.args(["-i", "0.05", "-W", "1", &SHARED.to_string()]);
     let ping = Running::spawn(ping, "ping");
     let start = Instant::now();
-    let client = |port: u16, seed: u8| {
+    let client = |to: Ipv4Addr, port: u16, seed: u8| {
         b.spawn(move || {
             // The datagrams first: the sink exits after its TCP connection.
             let echoed = (0..200u32).all(|i| {
                 let u = std::net::UdpSocket::bind((PEER, 0)).unwrap();
                 u.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
                 let d = data(64 + (i as usize * 7) % 1400, i as u8);
-                u.send_to(&d, (SHARED, port + 2)).unwrap();
+                u.send_to(&d, (to, port + 2)).unwrap();
                 let mut back = vec![0; 2048];
                 matches!(u.recv_from(&mut back), Ok((n, _)) if back[..n] == d[..])
             });
             let payload = data(len, seed);
-            let mut s = std::net::TcpStream::connect((SHARED, port)).unwrap();
+            let mut s = std::net::TcpStream::connect((to, port)).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
             s.write_all(&payload).unwrap();
             s.shutdown(std::net::Shutdown::Write).unwrap();
@@ -520,15 +555,15 @@ fn kernel_and_preloaded_python_sha_exact_on_one_address() {
         })
         .unwrap()
     };
-    let to_kernel = client(KERNEL_PORT, 1);
-    let to_linerate = client(LINERATE_PORT, 2);
+    let to_kernel = client(SHARED, KERNEL_PORT, 1);
+    let to_linerate = client(ours, LINERATE_PORT, 2);
     let (k_answer, k_want, k_echoed) = to_kernel.join().unwrap().unwrap();
     let (l_answer, l_want, l_echoed) = to_linerate.join().unwrap().unwrap();
     let elapsed = start.elapsed();
     // Both transfers are over: the sinks may exit (the preloaded one writes
     // its counters then).
-    for port in [KERNEL_PORT, LINERATE_PORT] {
-        b.run(move || std::net::TcpStream::connect((SHARED, port)).map(drop))
+    for (to, port) in [(SHARED, KERNEL_PORT), (ours, LINERATE_PORT)] {
+        b.run(move || std::net::TcpStream::connect((to, port)).map(drop))
             .unwrap()
             .unwrap();
     }
@@ -550,8 +585,7 @@ fn kernel_and_preloaded_python_sha_exact_on_one_address() {
 
     let steer = site.steering();
     println!("steering {steer:?}");
-    assert!(steer["redirected"] >= (len / 1448) as u64, "{steer:?}");
-    assert!(steer["passed"] >= (len / 1448) as u64, "{steer:?}");
     assert_eq!(steer["refused"], 0, "{steer:?}");
     assert!(!site.attached(), "an XDP program is left");
+    steer
 }
