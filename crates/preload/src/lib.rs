@@ -59,6 +59,11 @@
 //! program's counters (`steer passed`, `steer port`, `steer flow`, ...):
 //! which frames went to the kernel and which to linerate.
 //!
+//! Tested on a veth pair with one queue. With several (`nic.queues`), the
+//! interface's own RSS spreads the frames over them; linerate's active
+//! opens do not pick source ports that the interface's hash sends back to
+//! the opening queue, so a connection may be answered on another queue.
+//!
 //! The steering program's attachment is exclusive: one process per interface
 //! (a second preloaded program on the same interface cannot start linerate
 //! and stays on the kernel, saying so). A connection from the host itself
