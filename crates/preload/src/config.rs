@@ -30,6 +30,44 @@
 //! action = "linerate"        # or "kernel"
 //! ```
 //!
+//! # An interface shared with the kernel (AF_XDP)
+//!
+//! With the `af-xdp` feature, `xdp` names an existing interface instead of
+//! `tap` (one or the other): linerate binds AF_XDP sockets to its queues and
+//! attaches its steering XDP program, which hands linerate only its own
+//! frames and passes the rest to the kernel's stack, so the host's own
+//! traffic on the interface goes on.
+//!
+//! ```toml
+//! [nic]
+//! xdp = "eth0"               # an existing interface
+//! first_queue = 0            # the interface queue linerate's queue 0 binds
+//! queues = 1                 # queues first_queue.. (one thread each)
+//! bind = "auto"              # "copy", "zero-copy" (refused where the driver
+//!                            # lacks it) or "auto" (zero-copy where it has it)
+//! attach = "auto"            # the XDP program: "native", "generic" or "auto"
+//! # mtu: the interface's unless given (at most the interface's);
+//! # mac: the interface's unless given
+//!
+//! [net]
+//! share_kernel_address = true
+//! # address = "192.168.1.7/24"  # optional: the interface's first IPv4 address
+//! ```
+//!
+//! `share_kernel_address = true` makes linerate use the interface's own
+//! address and MAC, which the kernel keeps using: `net.address` (and
+//! `net.address6`) must be the interface's, and without `net.address` its
+//! first IPv4 address is taken when the library loads. linerate then claims
+//! its listening ports and connections in the steering program's maps, holds
+//! each of its ports in the kernel with a bound kernel socket (so neither
+//! stack picks the other's ports), and takes next hops from the kernel's neighbour table (the
+//! kernel answers ARP and ND). Without it, `net.address` is an address of
+//! linerate's own on the interface (not one the kernel has): all of its
+//! traffic, ARP and ND included, is linerate's.
+//!
+//! A build without the `af-xdp` feature refuses `xdp` with the command that
+//! builds one that has it.
+//!
 //! Every error names the field and says how to fix it; [`Config::from_toml`]
 //! returns the first one.
 
@@ -51,12 +89,8 @@ pub enum OnError {
 /// The NIC linerate runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NicConfig {
-    /// The TAP interface's name.
-    pub tap: String,
-    /// Create the interface (true) or attach to an existing one (false).
-    pub create: bool,
-    /// `IFF_VNET_HDR` with checksum and TSO offloads toward the kernel.
-    pub vnet_hdr: bool,
+    /// A TAP, or an existing interface through AF_XDP.
+    pub device: Device,
     /// Queues, one linerate-rt thread each (1 to 16).
     pub queues: u16,
     /// IP MTU.
@@ -67,6 +101,102 @@ pub struct NicConfig {
     /// frames, and the program's blocking calls before they sleep, look
     /// again for this long instead of sleeping at once (zero: off).
     pub busy_poll: std::time::Duration,
+}
+
+impl NicConfig {
+    /// The interface's name, whichever kind it is.
+    pub fn interface(&self) -> &str {
+        match &self.device {
+            Device::Tap(t) => &t.name,
+            Device::Xdp(x) => &x.interface,
+        }
+    }
+
+    /// The field that names the interface, for messages.
+    pub fn field(&self) -> &'static str {
+        match self.device {
+            Device::Tap(_) => "nic.tap",
+            Device::Xdp(_) => "nic.xdp",
+        }
+    }
+}
+
+/// The kind of NIC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    /// `[nic] tap = "lr0"`: a TAP interface linerate owns.
+    Tap(TapNic),
+    /// `[nic] xdp = "eth0"`: queues of an existing interface through AF_XDP,
+    /// with linerate's steering program (the frames of linerate's address,
+    /// ports and connections to linerate, the rest to the kernel's stack).
+    /// Needs the `af-xdp` feature.
+    Xdp(XdpNic),
+}
+
+/// A TAP interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapNic {
+    /// The TAP interface's name.
+    pub name: String,
+    /// Create the interface (true) or attach to an existing one (false).
+    pub create: bool,
+    /// `IFF_VNET_HDR` with checksum and TSO offloads toward the kernel.
+    pub vnet_hdr: bool,
+}
+
+/// An existing interface through AF_XDP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpNic {
+    /// The interface, in the program's network namespace.
+    pub interface: String,
+    /// The interface queue linerate's queue 0 binds (`nic.first_queue`); the
+    /// others follow it.
+    pub first_queue: u32,
+    /// Copy, zero-copy, or zero-copy where the driver has it (`nic.bind`).
+    pub bind: XdpBind,
+    /// How the steering program is attached (`nic.attach`).
+    pub attach: XdpAttach,
+}
+
+/// `nic.bind`: how an AF_XDP socket gets its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpBind {
+    /// `"auto"` (the default): zero-copy where the driver has it, copy
+    /// otherwise (veth, generic attach).
+    #[default]
+    Auto,
+    /// `"copy"`: the kernel copies each frame.
+    Copy,
+    /// `"zero-copy"`: the driver DMAs into linerate's memory; refused at
+    /// start where the driver lacks it.
+    ZeroCopy,
+}
+
+/// `nic.attach`: where the steering XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XdpAttach {
+    /// `"auto"` (the default): in the driver, or generic where the driver
+    /// has no XDP.
+    #[default]
+    Auto,
+    /// `"native"`: in the driver.
+    Native,
+    /// `"generic"`: in the kernel's generic receive path (every device).
+    Generic,
+}
+
+/// What the kernel says of an interface: read when the file names one for
+/// AF_XDP (its MAC, MTU and, with `net.share_kernel_address`, its address).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Interface {
+    /// Its Ethernet address.
+    pub mac: [u8; 6],
+    /// Its MTU.
+    pub mtu: u32,
+    /// Its IPv4 addresses and prefix lengths, in the kernel's order.
+    pub ipv4: Vec<(Ipv4Addr, u8)>,
+    /// Its IPv6 addresses and prefix lengths.
+    pub ipv6: Vec<(Ipv6Addr, u8)>,
 }
 
 /// A checked configuration.
@@ -87,6 +217,12 @@ pub struct Config {
     pub address6: Option<(Ipv6Addr, u8)>,
     /// The IPv6 gateway, on `address6`'s prefix: the IPv6 default route.
     pub gateway6: Option<Ipv6Addr>,
+    /// `net.share_kernel_address` (AF_XDP only): the addresses and the MAC
+    /// are the interface's own, which the kernel's stack keeps using. linerate
+    /// claims its ports and connections in the steering program's maps, holds
+    /// its ports in the kernel (a bound kernel socket each) and takes next
+    /// hops from the kernel's neighbour table; the kernel answers ARP and ND.
+    pub share_kernel_address: bool,
     /// Ordered rules; the first that matches decides.
     pub rules: Vec<Rule>,
     /// The decision when no rule matches.
@@ -137,6 +273,10 @@ struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawNic {
     tap: Option<String>,
+    xdp: Option<String>,
+    first_queue: Option<i64>,
+    bind: Option<String>,
+    attach: Option<String>,
     create: Option<bool>,
     vnet_hdr: Option<bool>,
     queues: Option<i64>,
@@ -152,6 +292,7 @@ struct RawNet {
     gateway: Option<String>,
     address6: Option<String>,
     gateway6: Option<String>,
+    share_kernel_address: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -183,6 +324,17 @@ pub fn on_error_of(text: &str) -> OnError {
         Some("kernel") => OnError::Kernel,
         _ => OnError::Exit,
     }
+}
+
+fn ifname(field: &str, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '%', '\0']) {
+        return Err(err(
+            field,
+            format!("{name:?} is not an interface name"),
+            "use 1 to 15 characters without '/', ' ' or '%'",
+        ));
+    }
+    Ok(())
 }
 
 fn port(field: &str, v: i64) -> Result<u16, ConfigError> {
@@ -271,8 +423,20 @@ fn parse_cidr6(field: &str, s: &str) -> Result<(Ipv6Addr, u8), ConfigError> {
 }
 
 impl Config {
-    /// Parses and checks `text`.
+    /// Parses and checks `text`; an interface it names for AF_XDP is read
+    /// from the kernel (in the calling thread's network namespace).
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, crate::ffi::sys::interface, cfg!(feature = "af-xdp"))
+    }
+
+    /// [`Config::from_toml`], with `lookup` telling what the kernel says of
+    /// an interface named by `nic.xdp`, and `xdp_built` whether this build
+    /// has AF_XDP.
+    pub(crate) fn parse(
+        text: &str,
+        lookup: impl Fn(&str) -> std::io::Result<Interface>,
+        xdp_built: bool,
+    ) -> Result<Config, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
             let msg = e.message().to_owned();
             let field = e
@@ -307,20 +471,117 @@ impl Config {
                 "add a [net] table with address = \"10.0.0.2/24\"",
             )
         })?;
-        let tap = nic.tap.ok_or_else(|| {
-            err(
-                "nic.tap",
-                "missing",
-                "name the TAP interface: tap = \"lr0\"",
-            )
-        })?;
-        if tap.is_empty() || tap.len() > 15 || tap.contains(['/', ' ', '%']) {
-            return Err(err(
-                "nic.tap",
-                format!("{tap:?} is not an interface name"),
-                "use 1 to 15 characters without '/', ' ' or '%'",
-            ));
-        }
+        let share = net.share_kernel_address.unwrap_or(false);
+        let device = match (nic.tap, nic.xdp) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "nic",
+                    "both tap and xdp are set",
+                    "keep one: tap = \"lr0\" runs on a TAP, xdp = \"eth0\" on an existing interface through AF_XDP",
+                ));
+            }
+            (None, None) => {
+                return Err(err(
+                    "nic.tap",
+                    "missing",
+                    "name the TAP interface: tap = \"lr0\" (or an existing interface for AF_XDP: xdp = \"eth0\")",
+                ));
+            }
+            (Some(tap), None) => {
+                ifname("nic.tap", &tap)?;
+                let xdp_only = [
+                    ("nic.first_queue", nic.first_queue.is_some()),
+                    ("nic.bind", nic.bind.is_some()),
+                    ("nic.attach", nic.attach.is_some()),
+                    ("net.share_kernel_address", share),
+                ];
+                if let Some((field, _)) = xdp_only.iter().find(|(_, set)| *set) {
+                    return Err(err(
+                        *field,
+                        "only for AF_XDP (a TAP's kernel side has addresses of its own)",
+                        "remove it, or run on an existing interface with xdp = \"eth0\" instead of tap",
+                    ));
+                }
+                Device::Tap(TapNic {
+                    name: tap,
+                    create: nic.create.unwrap_or(false),
+                    vnet_hdr: nic.vnet_hdr.unwrap_or(true),
+                })
+            }
+            (None, Some(x)) => {
+                ifname("nic.xdp", &x)?;
+                if !xdp_built {
+                    return Err(err(
+                        "nic.xdp",
+                        "this build of linerate-preload has no AF_XDP",
+                        "build it with `cargo build -p linerate-preload --features af-xdp` (needs clang and libelf), or run on a TAP: tap = \"lr0\"",
+                    ));
+                }
+                for (field, set) in [
+                    ("nic.create", nic.create.is_some()),
+                    ("nic.vnet_hdr", nic.vnet_hdr.is_some()),
+                ] {
+                    if set {
+                        return Err(err(
+                            field,
+                            "only for a TAP",
+                            "remove it (xdp binds an existing interface, which AF_XDP gives no offloads)",
+                        ));
+                    }
+                }
+                let first_queue = match nic.first_queue {
+                    None => 0,
+                    Some(q) => u32::try_from(q).map_err(|_| {
+                        err(
+                            "nic.first_queue",
+                            format!("{q} is not a queue"),
+                            "give the interface's queue number, 0 or more (ethtool -l)",
+                        )
+                    })?,
+                };
+                let bind = match nic.bind.as_deref() {
+                    None | Some("auto") => XdpBind::Auto,
+                    Some("copy") => XdpBind::Copy,
+                    Some("zero-copy") => XdpBind::ZeroCopy,
+                    Some(b) => {
+                        return Err(err(
+                            "nic.bind",
+                            format!("unknown mode {b:?}"),
+                            "write \"auto\", \"copy\" or \"zero-copy\"",
+                        ));
+                    }
+                };
+                let attach = match nic.attach.as_deref() {
+                    None | Some("auto") => XdpAttach::Auto,
+                    Some("native") => XdpAttach::Native,
+                    Some("generic") => XdpAttach::Generic,
+                    Some(a) => {
+                        return Err(err(
+                            "nic.attach",
+                            format!("unknown mode {a:?}"),
+                            "write \"auto\", \"native\" or \"generic\"",
+                        ));
+                    }
+                };
+                Device::Xdp(XdpNic {
+                    interface: x,
+                    first_queue,
+                    bind,
+                    attach,
+                })
+            }
+        };
+        // An AF_XDP interface exists already: what the kernel says of it.
+        let iface = match &device {
+            Device::Tap(_) => None,
+            Device::Xdp(x) => Some(lookup(&x.interface).map_err(|e| {
+                err(
+                    "nic.xdp",
+                    format!("cannot read interface {:?}: {e}", x.interface),
+                    "name an existing interface of the program's network namespace (ip link)",
+                )
+            })?),
+        };
         let queues = match nic.queues {
             None => 1,
             Some(q) => u16::try_from(q)
@@ -342,29 +603,51 @@ impl Config {
                     )
                 })?,
         };
+        let if_mtu = iface
+            .as_ref()
+            .map(|i| u16::try_from(i.mtu.min(9000)).unwrap_or(9000));
         let mtu = match nic.mtu {
-            None => 1500,
-            Some(m) => u16::try_from(m)
-                .ok()
-                .filter(|&m| (MIN_MTU..=9000).contains(&m))
-                .ok_or_else(|| {
-                    err(
+            None => if_mtu.unwrap_or(1500).max(MIN_MTU),
+            Some(m) => {
+                let m = u16::try_from(m)
+                    .ok()
+                    .filter(|&m| (MIN_MTU..=9000).contains(&m))
+                    .ok_or_else(|| {
+                        err(
+                            "nic.mtu",
+                            format!("{m} is not a usable MTU"),
+                            "give 576 to 9000 (the interface's MTU, usually 1500)",
+                        )
+                    })?;
+                if let Some(have) = if_mtu.filter(|&have| m > have) {
+                    return Err(err(
                         "nic.mtu",
-                        format!("{m} is not a usable MTU"),
-                        "give 576 to 9000 (the interface's MTU, usually 1500)",
-                    )
-                })?,
+                        format!("{m} is over the interface's MTU, {have}"),
+                        format!(
+                            "give at most {have}, leave it out, or raise the interface's (ip link set dev NAME mtu {m})"
+                        ),
+                    ));
+                }
+                m
+            }
         };
-        let address = parse_cidr(
-            "net.address",
-            &net.address.ok_or_else(|| {
+        let address = match (net.address, &iface) {
+            (None, Some(i)) if share => *i.ipv4.first().ok_or_else(|| {
                 err(
+                    "net.address",
+                    "the interface has no IPv4 address to share",
+                    "give it one (ip addr add 10.0.0.2/24 dev NAME), or give net.address",
+                )
+            })?,
+            (None, _) => {
+                return Err(err(
                     "net.address",
                     "missing",
                     "give linerate's address: address = \"10.0.0.2/24\"",
-                )
-            })?,
-        )?;
+                ));
+            }
+            (Some(a), _) => parse_cidr("net.address", &a)?,
+        };
         if address.0.is_unspecified() || address.0.is_multicast() || address.0.is_broadcast() {
             return Err(err(
                 "net.address",
@@ -372,9 +655,40 @@ impl Config {
                 "give a unicast address",
             ));
         }
-        let mac = match nic.mac {
-            Some(m) => parse_mac("nic.mac", &m)?,
-            None => {
+        if let Some(i) = &iface {
+            let kernels = i.ipv4.iter().any(|&(a, _)| a == address.0);
+            if share && !kernels {
+                return Err(err(
+                    "net.address",
+                    format!("{} is not an address of the interface", address.0),
+                    "give one the interface has (ip addr), or leave net.address out to share its first",
+                ));
+            }
+            if !share && kernels {
+                return Err(err(
+                    "net.address",
+                    format!("{} is the kernel's address on the interface", address.0),
+                    "set net.share_kernel_address = true to share it with the kernel, or give linerate an address of its own",
+                ));
+            }
+        }
+        let mac = match (nic.mac, &iface) {
+            (Some(m), Some(i)) => {
+                let m = parse_mac("nic.mac", &m)?;
+                if share && m != i.mac {
+                    return Err(err(
+                        "nic.mac",
+                        "sharing the kernel's address means sharing its MAC (the kernel answers ARP with it)",
+                        "remove nic.mac",
+                    ));
+                }
+                m
+            }
+            (Some(m), None) => parse_mac("nic.mac", &m)?,
+            // The interface's own: a NIC takes only its MAC's unicast frames
+            // (unless promiscuous).
+            (None, Some(i)) => i.mac,
+            (None, None) => {
                 let o = address.0.octets();
                 [0x02, 0x4c, o[0], o[1], o[2], o[3]]
             }
@@ -403,6 +717,24 @@ impl Config {
             .address6
             .map(|a| parse_cidr6("net.address6", &a))
             .transpose()?;
+        if let (Some((a6, _)), Some(i)) = (address6, &iface) {
+            let kernels = i.ipv6.iter().any(|&(a, _)| a == a6);
+            if share != kernels {
+                return Err(err(
+                    "net.address6",
+                    if share {
+                        format!("{a6} is not an address of the interface")
+                    } else {
+                        format!("{a6} is the kernel's address on the interface")
+                    },
+                    if share {
+                        "give one the interface has (ip -6 addr), or leave net.address6 out"
+                    } else {
+                        "set net.share_kernel_address = true to share it, or give linerate an address of its own"
+                    },
+                ));
+            }
+        }
         let gateway6 = match net.gateway6 {
             None => None,
             Some(g) => {
@@ -496,9 +828,7 @@ impl Config {
         Ok(Config {
             on_error,
             nic: NicConfig {
-                tap,
-                create: nic.create.unwrap_or(false),
-                vnet_hdr: nic.vnet_hdr.unwrap_or(true),
+                device,
                 queues,
                 mtu,
                 mac,
@@ -508,6 +838,7 @@ impl Config {
             gateway,
             address6,
             gateway6,
+            share_kernel_address: share,
             rules,
             default,
         })
@@ -547,8 +878,15 @@ mod tests {
     fn a_good_file() {
         let c = Config::from_toml(GOOD).unwrap();
         assert_eq!(c.on_error, OnError::Kernel);
-        assert_eq!(c.nic.tap, "lr0");
-        assert!(!c.nic.create && c.nic.vnet_hdr);
+        assert_eq!(
+            c.nic.device,
+            Device::Tap(TapNic {
+                name: "lr0".into(),
+                create: false,
+                vnet_hdr: true
+            })
+        );
+        assert!(!c.share_kernel_address);
         assert_eq!((c.nic.queues, c.nic.mtu), (2, 1500));
         assert_eq!(c.nic.mac, [0x02, 0x4c, 10, 0, 0, 2]);
         assert_eq!(c.address, (Ipv4Addr::new(10, 0, 0, 2), 24));
@@ -671,6 +1009,193 @@ mod tests {
         let e = Config::from_toml("[nic\n").unwrap_err();
         assert!(e.field.starts_with("line"), "{e}");
         assert!(!e.to_string().is_empty());
+    }
+
+    /// What the kernel says of `eth0` in the tests below.
+    fn eth0(name: &str) -> std::io::Result<Interface> {
+        if name != "eth0" {
+            return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        }
+        Ok(Interface {
+            mac: [0x52, 0x54, 0, 0x12, 0x34, 0x56],
+            mtu: 1500,
+            ipv4: vec![(Ipv4Addr::new(192, 168, 1, 7), 24)],
+            ipv6: vec![("fd00::7".parse().unwrap(), 64)],
+        })
+    }
+
+    fn xdp(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, eth0, true)
+    }
+
+    #[test]
+    fn an_xdp_interface_shared_with_the_kernel() {
+        let c = xdp("[nic]\nxdp = \"eth0\"\n[net]\nshare_kernel_address = true\n").unwrap();
+        assert_eq!(
+            c.nic.device,
+            Device::Xdp(XdpNic {
+                interface: "eth0".into(),
+                first_queue: 0,
+                bind: XdpBind::Auto,
+                attach: XdpAttach::Auto,
+            })
+        );
+        assert!(c.share_kernel_address);
+        // The interface's own address, MAC and MTU.
+        assert_eq!(c.address, (Ipv4Addr::new(192, 168, 1, 7), 24));
+        assert_eq!(c.nic.mac, [0x52, 0x54, 0, 0x12, 0x34, 0x56]);
+        assert_eq!((c.nic.mtu, c.nic.queues), (1500, 1));
+        assert_eq!(c.nic.interface(), "eth0");
+        let c = xdp(
+            "[nic]\nxdp = \"eth0\"\nfirst_queue = 2\nqueues = 2\nbind = \"zero-copy\"\n\
+             attach = \"native\"\nmtu = 1400\n[net]\naddress = \"192.168.1.7/24\"\n\
+             address6 = \"fd00::7/64\"\nshare_kernel_address = true\n",
+        )
+        .unwrap();
+        let Device::Xdp(x) = &c.nic.device else {
+            panic!("{c:?}")
+        };
+        assert_eq!(
+            (x.first_queue, x.bind, x.attach),
+            (2, XdpBind::ZeroCopy, XdpAttach::Native)
+        );
+        assert_eq!((c.nic.mtu, c.nic.queues), (1400, 2));
+        // An address of linerate's own on the interface, beside the kernel's.
+        let c =
+            xdp("[nic]\nxdp = \"eth0\"\nbind = \"copy\"\n[net]\naddress = \"192.168.1.9/24\"\n")
+                .unwrap();
+        assert!(!c.share_kernel_address);
+        assert_eq!(c.nic.mac, [0x52, 0x54, 0, 0x12, 0x34, 0x56]);
+    }
+
+    #[test]
+    fn each_bad_xdp_field_is_named() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "[nic]\ntap = \"lr0\"\nxdp = \"eth0\"\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic",
+            ),
+            (
+                "[nic]\nxdp = \"eth1\"\n[net]\nshare_kernel_address = true\n",
+                "nic.xdp",
+            ),
+            (
+                "[nic]\nxdp = \"a/b\"\n[net]\nshare_kernel_address = true\n",
+                "nic.xdp",
+            ),
+            ("[nic]\nxdp = \"eth0\"\n[net]\n", "net.address"),
+            (
+                "[nic]\nxdp = \"eth0\"\n[net]\naddress = \"192.168.1.7/24\"\n",
+                "net.address",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\n[net]\naddress = \"192.168.1.8/24\"\nshare_kernel_address = true\n",
+                "net.address",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\n[net]\naddress6 = \"fd00::8/64\"\nshare_kernel_address = true\n",
+                "net.address6",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\nmac = \"02:00:00:00:00:02\"\n[net]\nshare_kernel_address = true\n",
+                "nic.mac",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\nmtu = 9000\n[net]\nshare_kernel_address = true\n",
+                "nic.mtu",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\ncreate = true\n[net]\nshare_kernel_address = true\n",
+                "nic.create",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\nvnet_hdr = false\n[net]\nshare_kernel_address = true\n",
+                "nic.vnet_hdr",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\nbind = \"fast\"\n[net]\nshare_kernel_address = true\n",
+                "nic.bind",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\nattach = \"skb\"\n[net]\nshare_kernel_address = true\n",
+                "nic.attach",
+            ),
+            (
+                "[nic]\nxdp = \"eth0\"\nfirst_queue = -1\n[net]\nshare_kernel_address = true\n",
+                "nic.first_queue",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\n[net]\naddress = \"10.0.0.2/24\"\nshare_kernel_address = true\n",
+                "net.share_kernel_address",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nbind = \"copy\"\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.bind",
+            ),
+        ];
+        for (text, field) in cases {
+            let e = xdp(text).unwrap_err();
+            assert_eq!(&e.field, field, "{text}: {e}");
+            assert!(!e.fix.is_empty());
+        }
+    }
+
+    #[test]
+    fn xdp_without_the_feature_says_how_to_build_it() {
+        let text = "[nic]\nxdp = \"eth0\"\n[net]\nshare_kernel_address = true\n";
+        let e = Config::parse(text, eth0, false).unwrap_err();
+        assert_eq!(e.field, "nic.xdp");
+        assert!(e.fix.contains("--features af-xdp"), "{e}");
+        // The library's own build says the same when it lacks the feature.
+        if !cfg!(feature = "af-xdp") {
+            assert_eq!(Config::from_toml(text).unwrap_err(), e);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any mix of the `[nic]` and `[net]` fields, with values good and
+        /// bad: the check never panics, a refusal names a field and a fix,
+        /// and what it accepts is within the documented bounds.
+        #[test]
+        fn random_files_are_checked_without_panics(
+            fields in proptest::collection::vec((0usize..14, 0usize..8), 0..10),
+        ) {
+            const KEYS: [(&str, &str); 14] = [
+                ("nic", "tap"), ("nic", "xdp"), ("nic", "first_queue"), ("nic", "bind"),
+                ("nic", "attach"), ("nic", "create"), ("nic", "vnet_hdr"), ("nic", "queues"),
+                ("nic", "mtu"), ("nic", "mac"), ("net", "address"), ("net", "address6"),
+                ("net", "share_kernel_address"), ("net", "gateway"),
+            ];
+            const VALUES: [&str; 8] = [
+                "\"eth0\"", "\"lr0\"", "true", "0", "70000", "1500", "\"192.168.1.7/24\"",
+                "\"copy\"",
+            ];
+            let mut nic = String::new();
+            let mut net = String::new();
+            let mut seen = std::collections::HashSet::new();
+            for (k, v) in fields {
+                let (table, key) = KEYS[k];
+                if !seen.insert(k) {
+                    continue;
+                }
+                let line = format!("{key} = {}\n", VALUES[v]);
+                if table == "nic" { nic.push_str(&line) } else { net.push_str(&line) }
+            }
+            let text = format!("[nic]\n{nic}[net]\n{net}");
+            match Config::parse(&text, eth0, true) {
+                Ok(c) => {
+                    proptest::prop_assert!((MIN_MTU..=9000).contains(&c.nic.mtu));
+                    proptest::prop_assert!((1..=16).contains(&c.nic.queues));
+                    if c.share_kernel_address {
+                        proptest::prop_assert!(matches!(c.nic.device, Device::Xdp(_)));
+                        proptest::prop_assert_eq!(c.address, (Ipv4Addr::new(192, 168, 1, 7), 24));
+                    }
+                }
+                Err(e) => {
+                    proptest::prop_assert!(!e.field.is_empty() && !e.fix.is_empty(), "{}", e);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! An `LD_PRELOAD` library that runs unmodified programs' BSD-socket calls on
 //! linerate: the TCP and UDP sockets its policy offloads are served by a
-//! linerate runtime on a TAP, in the program's own process; every other call
-//! goes to libc untouched.
+//! linerate runtime on a TAP, or on an interface it shares with the kernel
+//! through AF_XDP, in the program's own process; every other call goes to
+//! libc untouched.
 //!
 //! ```text
 //! cargo build --release -p linerate-preload
@@ -33,6 +34,41 @@
 //! one family, the one of its own address or of its first peer.
 //! The runtime (one linerate-rt queue thread per configured queue) starts at
 //! the first socket decided for linerate.
+//!
+//! # On an interface shared with the kernel (AF_XDP)
+//!
+//! Built with `--features af-xdp` (which compiles libxdp and libbpf: clang,
+//! libelf, zlib and m4 from the OS; the default build needs none of them),
+//! `[nic] xdp = "eth0"` binds AF_XDP sockets to queues of an existing
+//! interface and attaches linerate's steering XDP program there; with
+//! `[net] share_kernel_address = true` linerate takes the interface's own
+//! address and MAC, and the kernel's programs keep using them: the program
+//! redirects to linerate only the frames of the ports and connections
+//! linerate claims (listeners, bound UDP ports, 4-tuples, as they open),
+//! and passes everything else (the host's ssh, ping, ARP) to the kernel.
+//! Each claimed port is held in the kernel by a bound kernel socket, so the
+//! two stacks never pick the same port, and linerate reads next hops from the
+//! kernel's neighbour table. See [`config`] for the fields. Needs root (or
+//! `CAP_NET_ADMIN`, `CAP_NET_RAW` and `CAP_BPF`).
+//!
+//! A program that binds the wildcard address first has a kernel socket
+//! bound to its port, which would keep linerate from holding the port: on a
+//! shared address the library gives that binding up (the placeholder
+//! replaces the kernel socket) just before linerate claims the port at
+//! `listen` (or a UDP socket's decision). `LINERATE_STATS` adds the steering
+//! program's counters (`steer passed`, `steer port`, `steer flow`, ...):
+//! which frames went to the kernel and which to linerate.
+//!
+//! Tested on a veth pair with one queue. With several (`nic.queues`), the
+//! interface's own RSS spreads the frames over them; linerate's active
+//! opens do not pick source ports that the interface's hash sends back to
+//! the opening queue, so a connection may be answered on another queue.
+//!
+//! The steering program's attachment is exclusive: one process per interface
+//! (a second preloaded program on the same interface cannot start linerate
+//! and stays on the kernel, saying so). A connection from the host itself
+//! to linerate's shared address never leaves the kernel, so it does not
+//! reach linerate's listeners (the kernel resets it).
 //!
 //! # Readiness: the placeholder fd
 //!

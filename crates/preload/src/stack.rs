@@ -1,7 +1,7 @@
 //! The configuration read at load time and the linerate runtime, started at
 //! the first socket the policy offloads.
 
-use crate::config::{Config, OnError};
+use crate::config::{Config, Device, OnError, TapNic, XdpNic};
 use crate::policy::Prefix;
 use linerate_nic::tap::TapOffloads;
 use linerate_nic::{Tap, TapConfig};
@@ -136,6 +136,12 @@ pub(crate) struct Stack {
     pub(crate) subnet6: Option<Prefix>,
     /// An IPv6 gateway is configured.
     pub(crate) routed6: bool,
+    /// linerate shares the interface's address with the kernel's stack
+    /// (`net.share_kernel_address`): its ports are held in the kernel.
+    pub(crate) shared: bool,
+    /// The AF_XDP steering program (`nic.xdp`), for its counters.
+    #[cfg_attr(not(feature = "af-xdp"), allow(dead_code))]
+    pub(crate) steering: Option<Steer>,
     runtime: Mutex<Option<Runtime>>,
 }
 
@@ -172,7 +178,7 @@ pub(crate) fn stack() -> Option<&'static Stack> {
                 Err(e) => {
                     log(format_args!(
                         "cannot start linerate on {}: {e}; this program's sockets stay the kernel's",
-                        cfg.nic.tap
+                        cfg.nic.interface()
                     ));
                     None
                 }
@@ -182,23 +188,6 @@ pub(crate) fn stack() -> Option<&'static Stack> {
 }
 
 fn start(cfg: &Config) -> Result<Stack, String> {
-    if !cfg.nic.create
-        && !std::path::Path::new("/sys/class/net")
-            .join(&cfg.nic.tap)
-            .exists()
-    {
-        return Err(format!(
-            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap`, or set nic.create = true)",
-            cfg.nic.tap, cfg.nic.tap
-        ));
-    }
-    let mut tc = TapConfig::new(cfg.nic.tap.clone());
-    tc.queues = cfg.nic.queues;
-    tc.mtu = cfg.nic.mtu;
-    if !cfg.nic.vnet_hdr {
-        tc.offloads = TapOffloads::NONE;
-    }
-    let tap = Tap::open(&tc).map_err(|e| format!("nic.tap: {e}"))?;
     let (addr, len) = cfg.address;
     let mut engine = linerate_toe::Config::new(cfg.nic.mac).with_ipv4(addr, len);
     if let Some(gw) = cfg.gateway {
@@ -216,11 +205,18 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     let mut rc = RuntimeConfig::new(engine);
     rc.thread_name = "linerate-preload-q".to_owned();
     rc.busy_poll = cfg.nic.busy_poll;
-    let rt = Runtime::start(tap, rc).map_err(|e| e.to_string())?;
+    // The queue threads' own system calls (the NIC's, the kernel sockets
+    // holding claimed ports) must not be taken for the program's.
+    rc.on_thread_start = Some(crate::ffi::sys::library_thread);
+    let (rt, steering) = match &cfg.nic.device {
+        Device::Tap(t) => (start_tap(cfg, t, rc)?, None),
+        Device::Xdp(x) => start_xdp(cfg, x, rc)?,
+    };
     tracing::info!(
-        tap = %cfg.nic.tap,
+        nic = %cfg.nic.interface(),
         address = %format_args!("{addr}/{len}"),
         address6 = ?cfg.address6,
+        shared = cfg.share_kernel_address,
         queues = cfg.nic.queues,
         mtu = cfg.nic.mtu,
         "linerate started"
@@ -231,9 +227,142 @@ fn start(cfg: &Config) -> Result<Stack, String> {
         routed: cfg.gateway.is_some(),
         subnet6: cfg.address6.map(|(a, l)| Prefix::new(IpAddr::V6(a), l)),
         routed6: cfg.gateway6.is_some(),
+        shared: cfg.share_kernel_address,
+        steering,
         runtime: Mutex::new(Some(rt)),
     })
 }
+
+fn start_tap(cfg: &Config, t: &TapNic, rc: RuntimeConfig) -> Result<Runtime, String> {
+    if !t.create
+        && !std::path::Path::new("/sys/class/net")
+            .join(&t.name)
+            .exists()
+    {
+        return Err(format!(
+            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap`, or set nic.create = true)",
+            t.name, t.name
+        ));
+    }
+    let mut tc = TapConfig::new(t.name.clone());
+    tc.queues = cfg.nic.queues;
+    tc.mtu = cfg.nic.mtu;
+    if !t.vnet_hdr {
+        tc.offloads = TapOffloads::NONE;
+    }
+    let tap = Tap::open(&tc).map_err(|e| format!("nic.tap: {e}"))?;
+    Runtime::start(tap, rc).map_err(|e| e.to_string())
+}
+
+/// The interface's queues through AF_XDP with linerate's steering program:
+/// the frames of linerate's ports and connections (shared address) or of its
+/// own address go to linerate, the rest to the kernel's stack.
+#[cfg(feature = "af-xdp")]
+fn start_xdp(
+    cfg: &Config,
+    x: &XdpNic,
+    mut rc: RuntimeConfig,
+) -> Result<(Runtime, Option<Steer>), String> {
+    use crate::config::{XdpAttach, XdpBind};
+    use linerate_nic::claims::Claims;
+    use linerate_nic::xdp::{self, SteerConfig, Xdp, XdpConfig};
+    use linerate_nic::{Nic, NicError, Shim, ShimConfig};
+
+    let mut ours = vec![IpAddr::V4(cfg.address.0)];
+    ours.extend(cfg.address6.map(|(a, _)| IpAddr::V6(a)));
+    let steer = if cfg.share_kernel_address {
+        // The kernel answers ARP and ND for the address; every port linerate
+        // claims is held on it in the kernel.
+        SteerConfig {
+            hold: ours,
+            ..SteerConfig::default()
+        }
+    } else {
+        SteerConfig {
+            addresses: ours,
+            ..SteerConfig::default()
+        }
+    };
+    // Frames over one 4 KiB UMEM frame (less its headroom) arrive as chains.
+    let frame_size = 4096;
+    let xc = XdpConfig {
+        first_queue: x.first_queue,
+        queues: cfg.nic.queues,
+        attach: match x.attach {
+            XdpAttach::Auto => xdp::XdpAttach::Auto,
+            XdpAttach::Native => xdp::XdpAttach::Native,
+            XdpAttach::Generic => xdp::XdpAttach::Generic,
+        },
+        bind: match x.bind {
+            XdpBind::Auto => xdp::XdpBind::Auto,
+            XdpBind::Copy => xdp::XdpBind::Copy,
+            XdpBind::ZeroCopy => xdp::XdpBind::ZeroCopy,
+        },
+        frame_size,
+        mount_bpffs: true,
+        mtu: Some(cfg.nic.mtu),
+        multi_buffer: usize::from(cfg.nic.mtu) + linerate_nic::ETH_HEADER_LEN + 8 + 256
+            > frame_size as usize,
+        steer: Some(steer),
+        ..XdpConfig::new(x.interface.clone())
+    };
+    let name = &x.interface;
+    let nic = Xdp::open(&xc).map_err(|e| match &e {
+        NicError::PermissionDenied { .. } => format!(
+            "nic.xdp = {name:?}: {e}: run as root, or with CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF"
+        ),
+        NicError::NoQueue { queues, .. } => format!(
+            "nic.xdp = {name:?}: {e}: the interface has {queues} queue(s); lower nic.first_queue or nic.queues"
+        ),
+        NicError::Config(linerate_nic::NicConfigError::ZeroCopy { .. }) => format!(
+            "nic.bind: {e}: the driver has no zero-copy AF_XDP; write bind = \"auto\" or \"copy\""
+        ),
+        _ => format!("nic.xdp = {name:?}: {e}"),
+    })?;
+    let steering = nic
+        .steering()
+        .cloned()
+        .ok_or_else(|| format!("nic.xdp = {name:?}: no steering program"))?;
+    // The engine's MTU is what the sockets carry (a UMEM frame, or a chain).
+    rc.engine.mtu = rc.engine.mtu.min(Nic::caps(&nic).mtu);
+    tracing::info!(
+        interface = %name,
+        attach = ?nic.attach_mode(),
+        zero_copy = nic.zero_copy(),
+        multi_buffer = nic.multi_buffer(),
+        "AF_XDP sockets bound"
+    );
+    if cfg.share_kernel_address {
+        // The kernel announces the address and gets the ARP/ND replies:
+        // next hops come from its table.
+        rc.engine.announcements = 0;
+        rc.claims = Some(Arc::clone(&steering) as Arc<dyn Claims>);
+        rc.kernel_neighbors = Some(name.clone());
+    }
+    let shim = Shim::new(nic, ShimConfig::all()).map_err(|e| format!("nic.xdp = {name:?}: {e}"))?;
+    let rt = Runtime::start(shim, rc).map_err(|e| e.to_string())?;
+    Ok((rt, Some(steering)))
+}
+
+#[cfg(not(feature = "af-xdp"))]
+fn start_xdp(
+    _cfg: &Config,
+    x: &XdpNic,
+    _rc: RuntimeConfig,
+) -> Result<(Runtime, Option<Steer>), String> {
+    // The configuration refuses it in this build already.
+    Err(format!(
+        "nic.xdp = {:?}: this build of linerate-preload has no AF_XDP (build it with --features af-xdp)",
+        x.interface
+    ))
+}
+
+/// The steering program's handle, for its counters.
+#[cfg(feature = "af-xdp")]
+pub(crate) type Steer = Arc<linerate_nic::xdp::Steering>;
+/// No steering without AF_XDP.
+#[cfg(not(feature = "af-xdp"))]
+pub(crate) type Steer = std::convert::Infallible;
 
 /// At exit: the runtime sends what the program wrote and closed (up to a
 /// second), as the kernel would after the process is gone.

@@ -2,6 +2,10 @@
 //! and each offloaded TCP connection's figures, taken when the program
 //! closed it (or at exit, for those still open), written to `file`.
 //!
+//! On AF_XDP (`nic.xdp`), `steer NAME VALUE` lines say what the steering
+//! program sent to the kernel's stack (`passed`) and to linerate (`port`,
+//! `flow`, ..., `redirected` in all).
+//!
 //! The figures come from the queue threads (a round trip per connection),
 //! so they are only gathered when the variable is set.
 
@@ -93,6 +97,17 @@ pub(crate) fn open_line(fd: i32, s: &TcpStream) -> String {
     format!("{} (open at exit)", line(fd, s, info(s).as_ref()))
 }
 
+/// The `name: value,` lines of a pretty Debug form, as `prefix name value`.
+fn numbers(out: &mut String, prefix: &str, debug: &str) {
+    for l in debug.lines() {
+        if let Some((name, v)) = l.trim().trim_end_matches(',').split_once(": ")
+            && v.bytes().all(|b| b.is_ascii_digit())
+        {
+            let _ = writeln!(out, "{prefix} {name} {v}");
+        }
+    }
+}
+
 /// At exit, before the runtime stops: writes the file; `open` are the
 /// lines of the connections still open ([`open_line`]).
 pub(crate) fn write(open: &[String]) {
@@ -109,15 +124,23 @@ pub(crate) fn write(open: &[String]) {
                 .handle
                 .with_engine_blocking(q, |e| format!("{:#?}", e.counters()));
             if let Ok(c) = counters {
-                // `name: value,` lines of the Debug form, as `queue N name value`.
-                for l in c.lines() {
-                    if let Some((name, v)) = l.trim().trim_end_matches(',').split_once(": ")
-                        && v.bytes().all(|b| b.is_ascii_digit())
-                    {
-                        let _ = writeln!(out, "queue {q} {name} {v}");
-                    }
-                }
+                numbers(&mut out, &format!("queue {q}"), &c);
             }
+        }
+        #[cfg(feature = "af-xdp")]
+        if let Some(steer) = &st.steering {
+            // What the steering program sent where: to the kernel's stack
+            // (`passed`) or to linerate (by port, 4-tuple, ...).
+            match steer.counts() {
+                Ok(c) => {
+                    numbers(&mut out, "steer", &format!("{c:#?}"));
+                    let _ = writeln!(out, "steer redirected {}", c.redirected());
+                }
+                Err(e) => log(format_args!(
+                    "LINERATE_STATS: cannot read the steering counters: {e}"
+                )),
+            }
+            let _ = writeln!(out, "steer refused {}", steer.refused());
         }
     }
     for l in CLOSED.lock().unwrap_or_else(PoisonError::into_inner).iter() {

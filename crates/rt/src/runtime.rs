@@ -132,6 +132,13 @@ pub struct RuntimeConfig {
     pub busy_poll: Duration,
     /// Prefix of the queue threads' names.
     pub thread_name: String,
+    /// Runs first on each queue thread, before it touches its NIC: an
+    /// `LD_PRELOAD` interposer (linerate-preload) marks the threads as its
+    /// own there, so their system calls (the NIC's, the ports held in the
+    /// kernel for [`RuntimeConfig::claims`]) go straight to libc instead of
+    /// being looked up among the program's sockets. `None` (the default):
+    /// nothing runs.
+    pub on_thread_start: Option<fn()>,
     /// How long stopping the runtime (dropping it, [`Runtime::shutdown`])
     /// waits for the streams' staged data and FINs to go out and be
     /// acknowledged, as `SO_LINGER` bounds a closing socket: every stream's
@@ -177,6 +184,7 @@ impl RuntimeConfig {
             fd_poll: Duration::from_millis(1),
             busy_poll: Duration::ZERO,
             thread_name: "linerate-q".to_string(),
+            on_thread_start: None,
             cpus: Vec::new(),
             linger: Duration::from_secs(1),
             dns: None,
@@ -858,9 +866,13 @@ impl Runtime {
             let cpu = (!cfg.cpus.is_empty())
                 .then(|| cfg.cpus.get(q % cfg.cpus.len()).copied())
                 .flatten();
+            let on_start = cfg.on_thread_start;
             let t = std::thread::Builder::new()
                 .name(format!("{}{q}", cfg.thread_name))
                 .spawn(move || {
+                    if let Some(start) = on_start {
+                        start();
+                    }
                     if let Some(cpu) = cpu {
                         // Checked allowed above; should the kernel refuse
                         // anyway (the set changed since), the thread runs

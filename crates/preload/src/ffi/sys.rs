@@ -243,3 +243,107 @@ pub(crate) fn raise_sigpipe() {
     // SAFETY: raise has no memory preconditions.
     unsafe { libc::raise(libc::SIGPIPE) };
 }
+
+/// What the kernel says of interface `name` in the calling thread's network
+/// namespace: its Ethernet address, MTU and addresses (`getifaddrs(3)`, which
+/// asks over rtnetlink, and `SIOCGIFMTU`).
+pub(crate) fn interface(name: &str) -> std::io::Result<crate::config::Interface> {
+    use std::io::{Error, ErrorKind};
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('\0') {
+        return Err(Error::new(ErrorKind::InvalidInput, "not an interface name"));
+    }
+    let mut found = crate::config::Interface::default();
+    let mut seen = false;
+    let mut list: *mut libc::ifaddrs = null_mut();
+    // SAFETY: getifaddrs writes a list head it allocated into `list`.
+    if unsafe { libc::getifaddrs(&raw mut list) } != 0 {
+        return Err(Error::last_os_error());
+    }
+    let mut p = list;
+    while !p.is_null() {
+        // SAFETY: a live node of the list getifaddrs made (freed below).
+        let ifa = unsafe { &*p };
+        p = ifa.ifa_next;
+        // SAFETY: ifa_name is a NUL-terminated string of the node.
+        let n = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+        if n.to_bytes() != name.as_bytes() || ifa.ifa_addr.is_null() {
+            continue;
+        }
+        seen = true;
+        // SAFETY: ifa_addr points at a sockaddr of the family it says.
+        let family = c_int::from(unsafe { (*ifa.ifa_addr).sa_family });
+        match family {
+            libc::AF_PACKET => {
+                // SAFETY: an AF_PACKET address is a sockaddr_ll.
+                let ll = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_ll>() };
+                if ll.sll_halen == 6 {
+                    found.mac.copy_from_slice(&ll.sll_addr[..6]);
+                }
+            }
+            libc::AF_INET | libc::AF_INET6 => {
+                // SAFETY: the address and its netmask, both of `family`
+                // (the mask may be absent).
+                let a = unsafe { read_addr(ifa.ifa_addr, size_of::<libc::sockaddr_in6>() as _) };
+                let mask = if ifa.ifa_netmask.is_null() {
+                    None
+                } else {
+                    // SAFETY: as above.
+                    unsafe { read_addr(ifa.ifa_netmask, size_of::<libc::sockaddr_in6>() as _) }
+                        .ok()
+                        .flatten()
+                };
+                let len = |m: Option<SocketAddr>| -> u8 {
+                    match m.map(|m| m.ip()) {
+                        Some(std::net::IpAddr::V4(m)) => u32::from(m).count_ones() as u8,
+                        Some(std::net::IpAddr::V6(m)) => u128::from(m).count_ones() as u8,
+                        None => 0,
+                    }
+                };
+                match a {
+                    Ok(Some(SocketAddr::V4(v4))) => found.ipv4.push((*v4.ip(), len(mask))),
+                    Ok(Some(SocketAddr::V6(v6))) => found.ipv6.push((*v6.ip(), len(mask))),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    // SAFETY: the list getifaddrs made, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    if !seen {
+        return Err(Error::new(ErrorKind::NotFound, "no such interface"));
+    }
+    // SAFETY: socket(2) takes plain integers; the result is checked.
+    let s = unsafe { next::socket()(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return Err(Error::last_os_error());
+    }
+    // SAFETY: `s` was just made and is owned by nothing else.
+    let s = unsafe { OwnedFd::from_raw_fd(s) };
+    // SAFETY: an all-zero ifreq is valid (a name and a union of integers).
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, b) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads the name and writes the MTU into the live ifreq.
+    let r = unsafe {
+        next::ioctl()(
+            std::os::fd::AsRawFd::as_raw_fd(&s),
+            libc::SIOCGIFMTU as c_ulong,
+            &raw mut req,
+        )
+    };
+    if r != 0 {
+        return Err(Error::last_os_error());
+    }
+    // SAFETY: SIOCGIFMTU filled the union's MTU member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
+    found.mtu = u32::try_from(mtu).unwrap_or(0);
+    Ok(found)
+}
+
+/// Marks the calling thread as the library's own: its calls go to libc
+/// untouched (linerate-rt's queue threads, from their first instruction).
+pub(crate) fn library_thread() {
+    let _ = INSIDE.try_with(|i| i.set(true));
+}

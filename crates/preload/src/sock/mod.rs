@@ -577,6 +577,39 @@ impl Core {
         Ok(())
     }
 
+    /// With the kernel's address shared (`net.share_kernel_address`), a
+    /// socket the program bound to the wildcard address is a kernel socket
+    /// bound to `port`, which keeps linerate from holding the port in the
+    /// kernel (its claim would find it in use): the placeholder replaces it
+    /// (closing it) before linerate claims the port, and the socket counts as
+    /// bound to linerate's address from then on, so that a claim that fails
+    /// leaves it bound as the program asked. `Ok(true)`: replaced.
+    fn release_kernel_port(
+        &self,
+        st: &mut St,
+        fd: c_int,
+        stack: &stack::Stack,
+        cfg: &crate::config::Config,
+        port: u16,
+    ) -> R<bool> {
+        if !stack.shared {
+            return Ok(false);
+        }
+        let State::Undecided { ours, port: held } = &st.state else {
+            return Ok(false);
+        };
+        if ours.is_some() || held.is_none() {
+            return Ok(false);
+        }
+        self.take_over(st, fd)?;
+        let me = SocketAddr::new(IpAddr::V4(cfg.address.0), port);
+        st.state = State::Undecided {
+            ours: Some(in_domain(self.domain, me)),
+            port: None,
+        };
+        Ok(true)
+    }
+
     // ---- bind, listen, connect, accept ----
 
     /// `bind`; `None`: the kernel's (call it).
@@ -668,8 +701,11 @@ impl Core {
         } else {
             SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), bind_port)
         };
+        let early = self.release_kernel_port(&mut g, fd, stack, cfg, bind_port)?;
         let s = stack::block_on(UdpSocket::bind(&stack.handle, local)).map_err(|e| errno_of(&e))?;
-        self.take_over(&mut g, fd)?;
+        if !early {
+            self.take_over(&mut g, fd)?;
+        }
         g.state = State::Udp {
             s,
             peer,
@@ -733,11 +769,19 @@ impl Core {
                 }
             }
         };
+        // On an address shared with the kernel, the kernel socket bound to
+        // the port would keep linerate from holding it there: it goes first.
+        let early = self.release_kernel_port(&mut g, fd, stack, cfg, port);
+        if let Err(e) = early {
+            return Some(Err(e));
+        }
         let l = match stack::block_on(TcpListener::bind(&stack.handle, port)) {
             Ok(l) => l,
             Err(e) => return Some(Err(errno_of(&e))),
         };
-        if let Err(e) = self.take_over(&mut g, fd) {
+        if early == Ok(false)
+            && let Err(e) = self.take_over(&mut g, fd)
+        {
             return Some(Err(e));
         }
         g.shown = (false, true);

@@ -479,6 +479,41 @@ fn queue_threads_run_on_the_cpus_they_are_pinned_to() {
     }
 }
 
+thread_local! {
+    /// Set by `mark` on the thread that runs it.
+    static MARKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn mark() {
+    MARKED.with(|m| m.set(true));
+}
+
+/// `RuntimeConfig::on_thread_start` runs on every queue thread before its
+/// tasks do (as an LD_PRELOAD interposer marks its own threads), and
+/// nowhere else.
+#[test]
+fn on_thread_start_runs_first_on_each_queue_thread() {
+    use linerate_rt::RuntimeConfig;
+    use linerate_toe::sim::Sim;
+    let (a, _b) = common::mem_pair(2);
+    let cfg = RuntimeConfig {
+        on_thread_start: Some(mark),
+        ..RuntimeConfig::new(Sim::host_config(1))
+    };
+    let rt = Runtime::start(a, cfg).unwrap();
+    for q in 0..2 {
+        let marked = join(
+            rt.handle()
+                .spawn_on(q, || async { MARKED.with(std::cell::Cell::get) })
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(marked, "queue {q}'s thread did not run it");
+    }
+    assert!(!MARKED.with(std::cell::Cell::get), "it ran on the caller");
+    rt.shutdown().unwrap();
+}
+
 #[test]
 fn a_stream_read_on_its_queue_then_elsewhere_loses_no_byte() {
     const LEN: usize = 3 << 20;
