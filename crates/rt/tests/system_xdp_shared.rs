@@ -12,7 +12,9 @@
 //! listener is gone, a SYN to its port is the kernel's (answered with a reset)
 //! and no 4-tuple is left in the program's map.
 //!
-//! `LINERATE_XDP_SHARED_BYTES` sets the bytes per server (default 4 MiB).
+//! `LINERATE_XDP_SHARED_BYTES` sets the bytes per server (default 4 MiB),
+//! `LINERATE_XDP_CONNS` the connections each stack makes out at once
+//! (default 10,000).
 //! Needs root: `cargo test -p linerate-rt --features af-xdp,system-tests --test
 //! system_xdp_shared -- --test-threads=1`.
 #![cfg(all(feature = "system-tests", feature = "af-xdp"))]
@@ -553,4 +555,168 @@ fn jumbo_frames_through_multi_buffer_both_ways() {
     );
     drop(tokio);
     rt.shutdown().unwrap();
+}
+
+/// Connections per side for [`both_stacks_connect_out_without_a_4_tuple_clash`]
+/// (`LINERATE_XDP_CONNS`, 10,000 by default).
+fn conns() -> usize {
+    std::env::var("LINERATE_XDP_CONNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// linerate and the kernel of A connect out from the one shared address to
+/// the same server in B at the same time, `conns()` connections each: the
+/// source ports linerate picks are held in A's kernel, so the kernel never
+/// picks one of them, no connection of either stack is reset or refused,
+/// the server sees every connection's own greeting, and no 4-tuple is left
+/// in the steering map afterwards.
+#[test]
+fn both_stacks_connect_out_without_a_4_tuple_clash() {
+    assert!(linerate_testkit::netns::is_root(), "system tests need root");
+    let n = conns();
+    let a = Netns::new("lrca").unwrap();
+    let b = Netns::new("lrcb").unwrap();
+    let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
+    b.exec(
+        "ethtool",
+        &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
+    )
+    .unwrap();
+    let our_mac = {
+        let out = a
+            .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
+            .unwrap();
+        mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
+    };
+    let dev = pair.a.clone();
+    let (rt, steering) = a
+        .run(move || {
+            let xdp = Xdp::open(&XdpConfig {
+                mount_bpffs: true,
+                attach: XdpAttach::Generic,
+                steer: Some(SteerConfig {
+                    hold: vec![SHARED.into()],
+                    ..SteerConfig::default()
+                }),
+                ..XdpConfig::new(dev.clone())
+            })
+            .unwrap();
+            let steering = Arc::clone(xdp.steering().unwrap());
+            let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
+            let mut engine = Config::new(our_mac).with_ipv4(SHARED, 24);
+            engine.announcements = 0;
+            let mut cfg = RuntimeConfig::new(engine);
+            cfg.claims = Some(Arc::clone(&steering) as Arc<dyn Claims>);
+            cfg.kernel_neighbors = Some(dev);
+            (Runtime::start(nic, cfg).unwrap(), steering)
+        })
+        .unwrap();
+    let h = rt.handle().clone();
+
+    // The server in B: reads each connection's greeting, answers with it,
+    // closes first. Every greeting is "L<i>" or "K<i>".
+    let listener = b
+        .run(|| std::net::TcpListener::bind((PEER, PEER_PORT)).unwrap())
+        .unwrap();
+    let server = std::thread::spawn(move || {
+        let mut seen = std::collections::HashSet::new();
+        let mut tuples = std::collections::HashSet::new();
+        while seen.len() < 2 * n {
+            let (mut s, from) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = [0u8; 16];
+            let mut len = 0;
+            while len < buf.len() {
+                match s.read(&mut buf[len..]) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => {
+                        len += k;
+                        if buf[..len].ends_with(b"\n") {
+                            break;
+                        }
+                    }
+                }
+            }
+            let greeting = String::from_utf8_lossy(&buf[..len]).into_owned();
+            let _ = s.write_all(greeting.as_bytes());
+            assert!(seen.insert(greeting.clone()), "greeting {greeting:?} twice");
+            tuples.insert(from);
+        }
+        tuples.len()
+    });
+    let start = Instant::now();
+    // The kernel's connections, from a thread in A.
+    let kernel = a
+        .spawn(move || {
+            let mut ports = Vec::with_capacity(n);
+            for i in 0..n {
+                let mut s = std::net::TcpStream::connect((PEER, PEER_PORT))
+                    .unwrap_or_else(|e| panic!("kernel connection {i}: {e}"));
+                ports.push(s.local_addr().unwrap().port());
+                let hello = format!("K{i}\n");
+                s.write_all(hello.as_bytes()).unwrap();
+                let mut back = Vec::new();
+                s.read_to_end(&mut back)
+                    .unwrap_or_else(|e| panic!("kernel connection {i}: {e}"));
+                assert_eq!(back, hello.as_bytes(), "kernel connection {i}");
+            }
+            ports
+        })
+        .unwrap();
+    // linerate's, 32 at a time.
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ours: Vec<u16> = tokio.block_on(async {
+        let mut ports = Vec::with_capacity(n);
+        for chunk in (0..n).collect::<Vec<_>>().chunks(32) {
+            let mut tasks = Vec::new();
+            for &i in chunk {
+                let h = h.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut s = TcpStream::connect(&h, SocketAddr::from((PEER, PEER_PORT)))
+                        .await
+                        .unwrap_or_else(|e| panic!("linerate connection {i}: {e}"));
+                    let port = s.local_addr().port();
+                    let hello = format!("L{i}\n");
+                    s.write_all(hello.as_bytes()).await.unwrap();
+                    let mut back = Vec::new();
+                    s.read_to_end(&mut back)
+                        .await
+                        .unwrap_or_else(|e| panic!("linerate connection {i}: {e}"));
+                    assert_eq!(back, hello.as_bytes(), "linerate connection {i}");
+                    port
+                }));
+            }
+            for t in tasks {
+                ports.push(t.await.unwrap());
+            }
+        }
+        ports
+    });
+    let theirs = kernel.join().unwrap().unwrap();
+    let tuples = server.join().unwrap();
+    let elapsed = start.elapsed();
+    // The server took every greeting once (it checks); a source port may
+    // come round again, its old 4-tuple in B's TIME-WAIT taking the new SYN.
+    let ours_set: std::collections::HashSet<u16> = ours.iter().copied().collect();
+    let overlap = theirs.iter().filter(|p| ours_set.contains(p)).count();
+    println!(
+        "{n} connections each in {elapsed:?}: {tuples} 4-tuples at the server, linerate used \
+         {} source ports, the kernel {}, {overlap} ports used by both (at different times), \
+         queue 0 {:?}",
+        ours_set.len(),
+        theirs
+            .iter()
+            .copied()
+            .collect::<std::collections::HashSet<u16>>()
+            .len(),
+        h.stats(0)
+    );
+    drop(tokio);
+    rt.shutdown().unwrap();
+    assert_eq!(steering.flows().unwrap(), 0, "4-tuples left in the map");
 }
