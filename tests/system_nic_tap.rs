@@ -16,7 +16,11 @@
 //!   to the kernel whole (the kernel segments it) and, with the TAP's transmit
 //!   offloads off, segmented and checksummed by the shim into MTU frames;
 //! * the TAP uses the 24-byte `virtio_net_hdr` exactly where the kernel has the
-//!   UDP tunnel offload.
+//!   UDP tunnel offload;
+//! * the batched mode ([`TapConfig::io_uring`]): the ping, TSO, super-frame,
+//!   shim and split cases again with a ring per queue (`_io_uring`), and a
+//!   burst each way whose frames are exact and whose completions are reaped
+//!   many per look and whose writes go in one submit.
 //!
 //! Every test drives the TAP through a [`Shim`]: transparent
 //! ([`ShimConfig::none`]) unless the test says otherwise.
@@ -49,6 +53,8 @@ use std::time::{Duration, Instant};
 const OUR_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x02];
 const KERNEL_IP: [u8; 4] = [10, 213, 0, 1];
 const OUR_IP: [u8; 4] = [10, 213, 0, 2];
+/// The ring depth of the batched cases.
+const RING: u32 = 64;
 
 /// The TAP, moved into its own namespace, with the kernel at `KERNEL_IP`/24.
 struct Link {
@@ -61,22 +67,35 @@ struct Link {
 }
 
 impl Link {
-    fn new(queues: u16, offloads: TapOffloads) -> Link {
-        Link::with(queues, offloads, Offloads::ALL, ShimConfig::none())
+    fn new(queues: u16, offloads: TapOffloads, ring: Option<u32>) -> Link {
+        Link::with(queues, offloads, Offloads::ALL, ShimConfig::none(), ring)
     }
 
     /// A link whose TAP lets the kernel do `tx` on transmit, behind a shim
-    /// with `shim`.
-    fn with(queues: u16, offloads: TapOffloads, tx: Offloads, shim: ShimConfig) -> Link {
+    /// with `shim`, batched through an io_uring of depth `ring` if given.
+    fn with(
+        queues: u16,
+        offloads: TapOffloads,
+        tx: Offloads,
+        shim: ShimConfig,
+        ring: Option<u32>,
+    ) -> Link {
         assert!(netns::is_root(), "system tests need root");
         let ns = Netns::new("lrnt").unwrap();
         let tap = Tap::open(&TapConfig {
             queues,
             offloads,
             tx,
+            io_uring: ring,
             ..TapConfig::new(netns::unique("lrt"))
         })
         .unwrap();
+        assert!(
+            tap.io_uring_fallback().is_none(),
+            "{:?}",
+            tap.io_uring_fallback()
+        );
+        assert_eq!(tap.io_uring_active(), ring.is_some());
         netns::ip(&["link", "set", tap.name(), "netns", ns.name()]).unwrap();
         ns.ip(&["addr", "add", "10.213.0.1/24", "dev", tap.name()])
             .unwrap();
@@ -267,13 +286,24 @@ fn tap_probes_offloads_and_disappears_when_dropped() {
 /// of them is dropped.
 #[test]
 fn a_split_tap_is_one_nic_per_queue_and_the_interface_outlives_all_but_the_last() {
+    split_case(None);
+}
+
+#[test]
+fn a_split_tap_is_one_nic_per_queue_and_the_interface_outlives_all_but_the_last_io_uring() {
+    split_case(Some(RING));
+}
+
+fn split_case(ring: Option<u32>) {
     assert!(netns::is_root(), "system tests need root");
     let name = netns::unique("lrs");
     let tap = Tap::open(&TapConfig {
         queues: 2,
+        io_uring: ring,
         ..TapConfig::new(name.clone())
     })
     .unwrap();
+    assert_eq!(tap.io_uring_active(), ring.is_some());
     let counters = tap.counters().clone();
     netns::ip(&["link", "set", &name, "up"]).unwrap();
     let stat = |what: &str| -> u64 {
@@ -317,7 +347,16 @@ fn a_split_tap_is_one_nic_per_queue_and_the_interface_outlives_all_but_the_last(
 
 #[test]
 fn kernel_pings_an_address_answered_through_the_tap() {
-    let mut link = Link::new(2, TapOffloads::TSO);
+    ping_case(None);
+}
+
+#[test]
+fn kernel_pings_an_address_answered_through_the_tap_io_uring() {
+    ping_case(Some(RING));
+}
+
+fn ping_case(ring: Option<u32>) {
+    let mut link = Link::new(2, TapOffloads::TSO, ring);
     assert_eq!(link.tap.queues(), 2);
     let dir = TempDir::new();
     let pcap = dir.0.join("ping.pcap");
@@ -398,8 +437,8 @@ struct Received {
 
 /// The kernel connects to `OUR_IP:5001` and writes `len` bytes; the test plays a
 /// receiver that acknowledges everything at once with a large window.
-fn kernel_sends(offloads: TapOffloads, len: usize) -> Received {
-    let mut link = Link::new(1, offloads);
+fn kernel_sends(offloads: TapOffloads, len: usize, ring: Option<u32>) -> Received {
+    let mut link = Link::new(1, offloads, ring);
     let client = link
         .ns
         .spawn(move || {
@@ -481,7 +520,16 @@ fn kernel_sends(offloads: TapOffloads, len: usize) -> Received {
 
 #[test]
 fn kernel_tcp_hands_over_tso_super_frames() {
-    let got = kernel_sends(TapOffloads::TSO, 8 << 20);
+    tso_case(None);
+}
+
+#[test]
+fn kernel_tcp_hands_over_tso_super_frames_io_uring() {
+    tso_case(Some(RING));
+}
+
+fn tso_case(ring: Option<u32>) {
+    let got = kernel_sends(TapOffloads::TSO, 8 << 20, ring);
     let supers: Vec<_> = got
         .frames
         .iter()
@@ -516,7 +564,7 @@ fn kernel_tcp_hands_over_tso_super_frames() {
 
 #[test]
 fn without_tso_the_kernel_hands_over_mtu_sized_frames() {
-    let got = kernel_sends(TapOffloads::NONE, 1 << 20);
+    let got = kernel_sends(TapOffloads::NONE, 1 << 20, None);
     assert!(got.frames.len() >= (1 << 20) / 1460);
     for (len, gso, _) in &got.frames {
         assert!(gso.is_none() && *len <= 1514, "{len} bytes, {gso:?}");
@@ -525,10 +573,19 @@ fn without_tso_the_kernel_hands_over_mtu_sized_frames() {
 
 #[test]
 fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
+    super_frame_case(None);
+}
+
+#[test]
+fn a_linerate_super_frame_reaches_a_kernel_socket_intact_io_uring() {
+    super_frame_case(Some(RING));
+}
+
+fn super_frame_case(ring: Option<u32>) {
     // Linear, then scatter-gather (headers in the head, the payload in one,
     // three and twenty pieces: written with writev, or gathered past its limit).
     for (port, pieces) in [(5002, 0), (5012, 1), (5013, 3), (5014, 20)] {
-        let mut link = Link::new(1, TapOffloads::TSO);
+        let mut link = Link::new(1, TapOffloads::TSO, ring);
         let rec = Arc::new(MemoryRecorder::new());
         link.tap.set_recorder(Some(rec.clone()));
         send_super_frame(&mut link, port, pieces);
@@ -545,9 +602,18 @@ fn a_linerate_super_frame_reaches_a_kernel_socket_intact() {
 
 #[test]
 fn shim_segments_accepted_by_the_kernel_when_the_tap_does_no_tso() {
+    shim_case(None);
+}
+
+#[test]
+fn shim_segments_accepted_by_the_kernel_when_the_tap_does_no_tso_io_uring() {
+    shim_case(Some(RING));
+}
+
+fn shim_case(ring: Option<u32>) {
     // The kernel is not asked to segment or checksum anything from this side:
     // the shim does it, and the kernel socket must get the bytes intact.
-    let mut link = Link::with(1, TapOffloads::TSO, Offloads::NONE, ShimConfig::all());
+    let mut link = Link::with(1, TapOffloads::TSO, Offloads::NONE, ShimConfig::all(), ring);
     assert!(!link.tap.backend().caps().offloads.tso4);
     assert!(link.tap.caps().offloads.tso4 && link.tap.software().tx_csum);
     let rec = Arc::new(MemoryRecorder::new());
@@ -676,4 +742,106 @@ fn send_super_frame(link: &mut Link, port: u16, pieces: usize) -> usize {
     assert!(acked, "the kernel did not acknowledge the data and FIN");
     assert_eq!(server.join().unwrap(), data);
     n
+}
+
+/// The batched mode batches, and keeps frames exact both ways: a burst of
+/// small UDP datagrams from a kernel socket arrives whole, its completions
+/// reaped many per look at the completion queue; a batch of 64 frames from
+/// here goes to the kernel in one submit and reaches a kernel socket whole.
+#[test]
+fn io_uring_reaps_and_submits_in_batches() {
+    const N: usize = 400;
+    // Half the entries are writes: room for the whole transmit batch.
+    const DEPTH: u32 = 256;
+    let mut link = Link::new(1, TapOffloads::TSO, Some(DEPTH));
+    let dev = link.tap.backend().name().to_owned();
+    // A static neighbour: the burst needs no ARP answered first.
+    link.ns
+        .ip(&[
+            "neigh",
+            "replace",
+            "10.213.0.2",
+            "lladdr",
+            "02:4c:52:00:00:02",
+            "dev",
+            &dev,
+        ])
+        .unwrap();
+    let payload = |i: usize| -> Vec<u8> { (0..64).map(|j| (i * 31 + j) as u8).collect() };
+    // Reads posted before the burst (the first receive posts them).
+    let mut batch = Batch::new();
+    link.tap.receive(0, &mut batch, 64).unwrap();
+    let before = link.tap.backend().ring_stats(0).unwrap();
+    assert!(before.reads >= u64::from(DEPTH / 2), "{before:?}");
+    link.ns
+        .run(move || {
+            let s = std::net::UdpSocket::bind("10.213.0.1:0").unwrap();
+            for i in 0..N {
+                s.send_to(&payload(i), "10.213.0.2:6000").unwrap();
+            }
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < N && Instant::now() < deadline {
+        for f in link.poll(Duration::from_millis(50)) {
+            let p = SlicedPacket::from_ethernet(f.bytes()).unwrap();
+            if let Some(TransportSlice::Udp(u)) = &p.transport
+                && u.destination_port() == 6000
+            {
+                got.push(u.payload().to_vec());
+            }
+        }
+    }
+    let mut want: Vec<Vec<u8>> = (0..N).map(payload).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got.len(), N, "datagrams received");
+    assert!(got == want, "received datagrams differ from those sent");
+    let rx = link.tap.backend().ring_stats(0).unwrap();
+    eprintln!("receive: {rx:?}");
+    assert!(
+        rx.max_reaped >= u64::from(DEPTH / 8),
+        "at most {} completions in one look",
+        rx.max_reaped
+    );
+    assert!(
+        rx.completions - before.completions > 2 * (rx.enters - before.enters),
+        "{} completions for {} enters",
+        rx.completions - before.completions,
+        rx.enters - before.enters
+    );
+
+    // 64 frames in one transmit: one submit, every datagram exact.
+    let sock = link
+        .ns
+        .run(|| std::net::UdpSocket::bind("10.213.0.1:6001"))
+        .unwrap()
+        .unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mac = link.kernel_mac;
+    let mut batch = Batch::new();
+    for i in 0..64 {
+        let frame = FrameBuilder::new(Ip::v4(OUR_IP, KERNEL_IP), L4::udp(7000, 6001))
+            .macs(OUR_MAC, mac)
+            .build(&payload(1000 + i));
+        batch.push(Frame::plain(link.tap.pool().alloc_from(&frame)));
+    }
+    let tx_before = link.tap.backend().ring_stats(0).unwrap();
+    assert_eq!(link.tap.transmit(0, &mut batch).unwrap(), 64);
+    let tx = link.tap.backend().ring_stats(0).unwrap();
+    eprintln!("transmit: {tx:?}");
+    assert_eq!(tx.writes - tx_before.writes, 64);
+    assert_eq!(tx.enters - tx_before.enters, 1, "one submit for the batch");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 2048];
+    for _ in 0..64 {
+        let n = sock.recv(&mut buf).unwrap();
+        seen.push(buf[..n].to_vec());
+    }
+    seen.sort();
+    let mut want: Vec<Vec<u8>> = (0..64).map(|i| payload(1000 + i)).collect();
+    want.sort();
+    assert!(seen == want, "the kernel socket got other bytes");
 }

@@ -7,7 +7,8 @@
 //! this side. The kernel's client sends a stream and reads one back; the server
 //! is a task on the queue thread that hashes what it reads and writes a
 //! stream of its own, then the hash. Both directions are compared by SHA-256,
-//! with the TAP's offloads on (TSO super-frames both ways) and off. The
+//! with the TAP's offloads on (TSO super-frames both ways) and off, each also
+//! with the TAP batched through io_uring (`_io_uring`). The
 //! namespace and the TAP go away when the test ends, also on failure.
 //!
 //! Needs root: `cargo test --features linerate/system-tests --test system_rt_local`.
@@ -34,11 +35,18 @@ const DOWN: usize = 32 << 20;
 const PORT: u16 = 5100;
 
 fn run(offloads: bool) {
+    run_ring(offloads, None);
+}
+
+/// [`run`] with the TAP batched through an io_uring of depth `ring`: the
+/// queue thread then sleeps on the ring's eventfd.
+fn run_ring(offloads: bool, ring: Option<u32>) {
     if !netns::is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let (tap, ns) = linerate_testkit::tap::tap_in_namespace("lrl", offloads).unwrap();
+    let (tap, ns) = linerate_testkit::tap::tap_in_namespace_ring("lrl", offloads, ring).unwrap();
+    assert_eq!(tap.io_uring_active(), ring.is_some());
     let mut cfg = Config::new(OUR_MAC).with_ipv4(OUR_IP, 24);
     cfg.offloads = offloads;
     cfg.tcp.send_buffer = 4 << 20;
@@ -131,4 +139,17 @@ fn a_task_on_the_queue_serves_the_kernel_offloads_on() {
 #[test]
 fn a_task_on_the_queue_serves_the_kernel_offloads_off() {
     run(false);
+}
+
+/// The queue thread sleeps on the ring's eventfd between rounds (with the
+/// application's kick): a completion it slept through would stall the
+/// transfer.
+#[test]
+fn a_task_on_the_queue_serves_the_kernel_offloads_on_io_uring() {
+    run_ring(true, Some(256));
+}
+
+#[test]
+fn a_task_on_the_queue_serves_the_kernel_offloads_off_io_uring() {
+    run_ring(false, Some(256));
 }

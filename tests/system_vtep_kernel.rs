@@ -30,7 +30,9 @@
 //!   software by the kernels.
 //!
 //! Cases: IPv4 underlay TSO on (Linux's port 8472) and off (4789), IPv6
-//! underlay TSO on (4789, TCP over IPv6 inside) and off (8472). Each moves
+//! underlay TSO on (4789, TCP over IPv6 inside) and off (8472); and three of
+//! them again with both TAPs batched through io_uring (`[tap] io_uring`,
+//! the `_io_uring` cases). Each moves
 //! `LINERATE_BULK_MIB` (default 256) MiB each way; the four took 15 s in all
 //! on a busy two-core machine (about 1 and 4 s per transfer with TSO on and
 //! off).
@@ -70,11 +72,18 @@ fn neighbour(ns: &Netns, dev: &str, ip: IpAddr) -> Option<String> {
 }
 
 fn vtep_vs_kernel(underlay_v6: bool, port: u16, tso: bool, len: usize) {
+    vtep_vs_kernel_ring(underlay_v6, port, tso, len, None);
+}
+
+/// [`vtep_vs_kernel`] with both TAPs batched through an io_uring of depth
+/// `ring` (`[tap] io_uring`) if given.
+fn vtep_vs_kernel_ring(underlay_v6: bool, port: u16, tso: bool, len: usize, ring: Option<u32>) {
     assert!(netns::is_root(), "system tests need root");
     let what = format!(
-        "underlay v{}, port {port}, TSO {}",
+        "underlay v{}, port {port}, TSO {}{}",
         if underlay_v6 { 6 } else { 4 },
-        if tso { "on" } else { "off" }
+        if tso { "on" } else { "off" },
+        if ring.is_some() { ", io_uring" } else { "" }
     );
     let t0 = Instant::now();
     let spec = VxlanSpec {
@@ -84,12 +93,13 @@ fn vtep_vs_kernel(underlay_v6: bool, port: u16, tso: bool, len: usize) {
             TapOffloads::NONE
         },
         tap_tx: if tso { Offloads::ALL } else { Offloads::NONE },
+        io_uring: ring,
         ..VxlanSpec::new(underlay_v6, VNI, port)
     };
     let mut b = KernelVtep::new("vkb", &spec).unwrap();
     let (a4, a6) = spec.ours_overlay;
     let (b4, b6) = spec.kernel_overlay;
-    let mut a = LocalPort::new("vka", tso, spec.overlay_mtu(), a4, a6).unwrap();
+    let mut a = LocalPort::with_ring("vka", tso, spec.overlay_mtu(), a4, a6, ring).unwrap();
     let shim = || {
         if tso {
             ShimConfig::all()
@@ -98,6 +108,7 @@ fn vtep_vs_kernel(underlay_v6: bool, port: u16, tso: bool, len: usize) {
         }
     };
     let ul_tap = b.take_tap().unwrap();
+    assert_eq!(ul_tap.io_uring_active(), ring.is_some(), "{what}");
     let ul_tap_counters = ul_tap.counters().clone();
     let ul = Shim::new(ul_tap, shim()).unwrap();
     let ul_counters = ul.counters().clone();
@@ -118,12 +129,15 @@ fn vtep_vs_kernel(underlay_v6: bool, port: u16, tso: bool, len: usize) {
         port = {port}
         flood = ["{kernel}"]
         ports = ["{name}"]
+        {tap}
         "#,
         ours = spec.ours_underlay,
         kernel = spec.kernel_underlay,
         name = a.name,
+        tap = ring.map_or(String::new(), |d| format!("[tap]\nio_uring = {d}")),
     );
     let cfg = parse(&toml).unwrap();
+    assert_eq!(cfg.tap_io_uring, ring, "{what}: [tap] io_uring");
     let vtep = Running::start(&cfg, Box::new(ul), vec![vec![Box::new(local)]]);
 
     // Pings and ARP both ways: A resolves B's vx0 through the VTEP...
@@ -264,6 +278,25 @@ fn vtep_vxlan_ipv6_underlay_iana_port_tso_on() {
 #[test]
 fn vtep_vxlan_ipv6_underlay_linux_port_tso_off() {
     vtep_vs_kernel(true, LINUX_PORT, false, bulk_len());
+}
+
+/// Both TAPs batched through io_uring (`[tap] io_uring`): super-frames both
+/// ways.
+#[test]
+fn vtep_vxlan_ipv4_underlay_linux_port_tso_on_io_uring() {
+    vtep_vs_kernel_ring(false, LINUX_PORT, true, bulk_len(), Some(256));
+}
+
+/// Both TAPs batched through io_uring: every frame MSS-sized, one ring
+/// entry each.
+#[test]
+fn vtep_vxlan_ipv4_underlay_iana_port_tso_off_io_uring() {
+    vtep_vs_kernel_ring(false, IANA_PORT, false, bulk_len(), Some(256));
+}
+
+#[test]
+fn vtep_vxlan_ipv6_underlay_iana_port_tso_on_io_uring() {
+    vtep_vs_kernel_ring(true, IANA_PORT, true, bulk_len(), Some(256));
 }
 
 /// `ping -M do` from `ns` to `to` with `size` bytes of payload: its output.

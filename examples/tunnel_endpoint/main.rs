@@ -139,11 +139,20 @@ impl Worker for Replica {
 }
 
 /// A TAP device for `what` with `queues` queues and vnet_hdr offloads, under
-/// a shim, shared by the replicas; errors worded for the user.
-pub fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device, String> {
+/// a shim, shared by the replicas, batched through an io_uring of depth
+/// `io_uring` per queue if given (`[tap] io_uring`); errors worded for the
+/// user.
+pub fn open_tap(
+    name: &str,
+    mtu: u16,
+    queues: u16,
+    what: &str,
+    io_uring: Option<u32>,
+) -> Result<Device, String> {
     let mut cfg = TapConfig::new(name);
     cfg.mtu = mtu;
     cfg.queues = queues;
+    cfg.io_uring = io_uring;
     // Every offload the kernel has: on the underlay, UDP tunnel super-frames
     // both ways where it has TUN_F_UDP_TUNNEL_GSO (Linux 6.17+).
     cfg.offloads = TapOffloads::ALL;
@@ -152,7 +161,11 @@ pub fn open_tap(name: &str, mtu: u16, queues: u16, what: &str) -> Result<Device,
     // frame the tunnel cannot carry.
     tap.set_interface_mtu(mtu)
         .map_err(|e| format!("{what} {name}: setting its MTU to {mtu}: {e}"))?;
-    info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), "TAP created");
+    info!(device = name, role = what, queues, offloads = ?tap.offloads_enabled(), io_uring = tap.io_uring_active(), "TAP created");
+    if let Some(e) = tap.io_uring_fallback() {
+        // The data path works without the ring, a system call per frame.
+        warn!(device = name, role = what, error = %e, "tap.io_uring: no io_uring (refused by the kernel or a seccomp profile?): one system call per frame");
+    }
     // One Tap per queue (each its own descriptor), each under its own shim:
     // nothing is shared between the queues' threads.
     tap.split()
@@ -269,7 +282,9 @@ fn build(cfg: &EndpointConfig, pcap: Option<&str>) -> Result<Built, String> {
     let queues = cfg.underlay.queues.max(1);
     let mut cfg = cfg.clone();
     let underlay = match &cfg.underlay.device {
-        UnderlayDevice::Tap(name) => open_tap(name, cfg.underlay.mtu, queues, "underlay")?,
+        UnderlayDevice::Tap(name) => {
+            open_tap(name, cfg.underlay.mtu, queues, "underlay", cfg.tap_io_uring)?
+        }
         UnderlayDevice::Xdp(name) => {
             // Over a real interface, the VTEP speaks with the interface's MAC
             // (a made-up one would not pass its unicast filter).
@@ -308,7 +323,7 @@ fn build(cfg: &EndpointConfig, pcap: Option<&str>) -> Result<Built, String> {
         let mut p = Vec::with_capacity(v.ports.len());
         let mtu = overlay_mtu(cfg, v);
         for name in &v.ports {
-            p.push(open_tap(name, mtu, queues, "port")?);
+            p.push(open_tap(name, mtu, queues, "port", cfg.tap_io_uring)?);
         }
         ports.push(p);
     }

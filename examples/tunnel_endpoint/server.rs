@@ -268,8 +268,8 @@ impl Server {
             // The underlay as built (over AF_XDP, the interface's MTU).
             let mtu = overlay_mtu(&state.built, spec);
             let q = u16::try_from(queues).unwrap_or(u16::MAX);
-            let dev =
-                open_tap(name, mtu, q, "port").map_err(|message| CtlError::Failed { message })?;
+            let dev = open_tap(name, mtu, q, "port", state.built.tap_io_uring)
+                .map_err(|message| CtlError::Failed { message })?;
             devices.push(dev.into_iter().map(Some).collect());
         }
         // devices[edit][queue], dealt out per queue.

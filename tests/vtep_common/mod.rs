@@ -75,6 +75,19 @@ impl LocalPort {
         v4: Ipv4Addr,
         v6: Ipv6Addr,
     ) -> io::Result<LocalPort> {
+        LocalPort::with_ring(prefix, tso, mtu, v4, v6, None)
+    }
+
+    /// [`LocalPort::new`] with the TAP batched through an io_uring of depth
+    /// `ring` (`TapConfig::io_uring`) if given.
+    pub fn with_ring(
+        prefix: &str,
+        tso: bool,
+        mtu: u16,
+        v4: Ipv4Addr,
+        v6: Ipv6Addr,
+        ring: Option<u32>,
+    ) -> io::Result<LocalPort> {
         let ns = Netns::new(prefix)?;
         let want = if tso {
             TapOffloads::TSO
@@ -85,9 +98,16 @@ impl LocalPort {
             offloads: want,
             mtu,
             tx: if tso { Offloads::ALL } else { Offloads::NONE },
+            io_uring: ring,
             ..TapConfig::new(netns::unique(prefix))
         })
         .map_err(io::Error::other)?;
+        if tap.io_uring_active() != ring.is_some() {
+            return Err(io::Error::other(format!(
+                "io_uring asked {ring:?}, fallback {:?}",
+                tap.io_uring_fallback()
+            )));
+        }
         if tap.offloads_enabled() != want {
             return Err(io::Error::other(format!(
                 "TAP offloads {:?}, wanted {want:?}",

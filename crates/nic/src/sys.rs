@@ -78,6 +78,22 @@ pub(crate) fn open_rw_nonblock(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Sets or clears `O_NONBLOCK` on `fd`.
+pub(crate) fn set_nonblocking(fd: &OwnedFd, on: bool) -> io::Result<()> {
+    #[allow(unsafe_code)]
+    // SAFETY: fcntl on a valid descriptor; no pointers.
+    let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    let flags = if on {
+        flags | libc::O_NONBLOCK
+    } else {
+        flags & !libc::O_NONBLOCK
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: as above.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) })?;
+    Ok(())
+}
+
 /// `ioctl(fd, request, &mut *arg)`: an ioctl whose argument is a pointer to `T`.
 pub(crate) fn ioctl_ptr<T>(fd: &OwnedFd, request: libc::Ioctl, arg: &mut T) -> io::Result<()> {
     #[allow(unsafe_code)]

@@ -62,6 +62,8 @@ pub use reference::kernel_to_kernel;
 #[cfg(all(target_os = "linux", feature = "rt"))]
 pub use run::linerate;
 #[cfg(target_os = "linux")]
-pub use setup::{Direction, KERNEL_IP, KernelTcp, PEER_IP, PEER_MAC, RunConfig, RunResult, tap_in};
+pub use setup::{
+    Direction, KERNEL_IP, KernelTcp, PEER_IP, PEER_MAC, RunConfig, RunResult, tap_in, tap_in_ring,
+};
 #[cfg(target_os = "linux")]
 pub use tcp_info::{TcpInfo, tcp_info};

@@ -34,6 +34,16 @@ pub const OUR_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 /// [`KERNEL_IP`]/24 on it, up. The caller drives the TAP (an engine at
 /// [`OUR_IP`]); both go away when dropped.
 pub fn tap_in_namespace(prefix: &str, offloads: bool) -> io::Result<(Tap, Netns)> {
+    tap_in_namespace_ring(prefix, offloads, None)
+}
+
+/// [`tap_in_namespace`] with the TAP batched through an io_uring of depth
+/// `ring` (`TapConfig::io_uring`) if given.
+pub fn tap_in_namespace_ring(
+    prefix: &str,
+    offloads: bool,
+    ring: Option<u32>,
+) -> io::Result<(Tap, Netns)> {
     if !netns::is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -41,7 +51,7 @@ pub fn tap_in_namespace(prefix: &str, offloads: bool) -> io::Result<(Tap, Netns)
         ));
     }
     let ns = Netns::new(prefix)?;
-    let tap = crate::impair::tap_in(&ns, offloads, KERNEL_IP)?;
+    let tap = crate::impair::tap_in_ring(&ns, offloads, KERNEL_IP, ring)?;
     Ok((tap, ns))
 }
 

@@ -93,6 +93,9 @@ pub struct VxlanSpec {
     /// A multicast group for `vx0` (`group G dev <TAP>` instead of `remote`):
     /// floods go to the group, and the kernel joins it on the TAP.
     pub group: Option<IpAddr>,
+    /// The TAP's batched mode: an io_uring of this depth
+    /// ([`TapConfig::io_uring`]); `None` (the default): a system call per frame.
+    pub io_uring: Option<u32>,
 }
 
 impl VxlanSpec {
@@ -117,6 +120,7 @@ impl VxlanSpec {
             kernel_overlay: (KERNEL_OVERLAY_V4, KERNEL_OVERLAY_V6),
             ours_overlay: (OUR_OVERLAY_V4, OUR_OVERLAY_V6),
             group: None,
+            io_uring: None,
         }
     }
 
@@ -170,6 +174,7 @@ impl KernelVtep {
             offloads: spec.offloads,
             mtu: spec.mtu,
             tx: spec.tap_tx,
+            io_uring: spec.io_uring,
             ..TapConfig::new(netns::unique(prefix))
         })
         .map_err(io::Error::other)?;

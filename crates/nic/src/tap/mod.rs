@@ -40,6 +40,28 @@
 //! `write(2)`. The MTU in [`TapConfig`] is enforced on transmit (set the kernel
 //! interface's MTU to match). Readiness is the queue's file descriptor.
 //!
+//! # Batched mode (io_uring)
+//!
+//! With [`TapConfig::io_uring`] set, each queue gets an io_uring of that depth
+//! (the `uring` module): half its entries are reads kept posted into pool
+//! buffers, half are writes. Receive reaps completed reads from the completion
+//! queue (no system call when there are some), posts their slots again, and
+//! submits with one `io_uring_enter` when the posted reads fall below half or
+//! it found nothing; transmit queues one write (writev for a scatter-gather
+//! frame) per frame and submits the batch with one `io_uring_enter`. A sent
+//! frame's buffers stay in the ring until its write's completion is reaped.
+//! Readiness is then an eventfd the ring writes on every completion.
+//!
+//! A write that fails in the kernel is known only at its completion: it is
+//! counted then (`tx_dropped_invalid`, or `tx_dropped_link_down` for `EIO`)
+//! and not returned as an error, since its batch has returned already;
+//! frames refused before the write (MTU, header) are refused as without
+//! the ring. Where the ring cannot be set up (an old kernel, a seccomp
+//! profile that refuses `io_uring_setup`, `io_uring_disabled`), [`Tap::open`]
+//! falls back to the system-call path and says why in
+//! [`Tap::io_uring_fallback`]; callers that log (the tunnel endpoint) log
+//! it as a warning. [`Tap::ring_stats`] shows the batching.
+//!
 //! The interface disappears when the [`Tap`] is dropped (it is not persistent); it
 //! may be moved into another network namespace meanwhile, and the descriptors keep
 //! working.
@@ -60,6 +82,9 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+mod uring;
+pub use uring::RingStats;
 
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
@@ -183,6 +208,10 @@ pub struct TapConfig {
     /// the TAP present fewer offloads (say, to have a [`crate::Shim`] segment in
     /// software, for tests and measurements). Receive flags here are ignored.
     pub tx: Offloads,
+    /// Batched mode: an io_uring of this many entries per queue (half reads
+    /// kept posted, half writes; rounded up to a power of two, at most 4096).
+    /// `None` (the default): one `read(2)`/`write(2)` per frame.
+    pub io_uring: Option<u32>,
 }
 
 impl TapConfig {
@@ -195,6 +224,7 @@ impl TapConfig {
             mtu: NicCaps::ETHERNET_MTU,
             pool: None,
             tx: Offloads::ALL,
+            io_uring: None,
         }
     }
 }
@@ -217,6 +247,10 @@ pub struct Tap {
     pool: Pool,
     counters: Counters,
     recorder: Option<Arc<dyn Recorder>>,
+    /// The batched mode's ring of each queue (`None`: system calls).
+    rings: Vec<Option<uring::Ring>>,
+    /// Why the batched mode asked for could not be set up.
+    ring_error: Option<Arc<io::Error>>,
 }
 
 impl core::fmt::Debug for Tap {
@@ -399,8 +433,28 @@ impl Tap {
             pool,
             counters: Counters::new(usize::from(queues)),
             recorder: None,
+            rings: Vec::new(),
+            ring_error: None,
         };
         tap.set_offloads(cfg.offloads)?;
+        if let Some(depth) = cfg.io_uring {
+            let rings: io::Result<Vec<uring::Ring>> = tap
+                .fds
+                .iter()
+                .map(|fd| uring::Ring::new(fd, depth))
+                .collect();
+            match rings {
+                Ok(r) => tap.rings = r.into_iter().map(Some).collect(),
+                // Rings already made are dropped; their queues' descriptors
+                // may have been made blocking, so made non-blocking again.
+                Err(e) => {
+                    for fd in &tap.fds {
+                        let _ = sys::set_nonblocking(fd, true);
+                    }
+                    tap.ring_error = Some(Arc::new(e));
+                }
+            }
+        }
         Ok(tap)
     }
 
@@ -518,7 +572,10 @@ impl Tap {
             pool,
             counters,
             recorder,
+            rings,
+            ring_error,
         } = self;
+        let mut rings = rings.into_iter();
         fds.into_iter()
             .enumerate()
             .map(|(q, fd)| Tap {
@@ -534,8 +591,27 @@ impl Tap {
                 pool: pool.clone(),
                 counters: counters.clone(),
                 recorder: recorder.clone(),
+                rings: rings.next().into_iter().collect(),
+                ring_error: ring_error.clone(),
             })
             .collect()
+    }
+
+    /// True if the queues run batched through io_uring ([`TapConfig::io_uring`]).
+    pub fn io_uring_active(&self) -> bool {
+        self.rings.iter().any(Option::is_some)
+    }
+
+    /// Why the io_uring asked for in [`TapConfig::io_uring`] could not be set
+    /// up (the TAP then does one system call per frame); `None` if it was, or
+    /// was not asked for.
+    pub fn io_uring_fallback(&self) -> Option<&io::Error> {
+        self.ring_error.as_deref()
+    }
+
+    /// How much queue `queue`'s ring batched; `None` without a ring.
+    pub fn ring_stats(&self, queue: usize) -> Option<RingStats> {
+        self.rings.get(queue)?.as_ref().map(|r| r.stats)
     }
 
     fn fd(&self, queue: usize) -> Result<&OwnedFd, NicError> {
@@ -576,9 +652,10 @@ enum WriteFail {
 }
 
 impl Tap {
-    fn write_one(&self, fd: &OwnedFd, f: &mut Frame) -> Result<(), WriteFail> {
+    /// Checks `f` against the caps, makes its pieces fit one writev, and
+    /// writes its `virtio_net_hdr` into its headroom.
+    fn prepare(&self, f: &mut Frame) -> Result<(), WriteFail> {
         check_tx(&self.caps, f).map_err(|(e, c)| WriteFail::Refused(e, c))?;
-        let frame_len = f.len();
         let plain = f.meta.gso.is_none() && f.meta.rss.is_none() && f.meta.csum == Checksum::None;
         if !plain && !f.is_linear() {
             // The header is read from the frame's headers: they must be in its
@@ -613,7 +690,7 @@ impl Tap {
         })?;
         let hlen = self.hdr.bytes();
         let have = f.buf.headroom();
-        let Some((out, len)) = f.buf.with_header(hlen) else {
+        let Some((out, _)) = f.buf.with_header(hlen) else {
             return Err(WriteFail::Refused(
                 NicError::Buffer(crate::BufError::Headroom { need: hlen, have }),
                 Counter::TxDroppedInvalid,
@@ -621,6 +698,20 @@ impl Tap {
         };
         hdr.write(out, self.hdr)
             .map_err(|e| WriteFail::Refused(NicError::Virtio(e), Counter::TxDroppedUnsupported))?;
+        Ok(())
+    }
+
+    fn write_one(&self, fd: &OwnedFd, f: &mut Frame) -> Result<(), WriteFail> {
+        self.prepare(f)?;
+        let frame_len = f.len();
+        let hlen = self.hdr.bytes();
+        let have = f.buf.headroom();
+        let Some((out, len)) = f.buf.with_header(hlen) else {
+            return Err(WriteFail::Refused(
+                NicError::Buffer(crate::BufError::Headroom { need: hlen, have }),
+                Counter::TxDroppedInvalid,
+            ));
+        };
         let head = out.get(..len).unwrap_or_default();
         // A scatter-gather frame goes out gathered by the kernel (writev): its
         // payload is copied once, into the kernel's skb, as a linear one is.
@@ -661,6 +752,149 @@ impl Tap {
     }
 }
 
+/// Counts the writes that failed in the kernel since the last look.
+fn tally_tx_failed(ring: &mut uring::Ring, tally: &mut Tally) {
+    for errno in ring.tx_failed.drain(..) {
+        let c = if errno == libc::EIO {
+            Counter::TxDroppedLinkDown
+        } else {
+            Counter::TxDroppedInvalid
+        };
+        tally.add(c, 1);
+    }
+}
+
+impl Tap {
+    /// [`Nic::receive`] through the queue's ring: completed reads handed up,
+    /// their slots posted again (see the module docs for when it submits).
+    fn receive_ring(
+        &mut self,
+        queue: usize,
+        batch: &mut Batch,
+        max: usize,
+    ) -> Result<usize, NicError> {
+        let hlen = self.hdr.bytes();
+        let room = self.pool.config().buf_len;
+        let before = batch.len();
+        let mut tally = Tally::default();
+        let mut result = Ok(());
+        let Some(ring) = self.rings.get_mut(queue).and_then(Option::as_mut) else {
+            return Ok(0);
+        };
+        for last_look in [false, true] {
+            ring.reap();
+            while batch.len() - before < max {
+                let Some((mut buf, res)) = ring.next_read() else {
+                    break;
+                };
+                let Ok(n) = usize::try_from(res) else {
+                    // Nothing to read from a device that is down; another
+                    // error is the caller's, once.
+                    if res != -libc::EIO && result.is_ok() {
+                        result = Err(NicError::Io(io::Error::from_raw_os_error(-res)));
+                    }
+                    continue;
+                };
+                // The same area the read was posted into.
+                let area = buf.read_area(hlen, room + 1);
+                if n >= area.len() {
+                    tally.add(Counter::RxDroppedTruncated, 1);
+                    continue;
+                }
+                let (head, frame) = area.get(..n).unwrap_or_default().split_at(hlen.min(n));
+                if frame.len() < crate::ETH_HEADER_LEN {
+                    tally.add(Counter::RxDroppedMalformed, 1);
+                    continue;
+                }
+                let Some(meta) = rx_meta(head, frame, self.hdr) else {
+                    tally.add(Counter::RxDroppedMalformed, 1);
+                    continue;
+                };
+                buf.set_frame(n - hlen);
+                batch.push(Frame::new(buf, meta));
+            }
+            ring.post_reads(&self.pool, hlen, room);
+            if batch.len() > before || last_look {
+                // Frames found: the caller polls again before it sleeps, so
+                // the reposted reads may wait for a fuller submit.
+                if ring.queued() >= ring.read_slots() / 2 {
+                    ring.submit()?;
+                }
+                break;
+            }
+            // Nothing: every read goes to the kernel, the eventfd is cleared,
+            // and the completion queue gets one more look; a completion after
+            // it leaves the eventfd readable.
+            ring.submit()?;
+            ring.drain_event();
+        }
+        tally_tx_failed(ring, &mut tally);
+        let got = batch.get(before..).unwrap_or_default();
+        count(&mut tally, got, false);
+        tally.flush(&self.counters, self.base + queue);
+        self.record(Direction::Rx, self.base + queue, got);
+        result.map(|()| batch.len() - before)
+    }
+
+    /// [`Nic::transmit`] through the queue's ring: a write queued per frame
+    /// (as many as there are free slots), one submit for the batch.
+    fn transmit_ring(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
+        let hlen = self.hdr.bytes();
+        let room = match self.rings.get_mut(queue).and_then(Option::as_mut) {
+            Some(ring) => {
+                ring.reap();
+                ring.write_room()
+            }
+            None => 0,
+        };
+        let mut ready = 0;
+        let mut failure = None;
+        for f in batch.iter_mut().take(room) {
+            if f.frags.len() >= sys::MAX_IOV {
+                f.linearize();
+            }
+            match self.prepare(f) {
+                Ok(()) => ready += 1,
+                Err(WriteFail::WouldBlock) => break,
+                Err(WriteFail::Refused(e, c)) => {
+                    failure = Some((e, c));
+                    break;
+                }
+            }
+        }
+        let mut tally = Tally::default();
+        let done = batch.get(..ready).unwrap_or_default();
+        count(&mut tally, done, true);
+        self.record(Direction::Tx, self.base + queue, done);
+        let Some(ring) = self.rings.get_mut(queue).and_then(Option::as_mut) else {
+            return Ok(0);
+        };
+        for f in batch.drain(..ready) {
+            if ring.queue_write(f, hlen).is_err() {
+                // Not reached: the room was counted and the header checked.
+                tally.add(Counter::TxDroppedInvalid, 1);
+            }
+        }
+        let submitted = ring.submit();
+        // Writes to a TAP complete within the submit: their buffers go back
+        // to the pool now rather than at the next call.
+        ring.reap();
+        tally_tx_failed(ring, &mut tally);
+        let result = match failure {
+            Some((e, c)) => {
+                tally.add(c, 1);
+                if !batch.is_empty() {
+                    batch.remove(0);
+                }
+                Err(e)
+            }
+            None => submitted.map(|()| ready).map_err(NicError::Io),
+        };
+        tally.flush(&self.counters, self.base + queue);
+        result
+    }
+}
+
 impl Nic for Tap {
     fn caps(&self) -> &NicCaps {
         &self.caps
@@ -677,6 +911,9 @@ impl Nic for Tap {
 
     fn receive(&mut self, queue: usize, batch: &mut Batch, max: usize) -> Result<usize, NicError> {
         check_queue(queue, self.fds.len())?;
+        if self.rings.get(queue).is_some_and(Option::is_some) {
+            return self.receive_ring(queue, batch, max);
+        }
         let fd = self.fd(queue)?;
         let before = batch.len();
         let mut tally = Tally::default();
@@ -722,6 +959,9 @@ impl Nic for Tap {
 
     fn transmit(&mut self, queue: usize, batch: &mut Batch) -> Result<usize, NicError> {
         check_queue(queue, self.fds.len())?;
+        if self.rings.get(queue).is_some_and(Option::is_some) {
+            return self.transmit_ring(queue, batch);
+        }
         let fd = self.fd(queue)?;
         let mut sent = 0;
         let mut failure = None;
@@ -755,6 +995,9 @@ impl Nic for Tap {
     }
 
     fn readiness(&self, queue: usize) -> Result<Readiness, NicError> {
+        if let Some(Some(ring)) = self.rings.get(queue) {
+            return Ok(Readiness::Fd(ring.event_fd()));
+        }
         Ok(Readiness::Fd(self.fd(queue)?.as_raw_fd()))
     }
 

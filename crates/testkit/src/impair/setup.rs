@@ -143,6 +143,12 @@ pub const PEER_MAC: [u8; 6] = [0x02, 0x4c, 0x52, 0, 0, 0x12];
 /// A TAP with the kernel's offloads toward this process on or off, moved into
 /// `ns` with address `ip`/24 and up.
 pub fn tap_in(ns: &Netns, offloads: bool, ip: Ipv4Addr) -> io::Result<Tap> {
+    tap_in_ring(ns, offloads, ip, None)
+}
+
+/// [`tap_in`] with the TAP batched through an io_uring of depth `ring`
+/// (`TapConfig::io_uring`) if given; an error if the ring was refused.
+pub fn tap_in_ring(ns: &Netns, offloads: bool, ip: Ipv4Addr, ring: Option<u32>) -> io::Result<Tap> {
     if !netns::is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -156,9 +162,13 @@ pub fn tap_in(ns: &Netns, offloads: bool, ip: Ipv4Addr) -> io::Result<Tap> {
     };
     let tap = Tap::open(&TapConfig {
         offloads: want,
+        io_uring: ring,
         ..TapConfig::new(netns::unique("lri"))
     })
     .map_err(io::Error::other)?;
+    if let Some(e) = tap.io_uring_fallback() {
+        return Err(io::Error::other(format!("io_uring refused: {e}")));
+    }
     if tap.offloads_enabled() != want {
         return Err(io::Error::other(format!(
             "TAP offloads {:?}, wanted {want:?}",

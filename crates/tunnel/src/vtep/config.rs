@@ -65,7 +65,18 @@ struct RawConfig {
     control: RawControl,
     #[serde(default)]
     metrics: RawMetrics,
+    #[serde(default)]
+    tap: RawTap,
 }
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTap {
+    io_uring: Option<u32>,
+}
+
+/// The smallest and largest `[tap] io_uring` depth.
+pub const IO_URING_DEPTH: RangeInclusive<u32> = 2..=4096;
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -320,6 +331,10 @@ pub struct EndpointConfig {
     /// The address the Prometheus metrics are served on (`[metrics]
     /// listen`), if any.
     pub metrics: Option<SocketAddr>,
+    /// `[tap] io_uring`: every TAP the VTEP creates (the underlay's and the
+    /// ports') batches its reads and writes through an io_uring of this
+    /// depth per queue; `None`: one system call per frame.
+    pub tap_io_uring: Option<u32>,
 }
 
 /// One thing wrong with a configuration.
@@ -529,6 +544,19 @@ pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
     }
     let control = check_control(&mut c, &raw.control);
     let metrics = check_metrics(&mut c, &raw.metrics);
+    if let Some(d) = raw.tap.io_uring
+        && !IO_URING_DEPTH.contains(&d)
+    {
+        c.fail(
+            "tap.io_uring",
+            format!("a ring of {d} entries"),
+            format!(
+                "use {} to {} (256 is a good start), or leave it out for one system call per frame",
+                IO_URING_DEPTH.start(),
+                IO_URING_DEPTH.end()
+            ),
+        );
+    }
     match (underlay, c.0.is_empty()) {
         (Some(underlay), true) => Ok(EndpointConfig {
             underlay,
@@ -536,6 +564,7 @@ pub fn parse(text: &str) -> Result<EndpointConfig, VtepConfigError> {
             vnis,
             control,
             metrics,
+            tap_io_uring: raw.tap.io_uring,
         }),
         _ => Err(VtepConfigError::Invalid(c.0)),
     }

@@ -247,6 +247,7 @@ pub fn diff(
     r.same("fdb.max_total", &a.max_total, &b.max_total);
     r.same("control.socket", &running.control, &new.control);
     r.same("metrics.listen", &running.metrics, &new.metrics);
+    r.same("tap.io_uring", &running.tap_io_uring, &new.tap_io_uring);
 
     let mut removes = Vec::new();
     let mut adds = Vec::new();

@@ -507,3 +507,21 @@ fn a_group_must_be_a_reported_multicast_address_of_the_underlays_family() {
         assert!(e.contains(want), "{group}: {e}");
     }
 }
+
+#[test]
+fn tap_io_uring_is_a_ring_depth() {
+    let vni = "id = 1\nencap = \"vxlan\"\nflood = [\"10.0.0.1\"]";
+    let on = parse(&format!("{}\n[tap]\nio_uring = 256\n", with_vni(vni))).unwrap();
+    assert_eq!(on.tap_io_uring, Some(256));
+    assert_eq!(parse(&with_vni(vni)).unwrap().tap_io_uring, None);
+    refused(
+        &format!("{}\n[tap]\nio_uring = 1\n", with_vni(vni)),
+        "tap.io_uring",
+        "use 2 to 4096",
+    );
+    refused(
+        &format!("{}\n[tap]\nio_uring = 100000\n", with_vni(vni)),
+        "tap.io_uring",
+        "use 2 to 4096",
+    );
+}

@@ -130,7 +130,8 @@ fn what_cannot_change_at_run_time_is_refused_by_name() {
             "encap = \"vxlan\"",
             "encap = \"vxlan\"\nttl = 9\nsuppress_arp = true",
         )
-        + "\n[metrics]\nlisten = \"127.0.0.1:9100\"\n[fdb]\nageing_secs = 60\n";
+        + "\n[metrics]\nlisten = \"127.0.0.1:9100\"\n[fdb]\nageing_secs = 60\n"
+        + "[tap]\nio_uring = 256\n";
     let b = cfg(&text);
     let p = diff(&a, &b, &tunnels(&a)).unwrap_err();
     let mut f = fields(&p);
@@ -141,6 +142,7 @@ fn what_cannot_change_at_run_time_is_refused_by_name() {
             "control.socket",
             "fdb.ageing_secs",
             "metrics.listen",
+            "tap.io_uring",
             "underlay.address",
             "underlay.queues",
             "vni[0].suppress_arp",
