@@ -84,57 +84,71 @@ fn tcp_counter(ns: &Netns, name: &str) -> u64 {
         .unwrap()
 }
 
-#[test]
-fn kernel_and_linerate_serve_one_address() {
-    assert!(linerate_testkit::netns::is_root(), "system tests need root");
-    let len = bytes();
-    let a = Netns::new("lrha").unwrap();
-    let b = Netns::new("lrhb").unwrap();
+/// Namespaces A and B joined by a veth pair, A's end at `SHARED`, B's at
+/// `PEER`, B sending MTU-sized frames with complete checksums (a copy-mode
+/// socket gets a frame as the peer left it); with A's end's MAC.
+fn shared_pair(prefix_a: &str, prefix_b: &str) -> (Netns, Netns, VethPair, [u8; 6]) {
+    let a = Netns::new(prefix_a).unwrap();
+    let b = Netns::new(prefix_b).unwrap();
     let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
-    // MTU-sized frames with complete checksums from the peer: a copy-mode
-    // socket gets a frame as the peer left it.
     b.exec(
         "ethtool",
         &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
     )
     .unwrap();
-    let our_mac = {
-        let out = a
-            .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
-            .unwrap();
-        mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
-    };
+    let out = a
+        .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
+        .unwrap();
+    let mac = mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    (a, b, pair, mac)
+}
 
-    // Everything of A's side opens in A: the AF_XDP socket, the runtime's
-    // queue threads (they hold the ports in A's kernel) and the kernel server.
-    let dev = pair.a.clone();
-    let dev_name = dev.clone();
-    let (rt, steering) = a
-        .run(move || {
-            let xdp = Xdp::open(&XdpConfig {
-                mount_bpffs: true,
-                attach: XdpAttach::Generic,
-                steer: Some(SteerConfig {
-                    hold: vec![SHARED.into()],
-                    ..SteerConfig::default()
-                }),
-                ..XdpConfig::new(dev)
-            })
-            .unwrap();
-            let steering = Arc::clone(xdp.steering().unwrap());
-            let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
-            let mut engine = Config::new(our_mac).with_ipv4(SHARED, 24);
-            // The kernel answers ARP for the address and announces it; the
-            // peer's MAC comes from the kernel's table (the ARP replies are
-            // the kernel's), read again and again: entries live one second.
-            engine.announcements = 0;
-            engine.neighbor_ttl = Duration::from_secs(1);
-            let mut cfg = RuntimeConfig::new(engine);
-            cfg.claims = Some(Arc::clone(&steering) as Arc<dyn Claims>);
-            cfg.kernel_neighbors = Some(dev_name);
-            (Runtime::start(nic, cfg).unwrap(), steering)
+/// The runtime on AF_XDP on `dev` in `a`, sharing `SHARED` and the MAC `mac`
+/// with A's kernel: the steering program holds its ports, the kernel answers
+/// ARP and announces the address, next hops come from the kernel's table
+/// (entries living `neighbor_ttl`). Opened in A: the AF_XDP socket and the
+/// queue threads (which hold the ports in A's kernel).
+fn shared_runtime(
+    a: &Netns,
+    dev: String,
+    mac: [u8; 6],
+    neighbor_ttl: Option<Duration>,
+) -> (Runtime, Arc<linerate_nic::xdp::Steering>) {
+    a.run(move || {
+        let xdp = Xdp::open(&XdpConfig {
+            mount_bpffs: true,
+            attach: XdpAttach::Generic,
+            steer: Some(SteerConfig {
+                hold: vec![SHARED.into()],
+                ..SteerConfig::default()
+            }),
+            ..XdpConfig::new(dev.clone())
         })
         .unwrap();
+        let steering = Arc::clone(xdp.steering().unwrap());
+        let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
+        let mut engine = Config::new(mac).with_ipv4(SHARED, 24);
+        engine.announcements = 0;
+        if let Some(ttl) = neighbor_ttl {
+            engine.neighbor_ttl = ttl;
+        }
+        let mut cfg = RuntimeConfig::new(engine);
+        cfg.claims = Some(Arc::clone(&steering) as Arc<dyn Claims>);
+        cfg.kernel_neighbors = Some(dev);
+        (Runtime::start(nic, cfg).unwrap(), steering)
+    })
+    .unwrap()
+}
+
+#[test]
+fn kernel_and_linerate_serve_one_address() {
+    assert!(linerate_testkit::netns::is_root(), "system tests need root");
+    let len = bytes();
+    let (a, b, pair, our_mac) = shared_pair("lrha", "lrhb");
+    // The kernel answers ARP for the address and announces it; the peer's
+    // MAC comes from the kernel's table (the ARP replies are the kernel's),
+    // read again and again: entries live one second.
+    let (rt, steering) = shared_runtime(&a, pair.a.clone(), our_mac, Some(Duration::from_secs(1)));
     let h = rt.handle().clone();
 
     let kernel_listener = a
@@ -576,43 +590,8 @@ fn conns() -> usize {
 fn both_stacks_connect_out_without_a_4_tuple_clash() {
     assert!(linerate_testkit::netns::is_root(), "system tests need root");
     let n = conns();
-    let a = Netns::new("lrca").unwrap();
-    let b = Netns::new("lrcb").unwrap();
-    let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
-    b.exec(
-        "ethtool",
-        &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
-    )
-    .unwrap();
-    let our_mac = {
-        let out = a
-            .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
-            .unwrap();
-        mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
-    };
-    let dev = pair.a.clone();
-    let (rt, steering) = a
-        .run(move || {
-            let xdp = Xdp::open(&XdpConfig {
-                mount_bpffs: true,
-                attach: XdpAttach::Generic,
-                steer: Some(SteerConfig {
-                    hold: vec![SHARED.into()],
-                    ..SteerConfig::default()
-                }),
-                ..XdpConfig::new(dev.clone())
-            })
-            .unwrap();
-            let steering = Arc::clone(xdp.steering().unwrap());
-            let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
-            let mut engine = Config::new(our_mac).with_ipv4(SHARED, 24);
-            engine.announcements = 0;
-            let mut cfg = RuntimeConfig::new(engine);
-            cfg.claims = Some(Arc::clone(&steering) as Arc<dyn Claims>);
-            cfg.kernel_neighbors = Some(dev);
-            (Runtime::start(nic, cfg).unwrap(), steering)
-        })
-        .unwrap();
+    let (a, b, pair, our_mac) = shared_pair("lrca", "lrcb");
+    let (rt, steering) = shared_runtime(&a, pair.a.clone(), our_mac, None);
     let h = rt.handle().clone();
 
     // The server in B: reads each connection's greeting, answers with it,
