@@ -311,49 +311,13 @@ fn kernel_entry(ns: &Netns, dev: &str, ip: Ipv4Addr) -> String {
 #[test]
 fn next_hops_come_from_the_kernel_and_stay_fresh() {
     assert!(linerate_testkit::netns::is_root(), "system tests need root");
-    let a = Netns::new("lrna").unwrap();
-    let b = Netns::new("lrnb").unwrap();
-    let pair = VethPair::new(&a, &format!("{SHARED}/24"), &b, &format!("{PEER}/24")).unwrap();
+    let (a, b, pair, our_mac) = shared_pair("lrna", "lrnb");
     assert_eq!(
         kernel_entry(&a, &pair.a, PEER),
         "",
         "A's kernel knows the peer already"
     );
-    b.exec(
-        "ethtool",
-        &["-K", &pair.b, "tso", "off", "gso", "off", "tx", "off"],
-    )
-    .unwrap();
-    let our_mac = {
-        let out = a
-            .exec("cat", &[&format!("/sys/class/net/{}/address", pair.a)])
-            .unwrap();
-        mac_of(String::from_utf8(out.stdout).unwrap().trim()).unwrap()
-    };
-    let dev = pair.a.clone();
-    let rt = a
-        .run(move || {
-            let xdp = Xdp::open(&XdpConfig {
-                mount_bpffs: true,
-                attach: XdpAttach::Generic,
-                steer: Some(SteerConfig {
-                    hold: vec![SHARED.into()],
-                    ..SteerConfig::default()
-                }),
-                ..XdpConfig::new(dev.clone())
-            })
-            .unwrap();
-            let steering = Arc::clone(xdp.steering().unwrap());
-            let nic = Shim::new(xdp, ShimConfig::all()).unwrap();
-            let mut engine = Config::new(our_mac).with_ipv4(SHARED, 24);
-            engine.announcements = 0;
-            engine.neighbor_ttl = Duration::from_secs(1);
-            let mut cfg = RuntimeConfig::new(engine);
-            cfg.claims = Some(steering as Arc<dyn Claims>);
-            cfg.kernel_neighbors = Some(dev);
-            Runtime::start(nic, cfg).unwrap()
-        })
-        .unwrap();
+    let (rt, _steering) = shared_runtime(&a, pair.a.clone(), our_mac, Some(Duration::from_secs(1)));
     let h = rt.handle().clone();
     let peer_listener = b
         .run(|| std::net::TcpListener::bind((PEER, PEER_PORT)).unwrap())
