@@ -332,7 +332,14 @@ impl Engine {
             None => self.ephemeral(local_ip, remote)?,
         };
         let iss = self.isn.isn(now, local, remote);
-        let ts_offset = self.rng.next_u32();
+        // The timestamp offset is a keyed hash of the 4-tuple, as the ISN's
+        // is (RFC 7323 section 7.1, RFC 6528): a new connection on a tuple
+        // whose last one the peer still holds in TIME-WAIT sends a later
+        // TSval than the last it saw, so the peer takes the SYN as a new
+        // connection (RFC 6191) instead of rejecting it by PAWS and leaving
+        // it to a retransmission a second later, as a random offset would
+        // half the time.
+        let ts_offset = self.cookies.ts_offset(local, remote);
         let params = self.conn_params(local_ip);
         self.counters.tcp_active_opens += 1;
         let idx = self.insert_conn(|| Conn::connect(now, local, remote, iss, ts_offset, params));
