@@ -18,6 +18,13 @@
 //! * carries TCP over both addresses it obtained, both ways, with kernel
 //!   sockets in the namespace (each side checks the other's address).
 //!
+//! A second test restarts the client over the same interface (a persistent
+//! TAP, reopened): a runtime started again with the address of its last
+//! lease asks for it in INIT-REBOOT and gets it without a DISCOVER; one that
+//! stops with `dhcp_release_on_stop` gives the lease back (dnsmasq logs the
+//! DHCPRELEASE and drops the lease from its file); one that remembers an
+//! address of another network is refused (DHCPNAK) and starts over.
+//!
 //! The namespace, the TAP, dnsmasq and its files go away when the test ends,
 //! also on failure. Needs root and dnsmasq:
 //! `cargo test --features system-tests --test system_dhcp`.
@@ -108,6 +115,42 @@ impl Dnsmasq {
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    fn leases(&self) -> String {
+        std::fs::read_to_string(self.dir.join("leases")).unwrap_or_default()
+    }
+}
+
+/// The DHCP client of the tests: RFC 5227's probe takes about 5 s; one
+/// probe and a short wait keep the tests short and still show the probe on
+/// the wire.
+fn quick_client() -> linerate_dhcp::Config {
+    let mut client = linerate_dhcp::Config::new(OUR_MAC);
+    client.arp_probe = linerate_dhcp::ArpProbe {
+        count: 1,
+        wait: Duration::from_millis(100),
+        min: Duration::from_millis(100),
+        max: Duration::from_millis(200),
+        announce_wait: Duration::from_millis(300),
+    };
+    client
+}
+
+/// Waits until the kernel's link-local address on `dev` is past DAD
+/// (dnsmasq advertises from it).
+fn link_local_ready(ns: &Netns, dev: &str) {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = ns
+            .ip(&["-6", "addr", "show", "dev", dev, "scope", "link"])
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).to_string();
+        if text.contains("fe80") && !text.contains("tentative") {
+            break;
+        }
+        assert!(Instant::now() < end, "no link-local address: {text}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -222,39 +265,16 @@ fn dnsmasq_gives_addresses_dns_and_a_renewal() {
     let v6 = format!("{KERNEL_V6}/64");
     ns.ip(&["-6", "addr", "add", &v6, "dev", &dev, "nodad"])
         .unwrap();
-    // dnsmasq advertises from the kernel's link-local address: wait until
-    // its DAD is over.
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let o = ns
-            .ip(&["-6", "addr", "show", "dev", &dev, "scope", "link"])
-            .unwrap();
-        let text = String::from_utf8_lossy(&o.stdout).to_string();
-        if text.contains("fe80") && !text.contains("tentative") {
-            break;
-        }
-        assert!(Instant::now() < end, "no link-local address: {text}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    link_local_ready(&ns, &dev);
     let dnsmasq = Dnsmasq::start(&ns, &dev);
 
     let mut engine = Config::new(OUR_MAC);
     engine.dhcp = true;
     engine.slaac = true;
-    let mut client = linerate_dhcp::Config::new(OUR_MAC);
-    // RFC 5227's probe takes about 5 s; one probe and a short wait keep the
-    // test short and still show the probe on the wire.
-    client.arp_probe = linerate_dhcp::ArpProbe {
-        count: 1,
-        wait: Duration::from_millis(100),
-        min: Duration::from_millis(100),
-        max: Duration::from_millis(200),
-        announce_wait: Duration::from_millis(300),
-    };
     let rt = Runtime::start(
         tap,
         RuntimeConfig {
-            dhcp_client: Some(client),
+            dhcp_client: Some(quick_client()),
             ..RuntimeConfig::new(engine)
         },
     )
@@ -342,5 +362,126 @@ fn dnsmasq_gives_addresses_dns_and_a_renewal() {
         SocketAddr::new(dns_v6, 7101),
         SocketAddr::new(IpAddr::V6(slaac), 7201),
     );
+    drop(rt);
+}
+
+/// A runtime with DHCP on the persistent TAP `dev` of `ns` (reopened), the
+/// client starting in INIT-REBOOT with `reboot` if given.
+fn dhcp_runtime(ns: &Netns, dev: &str, reboot: Option<Ipv4Addr>, release: bool) -> Runtime {
+    let cfg = linerate_nic::TapConfig {
+        offloads: linerate_nic::tap::TapOffloads::NONE,
+        ..linerate_nic::TapConfig::new(dev)
+    };
+    let tap = ns
+        .run(move || linerate_nic::Tap::open(&cfg))
+        .unwrap()
+        .unwrap();
+    let mut engine = Config::new(OUR_MAC);
+    engine.dhcp = true;
+    engine.offloads = false;
+    let mut client = quick_client();
+    client.init_reboot = reboot;
+    Runtime::start(
+        tap,
+        RuntimeConfig {
+            dhcp_client: Some(client),
+            dhcp_release_on_stop: release,
+            ..RuntimeConfig::new(engine)
+        },
+    )
+    .unwrap()
+}
+
+/// Waits up to 10 s for dnsmasq's log to satisfy `ok`.
+fn wait_log(d: &Dnsmasq, what: &str, ok: impl Fn(&str) -> bool) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while !ok(&d.log()) {
+        assert!(Instant::now() < end, "{what}:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn init_reboot_keeps_the_lease_and_release_gives_it_back() {
+    assert!(netns::is_root(), "system tests need root");
+    let ns = Netns::new("ldr").unwrap();
+    let dev = netns::unique("ldr");
+    ns.ip(&["tuntap", "add", "dev", &dev, "mode", "tap"])
+        .unwrap();
+    ns.ip(&["addr", "add", &format!("{KERNEL_IP}/24"), "dev", &dev])
+        .unwrap();
+    let v6 = format!("{KERNEL_V6}/64");
+    ns.ip(&["-6", "addr", "add", &v6, "dev", &dev, "nodad"])
+        .unwrap();
+    ns.ip(&["link", "set", &dev, "up"]).unwrap();
+    let dnsmasq = Dnsmasq::start(&ns, &dev);
+    let wait = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let discovers = |d: &Dnsmasq| d.log().matches(&format!("DHCPDISCOVER({dev})")).count();
+
+    // A first lease, kept when the runtime stops (the default).
+    let rt = dhcp_runtime(&ns, &dev, None, false);
+    let st = wait_net(&wait, rt.handle(), Duration::from_secs(20), |s| {
+        s.ipv4.is_some()
+    });
+    let (v4, _) = st.ipv4.unwrap();
+    drop(rt);
+    assert_eq!(discovers(&dnsmasq), 1);
+    assert!(!dnsmasq.log().contains("DHCPRELEASE"), "{}", dnsmasq.log());
+    assert!(
+        dnsmasq.leases().contains(&v4.to_string()),
+        "dnsmasq keeps the lease"
+    );
+
+    // Started again with that address: INIT-REBOOT, no DISCOVER.
+    let rt = dhcp_runtime(&ns, &dev, Some(v4), true);
+    let st = wait_net(&wait, rt.handle(), Duration::from_secs(20), |s| {
+        s.ipv4.is_some()
+    });
+    assert_eq!(st.ipv4, Some((v4, 24)), "the same address");
+    assert_eq!(discovers(&dnsmasq), 1, "no DISCOVER:\n{}", dnsmasq.log());
+    assert_eq!(
+        dnsmasq
+            .log()
+            .matches(&format!("DHCPACK({dev}) {v4}"))
+            .count(),
+        2,
+        "acknowledged again:\n{}",
+        dnsmasq.log()
+    );
+    // Stopping gives it back.
+    rt.shutdown().unwrap();
+    wait_log(&dnsmasq, "dnsmasq saw the release", |l| {
+        l.contains(&format!("DHCPRELEASE({dev}) {v4}"))
+    });
+    let end = Instant::now() + Duration::from_secs(5);
+    while dnsmasq.leases().contains(&v4.to_string()) {
+        assert!(
+            Instant::now() < end,
+            "the lease is gone: {}",
+            dnsmasq.leases()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // An address of another network is refused, and the client starts over.
+    let elsewhere = Ipv4Addr::new(10, 99, 0, 7);
+    let rt = dhcp_runtime(&ns, &dev, Some(elsewhere), false);
+    let st = wait_net(&wait, rt.handle(), Duration::from_secs(20), |s| {
+        s.ipv4.is_some()
+    });
+    let (again, _) = st.ipv4.unwrap();
+    assert!(
+        (Ipv4Addr::new(10, 77, 0, 50)..=Ipv4Addr::new(10, 77, 0, 99)).contains(&again),
+        "{again} is in dnsmasq's range"
+    );
+    let log = dnsmasq.log();
+    assert!(
+        log.contains(&format!("DHCPNAK({dev}) {elsewhere}")),
+        "{log}"
+    );
+    assert_eq!(discovers(&dnsmasq), 2, "a DISCOVER after the NAK:\n{log}");
     drop(rt);
 }

@@ -9,6 +9,11 @@
 //!    |                                                                 | T1
 //!    |<--NAK, or the lease expires---- REBINDING <--T2-- RENEWING <----+
 //!                                          \----ACK----> BOUND <--ACK--/
+//!
+//!  INIT-REBOOT --REQUEST--> REBOOTING --ACK--> PROBING
+//!                               | NAK, or no answer after request_attempts
+//!                               v
+//!                             INIT
 //! ```
 //!
 //! * SELECTING and REQUESTING retransmit with RFC 2131 section 4.1's
@@ -16,6 +21,10 @@
 //!   [`Config::retransmit_max`], each randomised by up to one second either
 //!   way; REQUESTING gives up after [`Config::request_attempts`] and starts
 //!   over.
+//! * INIT-REBOOT ([`Config::init_reboot`]) asks, by broadcast and without
+//!   a server identifier, to keep the address of a lease held before a
+//!   restart (RFC 2131 section 3.2); REBOOTING retransmits as REQUESTING
+//!   does.
 //! * RENEWING (at T1) asks the server that granted the lease, by unicast
 //!   from the leased address; REBINDING (at T2) broadcasts. Both retransmit
 //!   after half the time left to T2 (to the lease's end), at least
@@ -82,6 +91,14 @@ pub struct Config {
     pub host_name: Option<String>,
     /// An address to ask for in DISCOVER (the last lease's, say).
     pub requested_ip: Option<Ipv4Addr>,
+    /// The address of a lease this client held before it restarted, which
+    /// may still be valid: the client starts in INIT-REBOOT (RFC 2131
+    /// sections 3.2 and 4.3.2) and asks to keep it with a broadcast REQUEST
+    /// that names no server. An ACK binds it (after the ARP probe), a NAK
+    /// sends the client to INIT, and silence after
+    /// [`Config::request_attempts`] tries does too, asking for the address
+    /// again in its DISCOVERs.
+    pub init_reboot: Option<Ipv4Addr>,
     /// First retransmission timeout of DISCOVER and REQUEST (RFC 2131
     /// section 4.1: 4 s).
     pub retransmit_initial: Duration,
@@ -105,6 +122,7 @@ impl Config {
             client_id: None,
             host_name: None,
             requested_ip: None,
+            init_reboot: None,
             retransmit_initial: Duration::from_secs(4),
             retransmit_max: Duration::from_secs(64),
             request_attempts: 4,
@@ -223,6 +241,11 @@ fn usable(a: Ipv4Addr) -> bool {
 pub enum State {
     /// About to look for a server.
     Init,
+    /// About to ask to keep the address of an earlier lease
+    /// ([`Config::init_reboot`]).
+    InitReboot,
+    /// REQUEST for the earlier address sent, waiting for the ACK or NAK.
+    Rebooting,
     /// DISCOVER sent, waiting for an offer.
     Selecting,
     /// REQUEST sent for an offer, waiting for the ACK.
@@ -379,6 +402,8 @@ pub struct Client {
     /// When the last REQUEST was sent (a lease counts from it).
     requested_at: Instant,
     offer: Option<Offer>,
+    /// The address DISCOVER asks for (option 50).
+    requested: Option<Ipv4Addr>,
     /// The lease in use (BOUND, RENEWING, REBINDING) or being probed.
     lease: Option<Lease>,
     io: VecDeque<Io>,
@@ -394,16 +419,22 @@ impl Client {
     pub fn new(cfg: Config, seed: u64) -> Client {
         let mut rng = Rng(seed ^ u64::from_be_bytes([0, 0, 0x44, 0x48, 0x43, 0x50, 0x76, 0x34]));
         let xid = rng.next_u64() as u32;
+        let state = match cfg.init_reboot {
+            Some(a) if usable(a) => State::InitReboot,
+            _ => State::Init,
+        };
+        let requested = cfg.requested_ip;
         Client {
             cfg,
             rng,
-            state: State::Init,
+            state,
             timer: Some(Instant::ZERO),
             xid,
             began: Instant::ZERO,
             tries: 0,
             requested_at: Instant::ZERO,
             offer: None,
+            requested,
             lease: None,
             io: VecDeque::new(),
             events: VecDeque::new(),
@@ -510,7 +541,7 @@ impl Client {
     fn send_discover(&mut self, now: Instant) {
         let mut m = self.message(now, MessageType::Discover);
         m.flags = FLAG_BROADCAST;
-        m.options.requested_ip = self.cfg.requested_ip;
+        m.options.requested_ip = self.requested;
         self.broadcast(&m);
         self.stats.discovers += 1;
         self.tries += 1;
@@ -524,6 +555,23 @@ impl Client {
         m.flags = FLAG_BROADCAST;
         m.options.requested_ip = Some(offer.addr);
         m.options.server_id = Some(offer.server);
+        self.broadcast(&m);
+        self.stats.requests += 1;
+        self.requested_at = now;
+        self.tries += 1;
+        let rto = self.backoff(self.tries);
+        self.timer = Some(now + rto);
+    }
+
+    /// The INIT-REBOOT REQUEST (RFC 2131 section 4.3.2): broadcast, the
+    /// earlier address in option 50, no server identifier, `ciaddr` zero.
+    fn send_reboot_request(&mut self, now: Instant) {
+        let Some(addr) = self.cfg.init_reboot else {
+            return;
+        };
+        let mut m = self.message(now, MessageType::Request);
+        m.flags = FLAG_BROADCAST;
+        m.options.requested_ip = Some(addr);
         self.broadcast(&m);
         self.stats.requests += 1;
         self.requested_at = now;
@@ -565,6 +613,24 @@ impl Client {
                 self.send_discover(now);
             }
             State::Selecting => self.send_discover(now),
+            State::InitReboot => {
+                self.new_transaction(now);
+                self.state = State::Rebooting;
+                self.send_reboot_request(now);
+            }
+            State::Rebooting => {
+                if self.tries >= self.cfg.request_attempts {
+                    // No server answered for the earlier address: look for
+                    // one, asking for it again.
+                    if self.requested.is_none() {
+                        self.requested = self.cfg.init_reboot;
+                    }
+                    self.restart(now, Duration::ZERO);
+                    self.handle_timeout(now);
+                } else {
+                    self.send_reboot_request(now);
+                }
+            }
             State::Requesting => {
                 if self.tries >= self.cfg.request_attempts {
                     self.restart(now, Duration::ZERO);
@@ -609,6 +675,19 @@ impl Client {
             return;
         }
         self.bind(now);
+    }
+
+    /// An ACKed lease: probed with ARP before it is used (RFC 5227).
+    fn probe(&mut self, now: Instant, lease: Lease) {
+        self.lease = Some(lease);
+        self.state = State::Probing;
+        self.tries = 0;
+        if self.cfg.arp_probe.count == 0 {
+            self.bind(now);
+        } else {
+            let wait = self.rng.upto(self.cfg.arp_probe.wait);
+            self.timer = Some(now + wait);
+        }
     }
 
     /// The probed lease goes into use.
@@ -707,15 +786,24 @@ impl Client {
                     return;
                 };
                 self.stats.acks += 1;
-                self.lease = Some(lease);
-                self.state = State::Probing;
-                self.tries = 0;
-                if self.cfg.arp_probe.count == 0 {
-                    self.bind(now);
-                } else {
-                    let wait = self.rng.upto(self.cfg.arp_probe.wait);
-                    self.timer = Some(now + wait);
-                }
+                self.probe(now, lease);
+            }
+            (State::Rebooting, Some(MessageType::Ack)) => {
+                // Any server may answer: the ACK names it.
+                let Some(server) = m.options.server_id.filter(|a| usable(*a)) else {
+                    self.stats.ignored += 1;
+                    return;
+                };
+                let Some(lease) = Lease::from_ack(&m, self.requested_at, server) else {
+                    self.stats.ignored += 1;
+                    return;
+                };
+                self.stats.acks += 1;
+                self.offer = Some(Offer {
+                    addr: lease.addr,
+                    server,
+                });
+                self.probe(now, lease);
             }
             (State::Renewing | State::Rebinding, Some(MessageType::Ack)) => {
                 let Some(old) = self.lease.clone() else {
@@ -753,6 +841,15 @@ impl Client {
                     return;
                 }
                 self.stats.naks += 1;
+                self.restart(now, Duration::ZERO);
+            }
+            (State::Rebooting, Some(MessageType::Nak)) => {
+                // The earlier address is wrong for this network (RFC 2131
+                // section 3.2 step 3): start over without it.
+                self.stats.naks += 1;
+                if self.requested == self.cfg.init_reboot {
+                    self.requested = None;
+                }
                 self.restart(now, Duration::ZERO);
             }
             (State::Renewing | State::Rebinding, Some(MessageType::Nak)) => {

@@ -21,7 +21,8 @@ const MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x68];
 /// The message parser, and a client driven by the same bytes.
 ///
 /// The input is parsed whole as a message (any result is fine; none may
-/// panic; what parses emits and parses back the same). Then it is cut at
+/// panic; what parses emits and parses back the same). Then, for a client
+/// that starts in INIT (inputs of even length) or INIT-REBOOT (odd), it is cut at
 /// [`STEP`] into steps for a client, each chosen by its first byte: a
 /// datagram from a server (the rest, its `op`, `xid` and `chaddr` set to
 /// what the client's transaction expects so that it gets past the checks),
@@ -43,6 +44,10 @@ pub fn dhcp(data: &[u8]) {
         max: Duration::from_millis(200),
         announce_wait: Duration::from_millis(200),
     };
+    // Inputs of odd length start in INIT-REBOOT.
+    if data.len() % 2 == 1 {
+        cfg.init_reboot = Some(Ipv4Addr::new(10, 38, 0, 90));
+    }
     let mut c = Client::new(cfg, 0x5eed);
     let mut now = Instant::ZERO;
     c.handle_timeout(now);

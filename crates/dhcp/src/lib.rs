@@ -33,9 +33,7 @@
 //!
 //! # Not implemented
 //!
-//! INIT-REBOOT and REBOOTING (a client that remembers its lease across
-//! restarts asks for it with [`Config::requested_ip`] in a DISCOVER
-//! instead); DHCPINFORM; choosing among several offers (the first valid one
+//! DHCPINFORM; choosing among several offers (the first valid one
 //! is taken); defending the address after it is bound (RFC 5227 section
 //! 2.4: the engine counts conflicts in `arp_conflicts`); authentication
 //! (RFC 3118); relay agents' options.

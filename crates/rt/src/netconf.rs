@@ -25,8 +25,12 @@
 //! SLAAC runs in each queue's engine on the router advertisements it sees
 //! (copied to every queue): each forms the same addresses.
 //!
-//! The lease is not released when the runtime stops (a client that comes
-//! back soon asks for the same address and usually gets it).
+//! The lease is kept when the runtime stops (a client started again soon
+//! asks for the same address with [`linerate_dhcp::Config::init_reboot`] and
+//! usually gets it), unless [`RuntimeConfig::dhcp_release_on_stop`](crate::RuntimeConfig::dhcp_release_on_stop)
+//! asks for a DHCPRELEASE: queue 0 runs the task once more when it stops,
+//! the release goes to the server (its next hop resolved if need be) while
+//! the queue lingers, and the address stays on the engine until then.
 
 use crate::local::{self, Sleep};
 use crate::runtime::Handle;
@@ -36,6 +40,7 @@ use std::future::{Future, poll_fn};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
 /// The interface's addresses and DNS servers as the runtime knows them.
@@ -58,6 +63,12 @@ pub struct NetState {
 pub(crate) struct Shared {
     state: tokio::sync::watch::Sender<NetState>,
     waker: std::sync::Mutex<Option<Waker>>,
+    /// The task releases the lease when the runtime stops.
+    release_on_stop: AtomicBool,
+    /// The runtime is stopping.
+    stopping: AtomicBool,
+    /// The task handed its DHCPRELEASE to the engine.
+    released: AtomicBool,
 }
 
 impl Default for Shared {
@@ -65,11 +76,30 @@ impl Default for Shared {
         Shared {
             state: tokio::sync::watch::Sender::new(NetState::default()),
             waker: std::sync::Mutex::new(None),
+            release_on_stop: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            released: AtomicBool::new(false),
         }
     }
 }
 
 impl Shared {
+    /// The runtime is stopping: wakes the task if it has something to say
+    /// (a DHCPRELEASE) and says whether it has.
+    pub(crate) fn stop(&self) -> bool {
+        self.stopping.store(true, Ordering::Release);
+        if !self.release_on_stop.load(Ordering::Acquire) {
+            return false;
+        }
+        self.wake();
+        true
+    }
+
+    /// Whether the task handed a last message to the engine.
+    pub(crate) fn said_last_words(&self) -> bool {
+        self.released.load(Ordering::Acquire)
+    }
+
     /// Wakes the task: queue 0's engine has DHCP input, or its addresses or
     /// DNS servers changed.
     pub(crate) fn wake(&self) {
@@ -101,12 +131,17 @@ pub(crate) fn start(
     rt: &Handle,
     engine: &linerate_toe::Config,
     client: Option<linerate_dhcp::Config>,
+    release_on_stop: bool,
     auto_dns: bool,
     seed: u64,
 ) -> io::Result<()> {
     if !engine.dhcp && !engine.slaac {
         return Ok(());
     }
+    rt.inner
+        .net
+        .release_on_stop
+        .store(release_on_stop && engine.dhcp, Ordering::Release);
     let client = engine.dhcp.then(|| {
         let cfg = client.unwrap_or_else(|| linerate_dhcp::Config::new(engine.mac));
         Client::new(cfg, seed)
@@ -145,6 +180,7 @@ impl Task {
         }
         loop {
             let mut progress = self.input();
+            progress |= self.release();
             progress |= self.output();
             progress |= self.events();
             progress |= self.timer(cx);
@@ -175,6 +211,24 @@ impl Task {
         progress
     }
 
+    /// When the runtime stops and the configuration asks for it: gives the
+    /// lease back (the client's RELEASE, sent by `output`).
+    fn release(&mut self) -> bool {
+        let net = &self.rt.inner.net;
+        if !net.stopping.load(Ordering::Acquire) || !net.release_on_stop.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(c) = self.client.as_mut() else {
+            return false;
+        };
+        if c.state() == linerate_dhcp::State::Stopped {
+            return false;
+        }
+        let now = linerate_dhcp::Instant::from_nanos(self.rt.now().as_nanos());
+        c.release(now);
+        true
+    }
+
     /// Carries out what the client asked.
     fn output(&mut self) -> bool {
         let Some(c) = self.client.as_mut() else {
@@ -188,14 +242,19 @@ impl Task {
             return false;
         }
         let now = self.rt.now();
+        let released = &self.rt.inner.net.released;
+        let stopping = self.rt.inner.net.stopping.load(Ordering::Acquire);
         local::with_engine(&self.rt, 0, |e| {
             for io in ios {
                 match io {
-                    Io::Send(t) => {
-                        if let Err(err) = e.dhcp_send(now, t.src, t.dst, &t.data) {
-                            tracing::debug!("dhcp: send to {}: {err}", t.dst);
+                    Io::Send(t) => match e.dhcp_send(now, t.src, t.dst, &t.data) {
+                        Ok(()) => {
+                            if stopping {
+                                released.store(true, Ordering::Release);
+                            }
                         }
-                    }
+                        Err(err) => tracing::debug!("dhcp: send to {}: {err}", t.dst),
+                    },
                     Io::ArpProbe { target } => e.dhcp_arp_probe(target),
                 }
             }
@@ -238,6 +297,15 @@ impl Task {
                         s.lease = Some(lease);
                         s.renewals += 1;
                     });
+                }
+                Event::Lost {
+                    lease,
+                    reason: LostReason::Released,
+                } => {
+                    // The runtime is stopping: the address stays until the
+                    // RELEASE from it is out.
+                    tracing::info!("dhcp: released {} to {}", lease.addr, lease.server);
+                    self.rt.inner.net.state.send_modify(|s| s.lease = None);
                 }
                 Event::Lost { lease, reason } => {
                     tracing::info!("dhcp: lost {} ({reason:?})", lease.addr);

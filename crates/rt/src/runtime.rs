@@ -163,6 +163,12 @@ pub struct RuntimeConfig {
     /// `None` (the default) uses `linerate_dhcp::Config::new` for the
     /// interface's MAC.
     pub dhcp_client: Option<linerate_dhcp::Config>,
+    /// Whether stopping the runtime gives the DHCP lease back to its server
+    /// (a DHCPRELEASE, RFC 2131 section 4.4.6) before the queues stop, as
+    /// `dhclient -r` does. Off (the default): the lease is kept, and a client
+    /// started again soon gets the address back with
+    /// [`linerate_dhcp::Config::init_reboot`].
+    pub dhcp_release_on_stop: bool,
 }
 
 impl RuntimeConfig {
@@ -189,6 +195,7 @@ impl RuntimeConfig {
             linger: Duration::from_secs(1),
             dns: None,
             dhcp_client: None,
+            dhcp_release_on_stop: false,
         }
     }
 }
@@ -888,6 +895,7 @@ impl Runtime {
             &rt.handle,
             &engine_cfg,
             cfg.dhcp_client.clone(),
+            cfg.dhcp_release_on_stop,
             cfg.dns.is_none(),
             cfg.seed,
         )
@@ -1080,6 +1088,9 @@ impl<N: Nic> QueueLoop<N> {
         };
         let mut tasks = Executor::install(self.q, handle, remote);
         let r = self.run_inner(&mut tasks);
+        if r.is_ok() && self.q == 0 {
+            self.last_words(&mut tasks);
+        }
         // Tasks first: dropping them closes their streams, whose data then
         // goes out while the queue lingers; what is left after is failed.
         tasks.shutdown();
@@ -1094,6 +1105,19 @@ impl<N: Nic> QueueLoop<N> {
         };
         self.teardown();
         r.map(|()| left)
+    }
+
+    /// What the runtime says before it stops: the network task on queue 0
+    /// is told and run once more (a DHCPRELEASE, `dhcp_release_on_stop`), and
+    /// what it sent goes out while the queue lingers.
+    fn last_words(&mut self, tasks: &mut Executor) {
+        if !self.inner.net.stop() {
+            return;
+        }
+        let now = self.inner.now();
+        if tasks.has_work() {
+            let _ = tasks.run(now, self.driver.service());
+        }
     }
 
     /// The graceful part of stopping: listeners close, every stream's sending
@@ -1130,7 +1154,12 @@ impl<N: Nic> QueueLoop<N> {
                 return self.unsent();
             }
             let left = self.unsent();
-            if left.is_empty() || now >= deadline {
+            // A last word (the DHCPRELEASE) waits for its next hop's address
+            // as data does for its acknowledgement.
+            let resolving = self.q == 0
+                && self.inner.net.said_last_words()
+                && self.driver.service_mut().get_mut().neighbors_resolving();
+            if (left.is_empty() && !resolving) || now >= deadline {
                 if !left.is_empty() {
                     tracing::warn!(
                         queue = self.q,

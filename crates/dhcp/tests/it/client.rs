@@ -357,3 +357,97 @@ fn release_tells_the_server_and_stops() {
     assert_eq!(c.state(), State::Stopped);
     assert_eq!(c.poll_timeout(), None);
 }
+
+fn rebooting_client() -> Client {
+    let mut c = client();
+    let mut cfg = c.config().clone();
+    cfg.init_reboot = Some(ADDR);
+    c = Client::new(cfg, 7);
+    c
+}
+
+/// RFC 2131 section 4.3.2's INIT-REBOOT REQUEST: broadcast from 0.0.0.0,
+/// option 50 the earlier address, no server identifier, `ciaddr` zero.
+fn reboot_request(c: &mut Client, at: Instant) -> Message {
+    assert_eq!(c.state(), State::InitReboot);
+    c.handle_timeout(at);
+    let (t, r) = one(c);
+    assert_eq!(r.kind(), Some(MessageType::Request));
+    assert_eq!((t.src, t.dst), (Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST));
+    assert_eq!(r.options.requested_ip, Some(ADDR));
+    assert_eq!(r.options.server_id, None, "no server identifier");
+    assert_eq!(r.ciaddr, Ipv4Addr::UNSPECIFIED);
+    assert_eq!(c.state(), State::Rebooting);
+    r
+}
+
+#[test]
+fn init_reboot_asks_for_the_earlier_address_and_binds_it_after_the_probe() {
+    let mut c = rebooting_client();
+    let r = reboot_request(&mut c, ms(0));
+    c.handle_message(ms(5), &reply("ack", r.xid));
+    assert_eq!(c.state(), State::Probing, "probed before use (RFC 5227)");
+    let (m, probes) = run_until(&mut c, ms(2_000));
+    assert!(m.is_empty());
+    assert_eq!(probes, [ADDR, ADDR]);
+    let ev = events(&mut c);
+    let [Event::Bound(l)] = &ev[..] else {
+        panic!("{ev:?}")
+    };
+    assert_eq!((l.addr, l.server, l.acquired), (ADDR, SERVER, ms(0)));
+    let s = c.stats();
+    assert_eq!((s.discovers, s.requests, s.acks), (0, 1, 1), "no DISCOVER");
+    // It renews from then on as any bound client: unicast to the server.
+    let (m, _) = run_until(&mut c, ms(5_000));
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].0.dst, SERVER);
+    assert_eq!(c.state(), State::Renewing);
+}
+
+#[test]
+fn init_reboot_nak_starts_over_without_the_address() {
+    let mut c = rebooting_client();
+    let r = reboot_request(&mut c, ms(0));
+    c.handle_message(ms(5), &reply("nak", r.xid));
+    assert_eq!(c.state(), State::Init);
+    assert!(events(&mut c).is_empty());
+    let (m, _) = run_until(&mut c, ms(5));
+    assert_eq!(m[0].1.kind(), Some(MessageType::Discover));
+    assert_eq!(
+        m[0].1.options.requested_ip, None,
+        "the refused address is not asked for"
+    );
+    assert_eq!(c.stats().naks, 1);
+}
+
+#[test]
+fn init_reboot_without_an_answer_falls_back_to_discover() {
+    let mut c = rebooting_client();
+    let first = reboot_request(&mut c, ms(0));
+    let (m, _) = run_until(&mut c, ms(600_000));
+    let requests: Vec<_> = m
+        .iter()
+        .take_while(|(_, m)| m.kind() == Some(MessageType::Request))
+        .collect();
+    assert_eq!(requests.len(), 3, "four REQUESTs in all: {m:?}");
+    assert!(
+        requests
+            .iter()
+            .all(|(_, r)| r.xid == first.xid && r.options.server_id.is_none())
+    );
+    let d = &m[3].1;
+    assert_eq!(d.kind(), Some(MessageType::Discover));
+    assert_eq!(d.options.requested_ip, Some(ADDR), "asks for it again");
+    assert_ne!(d.xid, first.xid);
+    assert_eq!(c.state(), State::Selecting);
+}
+
+#[test]
+fn an_unusable_reboot_address_is_ignored() {
+    let mut cfg = Config::new(MAC);
+    cfg.init_reboot = Some(Ipv4Addr::BROADCAST);
+    let mut c = Client::new(cfg, 7);
+    assert_eq!(c.state(), State::Init);
+    c.handle_timeout(ms(0));
+    assert_eq!(one(&mut c).1.kind(), Some(MessageType::Discover));
+}
