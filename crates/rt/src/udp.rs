@@ -593,6 +593,15 @@ impl UdpSocket {
             .await
     }
 
+    /// Whether datagrams this socket sends to a group this runtime joined
+    /// also reach its own member socket of that group and port
+    /// (`IP_MULTICAST_LOOP`, `IPV6_MULTICAST_LOOP`; on by default, as in
+    /// Linux).
+    pub async fn set_multicast_loop(&self, on: bool) -> io::Result<()> {
+        self.each_binding(move |e, h| e.udp_set_multicast_loop(h, on).map_err(McastError::from))
+            .await
+    }
+
     /// Runs `f` on each queue's binding of the socket, in order; the first
     /// error stops it.
     async fn each_binding<F>(&self, f: F) -> io::Result<()>

@@ -140,12 +140,17 @@ pub struct McastCounters {
     /// Datagrams to a group that no socket admitted (not joined, or a
     /// source its filter blocks).
     pub udp_filtered: u64,
+    /// Datagrams this engine sent to a group and delivered to its own
+    /// socket of that group as well (multicast loopback).
+    pub udp_looped: u64,
 }
 
 /// One socket's memberships.
 #[derive(Debug, Clone, Default)]
 struct SockMc {
     hops: Option<u8>,
+    /// `IP_MULTICAST_LOOP` off.
+    no_loop: bool,
     groups: Vec<(IpAddr, Filter)>,
 }
 
@@ -244,6 +249,12 @@ impl Mcast {
             .get(&h)
             .and_then(|s| s.hops)
             .unwrap_or(DEFAULT_MULTICAST_HOPS)
+    }
+
+    /// True if socket `h`'s datagrams to groups are looped back to this
+    /// engine's members.
+    pub(super) fn loops(&self, h: UdpHandle) -> bool {
+        self.socks.get(&h).is_none_or(|s| !s.no_loop)
     }
 
     /// True if a frame to Ethernet group address `mac` is taken.
@@ -379,6 +390,16 @@ impl Engine {
     pub fn udp_set_multicast_hops(&mut self, h: UdpHandle, hops: u8) -> Result<(), InvalidHandle> {
         self.udp_info(h)?;
         self.mcast.socks.entry(h).or_default().hops = Some(hops);
+        Ok(())
+    }
+
+    /// Whether socket `h`'s datagrams to a group the engine has joined also
+    /// reach the engine's own socket of that group and port
+    /// (`IP_MULTICAST_LOOP`, `IPV6_MULTICAST_LOOP`; on by default, as in
+    /// Linux). The looped copy is filtered as a received one is.
+    pub fn udp_set_multicast_loop(&mut self, h: UdpHandle, on: bool) -> Result<(), InvalidHandle> {
+        self.udp_info(h)?;
+        self.mcast.socks.entry(h).or_default().no_loop = !on;
         Ok(())
     }
 

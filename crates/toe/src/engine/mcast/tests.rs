@@ -529,3 +529,77 @@ fn host_v3_query_rules_keep_the_earlier_general_answer() {
     assert_eq!(h.robustness(), 3, "QRV adopted (RFC 3376 section 4.1.6)");
     assert!(h.filter(G4.into()).is_some());
 }
+
+/// Every datagram waiting on `u`: (payload, sender).
+fn received(e: &mut Engine, u: crate::UdpHandle) -> Vec<(Vec<u8>, SocketAddr)> {
+    let mut v = Vec::new();
+    let mut buf = [0u8; 64];
+    while let Ok((n, from)) = e.udp_recv_from(u, &mut buf) {
+        v.push((buf[..n].to_vec(), from));
+    }
+    v
+}
+
+#[test]
+fn sends_to_a_joined_group_loop_back_as_linux_does() {
+    // Linux's defaults (ip(7), ipv6(7)): IP_MULTICAST_LOOP and
+    // IPV6_MULTICAST_LOOP on, so a member socket of the sending host gets the
+    // datagram too, the sender included if it is the member; the copy is
+    // filtered as a received one; the datagram still goes on the wire.
+    let mut e = engine();
+    let member = bind4(&mut e);
+    let sender = e.udp_bind("0.0.0.0:6000".parse().unwrap()).unwrap();
+    let g = SocketAddr::new(G4.into(), 5000);
+    e.udp_send_to(sender, b"early", g).unwrap();
+    assert!(received(&mut e, member).is_empty(), "not joined yet");
+    e.udp_join_multicast(member, G4.into()).unwrap();
+    frames(&mut e, ms(0));
+    e.udp_send_to(sender, b"one", g).unwrap();
+    e.udp_send_to(member, b"own", g).unwrap();
+    let me = |port| SocketAddr::new(ME4.into(), port);
+    assert_eq!(
+        received(&mut e, member),
+        [(b"one".to_vec(), me(6000)), (b"own".to_vec(), me(5000))]
+    );
+    let out = frames(&mut e, ms(0));
+    assert_eq!(out.len(), 2, "both went on the wire as well");
+    assert!(out.iter().all(|f| f[..6] == igmp::group_mac(G4)));
+    assert_eq!(e.counters().mcast.udp_looped, 2);
+    // Another port of the group: nobody of ours listens there.
+    e.udp_send_to(sender, b"x", SocketAddr::new(G4.into(), 5001))
+        .unwrap();
+    // The loop off on the sender.
+    e.udp_set_multicast_loop(sender, false).unwrap();
+    e.udp_send_to(sender, b"off", g).unwrap();
+    assert!(received(&mut e, member).is_empty());
+    e.udp_set_multicast_loop(sender, true).unwrap();
+    // A filter that takes only another source keeps ours out.
+    let other = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 9));
+    e.udp_set_multicast_filter(member, G4.into(), FilterMode::Include, &[other])
+        .unwrap();
+    e.udp_send_to(sender, b"blocked", g).unwrap();
+    assert!(received(&mut e, member).is_empty());
+    assert_eq!(e.counters().mcast.udp_looped, 2);
+    // A segmented send loops back as its datagrams.
+    e.udp_join_multicast(member, G4.into()).unwrap();
+    e.udp_send_to_segmented(sender, b"aabbc", g, 2).unwrap();
+    let got: Vec<Vec<u8>> = received(&mut e, member)
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
+    assert_eq!(got, [b"aa".to_vec(), b"bb".to_vec(), b"c".to_vec()]);
+}
+
+#[test]
+fn ipv6_sends_to_a_joined_group_loop_back() {
+    let mut e = engine();
+    let member = e.udp_bind("[::]:5000".parse().unwrap()).unwrap();
+    let sender = e.udp_bind("[::]:6000".parse().unwrap()).unwrap();
+    e.udp_join_multicast(member, G6.into()).unwrap();
+    e.udp_send_to(sender, b"six", SocketAddr::new(G6.into(), 5000))
+        .unwrap();
+    assert_eq!(
+        received(&mut e, member),
+        [(b"six".to_vec(), SocketAddr::new(ME6.into(), 6000))]
+    );
+}

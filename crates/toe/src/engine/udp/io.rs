@@ -523,8 +523,13 @@ impl Engine {
             Some(g) if g.kind == GsoType::UdpL4 && g.size > 0 => usize::from(g.size),
             _ => usize::MAX,
         };
+        self.udp_deliver(idx, from, p.payload(), size);
+    }
+
+    /// Queues `payload` on socket `idx` as datagrams of `size` bytes (the
+    /// last shorter), each dropped and counted if the queue is full.
+    fn udp_deliver(&mut self, idx: usize, from: SocketAddr, payload: &[u8], size: usize) {
         let (cap_bytes, cap_count) = (self.cfg.udp.recv_buffer, self.cfg.udp.recv_datagrams);
-        let payload = p.payload();
         let mut off = 0usize;
         loop {
             let end = off.saturating_add(size).min(payload.len());
@@ -553,6 +558,43 @@ impl Engine {
                 return;
             }
         }
+    }
+
+    /// Multicast loopback (RFC 1112 section 6.1, Linux's
+    /// `IP_MULTICAST_LOOP`): a datagram this engine sends to group `to`,
+    /// which it has joined, also reaches its own socket of that port if that
+    /// socket's filter admits the source `from`, as one received would
+    /// (`seg`: a segmented send's datagram size, 0 for one datagram).
+    pub(in crate::engine) fn udp_loopback(
+        &mut self,
+        from: SocketAddr,
+        to: SocketAddr,
+        payload: &[u8],
+        seg: usize,
+    ) {
+        if !self.mcast.joined(to.ip()) {
+            return;
+        }
+        let Some(&idx) = self.udp.by_port.get(&(to.port(), to.is_ipv6())) else {
+            return;
+        };
+        let Some(slot) = self.udp.slots.get(idx) else {
+            return;
+        };
+        let bound_any = slot
+            .sock
+            .as_ref()
+            .is_some_and(|s| s.local.ip().is_unspecified() || s.local.ip() == to.ip());
+        let h = super::UdpHandle {
+            index: idx as u32,
+            generation: slot.generation,
+        };
+        if !bound_any || !self.mcast.delivers(h, to.ip(), from.ip()) {
+            return;
+        }
+        self.counters.mcast.udp_looped += 1;
+        let size = if seg == 0 { usize::MAX } else { seg };
+        self.udp_deliver(idx, from, payload, size);
     }
 
     /// Answers a datagram for a closed port with ICMP port unreachable, quoting

@@ -542,6 +542,10 @@ impl Engine {
             frag_id: None,
             hops: group.then(|| self.mcast.hops(h)),
         });
+        if group && self.mcast.loops(h) {
+            let from = SocketAddr::new(src_ip, local.port());
+            self.udp_loopback(from, remote, payload, seg);
+        }
         Ok(payload.len())
     }
 }
