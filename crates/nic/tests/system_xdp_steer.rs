@@ -16,7 +16,11 @@
 //!   (native XDP, which keeps the peer's queue);
 //! * a full table refuses a claim with its typed error, and counts it;
 //! * lifecycle: the program is gone from the interface once the last socket
-//!   closes, and once a process holding it is killed.
+//!   closes, and once a process holding it is killed; a second process on
+//!   the interface's other queue joins the first one's program (one program
+//!   on the interface, datagrams to a port the first claimed reaching both
+//!   processes' sockets by the queue they arrive on), keeps it after the
+//!   first lets go, and takes it along when killed.
 //!
 //! Needs root: `cargo test -p linerate-nic --features af-xdp,system-tests
 //! --test system_xdp_steer -- --test-threads=1`.
@@ -91,6 +95,11 @@ fn setup(steer: SteerConfig) -> Setup {
 /// and `SHARED6`, end B in namespace B with `PEER` and `PEER6`; AF_XDP with
 /// `steer` on every queue of end A, attached as `attach` says.
 fn setup_queues(steer: SteerConfig, queues: u16, attach: XdpAttach) -> Setup {
+    setup_sockets(steer, queues, queues, attach)
+}
+
+/// [`setup_queues`] with sockets on the first `sockets` of the `queues` queues.
+fn setup_sockets(steer: SteerConfig, queues: u16, sockets: u16, attach: XdpAttach) -> Setup {
     assert!(netns::is_root(), "system tests need root");
     let a = Netns::new("lrsa").unwrap();
     let b = Netns::new("lrsb").unwrap();
@@ -120,7 +129,7 @@ fn setup_queues(steer: SteerConfig, queues: u16, attach: XdpAttach) -> Setup {
     let cfg = XdpConfig {
         mount_bpffs: true,
         attach,
-        queues,
+        queues: sockets,
         steer: Some(steer),
         ..XdpConfig::new(ours.clone())
     };
@@ -129,7 +138,7 @@ fn setup_queues(steer: SteerConfig, queues: u16, attach: XdpAttach) -> Setup {
         our_mac: mac(&a, &ours),
         peer_mac: mac(&b, &peer),
         ours,
-        queues: usize::from(queues),
+        queues: usize::from(sockets),
         nic: Some(nic),
         _pair: guard,
         a,
@@ -473,6 +482,110 @@ fn the_program_goes_with_a_killed_process() {
         assert!(
             Instant::now() < deadline,
             "the program outlived its process"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Run by `two_processes_share_one_program` in a child process: a socket on
+/// queue 1 of the interface named by `LR_STEER_QUEUE1`; says whether it
+/// joined, counts the datagrams to port 7001 it gets for two seconds, says
+/// how many, and waits to be killed.
+#[test]
+#[ignore = "a helper: two_processes_share_one_program runs it in a child process"]
+fn steer_queue1() {
+    let dev = std::env::var("LR_STEER_QUEUE1").expect("LR_STEER_QUEUE1 names the interface");
+    let mut nic = Xdp::open(&XdpConfig {
+        attach: XdpAttach::Native,
+        first_queue: 1,
+        queues: 1,
+        steer: Some(SteerConfig::default()),
+        ..XdpConfig::new(dev)
+    })
+    .unwrap();
+    println!("joined={}", nic.steering().unwrap().joined());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut batch = Batch::new();
+    let mut frames = Vec::new();
+    while Instant::now() < deadline {
+        if nic.receive(0, &mut batch, 64).unwrap() == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        frames.extend(batch.drain(..).map(|f| f.bytes().to_vec()));
+    }
+    println!("got={}", udp_to(&frames, 7001, None));
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn two_processes_share_one_program() {
+    use std::io::BufRead;
+    // Native: veth hands a frame to the receive queue of the index the peer
+    // sent it on, so the peer's flows spread over both queues.
+    let mut s = setup_sockets(SteerConfig::default(), 2, 1, XdpAttach::Native);
+    let steering = std::sync::Arc::clone(s.nic().steering().unwrap());
+    assert!(!steering.joined());
+    steering.claim_port(L4::Udp, 7001).unwrap();
+
+    // A process asking for another program variant is refused, saying why.
+    let dev = s.ours.clone();
+    let refused =
+        s.a.run(move || {
+            Xdp::open(&XdpConfig {
+                first_queue: 1,
+                multi_buffer: true,
+                steer: Some(SteerConfig::default()),
+                ..XdpConfig::new(dev)
+            })
+            .map(|_| ())
+        })
+        .unwrap();
+    let why = refused.unwrap_err().to_string();
+    assert!(why.contains("xdp.frags"), "{why}");
+
+    let exe = std::env::current_exe().unwrap();
+    let mut child =
+        s.a.command(exe.to_str().unwrap())
+            .args(["--exact", "steer_queue1", "--ignored", "--nocapture"])
+            .env("LR_STEER_QUEUE1", &s.ours)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut line = |prefix: &str| loop {
+        let l = lines.next().expect("the child's output").unwrap();
+        if let Some(v) = l.strip_prefix(prefix) {
+            return v.to_string();
+        }
+    };
+    assert_eq!(line("joined="), "true", "the child joined our program");
+    let out = s.a.ip(&["link", "show", "dev", &s.ours]).unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout)
+        .matches("prog/xdp")
+        .count();
+    assert_eq!(shown, 1, "one program on the interface");
+
+    // Datagrams of many flows to the port we claimed: each reaches the
+    // socket of the queue it arrives on, in whichever process.
+    for from in 10_000..10_032 {
+        s.peer_sends(from, 7001, 1);
+    }
+    let ours = udp_to(&s.drain(Duration::from_millis(1000)), 7001, None);
+    let theirs: usize = line("got=").parse().unwrap();
+    assert_eq!(ours + theirs, 32, "ours {ours}, the child's {theirs}");
+    assert!(ours > 0 && theirs > 0, "ours {ours}, the child's {theirs}");
+
+    // We let go; the child keeps the program. Killed, it takes it along.
+    drop(steering);
+    drop(s.nic.take());
+    assert!(s.program_attached(), "the child still holds the program");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while s.program_attached() {
+        assert!(
+            Instant::now() < deadline,
+            "the program outlived its last process"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -445,7 +445,10 @@ impl Xdp {
         let steering = match &cfg.steer {
             Some(steer) => {
                 let ifindex = sys::ifindex(&cfg.interface)?;
+                // The socket map takes every queue of the interface, for
+                // other processes on the others (`steer` module docs).
                 let end = cfg.first_queue.saturating_add(u32::from(queues));
+                let end = end.max(sys::queues(&cfg.interface)?.unwrap_or(0));
                 let s = Steering::attach(ifindex, cfg.attach, end, steer, cfg.multi_buffer)
                     .map_err(|e| os_error("attaching the steering XDP program", e))?;
                 Some(Arc::new(s))

@@ -10,11 +10,21 @@
 //!
 //! # Lifecycle
 //!
-//! The program is attached through a BPF link (`BPF_LINK_CREATE`) whose file
-//! descriptor only this handle holds, and nothing is pinned: when the last
-//! [`Steering`] drops, or the process dies, the kernel detaches the program
-//! and frees its maps. A second process cannot attach to the same interface
-//! while one holds it (the link is exclusive).
+//! The program is attached through a BPF link (`BPF_LINK_CREATE`), and
+//! nothing is pinned: when the last [`Steering`] holding the link drops, or
+//! its process dies, the kernel detaches the program and frees its maps.
+//! The link is exclusive, so a second process on the same interface joins
+//! the first one's program rather than attaching its own (`share`): it gets
+//! duplicates of the link's and maps' descriptors over an abstract Unix
+//! socket and puts its sockets in the `xsks` map at its own queues
+//! ([`XdpConfig::first_queue`](super::XdpConfig::first_queue)); the program
+//! stays while any process holds it. The map sizes, the attach mode and the
+//! RSS hash choice are the first process's. Ports and 4-tuples are not
+//! arbitrated between processes (each claims its own; the kernel's hold of a
+//! shared address's ports keeps two from claiming one port), and a killed
+//! process's claims stay in the maps while the others hold them (their frames
+//! then reach a queue of another process, or the kernel where the dead
+//! process's queue has no socket).
 //!
 //! # Updates
 //!
@@ -28,6 +38,7 @@
 //! made at open and close only; the per-packet path never sees them.
 
 mod claim;
+mod share;
 
 use super::XdpAttach;
 use super::hold::NetNs;
@@ -138,6 +149,7 @@ pub struct Steering {
     ports: OwnedFd,
     flows: OwnedFd,
     counts: OwnedFd,
+    addrs: OwnedFd,
     ports_max: u32,
     flows_max: u32,
     hold: Vec<IpAddr>,
@@ -145,6 +157,10 @@ pub struct Steering {
     netns: NetNs,
     state: Mutex<State>,
     refused: AtomicU64,
+    /// The program was attached by another process and lent to this one.
+    joined: bool,
+    /// Lends the program to other processes on the interface.
+    server: Option<share::Server>,
 }
 
 fn errno(rc: libc::c_int) -> io::Error {
@@ -283,8 +299,124 @@ impl Steering {
     /// `queues` is the largest queue index plus one that sockets will use;
     /// `frags`: the `xdp.frags` program, for multi-buffer sockets. With
     /// [`SteerConfig::rx_hash`], the device-bound program that reads the RSS
-    /// hash first (native only), the plain one if that fails.
+    /// hash first (native only), the plain one if that fails. Joins the
+    /// program of another process on the interface if one serves it.
     pub(crate) fn attach(
+        ifindex: u32,
+        attach: XdpAttach,
+        queues: u32,
+        cfg: &SteerConfig,
+        frags: bool,
+    ) -> io::Result<Steering> {
+        // Another process may be attaching at the same moment: its link
+        // makes ours fail with EBUSY until it serves the program.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        loop {
+            if let Some((header, fds)) = share::join(ifindex)? {
+                return Steering::join(ifindex, attach, queues, cfg, frags, header, fds);
+            }
+            match Steering::attach_own(ifindex, attach, queues, cfg, frags) {
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EBUSY)
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// The program of another process, from its descriptors: checked
+    /// against what this process asks for.
+    fn join(
+        ifindex: u32,
+        attach: XdpAttach,
+        queues: u32,
+        cfg: &SteerConfig,
+        frags: bool,
+        header: share::Header,
+        fds: [OwnedFd; share::FDS],
+    ) -> io::Result<Steering> {
+        let mode = |f: bool| if f { "with" } else { "without" };
+        if header.frags != frags {
+            return Err(io::Error::other(format!(
+                "the steering program of this interface was loaded {} xdp.frags by another \
+                 process, and this one asks {} multi-buffer: give every process the same \
+                 multi_buffer setting",
+                mode(header.frags),
+                mode(frags)
+            )));
+        }
+        if attach != XdpAttach::Auto && attach != header.attach {
+            return Err(io::Error::other(format!(
+                "the steering program of this interface is attached {:?} by another process, \
+                 and this one asks {attach:?}: use the same mode or Auto",
+                header.attach
+            )));
+        }
+        if queues > header.xsks_max {
+            return Err(io::Error::other(format!(
+                "queue {} is past the {} sockets the shared steering program takes",
+                queues.saturating_sub(1),
+                header.xsks_max
+            )));
+        }
+        let [link, xsks, ports, flows, counts, addrs] = fds;
+        let mut steering = Steering {
+            ifindex,
+            attach: header.attach,
+            rx_hash: header.rx_hash,
+            _link: link,
+            xsks,
+            ports,
+            flows,
+            counts,
+            addrs,
+            ports_max: header.ports_max,
+            flows_max: header.flows_max,
+            hold: cfg.hold.clone(),
+            netns: NetNs::current()?,
+            state: Mutex::new(State::default()),
+            refused: AtomicU64::new(0),
+            joined: true,
+            server: None,
+        };
+        steering.add_addresses(&cfg.addresses)?;
+        steering.serve(header)?;
+        Ok(steering)
+    }
+
+    /// Adds addresses of linerate's own to the program's map.
+    fn add_addresses(&self, addresses: &[IpAddr]) -> io::Result<()> {
+        for ip in addresses {
+            update(
+                &self.addrs,
+                &addr_key(*ip),
+                &1u32.to_ne_bytes(),
+                libxdp_sys::BPF_ANY,
+            )
+            .map_err(|e| io::Error::new(e.kind(), format!("adding address {ip}: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Starts lending the program to other processes.
+    fn serve(&mut self, header: share::Header) -> io::Result<()> {
+        let fds = [
+            self._link.try_clone()?,
+            self.xsks.try_clone()?,
+            self.ports.try_clone()?,
+            self.flows.try_clone()?,
+            self.counts.try_clone()?,
+            self.addrs.try_clone()?,
+        ];
+        self.server = Some(share::Server::start(self.ifindex, header, fds)?);
+        Ok(())
+    }
+
+    /// [`Steering::attach`] with a program of this process's own.
+    fn attach_own(
         ifindex: u32,
         attach: XdpAttach,
         queues: u32,
@@ -446,7 +578,7 @@ impl Steering {
                 Err(_) => (link(XDP_FLAGS_SKB_MODE)?, XdpAttach::Generic),
             },
         };
-        let steering = Steering {
+        let mut steering = Steering {
             ifindex,
             attach,
             rx_hash: hash,
@@ -455,26 +587,28 @@ impl Steering {
             ports: obj.map_fd(c"ports")?,
             flows: obj.map_fd(c"flows")?,
             counts: obj.map_fd(c"counts")?,
+            addrs: obj.map_fd(c"addrs")?,
             ports_max: cfg.ports.max(1),
             flows_max: cfg.flows.max(1),
             hold: cfg.hold.clone(),
             netns: NetNs::current()?,
             state: Mutex::new(State::default()),
             refused: AtomicU64::new(0),
+            joined: false,
+            server: None,
         };
-        let addrs = obj.map_fd(c"addrs")?;
-        for ip in &cfg.addresses {
-            update(
-                &addrs,
-                &addr_key(*ip),
-                &1u32.to_ne_bytes(),
-                libxdp_sys::BPF_ANY,
-            )
-            .map_err(|e| io::Error::new(e.kind(), format!("adding address {ip}: {e}")))?;
-        }
+        steering.add_addresses(&cfg.addresses)?;
         // The object (and its descriptors) closes here: the link holds the
         // program, our duplicates hold the maps.
         drop(obj);
+        steering.serve(share::Header {
+            attach,
+            rx_hash: hash,
+            frags,
+            xsks_max: queues.max(1),
+            ports_max: steering.ports_max,
+            flows_max: steering.flows_max,
+        })?;
         Ok(steering)
     }
 
@@ -492,6 +626,11 @@ impl Steering {
     /// frame's metadata ([`SteerConfig::rx_hash`], where it could be loaded).
     pub fn rx_hash(&self) -> bool {
         self.rx_hash
+    }
+
+    /// Whether another process attached the program and lent it to this one.
+    pub fn joined(&self) -> bool {
+        self.joined
     }
 
     /// The interface's index.
