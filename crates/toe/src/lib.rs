@@ -195,7 +195,8 @@ pub mod time;
 
 pub use bytes::Bytes;
 pub use config::{
-    Config, ConfigError, FragConfig, NextHop, Route, RouteError, RouteKind, TcpConfig, UdpConfig,
+    Config, ConfigError, FragConfig, Interface, NextHop, Route, RouteError, RouteKind, TcpConfig,
+    UdpConfig,
 };
 pub use counters::Counters;
 pub use engine::{
@@ -204,6 +205,8 @@ pub use engine::{
     McastError, MemoryUsage, PoolSink, Readiness, RecvError, SendError, SocketHandle, TcpInfo,
     TxSink, UdpBindError, UdpHandle, UdpInfo, UdpRecvError, UdpSendError, Unroutable,
 };
-pub use engine::{AddrState, DhcpIn, DhcpSendError, DhcpStats, SlaacAddr, SlaacState};
+pub use engine::{
+    AddrState, DhcpIn, DhcpSendError, DhcpStats, IfaceCounters, SlaacAddr, SlaacState,
+};
 pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;
