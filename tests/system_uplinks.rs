@@ -30,7 +30,7 @@
 
 use linerate::nic::tap::Tap;
 use linerate::nic::{Nic, Ports};
-use linerate::rt::Driver;
+use linerate::rt::{Driver, Runtime, RuntimeConfig, TcpStream};
 use linerate::toe::{Config, Engine, Instant, Interface, Route, RouteKind, TcpState};
 use linerate_testkit::capture::Capture;
 use linerate_testkit::impair::tap_in_ring;
@@ -66,7 +66,7 @@ fn ok(out: std::io::Result<std::process::Output>, what: &str) {
 }
 
 /// A kernel echo server in `ns` on `addr`: answers each connection with its
-/// name and what it read, then closes.
+/// name, what it read and the address the connection came from, then closes.
 fn echo_server(ns: &Netns, addr: IpAddr, name: &'static str) {
     let listener = ns
         .run(move || TcpListener::bind((addr, PORT)))
@@ -77,8 +77,13 @@ fn echo_server(ns: &Netns, addr: IpAddr, name: &'static str) {
             let Ok(mut s) = s else { return };
             let mut buf = [0u8; 64];
             let n = s.read(&mut buf).unwrap_or(0);
+            let peer = s
+                .peer_addr()
+                .map(|p| p.ip().to_string())
+                .unwrap_or_default();
             let _ = s.write_all(name.as_bytes());
             let _ = s.write_all(&buf[..n]);
+            let _ = s.write_all(format!(" from {peer}").as_bytes());
         }
     });
 }
@@ -181,77 +186,96 @@ fn from_engine(frames: &[Vec<u8>]) -> Vec<Sent> {
     out
 }
 
-#[test]
-fn each_prefix_leaves_by_its_uplink_and_the_default_takes_the_rest() {
-    assert!(netns::is_root(), "system tests need root");
-    // The routers, each with a TAP whose other end the engine drives.
-    let r1 = Netns::new("lru1").unwrap();
-    let r2 = Netns::new("lru2").unwrap();
-    let tap0 = tap_in_ring(&r1, false, R1, None).unwrap();
-    let tap1 = tap_in_ring(&r2, false, R2, None).unwrap();
-    let (t0, t1) = (tap0.name().to_owned(), tap1.name().to_owned());
-    ok(
-        r1.ip(&["-6", "addr", "add", "fd81::1/64", "dev", &t0, "nodad"]),
-        "R1 v6",
-    );
-    ok(
-        r2.ip(&["-6", "addr", "add", "fd82::1/64", "dev", &t1, "nodad"]),
-        "R2 v6",
-    );
-    // Networks B and D behind R1, C behind R2.
-    let nb = Netns::new("lrub").unwrap();
-    let nc = Netns::new("lruc").unwrap();
-    let nd = Netns::new("lrud").unwrap();
-    let vb = VethPair::new(&r1, "10.91.0.1/24", &nb, "10.91.0.2/24").unwrap();
-    let vc = VethPair::new(&r2, "10.92.0.1/24", &nc, "10.92.0.2/24").unwrap();
-    let _vd = VethPair::new(&r1, "10.93.0.1/24", &nd, "10.93.0.2/24").unwrap();
-    ok(
-        r1.ip(&["-6", "addr", "add", "fd91::1/64", "dev", &vb.a, "nodad"]),
-        "B v6 gw",
-    );
-    ok(
-        nb.ip(&["-6", "addr", "add", "fd91::2/64", "dev", &vb.b, "nodad"]),
-        "B v6",
-    );
-    ok(
-        r2.ip(&["-6", "addr", "add", "fd92::1/64", "dev", &vc.a, "nodad"]),
-        "C v6 gw",
-    );
-    ok(
-        nc.ip(&["-6", "addr", "add", "fd92::2/64", "dev", &vc.b, "nodad"]),
-        "C v6",
-    );
-    for (ns, gw, gw6) in [
-        (&nb, "10.91.0.1", Some("fd91::1")),
-        (&nc, "10.92.0.1", Some("fd92::1")),
-        (&nd, "10.93.0.1", None),
-    ] {
-        ok(ns.ip(&["route", "add", "default", "via", gw]), "default");
-        if let Some(gw6) = gw6 {
+/// The routers, networks and echo servers of the module docs, and the two
+/// TAPs for the engine; all go away when dropped.
+struct Lab {
+    r1: Netns,
+    r2: Netns,
+    taps: Option<(Tap, Tap)>,
+    _nets: Vec<Netns>,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        assert!(netns::is_root(), "system tests need root");
+        // The routers, each with a TAP whose other end the engine drives.
+        let r1 = Netns::new("lru1").unwrap();
+        let r2 = Netns::new("lru2").unwrap();
+        let tap0 = tap_in_ring(&r1, false, R1, None).unwrap();
+        let tap1 = tap_in_ring(&r2, false, R2, None).unwrap();
+        let (t0, t1) = (tap0.name().to_owned(), tap1.name().to_owned());
+        ok(
+            r1.ip(&["-6", "addr", "add", "fd81::1/64", "dev", &t0, "nodad"]),
+            "R1 v6",
+        );
+        ok(
+            r2.ip(&["-6", "addr", "add", "fd82::1/64", "dev", &t1, "nodad"]),
+            "R2 v6",
+        );
+        // Networks B and D behind R1, C behind R2.
+        let nb = Netns::new("lrub").unwrap();
+        let nc = Netns::new("lruc").unwrap();
+        let nd = Netns::new("lrud").unwrap();
+        let vb = VethPair::new(&r1, "10.91.0.1/24", &nb, "10.91.0.2/24").unwrap();
+        let vc = VethPair::new(&r2, "10.92.0.1/24", &nc, "10.92.0.2/24").unwrap();
+        let _vd = VethPair::new(&r1, "10.93.0.1/24", &nd, "10.93.0.2/24").unwrap();
+        ok(
+            r1.ip(&["-6", "addr", "add", "fd91::1/64", "dev", &vb.a, "nodad"]),
+            "B v6 gw",
+        );
+        ok(
+            nb.ip(&["-6", "addr", "add", "fd91::2/64", "dev", &vb.b, "nodad"]),
+            "B v6",
+        );
+        ok(
+            r2.ip(&["-6", "addr", "add", "fd92::1/64", "dev", &vc.a, "nodad"]),
+            "C v6 gw",
+        );
+        ok(
+            nc.ip(&["-6", "addr", "add", "fd92::2/64", "dev", &vc.b, "nodad"]),
+            "C v6",
+        );
+        for (ns, gw, gw6) in [
+            (&nb, "10.91.0.1", Some("fd91::1")),
+            (&nc, "10.92.0.1", Some("fd92::1")),
+            (&nd, "10.93.0.1", None),
+        ] {
+            ok(ns.ip(&["route", "add", "default", "via", gw]), "default");
+            if let Some(gw6) = gw6 {
+                ok(
+                    ns.ip(&["-6", "route", "add", "default", "via", gw6]),
+                    "default v6",
+                );
+            }
+        }
+        for ns in [&r1, &r2] {
             ok(
-                ns.ip(&["-6", "route", "add", "default", "via", gw6]),
-                "default v6",
+                ns.exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"]),
+                "ip_forward",
+            );
+            ok(
+                ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"]),
+                "ipv6 forwarding",
             );
         }
-    }
-    for ns in [&r1, &r2] {
-        ok(
-            ns.exec("sysctl", &["-qw", "net.ipv4.ip_forward=1"]),
-            "ip_forward",
-        );
-        ok(
-            ns.exec("sysctl", &["-qw", "net.ipv6.conf.all.forwarding=1"]),
-            "ipv6 forwarding",
-        );
-    }
-    echo_server(&nb, IpAddr::V4(B), "B:");
-    echo_server(&nc, IpAddr::V4(C), "C:");
-    echo_server(&nd, IpAddr::V4(D), "D:");
-    echo_server(&nb, IpAddr::V6(B6), "B6:");
-    echo_server(&nc, IpAddr::V6(C6), "C6:");
+        echo_server(&nb, IpAddr::V4(B), "B:");
+        echo_server(&nc, IpAddr::V4(C), "C:");
+        echo_server(&nd, IpAddr::V4(D), "D:");
+        echo_server(&nb, IpAddr::V6(B6), "B6:");
+        echo_server(&nc, IpAddr::V6(C6), "C6:");
 
-    // The engine: interface 0 towards R1 (the default), interface 1 towards
-    // R2 (C's prefixes).
+        Lab {
+            r1,
+            r2,
+            taps: Some((tap0, tap1)),
+            _nets: vec![nb, nc, nd],
+        }
+    }
+}
+
+/// The engine's configuration: interface 0 towards R1 (the default routes),
+/// interface 1 towards R2 (C's prefixes).
+fn engine_config() -> Config {
     let mut cfg = Config::new(MAC0)
         .with_ipv4(ME0, 24)
         .with_ipv6(ME0_6, 64)
@@ -277,6 +301,25 @@ fn each_prefix_leaves_by_its_uplink_and_the_default_takes_the_rest() {
     cfg.offloads = false;
     cfg.announcements = 0;
     cfg.validate().unwrap();
+    cfg
+}
+
+/// Who is asked, what, and the answer: each server names the uplink address
+/// the connection came from.
+const EXCHANGES: [(IpAddr, &str, &str); 5] = [
+    (IpAddr::V4(B), "hello B", "B:hello B from 10.81.0.2"),
+    (IpAddr::V4(C), "hello C", "C:hello C from 10.82.0.2"),
+    (IpAddr::V4(D), "hello D", "D:hello D from 10.81.0.2"),
+    (IpAddr::V6(B6), "hello B6", "B6:hello B6 from fd81::2"),
+    (IpAddr::V6(C6), "hello C6", "C6:hello C6 from fd82::2"),
+];
+
+#[test]
+fn each_prefix_leaves_by_its_uplink_and_the_default_takes_the_rest() {
+    let mut lab = Lab::new();
+    let (tap0, tap1) = lab.taps.take().unwrap();
+    let (t0, t1) = (tap0.name().to_owned(), tap1.name().to_owned());
+    let cfg = engine_config();
     let ports = Ports::new(vec![(tap0, MAC0), (tap1, MAC1)]).unwrap();
     let engine = Engine::try_new(cfg, 0x5eed).unwrap();
     let mut h = Host {
@@ -285,14 +328,14 @@ fn each_prefix_leaves_by_its_uplink_and_the_default_takes_the_rest() {
     };
 
     // Captures on the kernel side of each TAP.
-    let cap0 = r1.run(move || Capture::open(&t0)).unwrap().unwrap();
-    let cap1 = r2.run(move || Capture::open(&t1)).unwrap().unwrap();
+    let cap0 = lab.r1.run(move || Capture::open(&t0)).unwrap().unwrap();
+    let cap1 = lab.r2.run(move || Capture::open(&t1)).unwrap().unwrap();
 
-    assert_eq!(h.exchange(IpAddr::V4(B), b"hello B"), b"B:hello B");
-    assert_eq!(h.exchange(IpAddr::V4(C), b"hello C"), b"C:hello C");
-    assert_eq!(h.exchange(IpAddr::V4(D), b"hello D"), b"D:hello D");
-    assert_eq!(h.exchange(IpAddr::V6(B6), b"hello B6"), b"B6:hello B6");
-    assert_eq!(h.exchange(IpAddr::V6(C6), b"hello C6"), b"C6:hello C6");
+    // Each server answers, and saw the address of the uplink it was reached by.
+    for (to, msg, answer) in EXCHANGES {
+        let got = h.exchange(to, msg.as_bytes());
+        assert_eq!(String::from_utf8_lossy(&got), answer);
+    }
 
     let quiet = Duration::from_millis(200);
     let on0 = from_engine(&cap0.collect(quiet, Duration::from_secs(2)).unwrap());
@@ -369,4 +412,38 @@ fn each_prefix_leaves_by_its_uplink_and_the_default_takes_the_rest() {
             .unwrap_or(0)
     };
     assert!(tx(0) >= on0.len() as u64 && tx(1) >= on1.len() as u64);
+}
+
+/// The same two uplinks under the runtime: `Runtime::start` over [`Ports`]
+/// of the two TAPs, unchanged queue thread, and the tokio adaptor's
+/// `TcpStream::connect` to each network.
+#[test]
+fn the_runtime_drives_two_uplinks_through_ports() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut lab = Lab::new();
+    let (tap0, tap1) = lab.taps.take().unwrap();
+    let ports = Ports::new(vec![(tap0, MAC0), (tap1, MAC1)]).unwrap();
+    let rt = Runtime::start(ports, RuntimeConfig::new(engine_config())).unwrap();
+    let h = rt.handle().clone();
+    let wait = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    for (to, msg, answer) in EXCHANGES {
+        let got = wait
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), async {
+                    let mut s = TcpStream::connect(&h, SocketAddr::new(to, PORT)).await?;
+                    s.write_all(msg.as_bytes()).await?;
+                    let mut got = Vec::new();
+                    s.read_to_end(&mut got).await?;
+                    std::io::Result::Ok(got)
+                })
+                .await
+            })
+            .expect("answered within 10 s")
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), answer);
+    }
+    rt.shutdown().unwrap();
 }

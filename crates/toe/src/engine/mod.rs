@@ -87,9 +87,10 @@ struct Slot {
     tmpl: template::TxTemplate,
     /// Its place in the event queue and the readiness last reported.
     ev: events::EventState,
-    /// Its next hop, output interface, and the routing table generation
-    /// they were looked up in.
-    route: (NextHop, usize, u32),
+    /// Its next hop, output interface (a `u8`, which keeps the slot its
+    /// size: `Config::interfaces` has at most 15), and the routing table
+    /// generation they were looked up in.
+    route: (NextHop, u8, u32),
 }
 
 /// A listening port.

@@ -237,10 +237,10 @@ impl Engine {
         let generation = self.routes.generation();
         if slot.route.2 != generation {
             let (hop, dev) = self.routes.lookup_dev(remote.ip());
-            slot.route = (hop, dev, generation);
+            slot.route = (hop, u8::try_from(dev).unwrap_or(0), generation);
             slot.tmpl = TxTemplate::EMPTY;
         }
-        let src_mac = match slot.route.1 {
+        let src_mac = match usize::from(slot.route.1) {
             0 => self.cfg.mac,
             i => self
                 .cfg
