@@ -74,7 +74,7 @@ impl<N: Nic> Ports<N> {
                 return Err(invalid("Ports::new: two ports with one MAC"));
             }
         }
-        let mut caps = first.caps().clone();
+        let mut caps = *first.caps();
         for (n, _) in &ports {
             let c = n.caps();
             caps.queues = caps.queues.min(c.queues);

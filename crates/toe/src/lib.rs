@@ -119,7 +119,7 @@
 //! An engine has interface 0 ([`Config::mac`], [`Config::ipv4`],
 //! [`Config::ipv6`], [`Config::mtu`]) and, as a Linux host with eth0 and eth1,
 //! any further ones in [`Config::interfaces`] ([`Interface`]: its own MAC,
-//! addresses and MTU). One routing table ([`Config::routes`], [`config::route`])
+//! addresses and MTU). One routing table ([`Config::routes`], [`config::RouteTable`])
 //! serves them all: longest prefix, then lowest metric; a route may name its
 //! output interface ([`Route::dev`]); each interface's prefixes are on-link
 //! routes on it. A connection or datagram leaves by its route's interface, with
