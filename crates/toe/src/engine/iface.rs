@@ -54,13 +54,17 @@ impl Engine {
         self.iface_counters.get(i).copied().unwrap_or_default()
     }
 
-    /// Interface `i`'s counters, mutable (a sink for an unknown index).
-    pub(super) fn iface_counters_mut(&mut self, i: usize) -> &mut IfaceCounters {
-        if i >= self.iface_counters.len() {
-            // Only an index the engine does not have lands here.
-            self.iface_counters.resize(i + 1, IfaceCounters::default());
+    /// The MAC of interface `iface` (not 0) for a frame that arrived on it,
+    /// counted; `None` for an interface the engine lacks. Out of line: the
+    /// receive path of interface 0 never comes here.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn arrival_mac(&mut self, iface: usize) -> Option<[u8; 6]> {
+        let mac = self.cfg.interfaces.get(iface.checked_sub(1)?)?.mac;
+        if let Some(c) = self.iface_counters.get_mut(iface) {
+            c.rx_frames += 1;
         }
-        &mut self.iface_counters[i]
+        Some(mac)
     }
 
     /// Interface `i`'s MAC (interface 0's for an index the engine lacks).

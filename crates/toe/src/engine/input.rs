@@ -44,15 +44,16 @@ pub(super) struct From<'m> {
     /// and its length; empty for a linear frame.
     pub(super) more: &'m [Frag],
     pub(super) more_len: usize,
-    /// The interface it arrived on.
-    pub(super) iface: usize,
+    /// The interface it arrived on (a `u8`, in what would be padding: the
+    /// struct is passed by value down the receive path).
+    pub(super) iface: u8,
 }
 
 impl From<'_> {
     /// The source of a datagram reassembled from fragments that came from
     /// `mac` on interface `iface`: a plain datagram whose checksums are
     /// still to be verified.
-    pub(super) fn reassembled(mac: [u8; 6], iface: usize) -> From<'static> {
+    pub(super) fn reassembled(mac: [u8; 6], iface: u8) -> From<'static> {
         static PLAIN: OffloadMeta = OffloadMeta::plain();
         From {
             mac,
@@ -104,12 +105,14 @@ impl Engine {
         let dst = eth.dst_addr();
         let mac = if iface == 0 {
             self.cfg.mac
-        } else if iface < self.interface_count() {
-            self.iface_counters_mut(iface).rx_frames += 1;
-            self.iface_mac(iface)
         } else {
-            self.counters.rx_other_host += 1;
-            return;
+            match self.arrival_mac(iface) {
+                Some(mac) => mac,
+                None => {
+                    self.counters.rx_other_host += 1;
+                    return;
+                }
+            }
         };
         let for_us = dst == mac
             || dst == ethernet::BROADCAST
@@ -123,7 +126,8 @@ impl Engine {
             meta,
             more: &[],
             more_len: 0,
-            iface,
+            // Below `MAX_INTERFACES` (`arrival_mac`).
+            iface: iface as u8,
         };
         match eth.ethertype() {
             ethertype::ARP => self.arp_input(now, eth.payload(), iface),
@@ -227,7 +231,7 @@ impl Engine {
             meta: &f.meta,
             more,
             more_len,
-            iface,
+            iface: 0,
         };
         let (src, dst, tcp, ce) = match ethertype {
             Some(ethertype::IPV4) => {
@@ -372,7 +376,9 @@ impl Engine {
         let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
         if arp::emit_reply(body, mac, me.addr.octets(), sha, tpa).is_ok() {
             self.counters.arp_replies_out += 1;
-            self.iface_counters_mut(iface).arp_replies_out += 1;
+            if let Some(c) = self.iface_counters.get_mut(iface) {
+                c.arp_replies_out += 1;
+            }
             self.control.push_back((f, OffloadMeta::plain()));
         }
     }
@@ -401,7 +407,7 @@ impl Engine {
         if self.cfg.dhcp && from.iface == 0 && self.dhcp_input(data, &from) {
             return;
         }
-        let Some(me) = self.iface_v4(from.iface) else {
+        let Some(me) = self.iface_v4(usize::from(from.iface)) else {
             self.counters.ip_in_addr_errors += 1;
             return;
         };
@@ -419,7 +425,7 @@ impl Engine {
         let src = Ipv4Addr::from(ip.src);
         // To the arrival interface's address, or (the weak host model of
         // RFC 1122 section 3.3.4.2, as Linux) to another interface's.
-        let unicast = dst == me.addr || self.other_iface_v4(dst, from.iface);
+        let unicast = dst == me.addr || self.other_iface_v4(dst, usize::from(from.iface));
         if !unicast
             && dst != Ipv4Addr::BROADCAST
             && dst != me.broadcast()
@@ -486,7 +492,7 @@ impl Engine {
         if self.cfg.slaac && from.iface == 0 && self.slaac_input(now, data, from.mac) {
             return;
         }
-        let Some(me) = self.iface_v6(from.iface) else {
+        let Some(me) = self.iface_v6(usize::from(from.iface)) else {
             self.counters.ip_in_addr_errors += 1;
             return;
         };
@@ -496,7 +502,7 @@ impl Engine {
         };
         let dst = Ipv6Addr::from(ip.dst_addr());
         let src = Ipv6Addr::from(ip.src_addr());
-        let unicast = dst == me.addr || self.other_iface_v6(dst, from.iface);
+        let unicast = dst == me.addr || self.other_iface_v6(dst, usize::from(from.iface));
         let group = Ipv6Addr::from(ndp::solicited_node_multicast(&me.addr.octets()));
         if !unicast
             && dst != group
@@ -651,7 +657,7 @@ impl Engine {
             self.counters.icmp_in_errors += 1;
             return;
         }
-        let Some(me) = self.iface_v6(from.iface) else {
+        let Some(me) = self.iface_v6(usize::from(from.iface)) else {
             return;
         };
         match p.msg_type() {
