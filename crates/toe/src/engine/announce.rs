@@ -71,7 +71,7 @@ impl Engine {
                 let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
                 if arp::emit_gratuitous(body, mac, me.addr.octets()).is_ok() {
                     self.counters.arp_announcements_out += 1;
-                    if let Some(c) = self.iface_counters.get_mut(iface) {
+                    if let Some(c) = self.iface_counter(iface) {
                         c.arp_requests_out += 1;
                     }
                     self.control.push_back((f, OffloadMeta::plain()));

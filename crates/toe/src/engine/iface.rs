@@ -51,7 +51,19 @@ impl Engine {
 
     /// Interface `i`'s counters (zero for an interface the engine lacks).
     pub fn interface_counters(&self, i: usize) -> IfaceCounters {
-        self.iface_counters.get(i).copied().unwrap_or_default()
+        match i {
+            0 => self.iface0_counters,
+            _ => self.iface_counters.get(i - 1).copied().unwrap_or_default(),
+        }
+    }
+
+    /// Interface `i`'s counters, mutable (`None` for one the engine lacks).
+    #[inline]
+    pub(super) fn iface_counter(&mut self, i: usize) -> Option<&mut IfaceCounters> {
+        match i {
+            0 => Some(&mut self.iface0_counters),
+            _ => self.iface_counters.get_mut(i - 1),
+        }
     }
 
     /// The MAC of interface `iface` (not 0) for a frame that arrived on it,
@@ -61,7 +73,7 @@ impl Engine {
     #[inline(never)]
     pub(super) fn arrival_mac(&mut self, iface: usize) -> Option<[u8; 6]> {
         let mac = self.cfg.interfaces.get(iface.checked_sub(1)?)?.mac;
-        if let Some(c) = self.iface_counters.get_mut(iface) {
+        if let Some(c) = self.iface_counter(iface) {
             c.rx_frames += 1;
         }
         Some(mac)

@@ -376,7 +376,7 @@ impl Engine {
         let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
         if arp::emit_reply(body, mac, me.addr.octets(), sha, tpa).is_ok() {
             self.counters.arp_replies_out += 1;
-            if let Some(c) = self.iface_counters.get_mut(iface) {
+            if let Some(c) = self.iface_counter(iface) {
                 c.arp_replies_out += 1;
             }
             self.control.push_back((f, OffloadMeta::plain()));

@@ -177,7 +177,10 @@ pub struct Engine {
     slaac: slaac::Slaac,
     /// Multicast groups, IGMP and MLD (`mcast`).
     mcast: mcast::Mcast,
-    /// Per-interface counters (`iface`).
+    /// Interface 0's counters (`iface`).
+    iface0_counters: IfaceCounters,
+    /// The other interfaces' counters, from interface 1: empty, and so no
+    /// allocation, for an engine of one interface.
     iface_counters: Vec<IfaceCounters>,
 }
 
@@ -247,7 +250,7 @@ impl Engine {
             )
             .unwrap_or_default()
         });
-        let iface_counters = vec![IfaceCounters::default(); 1 + config.interfaces.len()];
+        let iface_counters = vec![IfaceCounters::default(); config.interfaces.len()];
         Engine {
             routes,
             cfg: config,
@@ -284,6 +287,7 @@ impl Engine {
             dhcp: dhcp::DhcpChannel::default(),
             slaac: slaac::Slaac::default(),
             mcast: mcast::Mcast::default(),
+            iface0_counters: IfaceCounters::default(),
             iface_counters,
         }
     }

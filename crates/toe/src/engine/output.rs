@@ -333,7 +333,7 @@ impl Engine {
                 let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
                 if arp::emit_request(body, mac, me.addr.octets(), target.octets()).is_ok() {
                     self.counters.arp_requests_out += 1;
-                    if let Some(c) = self.iface_counters.get_mut(iface) {
+                    if let Some(c) = self.iface_counter(iface) {
                         c.arp_requests_out += 1;
                     }
                     self.control.push_back((f, OffloadMeta::plain()));
@@ -368,7 +368,7 @@ impl Engine {
                 let body = f.get_mut(l4..).unwrap_or_default();
                 if ndp::emit_neighbor_solicitation(body, ip, &target.octets(), Some(mac)).is_ok() {
                     self.counters.icmp_out_msgs += 1;
-                    if let Some(c) = self.iface_counters.get_mut(iface) {
+                    if let Some(c) = self.iface_counter(iface) {
                         c.ndp_solicits_out += 1;
                     }
                     self.control.push_back((f, OffloadMeta::plain()));

@@ -390,3 +390,71 @@ fn bad_interface_configurations_are_refused_with_their_reason() {
         Err(ConfigError::Interfaces { count: 17, max: 16 })
     );
 }
+
+/// IPv6 on two interfaces: a neighbour solicitation for interface 1's
+/// address is answered on interface 1 only, with its MAC; a connection to
+/// C's IPv6 prefix resolves R2 out of interface 1 from interface 1's address.
+#[test]
+fn ipv6_neighbours_are_per_interface_too() {
+    use linerate_wire::icmp::{ndp, v6 as icmpv6};
+    use linerate_wire::ipv6;
+    use std::net::Ipv6Addr;
+    let v6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    let (me0, me1, r2) = (v6("fd81::2"), v6("fd82::2"), v6("fd82::1"));
+    let mut cfg = two_uplinks().with_ipv6(me0, 64);
+    cfg.interfaces[0].ipv6 = Some(linerate_toe::config::Ipv6Cidr::new(me1, 64));
+    let cfg = cfg.with_route(
+        Route::new(IpAddr::V6(v6("fd92::")), 64, RouteKind::Via(IpAddr::V6(r2))).with_dev(1),
+    );
+    let now = Instant::ZERO;
+    let mut e = Engine::try_new(cfg, 7).unwrap();
+    let meta = OffloadMeta::plain();
+    let ns = |target: Ipv6Addr| {
+        let group = ndp::solicited_node_multicast(&target.octets());
+        let mut body = vec![0u8; ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN];
+        ndp::emit_neighbor_solicitation(
+            &mut body,
+            icmpv6::Addrs {
+                src: &r2.octets(),
+                dst: &group,
+            },
+            &target.octets(),
+            Some(R2_MAC),
+        )
+        .unwrap();
+        let mut ip = Ip::v6(r2.octets(), group);
+        if let Ip::V6(h, _) = &mut ip {
+            h.hop_limit = 255;
+        }
+        FrameBuilder::new(ip, L4::Raw(58))
+            .macs(R2_MAC, ndp::multicast_mac(&group))
+            .build(&body)
+    };
+    // Asked on interface 0: not that interface's address.
+    e.handle_frame_on(0, now, &ns(me1), &meta);
+    assert_eq!(frames(&mut e, now), []);
+    // Asked on interface 1: answered from it.
+    e.handle_frame_on(1, now, &ns(me1), &meta);
+    let mut out = Vec::new();
+    e.poll_transmit(now, &mut |f, _| out.push(f.to_vec()));
+    assert_eq!(out.len(), 1);
+    let eth = ethernet::Packet::new_checked(&out[0][..]).unwrap();
+    assert_eq!(eth.src_addr(), ME1);
+    let ip = ipv6::Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(Ipv6Addr::from(ip.src_addr()), me1);
+    let na = ndp::Neighbor::new_checked(ip.payload()).unwrap();
+    assert_eq!(na.target_addr(), me1.octets());
+    assert_eq!(na.target_lladdr(), Some(ME1));
+
+    // A connection to C's IPv6 prefix: R2 is known now (learned from its
+    // solicitation), so the SYN goes at once, out of interface 1.
+    e.tcp_connect(now, SocketAddr::new(IpAddr::V6(v6("fd92::5")), 80))
+        .unwrap();
+    let mut out = Vec::new();
+    e.poll_transmit(now, &mut |f, _| out.push(f.to_vec()));
+    assert_eq!(out.len(), 1);
+    let eth = ethernet::Packet::new_checked(&out[0][..]).unwrap();
+    assert_eq!((eth.src_addr(), eth.dst_addr()), (ME1, R2_MAC));
+    let ip = ipv6::Packet::new_checked(eth.payload()).unwrap();
+    assert_eq!(Ipv6Addr::from(ip.src_addr()), me1);
+}
