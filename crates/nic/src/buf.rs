@@ -82,6 +82,10 @@ pub struct PacketBuf {
     end: u32,
     /// The headroom [`PacketBuf::clear`] restores.
     reserve: u32,
+    /// The port of a multi-port NIC the frame came in on
+    /// ([`PacketBuf::port`]); it sits in what was padding, so the buffer
+    /// stays 48 bytes.
+    port: u16,
     pool: Option<Arc<PoolShared>>,
 }
 
@@ -110,6 +114,7 @@ impl PacketBuf {
             start: off(headroom),
             end: off(headroom),
             reserve: off(headroom),
+            port: 0,
             pool: None,
         }
     }
@@ -132,6 +137,7 @@ impl PacketBuf {
             start: 0,
             end,
             reserve: 0,
+            port: 0,
             pool: None,
         }
     }
@@ -246,10 +252,26 @@ impl PacketBuf {
         self.data.get_mut(old..new_end).unwrap_or_default()
     }
 
-    /// Empties the frame and restores the original headroom.
+    /// Empties the frame and restores the original headroom (and port 0).
     pub fn clear(&mut self) {
         self.start = self.reserve;
         self.end = self.reserve;
+        self.port = 0;
+    }
+
+    /// The port of a multi-port NIC ([`crate::ports::Ports`]) the frame was
+    /// received on: 0 for a frame from any other NIC, and for a new or
+    /// cleared buffer. An engine with several interfaces reads it as the
+    /// frame's arrival interface (Linux's `skb->skb_iif`).
+    #[inline]
+    pub fn port(&self) -> usize {
+        usize::from(self.port)
+    }
+
+    /// Sets the port [`PacketBuf::port`] reports (saturating at `u16::MAX`).
+    #[inline]
+    pub fn set_port(&mut self, port: usize) {
+        self.port = u16::try_from(port).unwrap_or(u16::MAX);
     }
 
     /// Makes sure `headroom` bytes before the frame start and `len` bytes from it

@@ -50,6 +50,9 @@
 //! * [`Counters`]: per-queue counters named like `ethtool -S`.
 //! * [`pcap`]: a [`Recorder`] hook and a pcap writer for frames as they are on
 //!   the wire.
+//! * [`Ports`]: several NICs as one, for an engine with more than one
+//!   interface (each received frame tagged with its port, each sent frame out
+//!   of the port its source MAC names).
 //!
 //! # Backends
 //!
@@ -79,6 +82,7 @@ pub mod neigh;
 pub mod nic;
 pub mod notify;
 pub mod pcap;
+pub mod ports;
 mod rng;
 pub mod shim;
 #[cfg(target_os = "linux")]
@@ -99,6 +103,7 @@ pub use memory::MemNic;
 pub use nic::Nic;
 pub use notify::{Notify, Readiness, wait_any};
 pub use pcap::{PcapRecorder, Recorder};
+pub use ports::Ports;
 pub use shim::{Shim, ShimConfig};
 #[cfg(target_os = "linux")]
 pub use tap::{Tap, TapConfig};

@@ -276,3 +276,26 @@ pub(crate) fn no_such_interface(name: &str, e: io::Error) -> io::Error {
         e
     }
 }
+
+/// A new epoll instance (close-on-exec), whose descriptor polls readable when
+/// any descriptor added to it does.
+pub(crate) fn epoll_create() -> io::Result<OwnedFd> {
+    #[allow(unsafe_code)]
+    // SAFETY: epoll_create1 takes a flag word and returns a new descriptor.
+    let fd = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    #[allow(unsafe_code)]
+    // SAFETY: `fd` was just returned by epoll_create1 and is owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds `fd` to the epoll instance `ep`, watched for `EPOLLIN`.
+pub(crate) fn epoll_add(ep: &OwnedFd, fd: RawFd) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: u64::try_from(fd).unwrap_or(0),
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: `ep` is an epoll descriptor, `ev` a valid epoll_event.
+    check(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) })?;
+    Ok(())
+}

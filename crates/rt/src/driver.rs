@@ -202,8 +202,10 @@ pub struct Driver<N: Nic, S: Service = Engine> {
 /// checksums, which the backend must segment and complete.
 pub(crate) fn offloads_fit(engine: &linerate_toe::Config, caps: &linerate_nic::NicCaps) -> bool {
     let o = &caps.offloads;
-    !engine.offloads
-        || (o.tx_csum && (engine.ipv4.is_none() || o.tso4) && (engine.ipv6.is_none() || o.tso6))
+    // Any interface's families: TCP over each leaves as super-segments.
+    let v4 = engine.all_interfaces().any(|f| f.ipv4.is_some());
+    let v6 = engine.all_interfaces().any(|f| f.ipv6.is_some());
+    !engine.offloads || (o.tx_csum && (!v4 || o.tso4) && (!v6 || o.tso6))
 }
 
 impl<N: Nic> Driver<N, Engine> {

@@ -542,8 +542,8 @@ impl Drop for UdpSocket {
 /// socket is bound on (see `linerate_toe`'s `engine::mcast` for what the
 /// engine reports and delivers).
 impl UdpSocket {
-    /// Joins IPv4 `group` for every source (std's `join_multicast_v4`; the
-    /// runtime's engines have one interface).
+    /// Joins IPv4 `group` for every source (std's `join_multicast_v4`; groups
+    /// are joined on the engine's interface 0).
     pub async fn join_multicast_v4(&self, group: Ipv4Addr) -> io::Result<()> {
         self.set_multicast_filter(IpAddr::V4(group), FilterMode::Exclude, &[])
             .await

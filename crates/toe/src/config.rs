@@ -1,5 +1,10 @@
-//! Engine configuration: the interface (MAC, addresses, MTU, offloads), TCP and
+//! Engine configuration: the interfaces (MAC, addresses, MTU; offloads), TCP and
 //! UDP defaults, ICMP error rate and path MTU cache bounds.
+//!
+//! Interface 0 is [`Config::mac`], [`Config::ipv4`], [`Config::ipv6`] and
+//! [`Config::mtu`]; an engine with further uplinks lists them in
+//! [`Config::interfaces`] (interface 1, 2, ...), as a Linux host has eth0 and
+//! eth1. Routes name their output interface with [`Route::dev`].
 
 pub use crate::tcp::cc::CongestionControl;
 pub use route::{MAX_ROUTES, NextHop, Route, RouteError, RouteKind, RouteTable};
@@ -54,6 +59,59 @@ impl Ipv6Cidr {
     /// `addr/prefix_len`.
     pub const fn new(addr: Ipv6Addr, prefix_len: u8) -> Ipv6Cidr {
         Ipv6Cidr { addr, prefix_len }
+    }
+}
+
+/// Interfaces an engine has at most: interface 0 and
+/// [`Config::interfaces`] together.
+pub const MAX_INTERFACES: usize = 16;
+
+/// A further interface of the engine (interface 1, 2, ... in
+/// [`Config::interfaces`]): its own Ethernet address, addresses and MTU, as a
+/// second NIC of a Linux host. Frames leave it with its MAC as their source
+/// (which is how a [`linerate_nic::ports::Ports`] adaptor sends each out of
+/// its port), its prefixes are on-link routes on it, and ARP requests and
+/// neighbour solicitations for its addresses are answered on it only.
+/// DHCP, SLAAC and multicast stay on interface 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// The interface's Ethernet address (unique among the engine's).
+    pub mac: [u8; 6],
+    /// IPv4 address and subnet, if any.
+    pub ipv4: Option<Ipv4Cidr>,
+    /// IPv6 address and prefix, if any.
+    pub ipv6: Option<Ipv6Cidr>,
+    /// IP MTU of its link.
+    pub mtu: u16,
+}
+
+impl Interface {
+    /// An interface with `mac` and no addresses, MTU 1500.
+    pub fn new(mac: [u8; 6]) -> Interface {
+        Interface {
+            mac,
+            ipv4: None,
+            ipv6: None,
+            mtu: 1500,
+        }
+    }
+
+    /// Sets the IPv4 address.
+    pub fn with_ipv4(mut self, addr: Ipv4Addr, prefix_len: u8) -> Interface {
+        self.ipv4 = Some(Ipv4Cidr::new(addr, prefix_len));
+        self
+    }
+
+    /// Sets the IPv6 address.
+    pub fn with_ipv6(mut self, addr: Ipv6Addr, prefix_len: u8) -> Interface {
+        self.ipv6 = Some(Ipv6Cidr::new(addr, prefix_len));
+        self
+    }
+
+    /// Sets the MTU.
+    pub fn with_mtu(mut self, mtu: u16) -> Interface {
+        self.mtu = mtu;
+        self
     }
 }
 
@@ -245,10 +303,10 @@ impl Default for FragConfig {
     }
 }
 
-/// The interface and engine configuration.
+/// The interfaces and engine configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// The interface's Ethernet address.
+    /// Interface 0's Ethernet address.
     pub mac: [u8; 6],
     /// IPv4 address and subnet, if any.
     pub ipv4: Option<Ipv4Cidr>,
@@ -325,6 +383,9 @@ pub struct Config {
     /// router and RFC 8106 DNS servers (see `Engine::slaac_state`).
     /// [`Config::ipv6`] may stay `None`.
     pub slaac: bool,
+    /// Interfaces besides interface 0 (empty by default): interface 1 is the
+    /// first. See [`Interface`]; [`Config::with_interface`] adds one.
+    pub interfaces: Vec<Interface>,
 }
 
 impl Config {
@@ -356,7 +417,25 @@ impl Config {
             ],
             dhcp: false,
             slaac: false,
+            interfaces: Vec::new(),
         }
+    }
+
+    /// Adds interface `iface` (the next index: 1 for the first).
+    pub fn with_interface(mut self, iface: Interface) -> Config {
+        self.interfaces.push(iface);
+        self
+    }
+
+    /// Every interface as an [`Interface`], interface 0 first.
+    pub fn all_interfaces(&self) -> impl Iterator<Item = Interface> + '_ {
+        let zero = Interface {
+            mac: self.mac,
+            ipv4: self.ipv4,
+            ipv6: self.ipv6,
+            mtu: self.mtu,
+        };
+        core::iter::once(zero).chain(self.interfaces.iter().cloned())
     }
 
     /// Sets the IPv4 address.
@@ -388,29 +467,39 @@ impl Config {
         self
     }
 
-    /// The on-link routes of the interface's own prefixes.
+    /// The on-link routes of the interfaces' own prefixes, each on its
+    /// interface.
     pub(crate) fn connected_routes(&self) -> Vec<Route> {
         let mut v = Vec::new();
-        if let Some(c) = self.ipv4 {
-            v.push(Route::new(
-                std::net::IpAddr::V4(c.addr),
-                c.prefix_len.min(32),
-                RouteKind::OnLink,
-            ));
-        }
-        if let Some(c) = self.ipv6 {
-            v.push(Route::new(
-                std::net::IpAddr::V6(c.addr),
-                c.prefix_len.min(128),
-                RouteKind::OnLink,
-            ));
+        for (i, f) in self.all_interfaces().enumerate() {
+            if let Some(c) = f.ipv4 {
+                let r = Route::new(
+                    std::net::IpAddr::V4(c.addr),
+                    c.prefix_len.min(32),
+                    RouteKind::OnLink,
+                );
+                v.push(r.with_dev(i));
+            }
+            if let Some(c) = f.ipv6 {
+                let r = Route::new(
+                    std::net::IpAddr::V6(c.addr),
+                    c.prefix_len.min(128),
+                    RouteKind::OnLink,
+                );
+                v.push(r.with_dev(i));
+            }
         }
         v
     }
 
     /// The routing table [`Config::routes`] and the interface prefixes make.
     pub fn route_table(&self) -> Result<RouteTable, ConfigError> {
-        RouteTable::new(&self.connected_routes(), &self.routes).map_err(ConfigError::Route)
+        RouteTable::with_devices(
+            1 + self.interfaces.len(),
+            &self.connected_routes(),
+            &self.routes,
+        )
+        .map_err(ConfigError::Route)
     }
 }
 
@@ -556,6 +645,45 @@ pub enum ConfigError {
         /// The largest allowed.
         max: u32,
     },
+    /// More interfaces than [`MAX_INTERFACES`] (interface 0 included).
+    Interfaces {
+        /// How many were given.
+        count: usize,
+        /// The largest allowed.
+        max: usize,
+    },
+    /// `interfaces[index - 1]` breaks a rule of interface 0's fields
+    /// (`Mac`, `PrefixLen`, `Address` or `Mtu`, in `error`).
+    Interface {
+        /// The interface's index (1 for `interfaces[0]`).
+        index: usize,
+        /// The rule it breaks.
+        error: Box<ConfigError>,
+    },
+    /// Two interfaces have the same MAC: the frames the engine sends carry the
+    /// output interface's MAC as their source, which is how a multi-port NIC
+    /// adaptor sends each out of its port, and how peers tell them apart.
+    DuplicateMac {
+        /// The address.
+        mac: [u8; 6],
+        /// The interfaces that share it.
+        first: usize,
+        /// The other.
+        second: usize,
+    },
+    /// The prefixes of two interfaces overlap (one contains the other's
+    /// network, or they share an address): which interface a neighbour in
+    /// the overlap is on would depend on table order.
+    OverlappingPrefixes {
+        /// The address of the first interface's prefix.
+        first_addr: std::net::IpAddr,
+        /// The first interface.
+        first: usize,
+        /// The address of the second interface's prefix.
+        second_addr: std::net::IpAddr,
+        /// The second interface.
+        second: usize,
+    },
 }
 
 impl core::fmt::Display for ConfigError {
@@ -598,6 +726,26 @@ impl core::fmt::Display for ConfigError {
             ConfigError::Announcements { value, max } => {
                 write!(f, "announcements is {value}, at most {max}")
             }
+            ConfigError::Interfaces { count, max } => {
+                write!(f, "{count} interfaces, at most {max}")
+            }
+            ConfigError::Interface { index, error } => write!(f, "interface {index}: {error}"),
+            ConfigError::DuplicateMac { mac, first, second } => write!(
+                f,
+                "interfaces {first} and {second} share mac \
+                 {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+            ),
+            ConfigError::OverlappingPrefixes {
+                first_addr,
+                first,
+                second_addr,
+                second,
+            } => write!(
+                f,
+                "the prefixes of interface {first} ({first_addr}) and interface {second} \
+                 ({second_addr}) overlap"
+            ),
         }
     }
 }
@@ -608,54 +756,74 @@ impl Config {
     /// Checks the rules of [`ConfigError`], in field order; the first broken
     /// one is returned. [`crate::Engine::try_new`] and the runtimes call it.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        check_interface(
+            &Interface {
+                mac: self.mac,
+                ipv4: self.ipv4,
+                ipv6: self.ipv6,
+                mtu: self.mtu,
+            },
+            self.slaac,
+        )?;
+        self.check_interfaces()?;
+        self.validate_rest()
+    }
+
+    /// The rules between interfaces, and each further interface's own.
+    fn check_interfaces(&self) -> Result<(), ConfigError> {
         use std::net::IpAddr;
-        let mac = self.mac;
-        if mac == [0; 6] || mac[0] & 1 != 0 {
-            return Err(ConfigError::Mac { mac });
-        }
-        if let Some(c) = self.ipv4 {
-            if c.prefix_len > 32 {
-                return Err(ConfigError::PrefixLen {
-                    field: "ipv4.prefix_len",
-                    value: c.prefix_len,
-                    max: 32,
-                });
-            }
-            let a = c.addr;
-            if a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
-                return Err(ConfigError::Address {
-                    field: "ipv4.addr",
-                    addr: IpAddr::V4(a),
-                });
-            }
-        }
-        if let Some(c) = self.ipv6 {
-            if c.prefix_len > 128 {
-                return Err(ConfigError::PrefixLen {
-                    field: "ipv6.prefix_len",
-                    value: c.prefix_len,
-                    max: 128,
-                });
-            }
-            let a = c.addr;
-            if a.is_unspecified() || a.is_multicast() {
-                return Err(ConfigError::Address {
-                    field: "ipv6.addr",
-                    addr: IpAddr::V6(a),
-                });
-            }
-        }
-        let min_mtu = if self.ipv6.is_some() || self.slaac {
-            MIN_MTU_IPV6
-        } else {
-            MIN_MTU_IPV4
-        };
-        if self.mtu < min_mtu {
-            return Err(ConfigError::Mtu {
-                value: self.mtu,
-                min: min_mtu,
+        let count = 1 + self.interfaces.len();
+        if count > MAX_INTERFACES {
+            return Err(ConfigError::Interfaces {
+                count,
+                max: MAX_INTERFACES,
             });
         }
+        for (i, f) in self.interfaces.iter().enumerate() {
+            check_interface(f, false).map_err(|e| ConfigError::Interface {
+                index: i + 1,
+                error: Box::new(e),
+            })?;
+        }
+        let all: Vec<Interface> = self.all_interfaces().collect();
+        for (i, a) in all.iter().enumerate() {
+            for (j, b) in all.iter().enumerate().skip(i + 1) {
+                if a.mac == b.mac {
+                    return Err(ConfigError::DuplicateMac {
+                        mac: a.mac,
+                        first: i,
+                        second: j,
+                    });
+                }
+                let pairs = [
+                    (
+                        a.ipv4.map(|c| route_of(IpAddr::V4(c.addr), c.prefix_len)),
+                        b.ipv4.map(|c| route_of(IpAddr::V4(c.addr), c.prefix_len)),
+                    ),
+                    (
+                        a.ipv6.map(|c| route_of(IpAddr::V6(c.addr), c.prefix_len)),
+                        b.ipv6.map(|c| route_of(IpAddr::V6(c.addr), c.prefix_len)),
+                    ),
+                ];
+                for (x, y) in pairs {
+                    if let (Some(x), Some(y)) = (x, y)
+                        && (x.contains(y.dst) || y.contains(x.dst))
+                    {
+                        return Err(ConfigError::OverlappingPrefixes {
+                            first_addr: x.dst,
+                            first: i,
+                            second_addr: y.dst,
+                            second: j,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rules past the interfaces'.
+    fn validate_rest(&self) -> Result<(), ConfigError> {
         let zero = |field: &'static str, v: usize| match v {
             0 => Err(ConfigError::Zero { field }),
             _ => Ok(()),
@@ -728,6 +896,66 @@ impl Config {
         self.route_table()?;
         Ok(())
     }
+}
+
+/// The rules of one interface's fields: a unicast MAC, prefix lengths and
+/// addresses, and an MTU the families need (`slaac`: an IPv6 address may
+/// come).
+fn check_interface(f: &Interface, slaac: bool) -> Result<(), ConfigError> {
+    use std::net::IpAddr;
+    let mac = f.mac;
+    if mac == [0; 6] || mac[0] & 1 != 0 {
+        return Err(ConfigError::Mac { mac });
+    }
+    if let Some(c) = f.ipv4 {
+        if c.prefix_len > 32 {
+            return Err(ConfigError::PrefixLen {
+                field: "ipv4.prefix_len",
+                value: c.prefix_len,
+                max: 32,
+            });
+        }
+        let a = c.addr;
+        if a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
+            return Err(ConfigError::Address {
+                field: "ipv4.addr",
+                addr: IpAddr::V4(a),
+            });
+        }
+    }
+    if let Some(c) = f.ipv6 {
+        if c.prefix_len > 128 {
+            return Err(ConfigError::PrefixLen {
+                field: "ipv6.prefix_len",
+                value: c.prefix_len,
+                max: 128,
+            });
+        }
+        let a = c.addr;
+        if a.is_unspecified() || a.is_multicast() {
+            return Err(ConfigError::Address {
+                field: "ipv6.addr",
+                addr: IpAddr::V6(a),
+            });
+        }
+    }
+    let min_mtu = if f.ipv6.is_some() || slaac {
+        MIN_MTU_IPV6
+    } else {
+        MIN_MTU_IPV4
+    };
+    if f.mtu < min_mtu {
+        return Err(ConfigError::Mtu {
+            value: f.mtu,
+            min: min_mtu,
+        });
+    }
+    Ok(())
+}
+
+/// The on-link route of `addr/prefix_len`, for prefix comparisons.
+fn route_of(addr: std::net::IpAddr, prefix_len: u8) -> Route {
+    Route::new(addr, prefix_len, RouteKind::OnLink)
 }
 
 #[cfg(test)]

@@ -114,6 +114,26 @@
 //!   fail a connection attempt; the engine's own ICMP errors and challenge ACKs
 //!   are rate-limited.
 //!
+//! # Interfaces and routes
+//!
+//! An engine has interface 0 ([`Config::mac`], [`Config::ipv4`],
+//! [`Config::ipv6`], [`Config::mtu`]) and, as a Linux host with eth0 and eth1,
+//! any further ones in [`Config::interfaces`] ([`Interface`]: its own MAC,
+//! addresses and MTU). One routing table ([`Config::routes`], [`config::RouteTable`])
+//! serves them all: longest prefix, then lowest metric; a route may name its
+//! output interface ([`Route::dev`]); each interface's prefixes are on-link
+//! routes on it. A connection or datagram leaves by its route's interface, with
+//! that interface's MAC, after resolving the next hop out of it, and with its
+//! address as the source unless the socket is bound (RFC 6724 rule 5). The
+//! arrival interface of a frame is [`Engine::handle_frame_on`]'s argument, or
+//! the frame's port tag in [`Engine::handle_frames`] (`linerate_nic::Ports`,
+//! which presents one NIC per interface as one to the runtime); ARP requests
+//! and neighbour solicitations are answered for that interface's addresses
+//! only. DHCP, SLAAC and multicast run on interface 0. Interfaces that cannot
+//! work together (shared MACs, overlapping prefixes, a route naming a missing
+//! interface) are a [`ConfigError`]. With one interface nothing of this costs
+//! anything on the data path.
+//!
 //! # Fragments
 //!
 //! One switch, [`Config::fragments`] ([`FragConfig::enabled`]), turns IP
@@ -195,7 +215,8 @@ pub mod time;
 
 pub use bytes::Bytes;
 pub use config::{
-    Config, ConfigError, FragConfig, NextHop, Route, RouteError, RouteKind, TcpConfig, UdpConfig,
+    Config, ConfigError, FragConfig, Interface, NextHop, Route, RouteError, RouteKind, TcpConfig,
+    UdpConfig,
 };
 pub use counters::Counters;
 pub use engine::{
@@ -204,6 +225,8 @@ pub use engine::{
     McastError, MemoryUsage, PoolSink, Readiness, RecvError, SendError, SocketHandle, TcpInfo,
     TxSink, UdpBindError, UdpHandle, UdpInfo, UdpRecvError, UdpSendError, Unroutable,
 };
-pub use engine::{AddrState, DhcpIn, DhcpSendError, DhcpStats, SlaacAddr, SlaacState};
+pub use engine::{
+    AddrState, DhcpIn, DhcpSendError, DhcpStats, IfaceCounters, SlaacAddr, SlaacState,
+};
 pub use tcp::{EcnMode, Keepalive, TcpState};
 pub use time::Instant;

@@ -525,6 +525,7 @@ impl Pool {
             start: at,
             end: at,
             reserve: at,
+            port: 0,
             pool: Some(pool),
         }
     }
@@ -571,6 +572,7 @@ impl Pool {
         buf.start = at;
         buf.end = at;
         buf.reserve = at;
+        buf.port = 0;
     }
 
     pub(crate) fn take_storage(&self) -> Vec<u8> {

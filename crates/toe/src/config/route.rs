@@ -20,6 +20,14 @@
 //! [`Engine::remove_route`](crate::Engine::remove_route); connections pick up
 //! the change at their next segment.
 //!
+//! An engine with more than one interface ([`Config::interfaces`](super::Config::interfaces))
+//! keeps one table for all of them, as Linux's main table: a route may name its
+//! output interface ([`Route::dev`], `ip route add PREFIX via GW dev eth1`);
+//! one that does not goes out the interface of the on-link route that covers
+//! its gateway (or, for an on-link route, interface 0). Each interface's own
+//! prefixes are on-link routes on it. [`RouteTable::lookup_dev`] answers with
+//! the next hop and the interface.
+//!
 //! The look-up runs once per connection (and again after a change of the
 //! table), and once per UDP datagram: a scan of the table, which is meant for
 //! the handful of routes a host has, not a router's hundreds of thousands.
@@ -63,6 +71,12 @@ pub struct Route {
     pub kind: RouteKind,
     /// Among routes of the same prefix, the lowest metric wins.
     pub metric: u32,
+    /// The output interface (`dev` in `ip route`): 0 is the interface of
+    /// [`Config::mac`](super::Config::mac), 1 the first of
+    /// [`Config::interfaces`](super::Config::interfaces), and so on. `None`:
+    /// the interface of the on-link route that covers the gateway, or
+    /// interface 0 for an on-link route.
+    pub dev: Option<usize>,
 }
 
 impl Route {
@@ -73,6 +87,7 @@ impl Route {
             prefix_len,
             kind,
             metric: 0,
+            dev: None,
         }
     }
 
@@ -89,6 +104,12 @@ impl Route {
     /// The same route with `metric`.
     pub fn with_metric(mut self, metric: u32) -> Route {
         self.metric = metric;
+        self
+    }
+
+    /// The same route out of interface `dev`.
+    pub fn with_dev(mut self, dev: usize) -> Route {
+        self.dev = Some(dev);
         self
     }
 
@@ -134,6 +155,9 @@ impl fmt::Display for Route {
             RouteKind::Via(gw) => write!(f, " via {gw}")?,
             RouteKind::Blackhole => f.write_str(" blackhole")?,
             RouteKind::Unreachable => f.write_str(" unreachable")?,
+        }
+        if let Some(dev) = self.dev {
+            write!(f, " dev {dev}")?;
         }
         if self.metric != 0 {
             write!(f, " metric {}", self.metric)?;
@@ -196,6 +220,14 @@ pub enum RouteError {
     },
     /// The table holds [`MAX_ROUTES`] already.
     Full,
+    /// The route names an output interface the engine does not have
+    /// (Linux: "Cannot find device").
+    NoDevice {
+        /// The route.
+        route: Route,
+        /// How many interfaces the engine has.
+        devices: usize,
+    },
 }
 
 impl fmt::Display for RouteError {
@@ -222,6 +254,11 @@ impl fmt::Display for RouteError {
                  or give this one another metric"
             ),
             RouteError::Full => write!(f, "the routing table holds {MAX_ROUTES} routes already"),
+            RouteError::NoDevice { route, devices } => write!(
+                f,
+                "route {route}: no interface of that index (the engine has {devices}, \
+                 numbered from 0)"
+            ),
         }
     }
 }
@@ -233,6 +270,9 @@ impl std::error::Error for RouteError {}
 #[derive(Debug, Clone, Default)]
 pub struct RouteTable {
     routes: Vec<Route>,
+    /// Interfaces a route may name; 0 stands for 1 (the table of
+    /// [`RouteTable::default`]).
+    devices: usize,
     /// Bumped by every change: connections cache their next hop with the
     /// generation it was looked up in.
     generation: u32,
@@ -242,7 +282,20 @@ impl RouteTable {
     /// The table of `routes` plus the interface prefixes `connected` (on-link,
     /// metric 0), after [`RouteTable::check`] on each route.
     pub fn new(connected: &[Route], routes: &[Route]) -> Result<RouteTable, RouteError> {
-        let mut t = RouteTable::default();
+        RouteTable::with_devices(1, connected, routes)
+    }
+
+    /// [`RouteTable::new`] for an engine of `devices` interfaces: a route
+    /// naming another is refused ([`RouteError::NoDevice`]).
+    pub fn with_devices(
+        devices: usize,
+        connected: &[Route],
+        routes: &[Route],
+    ) -> Result<RouteTable, RouteError> {
+        let mut t = RouteTable {
+            devices,
+            ..RouteTable::default()
+        };
         for r in connected {
             // The interface's own prefixes: duplicates of a configured route
             // are the configured one's business.
@@ -267,6 +320,10 @@ impl RouteTable {
         if route.prefix_len > route.max_len() {
             return Err(RouteError::PrefixLen { route });
         }
+        let devices = self.devices.max(1);
+        if route.dev.is_some_and(|d| d >= devices) {
+            return Err(RouteError::NoDevice { route, devices });
+        }
         if let RouteKind::Via(gw) = route.kind {
             let bad = match gw {
                 IpAddr::V4(a) => {
@@ -280,11 +337,13 @@ impl RouteTable {
             if bad {
                 return Err(RouteError::Gateway { route });
             }
+            // On the link of the route's interface, when it names one.
             let on_link = is_link_local(gw)
-                || self
-                    .routes
-                    .iter()
-                    .any(|r| r.kind == RouteKind::OnLink && r.contains(gw));
+                || self.routes.iter().any(|r| {
+                    r.kind == RouteKind::OnLink
+                        && r.contains(gw)
+                        && (route.dev.is_none() || r.dev.unwrap_or(0) == route.dev.unwrap_or(0))
+                });
             if !on_link {
                 return Err(RouteError::GatewayNotOnLink { route });
             }
@@ -338,18 +397,38 @@ impl RouteTable {
     /// Where datagrams for `dst` go: the first route, in look-up order, that
     /// contains it. Link-local IPv6 destinations are always neighbours.
     pub fn lookup(&self, dst: IpAddr) -> NextHop {
+        self.lookup_dev(dst).0
+    }
+
+    /// [`RouteTable::lookup`] and the output interface: the route's
+    /// [`Route::dev`], else that of the on-link route covering its gateway,
+    /// else 0. Link-local IPv6 destinations go out interface 0 (a scope
+    /// the engine does not take from the caller).
+    pub fn lookup_dev(&self, dst: IpAddr) -> (NextHop, usize) {
         if is_link_local(dst) {
-            return NextHop::Neighbor(dst);
+            return (NextHop::Neighbor(dst), 0);
         }
         match self.routes.iter().find(|r| r.contains(dst)) {
-            None => NextHop::NoRoute,
+            None => (NextHop::NoRoute, 0),
             Some(r) => match r.kind {
-                RouteKind::OnLink => NextHop::Neighbor(dst),
-                RouteKind::Via(gw) => NextHop::Neighbor(gw),
-                RouteKind::Blackhole => NextHop::Blackhole,
-                RouteKind::Unreachable => NextHop::Unreachable,
+                RouteKind::OnLink => (NextHop::Neighbor(dst), r.dev.unwrap_or(0)),
+                RouteKind::Via(gw) => (
+                    NextHop::Neighbor(gw),
+                    r.dev.unwrap_or_else(|| self.gateway_dev(gw)),
+                ),
+                RouteKind::Blackhole => (NextHop::Blackhole, 0),
+                RouteKind::Unreachable => (NextHop::Unreachable, 0),
             },
         }
+    }
+
+    /// The interface of the on-link route that covers gateway `gw` (0 if none).
+    fn gateway_dev(&self, gw: IpAddr) -> usize {
+        self.routes
+            .iter()
+            .find(|r| r.kind == RouteKind::OnLink && r.contains(gw))
+            .and_then(|r| r.dev)
+            .unwrap_or(0)
     }
 }
 

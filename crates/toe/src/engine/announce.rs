@@ -62,21 +62,27 @@ impl Engine {
         }
         self.announce.left = self.announce.left.saturating_sub(1);
         self.announce.next = Some(now + self.cfg.announce_interval);
-        let mac = self.cfg.mac;
-        if let Some(me) = self.cfg.ipv4 {
-            let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
-            put_eth(&mut f, ethernet::BROADCAST, mac, ethertype::ARP);
-            let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
-            if arp::emit_gratuitous(body, mac, me.addr.octets()).is_ok() {
-                self.counters.arp_announcements_out += 1;
-                self.control.push_back((f, OffloadMeta::plain()));
+        // Each interface announces its own addresses on its own link.
+        for iface in 0..self.interface_count() {
+            let mac = self.iface_mac(iface);
+            if let Some(me) = self.iface_v4(iface) {
+                let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
+                put_eth(&mut f, ethernet::BROADCAST, mac, ethertype::ARP);
+                let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
+                if arp::emit_gratuitous(body, mac, me.addr.octets()).is_ok() {
+                    self.counters.arp_announcements_out += 1;
+                    if let Some(c) = self.iface_counter(iface) {
+                        c.arp_requests_out += 1;
+                    }
+                    self.control.push_back((f, OffloadMeta::plain()));
+                }
             }
-        }
-        if let (true, Some(me)) = (first, self.cfg.ipv6) {
-            let to = ndp::multicast_mac(&ALL_NODES.octets());
-            if self.send_neighbor_advert(me.addr, to, ALL_NODES, false) {
-                self.counters.icmp_out_msgs += 1;
-                self.counters.ndp_unsolicited_adverts_out += 1;
+            if let (true, Some(me)) = (first, self.iface_v6(iface)) {
+                let to = ndp::multicast_mac(&ALL_NODES.octets());
+                if self.send_neighbor_advert(me.addr, to, ALL_NODES, false) {
+                    self.counters.icmp_out_msgs += 1;
+                    self.counters.ndp_unsolicited_adverts_out += 1;
+                }
             }
         }
     }

@@ -96,7 +96,7 @@ impl Engine {
             p.set_more_frags(false);
             p.set_frag_offset(0);
             p.fill_checksum();
-            self.ipv4_packet(now, &out, From::reassembled(from.mac));
+            self.ipv4_packet(now, &out, From::reassembled(from.mac, from.iface));
         }
         self.reasm.put_output(out);
     }
@@ -167,7 +167,7 @@ impl Engine {
                         h[6] = next;
                     }
                     let pkt = out.get(FRAG_HEADER_LEN..).unwrap_or_default();
-                    self.ipv6_packet(now, pkt, From::reassembled(from.mac), true);
+                    self.ipv6_packet(now, pkt, From::reassembled(from.mac, from.iface), true);
                 }
                 self.reasm.put_output(out);
             }

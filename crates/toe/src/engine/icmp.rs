@@ -178,10 +178,7 @@ impl Engine {
     }
 
     fn is_our_addr(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(a) => self.cfg.ipv4.is_some_and(|c| c.addr == a),
-            IpAddr::V6(a) => self.cfg.ipv6.is_some_and(|c| c.addr == a),
-        }
+        self.is_local_addr(ip)
     }
 
     fn icmp_error(&mut self, kind: IcmpError, q: Quoted<'_>) {
@@ -269,7 +266,8 @@ impl Engine {
     fn learn_pmtu(&mut self, q: &Quoted<'_>, mtu: Option<u16>) -> (u16, bool) {
         let now = self.clock;
         let mtu = clamp(q.dst, mtu.unwrap_or_else(|| plateau_below(q.total_len)));
-        let lowered = self.pmtu.update(now, q.dst, mtu, self.cfg.mtu);
+        let link = self.iface_mtu(self.output_iface(q.dst));
+        let lowered = self.pmtu.update(now, q.dst, mtu, link);
         if lowered {
             self.counters.pmtu_updates += 1;
         }
@@ -279,7 +277,8 @@ impl Engine {
     /// The largest IP datagram that crosses the path to `ip` now: the
     /// interface MTU, or less if ICMP said so.
     pub(super) fn path_mtu(&self, now: crate::time::Instant, ip: IpAddr) -> u16 {
-        let link = self.cfg.mtu;
+        // The MTU of the interface the route to `ip` goes out of.
+        let link = self.iface_mtu(self.output_iface(ip));
         self.pmtu.get(now, ip).map_or(link, |p| p.min(link))
     }
 
@@ -321,7 +320,7 @@ impl Engine {
             return;
         };
         let mtu = self.path_mtu(now, remote);
-        if mtu < self.cfg.mtu {
+        if mtu < self.iface_mtu(self.output_iface(remote)) {
             self.apply_pmtu(idx, mtu);
         }
     }

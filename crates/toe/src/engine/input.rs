@@ -44,18 +44,23 @@ pub(super) struct From<'m> {
     /// and its length; empty for a linear frame.
     pub(super) more: &'m [Frag],
     pub(super) more_len: usize,
+    /// The interface it arrived on (a `u8`, in what would be padding: the
+    /// struct is passed by value down the receive path).
+    pub(super) iface: u8,
 }
 
 impl From<'_> {
     /// The source of a datagram reassembled from fragments that came from
-    /// `mac`: a plain datagram whose checksums are still to be verified.
-    pub(super) fn reassembled(mac: [u8; 6]) -> From<'static> {
+    /// `mac` on interface `iface`: a plain datagram whose checksums are
+    /// still to be verified.
+    pub(super) fn reassembled(mac: [u8; 6], iface: u8) -> From<'static> {
         static PLAIN: OffloadMeta = OffloadMeta::plain();
         From {
             mac,
             meta: &PLAIN,
             more: &[],
             more_len: 0,
+            iface,
         }
     }
 }
@@ -64,14 +69,33 @@ impl Engine {
     /// Processes one received Ethernet frame. `meta` says what the NIC layer
     /// verified or coalesced; a frame from a plain link passes
     /// [`OffloadMeta::plain()`].
+    /// The frame arrived on interface 0 (see [`Engine::handle_frame_on`]).
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
-        self.frame_input(now, frame, meta);
+        self.frame_input(now, frame, meta, 0);
+        self.flush_deferred_timer();
+    }
+
+    /// [`Engine::handle_frame`] for a frame that arrived on interface `iface`
+    /// (0 for [`Config::mac`](crate::Config::mac)'s, 1 for the first of
+    /// [`Config::interfaces`](crate::Config::interfaces)): it is taken if it
+    /// is for that interface's MAC (or a group), and ARP requests and
+    /// neighbour solicitations are answered for that interface's addresses
+    /// only. A frame for an interface the engine lacks is counted in
+    /// `rx_other_host` and dropped.
+    pub fn handle_frame_on(
+        &mut self,
+        iface: usize,
+        now: Instant,
+        frame: &[u8],
+        meta: &OffloadMeta,
+    ) {
+        self.frame_input(now, frame, meta, iface);
         self.flush_deferred_timer();
     }
 
     /// [`Engine::handle_frame`] leaving a connection's timer deferred (see
     /// `after_input_event`): the caller flushes it.
-    fn frame_input(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta) {
+    fn frame_input(&mut self, now: Instant, frame: &[u8], meta: &OffloadMeta, iface: usize) {
         self.counters.rx_frames += 1;
         self.clock = self.clock.max(now);
         let Ok(eth) = ethernet::Packet::new_checked(frame) else {
@@ -79,7 +103,18 @@ impl Engine {
             return;
         };
         let dst = eth.dst_addr();
-        let for_us = dst == self.cfg.mac
+        let mac = if iface == 0 {
+            self.cfg.mac
+        } else {
+            match self.arrival_mac(iface) {
+                Some(mac) => mac,
+                None => {
+                    self.counters.rx_other_host += 1;
+                    return;
+                }
+            }
+        };
+        let for_us = dst == mac
             || dst == ethernet::BROADCAST
             || (dst[0] & 1 == 1 && self.mcast.takes_mac(&dst));
         if !for_us {
@@ -91,9 +126,11 @@ impl Engine {
             meta,
             more: &[],
             more_len: 0,
+            // Below `MAX_INTERFACES` (`arrival_mac`).
+            iface: iface as u8,
         };
         match eth.ethertype() {
-            ethertype::ARP => self.arp_input(now, eth.payload()),
+            ethertype::ARP => self.arp_input(now, eth.payload(), iface),
             ethertype::IPV4 => self.ipv4_input(now, eth.payload(), from),
             ethertype::IPV6 => self.ipv6_input(now, eth.payload(), from),
             _ => self.counters.rx_unknown_ethertype += 1,
@@ -137,7 +174,7 @@ impl Engine {
                 len: bytes.len(),
                 storage: f.buf.storage(),
             });
-            self.frame_input(now, bytes, &f.meta);
+            self.frame_input(now, bytes, &f.meta, f.buf.port());
             self.rx_owned = None;
             if let Some((idx, generation)) = self.adopted.take()
                 && let Some(slot) = self.slots.get_mut(idx)
@@ -179,7 +216,9 @@ impl Engine {
         let Some(mac) = eth.first_chunk::<6>() else {
             return false;
         };
-        if *mac != self.cfg.mac {
+        let iface = f.buf.port();
+        if iface != 0 || *mac != self.cfg.mac {
+            // Another interface's: taken the usual way.
             return false;
         }
         let src_mac: [u8; 6] = eth
@@ -192,6 +231,7 @@ impl Engine {
             meta: &f.meta,
             more,
             more_len,
+            iface: 0,
         };
         let (src, dst, tcp, ce) = match ethertype {
             Some(ethertype::IPV4) => {
@@ -271,12 +311,18 @@ impl Engine {
     /// another MAC claiming our own address (RFC 5227 section 2.4's conflict) is
     /// counted in `arp_conflicts` and otherwise ignored: no entry for our
     /// address, no reply, no defence (RFC 5227 makes defending optional).
-    fn arp_input(&mut self, now: Instant, data: &[u8]) {
+    ///
+    /// Per interface: `iface` is the one the packet arrived on, and only its
+    /// own address is answered for (Linux's `arp_ignore=1`; a host with
+    /// uplinks to two networks should not claim one's address on the other).
+    fn arp_input(&mut self, now: Instant, data: &[u8], iface: usize) {
         self.counters.arp_in += 1;
-        if self.cfg.dhcp {
+        if self.cfg.dhcp && iface == 0 {
             self.dhcp_arp(data);
         }
-        let Some(me) = self.cfg.ipv4 else { return };
+        let Some(me) = self.iface_v4(iface) else {
+            return;
+        };
         let Ok(p) = arp::Packet::new_checked(data) else {
             self.counters.arp_errors += 1;
             return;
@@ -299,13 +345,13 @@ impl Engine {
             // our address is in use before taking it. Answered, as Linux does,
             // to the prober's MAC with target address 0.0.0.0; nothing learned.
             if p.oper() == arp::operation::REQUEST && Ipv4Addr::from(p.tpa()) == me.addr {
-                self.reply_arp(sha, [0; 4]);
+                self.reply_arp(sha, [0; 4], iface);
             }
             return;
         }
         if spa == me.addr {
             // Our own announcements looped back are not a conflict.
-            if sha != self.cfg.mac {
+            if sha != self.iface_mac(iface) {
                 self.counters.arp_conflicts += 1;
             }
             return;
@@ -314,18 +360,25 @@ impl Engine {
         let released = self.learn_neighbor(now, IpAddr::V4(spa), sha, for_me);
         self.release(released, sha);
         if for_me && p.oper() == arp::operation::REQUEST {
-            self.reply_arp(sha, spa.octets());
+            self.reply_arp(sha, spa.octets(), iface);
         }
     }
 
-    /// Queues an ARP reply with our address to `sha`, target address `tpa`.
-    fn reply_arp(&mut self, sha: [u8; 6], tpa: [u8; 4]) {
-        let Some(me) = self.cfg.ipv4 else { return };
+    /// Queues an ARP reply with interface `iface`'s address to `sha`, target
+    /// address `tpa`, out of that interface.
+    fn reply_arp(&mut self, sha: [u8; 6], tpa: [u8; 4], iface: usize) {
+        let Some(me) = self.iface_v4(iface) else {
+            return;
+        };
+        let mac = self.iface_mac(iface);
         let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
-        super::output::put_eth(&mut f, sha, self.cfg.mac, ethertype::ARP);
+        super::output::put_eth(&mut f, sha, mac, ethertype::ARP);
         let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
-        if arp::emit_reply(body, self.cfg.mac, me.addr.octets(), sha, tpa).is_ok() {
+        if arp::emit_reply(body, mac, me.addr.octets(), sha, tpa).is_ok() {
             self.counters.arp_replies_out += 1;
+            if let Some(c) = self.iface_counter(iface) {
+                c.arp_replies_out += 1;
+            }
             self.control.push_back((f, OffloadMeta::plain()));
         }
     }
@@ -351,10 +404,10 @@ impl Engine {
 
     /// An IPv4 datagram received, or reassembled from its fragments.
     pub(super) fn ipv4_packet(&mut self, now: Instant, data: &[u8], from: From<'_>) {
-        if self.cfg.dhcp && self.dhcp_input(data, &from) {
+        if self.cfg.dhcp && from.iface == 0 && self.dhcp_input(data, &from) {
             return;
         }
-        let Some(me) = self.cfg.ipv4 else {
+        let Some(me) = self.iface_v4(usize::from(from.iface)) else {
             self.counters.ip_in_addr_errors += 1;
             return;
         };
@@ -370,7 +423,9 @@ impl Engine {
         }
         let dst = Ipv4Addr::from(ip.dst);
         let src = Ipv4Addr::from(ip.src);
-        let unicast = dst == me.addr;
+        // To the arrival interface's address, or (the weak host model of
+        // RFC 1122 section 3.3.4.2, as Linux) to another interface's.
+        let unicast = dst == me.addr || self.other_iface_v4(dst, usize::from(from.iface));
         if !unicast
             && dst != Ipv4Addr::BROADCAST
             && dst != me.broadcast()
@@ -434,10 +489,10 @@ impl Engine {
         from: From<'_>,
         reassembled: bool,
     ) {
-        if self.cfg.slaac && self.slaac_input(now, data, from.mac) {
+        if self.cfg.slaac && from.iface == 0 && self.slaac_input(now, data, from.mac) {
             return;
         }
-        let Some(me) = self.cfg.ipv6 else {
+        let Some(me) = self.iface_v6(usize::from(from.iface)) else {
             self.counters.ip_in_addr_errors += 1;
             return;
         };
@@ -447,7 +502,7 @@ impl Engine {
         };
         let dst = Ipv6Addr::from(ip.dst_addr());
         let src = Ipv6Addr::from(ip.src_addr());
-        let unicast = dst == me.addr;
+        let unicast = dst == me.addr || self.other_iface_v6(dst, usize::from(from.iface));
         let group = Ipv6Addr::from(ndp::solicited_node_multicast(&me.addr.octets()));
         if !unicast
             && dst != group
@@ -602,7 +657,9 @@ impl Engine {
             self.counters.icmp_in_errors += 1;
             return;
         }
-        let Some(me) = self.cfg.ipv6 else { return };
+        let Some(me) = self.iface_v6(usize::from(from.iface)) else {
+            return;
+        };
         match p.msg_type() {
             icmpv6::msg_type::ECHO_REQUEST if unicast => {
                 self.counters.icmp_in_echos += 1;
@@ -610,11 +667,12 @@ impl Engine {
                 let len = icmp::HEADER_LEN + body.len();
                 self.counters.icmp_out_msgs += 1;
                 self.counters.icmp_out_echo_reps += 1;
-                let (s, d) = (me.addr.octets(), src.octets());
+                // From the address pinged (another interface's, maybe).
+                let (s, d) = (dst.octets(), src.octets());
                 self.send_ip_direct(
                     IpTo {
                         mac: from.mac,
-                        src: IpAddr::V6(me.addr),
+                        src: IpAddr::V6(dst),
                         dst: IpAddr::V6(src),
                         proto: protocol::ICMPV6,
                         hop: 64,
@@ -903,13 +961,19 @@ impl Engine {
         true
     }
 
-    /// The per-connection parameters for a connection over `ip`'s family.
+    /// The per-connection parameters for a connection from our address `ip`.
     pub(super) fn conn_params(&self, ip: IpAddr) -> ConnParams {
         let (l3, default_mss) = match ip {
             IpAddr::V4(_) => (ipv4::HEADER_LEN, 536),
             IpAddr::V6(_) => (ipv6::HEADER_LEN, 1220),
         };
-        let mtu_mss = usize::from(self.cfg.mtu)
+        // The MTU of the interface the connection's address is on.
+        let mtu = if self.cfg.interfaces.is_empty() {
+            self.cfg.mtu
+        } else {
+            self.iface_mtu(self.iface_of(ip).unwrap_or(0))
+        };
+        let mtu_mss = usize::from(mtu)
             .saturating_sub(l3 + tcp::HEADER_LEN)
             .clamp(64, 65_535);
         ConnParams {
@@ -1030,7 +1094,7 @@ impl Engine {
             solicited,
             r#override: true,
         };
-        let mac = self.cfg.mac;
+        let mac = self.mac_for_src(IpAddr::V6(me));
         let (s, d) = (me.octets(), dst.octets());
         let before = self.control.len();
         self.send_ip_direct(

@@ -1,5 +1,6 @@
-//! The engine: one network interface's worth of ARP, NDP, IPv4, IPv6, ICMP, TCP
-//! and UDP as a sans-IO state machine (the shape of quinn-proto's `Endpoint`).
+//! The engine: one network interface's worth (or a few interfaces', see
+//! `iface`) of ARP, NDP, IPv4, IPv6, ICMP, TCP and UDP as a sans-IO state
+//! machine (the shape of quinn-proto's `Endpoint`).
 //!
 //! * [`Engine::handle_frame`] takes a received Ethernet frame and its
 //!   [`OffloadMeta`] (checksums the NIC verified, or a GRO super-segment);
@@ -23,6 +24,7 @@ mod events;
 pub(crate) mod flow_hash;
 mod frag;
 mod icmp;
+mod iface;
 mod input;
 mod mcast;
 mod memory;
@@ -39,6 +41,7 @@ mod udp;
 
 pub use dhcp::{DhcpIn, DhcpSendError, DhcpStats};
 pub use events::Event;
+pub use iface::IfaceCounters;
 pub use mcast::{
     Compat, DEFAULT_MULTICAST_HOPS, FilterMode, MAX_GROUPS, MAX_SOURCES, McastCounters, McastError,
 };
@@ -84,8 +87,10 @@ struct Slot {
     tmpl: template::TxTemplate,
     /// Its place in the event queue and the readiness last reported.
     ev: events::EventState,
-    /// Its next hop and the routing table generation it was looked up in.
-    route: (NextHop, u32),
+    /// Its next hop, output interface (a `u8`, which keeps the slot its
+    /// size: `Config::interfaces` has at most 15), and the routing table
+    /// generation they were looked up in.
+    route: (NextHop, u8, u32),
 }
 
 /// A listening port.
@@ -108,7 +113,8 @@ struct Listener {
     ev: events::EventState,
 }
 
-/// The connection engine for one interface. See the [crate docs](crate).
+/// The connection engine for one interface, or a few (a host's uplinks:
+/// [`Config::interfaces`]). See the [crate docs](crate).
 #[derive(Debug)]
 #[cfg_attr(feature = "harness", derive(Clone))]
 pub struct Engine {
@@ -171,6 +177,11 @@ pub struct Engine {
     slaac: slaac::Slaac,
     /// Multicast groups, IGMP and MLD (`mcast`).
     mcast: mcast::Mcast,
+    /// Interface 0's counters (`iface`).
+    iface0_counters: IfaceCounters,
+    /// The other interfaces' counters, from interface 1: empty, and so no
+    /// allocation, for an engine of one interface.
+    iface_counters: Vec<IfaceCounters>,
 }
 
 impl Engine {
@@ -212,8 +223,8 @@ impl Engine {
         let challenge = PerSecond::new(config.tcp.challenge_ack_limit);
         let announce = announce::Announce::new(
             config.announcements.min(crate::config::MAX_ANNOUNCEMENTS),
-            config.ipv4.is_some(),
-            config.ipv6.is_some(),
+            config.all_interfaces().any(|f| f.ipv4.is_some()),
+            config.all_interfaces().any(|f| f.ipv6.is_some()),
         );
         // From a generator of its own, so the main one's sequence (ports, ISN
         // offsets) is what it was without it.
@@ -232,8 +243,14 @@ impl Engine {
         // prefixes and treats every other destination as on the link.
         let routes = config.route_table().unwrap_or_else(|_| {
             let flat = Config::new(config.mac).routes;
-            RouteTable::new(&config.connected_routes(), &flat).unwrap_or_default()
+            RouteTable::with_devices(
+                1 + config.interfaces.len(),
+                &config.connected_routes(),
+                &flat,
+            )
+            .unwrap_or_default()
         });
+        let iface_counters = vec![IfaceCounters::default(); config.interfaces.len()];
         Engine {
             routes,
             cfg: config,
@@ -270,6 +287,8 @@ impl Engine {
             dhcp: dhcp::DhcpChannel::default(),
             slaac: slaac::Slaac::default(),
             mcast: mcast::Mcast::default(),
+            iface0_counters: IfaceCounters::default(),
+            iface_counters,
         }
     }
 
@@ -550,7 +569,7 @@ impl Engine {
                     accept: false,
                     tmpl: template::TxTemplate::EMPTY,
                     ev: events::EventState::NEW,
-                    route: (NextHop::NoRoute, 0),
+                    route: (NextHop::NoRoute, 0, 0),
                 });
                 self.slots.len() - 1
             }
@@ -562,7 +581,7 @@ impl Engine {
         // a next hop.
         slot.tmpl = template::TxTemplate::EMPTY;
         let generation = self.routes.generation();
-        slot.route = (NextHop::NoRoute, generation.wrapping_sub(1));
+        slot.route = (NextHop::NoRoute, 0, generation.wrapping_sub(1));
         // Nothing reported for the new connection yet (a queue entry of the
         // slot's last one, if any, now serves this one).
         slot.ev.seen = 0;

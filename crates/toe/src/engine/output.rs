@@ -231,13 +231,23 @@ impl Engine {
             + tcp::HEADER_LEN
             + opt_len
             + o.data_len;
-        let src_mac = self.cfg.mac;
-        // The next hop, looked up once per connection and again after the
-        // routing table changed.
+        // The next hop and output interface, looked up once per connection
+        // and again after the routing table changed (the template then
+        // again too: its source MAC is the interface's).
         let generation = self.routes.generation();
-        if slot.route.1 != generation {
-            slot.route = (self.routes.lookup(remote.ip()), generation);
+        if slot.route.2 != generation {
+            let (hop, dev) = self.routes.lookup_dev(remote.ip());
+            slot.route = (hop, u8::try_from(dev).unwrap_or(0), generation);
+            slot.tmpl = TxTemplate::EMPTY;
         }
+        let src_mac = match usize::from(slot.route.1) {
+            0 => self.cfg.mac,
+            i => self
+                .cfg
+                .interfaces
+                .get(i - 1)
+                .map_or(self.cfg.mac, |f| f.mac),
+        };
         let hop = match slot.route.0 {
             NextHop::Neighbor(ip) => ip,
             NextHop::Blackhole => {
@@ -307,22 +317,32 @@ impl Engine {
         Some(data_len)
     }
 
-    /// Sends an ARP request or a neighbour solicitation for `ip`.
+    /// Sends an ARP request or a neighbour solicitation for `ip`, out of the
+    /// interface its on-link route names, with that interface's MAC and
+    /// address.
     pub(super) fn probe(&mut self, ip: IpAddr) {
-        let mac = self.cfg.mac;
+        let iface = self.output_iface(ip);
+        let mac = self.iface_mac(iface);
         match ip {
             IpAddr::V4(target) => {
-                let Some(me) = self.cfg.ipv4 else { return };
+                let Some(me) = self.iface_v4(iface).or(self.cfg.ipv4) else {
+                    return;
+                };
                 let mut f = vec![0u8; ethernet::HEADER_LEN + arp::PACKET_LEN];
                 put_eth(&mut f, ethernet::BROADCAST, mac, ethertype::ARP);
                 let body = f.get_mut(ethernet::HEADER_LEN..).unwrap_or_default();
                 if arp::emit_request(body, mac, me.addr.octets(), target.octets()).is_ok() {
                     self.counters.arp_requests_out += 1;
+                    if let Some(c) = self.iface_counter(iface) {
+                        c.arp_requests_out += 1;
+                    }
                     self.control.push_back((f, OffloadMeta::plain()));
                 }
             }
             IpAddr::V6(target) => {
-                let Some(me) = self.cfg.ipv6 else { return };
+                let Some(me) = self.iface_v6(iface).or(self.cfg.ipv6) else {
+                    return;
+                };
                 let group = Ipv6Addr::from(ndp::solicited_node_multicast(&target.octets()));
                 let len = ndp::NEIGHBOR_LEN + ndp::LL_ADDR_OPTION_LEN;
                 let l4 = ethernet::HEADER_LEN + ipv6::HEADER_LEN;
@@ -348,6 +368,9 @@ impl Engine {
                 let body = f.get_mut(l4..).unwrap_or_default();
                 if ndp::emit_neighbor_solicitation(body, ip, &target.octets(), Some(mac)).is_ok() {
                     self.counters.icmp_out_msgs += 1;
+                    if let Some(c) = self.iface_counter(iface) {
+                        c.ndp_solicits_out += 1;
+                    }
                     self.control.push_back((f, OffloadMeta::plain()));
                 }
             }
@@ -372,7 +395,8 @@ impl Engine {
         } = to;
         let l4 = ethernet::HEADER_LEN + ip_header_len(src);
         let mut f = vec![0u8; l4 + len];
-        let mac = self.cfg.mac;
+        // Out of the interface that owns the address it is sent from.
+        let mac = self.mac_for_src(src);
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 put_eth(&mut f, dst_mac, mac, ethertype::IPV4);

@@ -313,11 +313,10 @@ impl Engine {
         remote: SocketAddr,
     ) -> Result<SocketHandle, ConnectError> {
         self.clock = self.clock.max(now);
-        let local_ip = match remote.ip() {
-            IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
-            IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
-        }
-        .ok_or(ConnectError::NoAddress)?;
+        // The address of the interface the route goes out of (`iface`).
+        let local_ip = self
+            .source_for(remote.ip())
+            .ok_or(ConnectError::NoAddress)?;
         self.route_check(remote.ip())
             .map_err(ConnectError::Unroutable)?;
         let local = match port {

@@ -57,4 +57,5 @@ mod timers;
 mod transmit_visits;
 mod tx_by_ref;
 mod udp;
+mod uplinks;
 mod zero_copy;

@@ -234,6 +234,19 @@ impl Engine {
         Some((mac, hop))
     }
 
+    /// The MAC a datagram to `ip` leaves with: its output interface's (see
+    /// `iface`); groups and broadcasts leave by interface 0.
+    fn udp_src_mac(&self, ip: IpAddr) -> [u8; 6] {
+        if self.cfg.interfaces.is_empty() || group_mac(ip, None).is_some() {
+            return self.cfg.mac;
+        }
+        let bcast = self.cfg.ipv4.map(|c| c.broadcast());
+        if group_mac(ip, bcast).is_some() {
+            return self.cfg.mac;
+        }
+        self.iface_mac(self.output_iface(ip))
+    }
+
     /// Emits what is left of `out`; false if the sink had no room for a frame.
     fn emit_udp(
         &mut self,
@@ -248,7 +261,7 @@ impl Engine {
             out.off = out.data.len();
             return true;
         };
-        let src_mac = self.cfg.mac;
+        let src_mac = self.udp_src_mac(out.dst.ip());
         let hdrs = ethernet::HEADER_LEN + ip_header_len(out.dst.ip()) + udp::HEADER_LEN;
         if out.may_fragment
             && (out.frag_id.is_some() || out.data.len() > self.udp_max_payload(now, out.dst.ip()))
@@ -384,7 +397,7 @@ impl Engine {
         let ip_hdrs = ip_header_len(out.dst.ip()) + if v6 { FRAG_HEADER_LEN } else { 0 };
         let mtu = usize::from(self.path_mtu(now, out.dst.ip()));
         let per = (mtu.saturating_sub(ip_hdrs) / 8 * 8).max(8);
-        let src_mac = self.cfg.mac;
+        let src_mac = self.udp_src_mac(out.dst.ip());
         let mut room = true;
         while out.off < ulen {
             let off = out.off;

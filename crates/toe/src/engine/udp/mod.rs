@@ -251,21 +251,21 @@ impl UdpTable {
 
 impl Engine {
     /// Binds a UDP socket to `addr`: the unspecified address of a family (every
-    /// datagram of that family to the port) or the interface's address of that
+    /// datagram of that family to the port) or an interface's address of that
     /// family; port 0 picks a free ephemeral port.
     ///
     /// Errors: [`UdpBindError::NoAddress`] if the interface has no such
     /// address, [`UdpBindError::AddrInUse`] if the port is bound for that
     /// family, [`UdpBindError::NoPorts`] if no ephemeral port is free.
     pub fn udp_bind(&mut self, addr: SocketAddr) -> Result<UdpHandle, UdpBindError> {
-        let ours = match addr.ip() {
-            IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
-            IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
-        };
-        let Some(ours) = ours else {
+        let has_family = (0..self.interface_count()).any(|i| match addr.ip() {
+            IpAddr::V4(_) => self.iface_v4(i).is_some(),
+            IpAddr::V6(_) => self.iface_v6(i).is_some(),
+        });
+        if !has_family {
             return Err(UdpBindError::NoAddress);
-        };
-        if !addr.ip().is_unspecified() && addr.ip() != ours {
+        }
+        if !addr.ip().is_unspecified() && !self.is_local_addr(addr.ip()) {
             return Err(UdpBindError::NoAddress);
         }
         let v6 = addr.is_ipv6();
@@ -494,7 +494,12 @@ impl Engine {
         {
             return Err(UdpSendError::InvalidDestination);
         }
-        let src_ip = if local.ip().is_unspecified() {
+        let src_ip = if local.ip().is_unspecified() && !group {
+            // The address of the interface the route goes out of (`iface`).
+            self.source_for(remote.ip())
+                .ok_or(UdpSendError::NoAddress)?
+        } else if local.ip().is_unspecified() {
+            // Groups are joined on interface 0.
             match remote.ip() {
                 IpAddr::V4(_) => self.cfg.ipv4.map(|c| IpAddr::V4(c.addr)),
                 IpAddr::V6(_) => self.cfg.ipv6.map(|c| IpAddr::V6(c.addr)),
