@@ -44,12 +44,7 @@ const GROUP_V6: Ipv6Addr = Ipv6Addr::new(0xff15, 0, 0, 0, 0, 0, 0, 0x1234);
 const PORT: u16 = 5038;
 
 fn ok(out: std::io::Result<std::process::Output>, what: &str) {
-    let out = out.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    netns::must(out, what);
 }
 
 struct Lab {

@@ -31,12 +31,7 @@ const C_SERVER: Ipv4Addr = Ipv4Addr::new(10, 92, 0, 2);
 const PORT: u16 = 7000;
 
 fn ok(out: std::io::Result<std::process::Output>, what: &str) {
-    let out = out.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    netns::must(out, what);
 }
 
 /// A kernel echo server in `ns` at `addr`: answers each connection with what

@@ -57,12 +57,7 @@ const C6: Ipv6Addr = Ipv6Addr::new(0xfd92, 0, 0, 0, 0, 0, 0, 2);
 const PORT: u16 = 7000;
 
 fn ok(out: std::io::Result<std::process::Output>, what: &str) {
-    let out = out.unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    netns::must(out, what);
 }
 
 /// A kernel echo server in `ns` on `addr`: answers each connection with its

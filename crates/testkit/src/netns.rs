@@ -46,6 +46,18 @@ pub fn ip(args: &[&str]) -> io::Result<Output> {
     )
 }
 
+/// The output of a set-up command that must succeed: panics naming `what`
+/// and the command's stderr otherwise (for tests).
+pub fn must(out: io::Result<Output>, what: &str) -> Output {
+    let out = out.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A network namespace, deleted (with every device in it) when dropped.
 #[derive(Debug)]
 pub struct Netns {
