@@ -328,7 +328,7 @@ fn check_bidir(client: &Value, server: &Value) -> (f64, f64) {
             "{got_at}: received {received} > sent {sent}"
         );
         assert!(
-            sent - received <= preload_common::IN_FLIGHT,
+            sent - received <= preload_common::in_flight(),
             "{got_at}: sent {sent}, received {received}"
         );
         let secs = num(receiver, &["end", got_at, "seconds"]);
