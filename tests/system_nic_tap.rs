@@ -68,17 +68,26 @@ struct Link {
 
 impl Link {
     fn new(queues: u16, offloads: TapOffloads, ring: Option<u32>) -> Link {
-        Link::with(queues, offloads, Offloads::ALL, ShimConfig::none(), ring)
+        Link::with(
+            queues,
+            offloads,
+            Offloads::ALL,
+            ShimConfig::none(),
+            ring,
+            true,
+        )
     }
 
     /// A link whose TAP lets the kernel do `tx` on transmit, behind a shim
-    /// with `shim`, batched through an io_uring of depth `ring` if given.
+    /// with `shim`, batched through an io_uring of depth `ring` if given
+    /// (receiving through a multishot read if `multishot`).
     fn with(
         queues: u16,
         offloads: TapOffloads,
         tx: Offloads,
         shim: ShimConfig,
         ring: Option<u32>,
+        multishot: bool,
     ) -> Link {
         assert!(netns::is_root(), "system tests need root");
         let ns = Netns::new("lrnt").unwrap();
@@ -87,6 +96,7 @@ impl Link {
             offloads,
             tx,
             io_uring: ring,
+            io_uring_multishot: multishot,
             ..TapConfig::new(netns::unique("lrt"))
         })
         .unwrap();
@@ -613,7 +623,14 @@ fn shim_segments_accepted_by_the_kernel_when_the_tap_does_no_tso_io_uring() {
 fn shim_case(ring: Option<u32>) {
     // The kernel is not asked to segment or checksum anything from this side:
     // the shim does it, and the kernel socket must get the bytes intact.
-    let mut link = Link::with(1, TapOffloads::TSO, Offloads::NONE, ShimConfig::all(), ring);
+    let mut link = Link::with(
+        1,
+        TapOffloads::TSO,
+        Offloads::NONE,
+        ShimConfig::all(),
+        ring,
+        true,
+    );
     assert!(!link.tap.backend().caps().offloads.tso4);
     assert!(link.tap.caps().offloads.tso4 && link.tap.software().tx_csum);
     let rec = Arc::new(MemoryRecorder::new());
@@ -748,12 +765,31 @@ fn send_super_frame(link: &mut Link, port: u16, pieces: usize) -> usize {
 /// small UDP datagrams from a kernel socket arrives whole, its completions
 /// reaped many per look at the completion queue; a batch of 64 frames from
 /// here goes to the kernel in one submit and reaches a kernel socket whole.
+/// Receive through the multishot read: one arming for the burst (again only
+/// when its buffers ran out), where posted reads would poll once per read.
 #[test]
 fn io_uring_reaps_and_submits_in_batches() {
+    io_uring_batches(true);
+}
+
+/// The same with reads kept posted (the path of kernels before 6.7).
+#[test]
+fn io_uring_with_posted_reads_reaps_and_submits_in_batches() {
+    io_uring_batches(false);
+}
+
+fn io_uring_batches(multishot: bool) {
     const N: usize = 400;
     // Half the entries are writes: room for the whole transmit batch.
     const DEPTH: u32 = 256;
-    let mut link = Link::new(1, TapOffloads::TSO, Some(DEPTH));
+    let mut link = Link::with(
+        1,
+        TapOffloads::TSO,
+        Offloads::ALL,
+        ShimConfig::none(),
+        Some(DEPTH),
+        multishot,
+    );
     let dev = link.tap.backend().name().to_owned();
     // A static neighbour: the burst needs no ARP answered first.
     link.ns
@@ -768,11 +804,16 @@ fn io_uring_reaps_and_submits_in_batches() {
         ])
         .unwrap();
     let payload = |i: usize| -> Vec<u8> { (0..64).map(|j| (i * 31 + j) as u8).collect() };
-    // Reads posted before the burst (the first receive posts them).
+    // Reads posted or armed before the burst (the first receive does it).
     let mut batch = Batch::new();
     link.tap.receive(0, &mut batch, 64).unwrap();
     let before = link.tap.backend().ring_stats(0).unwrap();
-    assert!(before.reads >= u64::from(DEPTH / 2), "{before:?}");
+    if multishot {
+        assert_eq!(before.multishot_arms, 1, "{before:?}");
+    } else {
+        assert!(before.reads >= u64::from(DEPTH / 2), "{before:?}");
+        assert_eq!(before.multishot_arms, 0);
+    }
     link.ns
         .run(move || {
             let s = std::net::UdpSocket::bind("10.213.0.1:0").unwrap();
@@ -801,6 +842,16 @@ fn io_uring_reaps_and_submits_in_batches() {
     assert!(got == want, "received datagrams differ from those sent");
     let rx = link.tap.backend().ring_stats(0).unwrap();
     eprintln!("receive: {rx:?}");
+    if multishot {
+        // Every datagram read by the one operation; armed again only after
+        // its 128 buffers ran out (at most once per 128 frames), not per frame.
+        assert!(rx.reads - before.reads >= N as u64, "{rx:?}");
+        let arms = rx.multishot_arms - before.multishot_arms;
+        assert!(
+            arms <= (N as u64).div_ceil(u64::from(DEPTH / 2)) + 1,
+            "{rx:?}"
+        );
+    }
     assert!(
         rx.max_reaped >= u64::from(DEPTH / 8),
         "at most {} completions in one look",

@@ -79,7 +79,7 @@ pub(crate) fn open_rw_nonblock(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
 }
 
 /// Sets or clears `O_NONBLOCK` on `fd`.
-pub(crate) fn set_nonblocking(fd: &OwnedFd, on: bool) -> io::Result<()> {
+pub(crate) fn set_nonblocking(fd: &impl AsRawFd, on: bool) -> io::Result<()> {
     #[allow(unsafe_code)]
     // SAFETY: fcntl on a valid descriptor; no pointers.
     let flags = check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;

@@ -43,11 +43,14 @@
 //! # Batched mode (io_uring)
 //!
 //! With [`TapConfig::io_uring`] set, each queue gets an io_uring of that depth
-//! (the `uring` module): half its entries are reads kept posted into pool
-//! buffers, half are writes. Receive reaps completed reads from the completion
-//! queue (no system call when there are some), posts their slots again, and
-//! submits with one `io_uring_enter` when the posted reads fall below half or
-//! it found nothing; transmit queues one write (writev for a scatter-gather
+//! (the `uring` module): half its entries are receive buffers, half are
+//! writes. Receive is one multishot read into a ring of provided pool buffers
+//! (Linux 6.7+; reads kept posted, one per buffer, on older kernels or with
+//! [`TapConfig::io_uring_multishot`] off). It reaps completed reads from the
+//! completion queue (no system call when there are some), gives the kernel
+//! new buffers (or posts the reads again), and submits with one
+//! `io_uring_enter` when there is something to arm or it found nothing;
+//! transmit queues one write (writev for a scatter-gather
 //! frame) per frame and submits the batch with one `io_uring_enter`. A sent
 //! frame's buffers stay in the ring until its write's completion is reaped.
 //! Readiness is then an eventfd the ring writes on every completion.
@@ -208,10 +211,15 @@ pub struct TapConfig {
     /// the TAP present fewer offloads (say, to have a [`crate::Shim`] segment in
     /// software, for tests and measurements). Receive flags here are ignored.
     pub tx: Offloads,
-    /// Batched mode: an io_uring of this many entries per queue (half reads
-    /// kept posted, half writes; rounded up to a power of two, at most 4096).
-    /// `None` (the default): one `read(2)`/`write(2)` per frame.
+    /// Batched mode: an io_uring of this many entries per queue (half for
+    /// receive buffers, half for writes; rounded up to a power of two, at
+    /// most 4096). `None` (the default): one `read(2)`/`write(2)` per frame.
     pub io_uring: Option<u32>,
+    /// In batched mode, receive through one multishot read over provided
+    /// buffers (`true`, the default; Linux 6.7+, else reads kept posted), or
+    /// through reads kept posted, one per buffer (`false`), which wake all
+    /// together for every frame.
+    pub io_uring_multishot: bool,
 }
 
 impl TapConfig {
@@ -225,6 +233,7 @@ impl TapConfig {
             pool: None,
             tx: Offloads::ALL,
             io_uring: None,
+            io_uring_multishot: true,
         }
     }
 }
@@ -441,7 +450,7 @@ impl Tap {
             let rings: io::Result<Vec<uring::Ring>> = tap
                 .fds
                 .iter()
-                .map(|fd| uring::Ring::new(fd, depth))
+                .map(|fd| uring::Ring::new(fd, depth, cfg.io_uring_multishot))
                 .collect();
             match rings {
                 Ok(r) => tap.rings = r.into_iter().map(Some).collect(),
@@ -783,6 +792,12 @@ impl Tap {
         };
         for last_look in [false, true] {
             ring.reap();
+            ring.settle()?;
+            if let Some(errno) = ring.rx_failed.take() {
+                if errno != libc::EIO && result.is_ok() {
+                    result = Err(NicError::Io(io::Error::from_raw_os_error(errno)));
+                }
+            }
             while batch.len() - before < max {
                 let Some((mut buf, res)) = ring.next_read() else {
                     break;

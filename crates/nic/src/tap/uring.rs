@@ -1,8 +1,15 @@
 //! The TAP backend's batched mode: one io_uring per queue ([`super::TapConfig::io_uring`]).
 //!
-//! Receive keeps reads posted into pool buffers; their completions are reaped
-//! from the completion queue without a system call, and the reads are posted
-//! again in the same batch. Transmit queues a write (writev for a
+//! Receive is one multishot read (`IORING_OP_READ_MULTISHOT`, Linux 6.7+)
+//! over a ring of provided buffers (pool buffers, `io_uring_register_buf_ring`):
+//! the kernel waits on the TAP with one poll entry and completes a read into
+//! the next buffer for every frame; completions are reaped from the
+//! completion queue without a system call and the buffers replaced in the
+//! same batch. A kernel without it (the first completion an error, no
+//! buffer) falls back to reads kept posted, one per buffer. Posted reads
+//! each wait on the TAP's wait queue, so every frame wakes all of them and
+//! all but one poll again: at 128 reads that cost about eight poll arms per
+//! frame, which the multishot read does not pay. Transmit queues a write (writev for a
 //! scatter-gather frame) per frame and submits the batch with one
 //! `io_uring_enter`. Every buffer the kernel may still touch is owned by the
 //! ring's slots until its completion is reaped: a received frame's buffer
@@ -15,9 +22,11 @@
 //! last time, so a completion posted after that look leaves the eventfd
 //! readable and a thread sleeping on it wakes: nothing sleeps through one.
 //!
-//! The queue's descriptor is made blocking in this mode: io_uring then waits
-//! for a frame by polling the TAP inside the kernel, where a non-blocking one
-//! would complete each read at once with `EAGAIN`.
+//! With posted reads the queue's descriptor is made blocking: io_uring then
+//! waits for a frame by polling the TAP inside the kernel, where a
+//! non-blocking one would complete each read at once with `EAGAIN`. The
+//! multishot read asks for non-blocking reads itself and polls when one finds
+//! nothing.
 
 use crate::buf::{PacketBuf, Pool};
 use crate::frame::Frame;
@@ -31,6 +40,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const TX: u64 = 1 << 63;
 /// The user data of the cancellation sent when the ring is dropped.
 const CANCEL: u64 = u64::MAX;
+/// The user data of the multishot read.
+const MSHOT: u64 = 1 << 62;
+/// The provided-buffer group of the multishot read.
+const BGID: u16 = 0;
 
 /// How much a ring batched, for tests and measurements.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,12 +52,106 @@ pub struct RingStats {
     pub enters: u64,
     /// Completions reaped (reads and writes).
     pub completions: u64,
-    /// Reads submitted.
+    /// Reads submitted (posted reads) or completed into a provided buffer
+    /// (the multishot read).
     pub reads: u64,
     /// Writes submitted.
     pub writes: u64,
     /// The most completions one look at the completion queue reaped.
     pub max_reaped: u64,
+    /// Times the multishot read was armed (once, plus once each time it
+    /// ended: out of buffers, or an error); 0 with posted reads.
+    pub multishot_arms: u64,
+}
+
+/// The multishot read's ring of provided buffers: `entries` slots of
+/// `struct io_uring_buf` in page-aligned memory the kernel reads, the pool
+/// buffer behind each buffer id, and the ids to hand back.
+struct Provided {
+    mem: core::ptr::NonNull<io_uring::types::BufRingEntry>,
+    layout: std::alloc::Layout,
+    entries: u16,
+    /// The tail we publish (the kernel consumes from its head).
+    tail: u16,
+    bufs: Vec<Option<PacketBuf>>,
+    free: Vec<u16>,
+    /// The read is in the kernel (its last completion had `F_MORE`).
+    armed: bool,
+    /// A completion carried a buffer: the kernel has the operation.
+    proven: bool,
+}
+
+// SAFETY: the memory is owned by this struct and only touched by the thread
+// that owns the ring (the queue's), and by the kernel.
+#[allow(unsafe_code)]
+unsafe impl Send for Provided {}
+
+impl Provided {
+    fn new(entries: u16) -> Option<Provided> {
+        let size = usize::from(entries) * core::mem::size_of::<io_uring::types::BufRingEntry>();
+        let layout = std::alloc::Layout::from_size_align(size.max(4096), 4096).ok()?;
+        #[allow(unsafe_code)]
+        // SAFETY: a non-zero size.
+        let mem = unsafe { std::alloc::alloc_zeroed(layout) };
+        let mem = core::ptr::NonNull::new(mem.cast())?;
+        Some(Provided {
+            mem,
+            layout,
+            entries,
+            tail: 0,
+            bufs: (0..entries).map(|_| None).collect(),
+            free: (0..entries).rev().collect(),
+            armed: false,
+            proven: false,
+        })
+    }
+
+    /// Gives the kernel a buffer for every free id and publishes the tail.
+    fn refill(&mut self, pool: &Pool, hlen: usize, room: usize) {
+        if self.free.is_empty() {
+            return;
+        }
+        let mask = self.entries - 1;
+        while let Some(bid) = self.free.pop() {
+            let mut buf = pool.alloc();
+            let area = buf.read_area(hlen, room + 1);
+            let (ptr, len) = (area.as_mut_ptr(), area.len());
+            #[allow(unsafe_code)]
+            // SAFETY: `tail & mask` is below `entries`, the slots the memory
+            // holds; the kernel reads only slots between its head and the
+            // published tail, and this one is past the tail until the store
+            // below.
+            let entry = unsafe { &mut *self.mem.as_ptr().add(usize::from(self.tail & mask)) };
+            entry.set_addr(ptr as u64);
+            entry.set_len(u32::try_from(len).unwrap_or(u32::MAX));
+            entry.set_bid(bid);
+            if let Some(s) = self.bufs.get_mut(usize::from(bid)) {
+                *s = Some(buf);
+            }
+            self.tail = self.tail.wrapping_add(1);
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: the tail field of the ring's first entry, an aligned u16 in
+        // memory the kernel shares; stored with release order so the entries
+        // written above are seen first.
+        unsafe {
+            let tail = io_uring::types::BufRingEntry::tail(self.mem.as_ptr())
+                as *const core::sync::atomic::AtomicU16;
+            (*tail).store(self.tail, core::sync::atomic::Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Provided {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: allocated in `new` with this layout; the ring (and with it
+        // the kernel's reference) is gone or the buffers were leaked by
+        // `Ring::drop`, which leaks this too in that case.
+        unsafe {
+            std::alloc::dealloc(self.mem.as_ptr().cast(), self.layout);
+        }
+    }
 }
 
 /// `struct iovec` with its pointer as an address, so that a slot is `Send`
@@ -72,16 +179,24 @@ pub(crate) struct Ring {
     rx: Vec<Option<PacketBuf>>,
     /// Read slots with no read posted.
     rx_idle: Vec<u32>,
-    /// Completed reads not yet handed up: slot and result.
-    rx_done: VecDeque<(u32, i32)>,
+    /// Completed reads not yet handed up: buffer and result.
+    rx_done: VecDeque<(PacketBuf, i32)>,
+    /// The multishot read's buffers; `None` with posted reads.
+    provided: Option<Provided>,
     /// Reads queued in the submission queue or in the kernel.
     rx_posted: usize,
     tx: Vec<TxSlot>,
     tx_idle: Vec<u32>,
     /// Writes that completed with an error since the last look: their errno.
     pub(crate) tx_failed: Vec<i32>,
+    /// The multishot read ended with an error (its errno) since the last
+    /// look; it is armed again at the next receive.
+    pub(crate) rx_failed: Option<i32>,
     /// Requests in the kernel or queued (their buffers are not ours).
     in_flight: usize,
+    /// The multishot read failed before it read anything: to be replaced by
+    /// posted reads ([`Ring::settle`]).
+    fallback: bool,
     /// Entries queued but not yet submitted.
     queued: usize,
     pub(crate) stats: RingStats,
@@ -112,7 +227,7 @@ fn eventfd() -> io::Result<OwnedFd> {
 impl Ring {
     /// A ring of `depth` entries (at least 2, rounded by the kernel to a power
     /// of two) for the queue `fd`: half for reads, half for writes.
-    pub(crate) fn new(fd: &OwnedFd, depth: u32) -> io::Result<Ring> {
+    pub(crate) fn new(fd: &OwnedFd, depth: u32, multishot: bool) -> io::Result<Ring> {
         let depth = depth.clamp(2, 4096);
         let ring = IoUring::builder()
             // Room for every request in flight: the completion queue never
@@ -121,10 +236,30 @@ impl Ring {
             .build(depth)?;
         let event = eventfd()?;
         ring.submitter().register_eventfd(event.as_raw_fd())?;
-        crate::sys::set_nonblocking(fd, false)?;
         let sq = ring.params().sq_entries() as usize;
         let reads = (sq / 2).max(1);
         let writes = (sq - reads).max(1);
+        // The multishot read's buffers: as many as posted reads would have.
+        let entries = u16::try_from(reads.next_power_of_two()).unwrap_or(1 << 15);
+        let provided = multishot
+            .then(|| Provided::new(entries))
+            .flatten()
+            .and_then(|p| {
+                #[allow(unsafe_code)]
+                // SAFETY: the memory holds `entries` entries, is page-aligned, and
+                // lives in `Provided` until the ring is dropped (or is leaked).
+                let r = unsafe {
+                    ring.submitter().register_buf_ring_with_flags(
+                        p.mem.as_ptr() as u64,
+                        entries,
+                        BGID,
+                        0,
+                    )
+                };
+                r.ok().map(|()| p)
+            });
+        // Posted reads need a blocking descriptor (see the module docs).
+        crate::sys::set_nonblocking(fd, provided.is_some())?;
         let empty = IoVec { base: 0, len: 0 };
         Ok(Ring {
             ring,
@@ -133,6 +268,7 @@ impl Ring {
             rx: (0..reads).map(|_| None).collect(),
             rx_idle: (0..reads as u32).rev().collect(),
             rx_done: VecDeque::with_capacity(reads),
+            provided,
             rx_posted: 0,
             tx: (0..writes)
                 .map(|_| TxSlot {
@@ -142,7 +278,9 @@ impl Ring {
                 .collect(),
             tx_idle: (0..writes as u32).rev().collect(),
             tx_failed: Vec::with_capacity(writes),
+            rx_failed: None,
             in_flight: 0,
+            fallback: false,
             queued: 0,
             stats: RingStats::default(),
         })
@@ -157,6 +295,25 @@ impl Ring {
     /// the `virtio_net_hdr` (`hlen` bytes) and up to `room` bytes of frame
     /// plus one (to tell a frame that did not fit).
     pub(crate) fn post_reads(&mut self, pool: &Pool, hlen: usize, room: usize) {
+        if let Some(p) = &mut self.provided {
+            p.refill(pool, hlen, room);
+            if !p.armed {
+                let sqe = opcode::ReadMulti::new(types::Fd(self.fd), 0, BGID)
+                    .build()
+                    .user_data(MSHOT);
+                #[allow(unsafe_code)]
+                // SAFETY: the read's targets are the provided buffers, which
+                // stay in `Provided` until their completions are reaped.
+                let pushed = unsafe { self.ring.submission().push(&sqe) };
+                if pushed.is_ok() {
+                    p.armed = true;
+                    self.in_flight += 1;
+                    self.queued += 1;
+                    self.stats.multishot_arms += 1;
+                }
+            }
+            return;
+        }
         while let Some(&slot) = self.rx_idle.last() {
             let mut buf = pool.alloc();
             let area = buf.read_area(hlen, room + 1);
@@ -185,9 +342,14 @@ impl Ring {
         }
     }
 
-    /// The read slots.
+    /// The read slots (posted reads), or 2 with the multishot read: its one
+    /// arming is worth a submit of its own.
     pub(crate) fn read_slots(&self) -> usize {
-        self.rx.len()
+        if self.provided.is_some() {
+            2
+        } else {
+            self.rx.len()
+        }
     }
 
     /// Entries queued but not submitted.
@@ -245,6 +407,37 @@ impl Ring {
             if data == CANCEL {
                 continue;
             }
+            if data == MSHOT {
+                let flags = cqe.flags();
+                let Some(p) = &mut self.provided else {
+                    continue;
+                };
+                if !io_uring::cqueue::more(flags) {
+                    p.armed = false;
+                    self.in_flight = self.in_flight.saturating_sub(1);
+                }
+                match io_uring::cqueue::buffer_select(flags) {
+                    Some(bid) => {
+                        p.proven = true;
+                        self.stats.reads += 1;
+                        if let Some(buf) = p.bufs.get_mut(usize::from(bid)).and_then(Option::take) {
+                            p.free.push(bid);
+                            self.rx_done.push_back((buf, res));
+                        }
+                    }
+                    // Out of buffers: armed again after the refill.
+                    None if res == -libc::ENOBUFS => {}
+                    // The kernel does not have the operation (or not for
+                    // this file): posted reads from now on.
+                    None if !p.proven => self.fallback = true,
+                    None => {
+                        if res < 0 {
+                            self.rx_failed.get_or_insert(-res);
+                        }
+                    }
+                }
+                continue;
+            }
             self.in_flight = self.in_flight.saturating_sub(1);
             if data & TX != 0 {
                 let slot = (data & !TX) as u32;
@@ -258,7 +451,11 @@ impl Ring {
                 }
             } else {
                 self.rx_posted = self.rx_posted.saturating_sub(1);
-                self.rx_done.push_back((data as u32, res));
+                let slot = data as u32;
+                self.rx_idle.push(slot);
+                if let Some(buf) = self.rx.get_mut(slot as usize).and_then(Option::take) {
+                    self.rx_done.push_back((buf, res));
+                }
             }
         }
         drop(cq);
@@ -268,15 +465,25 @@ impl Ring {
     }
 
     /// The next completed read: its buffer and result (bytes read or
-    /// `-errno`). The slot goes idle, to be posted again.
+    /// `-errno`).
     pub(crate) fn next_read(&mut self) -> Option<(PacketBuf, i32)> {
-        loop {
-            let (slot, res) = self.rx_done.pop_front()?;
-            self.rx_idle.push(slot);
-            if let Some(buf) = self.rx.get_mut(slot as usize).and_then(Option::take) {
-                return Some((buf, res));
-            }
+        self.rx_done.pop_front()
+    }
+
+    /// After a reap: if the multishot read turned out unsupported, moves to
+    /// posted reads (the descriptor made blocking for them).
+    pub(crate) fn settle(&mut self) -> io::Result<()> {
+        if !self.fallback {
+            return Ok(());
         }
+        self.fallback = false;
+        if let Some(p) = self.provided.take() {
+            // Nothing is armed and no buffer was consumed: the kernel holds
+            // none of them. Its registration goes with the ring.
+            let _ = self.ring.submitter().unregister_buf_ring(BGID);
+            drop(p);
+        }
+        crate::sys::set_nonblocking(&self.fd, false)
     }
 
     /// How many writes can be queued now.
@@ -378,6 +585,12 @@ impl Drop for Ring {
         if self.in_flight > 0 {
             for b in self.rx.drain(..).flatten() {
                 core::mem::forget(b);
+            }
+            if let Some(mut p) = self.provided.take() {
+                for b in p.bufs.drain(..).flatten() {
+                    core::mem::forget(b);
+                }
+                core::mem::forget(p);
             }
             for s in self.tx.drain(..) {
                 core::mem::forget(s.frame);
