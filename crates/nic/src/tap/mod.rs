@@ -793,10 +793,11 @@ impl Tap {
         for last_look in [false, true] {
             ring.reap();
             ring.settle()?;
-            if let Some(errno) = ring.rx_failed.take() {
-                if errno != libc::EIO && result.is_ok() {
-                    result = Err(NicError::Io(io::Error::from_raw_os_error(errno)));
-                }
+            if let Some(errno) = ring.rx_failed.take()
+                && errno != libc::EIO
+                && result.is_ok()
+            {
+                result = Err(NicError::Io(io::Error::from_raw_os_error(errno)));
             }
             while batch.len() - before < max {
                 let Some((mut buf, res)) = ring.next_read() else {
