@@ -59,6 +59,10 @@ pub struct RingStats {
     pub writes: u64,
     /// The most completions one look at the completion queue reaped.
     pub max_reaped: u64,
+    /// The most completed reads waiting at once to be handed up (at most the
+    /// receive buffers: a buffer goes back to the kernel only once its frame
+    /// went up).
+    pub max_waiting: u64,
     /// Times the multishot read was armed (once, plus once each time it
     /// ended: out of buffers, or an error); 0 with posted reads.
     pub multishot_arms: u64,
@@ -179,8 +183,10 @@ pub(crate) struct Ring {
     rx: Vec<Option<PacketBuf>>,
     /// Read slots with no read posted.
     rx_idle: Vec<u32>,
-    /// Completed reads not yet handed up: buffer and result.
-    rx_done: VecDeque<(PacketBuf, i32)>,
+    /// Completed reads not yet handed up: slot (or buffer id) and result.
+    /// A slot or id is given to the kernel again only once its buffer went
+    /// up, so what waits here is bounded by the buffers.
+    rx_done: VecDeque<(u32, i32)>,
     /// The multishot read's buffers; `None` with posted reads.
     provided: Option<Provided>,
     /// Reads queued in the submission queue or in the kernel.
@@ -420,10 +426,7 @@ impl Ring {
                     Some(bid) => {
                         p.proven = true;
                         self.stats.reads += 1;
-                        if let Some(buf) = p.bufs.get_mut(usize::from(bid)).and_then(Option::take) {
-                            p.free.push(bid);
-                            self.rx_done.push_back((buf, res));
-                        }
+                        self.rx_done.push_back((u32::from(bid), res));
                     }
                     // Out of buffers: armed again after the refill.
                     None if res == -libc::ENOBUFS => {}
@@ -451,23 +454,40 @@ impl Ring {
                 }
             } else {
                 self.rx_posted = self.rx_posted.saturating_sub(1);
-                let slot = data as u32;
-                self.rx_idle.push(slot);
-                if let Some(buf) = self.rx.get_mut(slot as usize).and_then(Option::take) {
-                    self.rx_done.push_back((buf, res));
-                }
+                self.rx_done.push_back((data as u32, res));
             }
         }
         drop(cq);
+        self.stats.max_waiting = self.stats.max_waiting.max(self.rx_done.len() as u64);
         self.stats.completions += n;
         self.stats.max_reaped = self.stats.max_reaped.max(n);
         usize::try_from(n).unwrap_or(usize::MAX)
     }
 
     /// The next completed read: its buffer and result (bytes read or
-    /// `-errno`).
+    /// `-errno`). Its slot (or buffer id) goes idle, to be given to the
+    /// kernel again.
     pub(crate) fn next_read(&mut self) -> Option<(PacketBuf, i32)> {
-        self.rx_done.pop_front()
+        loop {
+            let (slot, res) = self.rx_done.pop_front()?;
+            let buf = match &mut self.provided {
+                Some(p) => {
+                    let bid = u16::try_from(slot).unwrap_or(u16::MAX);
+                    let buf = p.bufs.get_mut(usize::from(bid)).and_then(Option::take);
+                    if buf.is_some() {
+                        p.free.push(bid);
+                    }
+                    buf
+                }
+                None => {
+                    self.rx_idle.push(slot);
+                    self.rx.get_mut(slot as usize).and_then(Option::take)
+                }
+            };
+            if let Some(buf) = buf {
+                return Some((buf, res));
+            }
+        }
     }
 
     /// After a reap: if the multishot read turned out unsupported, moves to
