@@ -17,12 +17,23 @@
 //! devices, TAPs without offloads, shims with none): MTU-sized frames with full
 //! checksums.
 //!
+//! `vxlan/linerate/tso-uring` is the `tso` case with both TAPs batched through
+//! io_uring (`TapConfig::io_uring`).
+//!
 //! Criterion gives bytes per second of wall time. After each case the bench
 //! prints the whole process's CPU seconds per GB: the client and server threads
 //! (in their namespaces, with the kernel's work in their system calls) and the
 //! VTEP's thread; softirq work the kernel hands to ksoftirqd is not in it.
 //!
-//! Run with `sudo cargo bench --features system-tests --bench vtep_kernel`.
+//! Then small frames, outside criterion (loss is not a time): `iperf3 -u -l 64
+//! -b RATE` from A to B through each path in turn (kernel VXLAN, the VTEP with
+//! a system call per frame, the VTEP through io_uring), [`UDP_ROUNDS`] rounds
+//! of [`UDP_SECS`] seconds at each rate, printing the packets per second the
+//! sender reached, those the server counted, and the loss. Skipped with a
+//! message where iperf3 is missing.
+//!
+//! Run with `sudo cargo bench --features system-tests --bench vtep_kernel`
+//! (`-- udp` for the small frames only, `-- vxlan` for TCP only).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -36,7 +47,7 @@ use linerate_testkit::cpu::{CpuTime, process_cpu_time};
 use linerate_testkit::netns::{self, Netns, VethPair};
 use linerate_testkit::stream;
 use linerate_testkit::vxlan::{IANA_PORT, KernelVtep, VxlanSpec};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 /// Bytes per iteration.
@@ -44,6 +55,13 @@ const LEN: usize = 128 << 20;
 /// Bytes per write (and per read buffer).
 const WRITE: usize = 256 << 10;
 const PORT: u16 = 5004;
+/// Seconds per small-frame run.
+const UDP_SECS: u32 = 4;
+/// Small-frame rounds per path and rate.
+const UDP_ROUNDS: usize = 3;
+/// iperf3 `-b` rates of the small-frame runs (64-byte payloads: 60M is
+/// 0.117 Mpps).
+const UDP_RATES: [&str; 2] = ["60M", "130M"];
 
 /// Writes `LEN` bytes to `s` and half-closes it.
 fn kernel_send(s: &mut TcpStream, data: &[u8]) -> std::io::Result<()> {
@@ -123,8 +141,50 @@ fn case(
     }
 }
 
+/// What is beyond namespace A: B and what connects them.
+enum Far {
+    /// A kernel VXLAN device in B over a veth pair (the pair goes with the
+    /// namespaces).
+    Kernel { b: Netns, _pair: VethPair },
+    /// B's VXLAN device behind the linerate VTEP's underlay TAP, the VTEP on
+    /// a worker thread.
+    Vtep(Box<KernelVtep>, Option<Workers<VtepWorker>>),
+}
+
+/// A path from namespace A to B's overlay address through VXLAN.
+struct Path {
+    // Field order: the VTEP's worker stops before A's port goes.
+    far: Far,
+    a: Netns,
+    /// B's overlay address.
+    to: Ipv4Addr,
+}
+
+impl Path {
+    fn b(&self) -> &Netns {
+        match &self.far {
+            Far::Kernel { b, .. } => b,
+            Far::Vtep(k, _) => &k.ns,
+        }
+    }
+
+    /// Stops the VTEP (if any) and prints its drop counters.
+    fn finish(mut self) {
+        if let Far::Vtep(_, workers) = &mut self.far
+            && let Some(w) = workers.take()
+        {
+            let w = w.join().expect("vtep worker");
+            for (k, v) in w[0].0.counters() {
+                if v != 0 && (k.contains("drop") || k.contains("unresolved")) {
+                    println!("  vtep {k}: {v}");
+                }
+            }
+        }
+    }
+}
+
 /// Kernel VXLAN to kernel VXLAN over a veth pair.
-fn kernel(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
+fn kernel_path(offloads: bool) -> Path {
     let a = Netns::new("lrva").expect("namespace");
     let b = Netns::new("lrvb").expect("namespace");
     let pair = VethPair::new(&a, "10.79.0.1/24", &b, "10.79.0.2/24").expect("veth");
@@ -145,14 +205,11 @@ fn kernel(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
             ethtool_off(ns, "vx0");
         }
     }
-    let to = SocketAddr::from(([192, 168, 43, 2], PORT));
-    let listener = b
-        .run(move || TcpListener::bind(to))
-        .expect("namespace")
-        .expect("bind");
-    let data = vec![0x5au8; WRITE];
-    let name = format!("kernel/{}", if offloads { "tso" } else { "plain" });
-    case(c, &name, log, || transfer(&a, &listener, to, &data));
+    Path {
+        far: Far::Kernel { b, _pair: pair },
+        a,
+        to: Ipv4Addr::new(192, 168, 43, 2),
+    }
 }
 
 /// The VTEP on a worker thread.
@@ -168,8 +225,9 @@ impl Worker for VtepWorker {
     }
 }
 
-/// Kernel in A -> TAP -> linerate VTEP -> TAP -> kernel VXLAN in B.
-fn linerate(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
+/// Kernel in A -> TAP -> linerate VTEP -> TAP -> kernel VXLAN in B, the TAPs
+/// batched through an io_uring of depth `ring` if given.
+fn linerate_path(offloads: bool, ring: Option<u32>) -> Path {
     let (tap_offloads, tap_tx) = if offloads {
         (TapOffloads::ALL, Offloads::ALL)
     } else {
@@ -183,6 +241,7 @@ fn linerate(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
     let mut spec = VxlanSpec::new(false, 42, IANA_PORT);
     spec.offloads = tap_offloads;
     spec.tap_tx = tap_tx;
+    spec.io_uring = ring;
     let mut b = KernelVtep::new("lrvk", &spec).expect("kernel VTEP");
     if !offloads {
         let (tap, vx) = (b.tap_name.clone(), b.vxlan_name.clone());
@@ -196,9 +255,16 @@ fn linerate(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
         offloads: tap_offloads,
         tx: tap_tx,
         mtu: spec.overlay_mtu(),
+        io_uring: ring,
         ..TapConfig::new(netns::unique("lrvp"))
     })
     .expect("port TAP");
+    assert_eq!(
+        port.io_uring_active(),
+        ring.is_some(),
+        "{:?}",
+        port.io_uring_fallback()
+    );
     let pname = port.name().to_owned();
     netns::ip(&["link", "set", &pname, "netns", a.name()]).expect("move");
     let addr = format!("{}/24", spec.ours_overlay.0);
@@ -225,18 +291,97 @@ fn linerate(c: &mut Criterion, offloads: bool, log: &mut Vec<(String, f64)>) {
     let port: Box<dyn Nic> = Box::new(Shim::new(port, shim).expect("shim"));
     let vtep = Vtep::new(&cfg, Box::new(under), vec![vec![port]]).expect("vtep");
     let workers = Workers::spawn(vec![VtepWorker(vtep)], "vtep").expect("worker");
-    let to = SocketAddr::from((spec.kernel_overlay.0, PORT));
-    let listener =
-        b.ns.run(move || TcpListener::bind(to))
-            .expect("namespace")
-            .expect("bind");
+    let to = spec.kernel_overlay.0;
+    Path {
+        far: Far::Vtep(Box::new(b), Some(workers)),
+        a,
+        to,
+    }
+}
+
+/// TCP through `path`: the criterion case `name`.
+fn tcp(c: &mut Criterion, path: &Path, name: &str, log: &mut Vec<(String, f64)>) {
+    let to = SocketAddr::from((path.to, PORT));
+    let listener = path
+        .b()
+        .run(move || TcpListener::bind(to))
+        .expect("namespace")
+        .expect("bind");
     let data = vec![0x5au8; WRITE];
-    let name = format!("linerate/{}", if offloads { "tso" } else { "plain" });
-    case(c, &name, log, || transfer(&a, &listener, to, &data));
-    let w = workers.join().expect("vtep worker");
-    for (k, v) in w[0].0.counters() {
-        if v != 0 && (k.contains("drop") || k.contains("unresolved")) {
-            println!("  vtep {k}: {v}");
+    case(c, name, log, || transfer(&path.a, &listener, to, &data));
+}
+
+/// One small-frame run through `path` at `rate`: packets per second the
+/// sender reached, packets per second the server counted, and the loss in
+/// percent.
+fn udp_run(path: &Path, rate: &str) -> Option<(f64, f64, f64)> {
+    let to = path.to.to_string();
+    let mut server = path
+        .b()
+        .command("iperf3")
+        .args(["-s", "-1", "-p", "5301"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    std::thread::sleep(Duration::from_millis(300));
+    let secs = UDP_SECS.to_string();
+    let out = path
+        .a
+        .command("iperf3")
+        .args([
+            "-c", &to, "-p", "5301", "-u", "-l", "64", "-b", rate, "-t", &secs, "-J",
+        ])
+        .output();
+    let _ = server.wait();
+    let out = out.ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let sum = v.get("end")?.get("sum")?;
+    let f = |k: &str| sum.get(k).and_then(serde_json::Value::as_f64);
+    let (packets, lost, secs) = (f("packets")?, f("lost_packets")?, f("seconds")?);
+    Some((packets / secs, (packets - lost) / secs, f("lost_percent")?))
+}
+
+/// The small-frame table: each path in turn, [`UDP_ROUNDS`] rounds per rate.
+fn udp(filter: Option<&str>) {
+    if filter.is_some_and(|f| !f.contains("udp")) {
+        return;
+    }
+    if std::process::Command::new("iperf3")
+        .arg("-v")
+        .output()
+        .is_err()
+    {
+        eprintln!("vtep_kernel udp: skipped, iperf3 is not installed (apt-get install iperf3)");
+        return;
+    }
+    println!(
+        "\nUDP, 64-byte payloads, A -> B through VXLAN ({UDP_SECS} s runs): sent Mpps / delivered Mpps / lost %"
+    );
+    type MakePath = fn() -> Path;
+    let paths: [(&str, MakePath); 3] = [
+        ("kernel VXLAN, veth", || kernel_path(true)),
+        ("VTEP, a system call per frame", || {
+            linerate_path(true, None)
+        }),
+        ("VTEP, io_uring", || linerate_path(true, Some(256))),
+    ];
+    for rate in UDP_RATES {
+        for (name, make) in &paths {
+            let path = make();
+            let mut runs = Vec::new();
+            for _ in 0..UDP_ROUNDS {
+                match udp_run(&path, rate) {
+                    Some((sent, got, lost)) => runs.push(format!(
+                        "{:.3} / {:.3} / {lost:.1} %",
+                        sent / 1e6,
+                        got / 1e6
+                    )),
+                    None => runs.push("(no report)".to_owned()),
+                }
+            }
+            println!("  -b {rate:<5} {name:<30} {}", runs.join("   "));
+            path.finish();
         }
     }
 }
@@ -246,15 +391,28 @@ fn vtep(c: &mut Criterion) {
         eprintln!("vtep_kernel benches skipped: they need root");
         return;
     }
+    // The name filter criterion was given (`cargo bench ... -- udp`).
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let mut log = Vec::new();
-    for offloads in [true, false] {
-        kernel(c, offloads, &mut log);
-        linerate(c, offloads, &mut log);
+    if filter.as_deref().is_none_or(|f| !f.contains("udp")) {
+        for offloads in [true, false] {
+            let mode = if offloads { "tso" } else { "plain" };
+            let path = kernel_path(offloads);
+            tcp(c, &path, &format!("kernel/{mode}"), &mut log);
+            path.finish();
+            let path = linerate_path(offloads, None);
+            tcp(c, &path, &format!("linerate/{mode}"), &mut log);
+            path.finish();
+        }
+        let path = linerate_path(true, Some(256));
+        tcp(c, &path, "linerate/tso-uring", &mut log);
+        path.finish();
+        println!("\nCPU seconds per GB, whole process (both ends and the VTEP):");
+        for (name, figure) in &log {
+            println!("  {name:<20} {figure:.3}");
+        }
     }
-    println!("\nCPU seconds per GB, whole process (both ends and the VTEP):");
-    for (name, figure) in &log {
-        println!("  {name:<18} {figure:.3}");
-    }
+    udp(filter.as_deref());
 }
 
 criterion_group!(benches, vtep);
