@@ -53,7 +53,7 @@ use std::time::Duration;
 /// Bytes per iteration.
 const LEN: usize = 128 << 20;
 /// Bytes per write (and per read buffer).
-const WRITE: usize = 256 << 10;
+const WRITE: usize = 128 << 10;
 const PORT: u16 = 5004;
 /// Seconds per small-frame run.
 const UDP_SECS: u32 = 4;
