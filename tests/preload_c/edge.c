@@ -356,6 +356,33 @@ int main(int argc, char **argv) {
     mm[1].msg_hdr.msg_iovlen = 1;
     CHECK("udp recvmmsg", recvmmsg(u, mm, 2, 0, NULL));
     printf("recvmmsg lengths %u %u: %.3s %.5s\n", mm[0].msg_len, mm[1].msg_len, r1, r2);
+    /* recvmmsg looks at its timeout after each message, not while one is
+     * awaited: a blocking call whose second message comes after the timeout
+     * still waits for it, then writes back that no time is left. */
+    CHECK("udp send for recvmmsg", send(u, "a", 1, 0));
+    pthread_t lt;
+    pthread_create(&lt, NULL, late_send, &u);
+    usleep(100000);
+    struct timespec tmo = {0, 100000000}, tm0;
+    clock_gettime(CLOCK_MONOTONIC, &tm0);
+    CHECK("udp recvmmsg timeout after each", recvmmsg(u, mm, 2, 0, &tmo));
+    printf("recvmmsg waited for the late one: %d, time left %ld.%09ld, lengths %u %u\n",
+           ms_since(&tm0) >= 150, (long)tmo.tv_sec, (long)tmo.tv_nsec, mm[0].msg_len,
+           mm[1].msg_len);
+    pthread_join(lt, NULL);
+    /* MSG_WAITFORONE: the first awaited, the rest taken only if there. */
+    CHECK("udp send for waitforone", send(u, "c", 1, 0));
+    CHECK("udp poll 4", poll(&pu, 1, 5000));
+    CHECK("udp recvmmsg waitforone", recvmmsg(u, mm, 2, MSG_WAITFORONE, NULL));
+    /* A zero timeout: one message, though a second one is there. */
+    CHECK("udp send d", send(u, "d", 1, 0));
+    CHECK("udp send e", send(u, "e", 1, 0));
+    usleep(100000);
+    struct timespec none_left = {0, 0};
+    CHECK("udp recvmmsg zero timeout", recvmmsg(u, mm, 2, 0, &none_left));
+    CHECK("udp recv the one left", recv(u, buf, sizeof buf, MSG_DONTWAIT));
+    struct timespec bad = {0, 2000000000};
+    CHECK("udp recvmmsg bad timeout", recvmmsg(u, mm, 2, 0, &bad));
     close(u);
 
     /* sendfile from a file to a stream. */

@@ -175,7 +175,7 @@
 //!
 //! # Not yet
 //!
-//! recvmmsg does not consult its timeout; a forked child's sockets
+//! A forked child's sockets
 //! are the kernel's (above); a socket
 //! duplicated before the policy decided it keeps the kernel socket in the
 //! duplicate; EFAULT is detected for null pointers only.

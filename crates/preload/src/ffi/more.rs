@@ -2,8 +2,11 @@
 
 use super::*;
 
-/// recvmmsg(2): messages one by one, waiting (unless MSG_DONTWAIT) for the
-/// first only, as the kernel does; the timeout is not consulted.
+/// recvmmsg(2): messages one by one, as the kernel's loop takes them: each
+/// receive waits as the socket and flags say (the first only with
+/// MSG_WAITFORONE, which makes the rest non-blocking), and the timeout is
+/// looked at after each message, not while one is awaited: once it has
+/// passed, the call returns what it has. The time left is written back.
 ///
 /// # Safety
 /// As recvmmsg(2).
@@ -20,13 +23,21 @@ pub unsafe extern "C" fn recvmmsg(
             set_errno(libc::EFAULT);
             return -1;
         }
+        let end = if timeout.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's timespec.
+            let t = unsafe { *timeout };
+            if t.tv_sec < 0 || !(0..1_000_000_000).contains(&t.tv_nsec) {
+                set_errno(libc::EINVAL);
+                return -1;
+            }
+            let d = std::time::Duration::new(t.tv_sec as u64, t.tv_nsec as u32);
+            Some(std::time::Instant::now() + d)
+        };
+        let mut f = flags & !libc::MSG_WAITFORONE;
         let mut done: c_int = 0;
         for i in 0..vlen.min(1024) as usize {
-            let f = if done == 0 {
-                flags & !libc::MSG_WAITFORONE
-            } else {
-                flags | libc::MSG_DONTWAIT
-            };
             // SAFETY: entry `i` of the caller's `vlen` messages.
             let m = unsafe { &mut *msgs.add(i) };
             // SAFETY: the caller's message header.
@@ -39,6 +50,20 @@ pub unsafe extern "C" fn recvmmsg(
             }
             m.msg_len = n as libc::c_uint;
             done += 1;
+            if flags & libc::MSG_WAITFORONE != 0 {
+                f |= libc::MSG_DONTWAIT;
+            }
+            if let Some(end) = end {
+                let left = end.saturating_duration_since(std::time::Instant::now());
+                // SAFETY: the caller's timespec, read above.
+                unsafe {
+                    (*timeout).tv_sec = left.as_secs() as libc::time_t;
+                    (*timeout).tv_nsec = libc::c_long::from(left.subsec_nanos() as i32);
+                }
+                if left.is_zero() {
+                    break;
+                }
+            }
         }
         return done;
     }
