@@ -226,8 +226,9 @@ impl Worker for VtepWorker {
 }
 
 /// Kernel in A -> TAP -> linerate VTEP -> TAP -> kernel VXLAN in B, the TAPs
-/// batched through an io_uring of depth `ring` if given.
-fn linerate_path(offloads: bool, ring: Option<u32>) -> Path {
+/// batched through an io_uring of depth `ring` if given (receiving through a
+/// multishot read if `multishot`, else reads kept posted).
+fn linerate_path(offloads: bool, ring: Option<u32>, multishot: bool) -> Path {
     let (tap_offloads, tap_tx) = if offloads {
         (TapOffloads::ALL, Offloads::ALL)
     } else {
@@ -242,6 +243,7 @@ fn linerate_path(offloads: bool, ring: Option<u32>) -> Path {
     spec.offloads = tap_offloads;
     spec.tap_tx = tap_tx;
     spec.io_uring = ring;
+    spec.io_uring_multishot = multishot;
     let mut b = KernelVtep::new("lrvk", &spec).expect("kernel VTEP");
     if !offloads {
         let (tap, vx) = (b.tap_name.clone(), b.vxlan_name.clone());
@@ -256,6 +258,7 @@ fn linerate_path(offloads: bool, ring: Option<u32>) -> Path {
         tx: tap_tx,
         mtu: spec.overlay_mtu(),
         io_uring: ring,
+        io_uring_multishot: multishot,
         ..TapConfig::new(netns::unique("lrvp"))
     })
     .expect("port TAP");
@@ -359,12 +362,17 @@ fn udp(filter: Option<&str>) {
         "\nUDP, 64-byte payloads, A -> B through VXLAN ({UDP_SECS} s runs): sent Mpps / delivered Mpps / lost %"
     );
     type MakePath = fn() -> Path;
-    let paths: [(&str, MakePath); 3] = [
+    let paths: [(&str, MakePath); 4] = [
         ("kernel VXLAN, veth", || kernel_path(true)),
         ("VTEP, a system call per frame", || {
-            linerate_path(true, None)
+            linerate_path(true, None, false)
         }),
-        ("VTEP, io_uring", || linerate_path(true, Some(256))),
+        ("VTEP, io_uring, multishot read", || {
+            linerate_path(true, Some(256), true)
+        }),
+        ("VTEP, io_uring, posted reads", || {
+            linerate_path(true, Some(256), false)
+        }),
     ];
     for rate in UDP_RATES {
         for (name, make) in &paths {
@@ -380,7 +388,7 @@ fn udp(filter: Option<&str>) {
                     None => runs.push("(no report)".to_owned()),
                 }
             }
-            println!("  -b {rate:<5} {name:<30} {}", runs.join("   "));
+            println!("  -b {rate:<5} {name:<31} {}", runs.join("   "));
             path.finish();
         }
     }
@@ -400,11 +408,11 @@ fn vtep(c: &mut Criterion) {
             let path = kernel_path(offloads);
             tcp(c, &path, &format!("kernel/{mode}"), &mut log);
             path.finish();
-            let path = linerate_path(offloads, None);
+            let path = linerate_path(offloads, None, false);
             tcp(c, &path, &format!("linerate/{mode}"), &mut log);
             path.finish();
         }
-        let path = linerate_path(true, Some(256));
+        let path = linerate_path(true, Some(256), true);
         tcp(c, &path, "linerate/tso-uring", &mut log);
         path.finish();
         println!("\nCPU seconds per GB, whole process (both ends and the VTEP):");

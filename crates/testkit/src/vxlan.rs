@@ -96,6 +96,9 @@ pub struct VxlanSpec {
     /// The TAP's batched mode: an io_uring of this depth
     /// ([`TapConfig::io_uring`]); `None` (the default): a system call per frame.
     pub io_uring: Option<u32>,
+    /// With `io_uring`: receive through a multishot read
+    /// ([`TapConfig::io_uring_multishot`], the default) or reads kept posted.
+    pub io_uring_multishot: bool,
 }
 
 impl VxlanSpec {
@@ -121,6 +124,7 @@ impl VxlanSpec {
             ours_overlay: (OUR_OVERLAY_V4, OUR_OVERLAY_V6),
             group: None,
             io_uring: None,
+            io_uring_multishot: true,
         }
     }
 
@@ -175,6 +179,7 @@ impl KernelVtep {
             mtu: spec.mtu,
             tx: spec.tap_tx,
             io_uring: spec.io_uring,
+            io_uring_multishot: spec.io_uring_multishot,
             ..TapConfig::new(netns::unique(prefix))
         })
         .map_err(io::Error::other)?;
