@@ -814,14 +814,17 @@ fn io_uring_batches(multishot: bool) {
         assert!(before.reads >= u64::from(DEPTH / 2), "{before:?}");
         assert_eq!(before.multishot_arms, 0);
     }
-    link.ns
-        .run(move || {
+    // N datagrams from a kernel socket in the namespace.
+    let burst = |ns: &Netns| {
+        ns.run(move || {
             let s = std::net::UdpSocket::bind("10.213.0.1:0").unwrap();
             for i in 0..N {
                 s.send_to(&payload(i), "10.213.0.2:6000").unwrap();
             }
         })
         .unwrap();
+    };
+    burst(&link.ns);
     std::thread::sleep(Duration::from_millis(200));
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -849,14 +852,7 @@ fn io_uring_batches(multishot: bool) {
     let allocated = |l: &Link| linerate_nic::Nic::pool(l.tap.backend()).stats().allocated;
     let start = allocated(&link);
     for _ in 0..3 {
-        link.ns
-            .run(move || {
-                let s = std::net::UdpSocket::bind("10.213.0.1:0").unwrap();
-                for i in 0..N {
-                    s.send_to(&payload(i), "10.213.0.2:6000").unwrap();
-                }
-            })
-            .unwrap();
+        burst(&link.ns);
         let mut n = 0;
         let deadline = Instant::now() + Duration::from_secs(5);
         while n < N && Instant::now() < deadline {
