@@ -3,7 +3,9 @@
 
 use crate::config::{Config, Device, OnError, TapNic, XdpNic};
 use crate::policy::Prefix;
-use linerate_nic::tap::TapOffloads;
+use linerate_nic::claims::Claims;
+use linerate_nic::neigh::NeighborSource;
+use linerate_nic::tap::{TapOffloads, TapSteering};
 use linerate_nic::{Tap, TapConfig};
 use linerate_rt::{Handle, Runtime, RuntimeConfig};
 use std::future::Future;
@@ -143,6 +145,9 @@ pub(crate) struct Stack {
     #[cfg_attr(not(feature = "af-xdp"), allow(dead_code))]
     pub(crate) steering: Option<Steer>,
     runtime: Mutex<Option<Runtime>>,
+    /// In a forked child with a queue of its own: its slot and claims,
+    /// given back at exit.
+    child: Option<(usize, Arc<TapSteering>)>,
 }
 
 impl Stack {
@@ -167,27 +172,161 @@ impl Stack {
 
 static STACK: OnceLock<Option<Stack>> = OnceLock::new();
 
+/// Deepest fork line served: a process this many forks below the one the
+/// library loaded in has no runtime of its own (its sockets are the kernel's).
+const MAX_GENERATIONS: usize = 16;
+
+/// The runtime of a forked process, by its generation (1: a child, 2: a
+/// grandchild...). A process only ever looks at its own generation's entry,
+/// which none of its ancestors touched, so what it inherited is unset.
+static CHILD: [OnceLock<Option<Stack>>; MAX_GENERATIONS] =
+    [const { OnceLock::new() }; MAX_GENERATIONS];
+
 /// The stack, started at the first call; `None` if it could not start (said
-/// once on stderr; the sockets then stay the kernel's).
+/// once on stderr; the sockets then stay the kernel's). In a forked child,
+/// the child's own (`nic.children`), or `None`.
 pub(crate) fn stack() -> Option<&'static Stack> {
-    STACK
-        .get_or_init(|| {
-            let cfg = config()?;
-            match start(cfg) {
-                Ok(s) => Some(s),
+    let cfg = config()?;
+    let generation = crate::sock::generation() as usize;
+    if generation > 0 {
+        return CHILD
+            .get(generation - 1)?
+            .get_or_init(|| match start_child(cfg) {
+                Ok(s) => s,
                 Err(e) => {
                     log(format_args!(
-                        "cannot start linerate on {}: {e}; this program's sockets stay the kernel's",
-                        cfg.nic.interface()
+                        "this forked process cannot run linerate on a queue of its own: {e}; \
+                         its new sockets are the kernel's"
                     ));
                     None
                 }
+            })
+            .as_ref();
+    }
+    STACK
+        .get_or_init(|| match start(cfg) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log(format_args!(
+                    "cannot start linerate on {}: {e}; this program's sockets stay the kernel's",
+                    cfg.nic.interface()
+                ));
+                None
             }
         })
         .as_ref()
 }
 
-fn start(cfg: &Config) -> Result<Stack, String> {
+/// This process's stack if it started one (never starts it).
+fn current() -> Option<&'static Stack> {
+    match crate::sock::generation() as usize {
+        0 => STACK.get()?.as_ref(),
+        g => CHILD.get(g - 1)?.get()?.as_ref(),
+    }
+}
+
+/// Whether forked children may run linerate on queues of their own
+/// (`nic.children`).
+pub(crate) fn children_enabled() -> bool {
+    config().is_some_and(|c| c.nic.children > 0)
+}
+
+/// What the program keeps for its forked children (`nic.children`): the
+/// TAP's steering, the queues kept for them (queue `i + 1` at `i`), and
+/// which child holds which, in memory the children share.
+struct Family {
+    steer: Arc<TapSteering>,
+    spares: Mutex<Vec<Option<Tap>>>,
+    slots: crate::ffi::sys::Slots,
+}
+
+static FAMILY: OnceLock<Family> = OnceLock::new();
+
+/// A forked child's runtime: on the first free queue kept for children,
+/// with the program's address and MAC, its ports claimed for that queue in
+/// the steering program, and next hops read from the program's record of
+/// ARP (the replies go to queue 0).
+fn start_child(cfg: &Config) -> Result<Option<Stack>, String> {
+    if cfg.nic.children == 0 {
+        return Ok(None);
+    }
+    let Device::Tap(t) = &cfg.nic.device else {
+        return Ok(None);
+    };
+    let fam = FAMILY.get().ok_or(
+        "the program had not started linerate on a TAP with nic.children before it forked",
+    )?;
+    let me = crate::ffi::sys::pid();
+    let mut taken = None;
+    for (i, slot) in fam.slots.all().iter().enumerate() {
+        let holder = slot.load(std::sync::atomic::Ordering::Acquire);
+        if (holder == 0 || !crate::ffi::sys::alive(holder))
+            && slot
+                .compare_exchange(
+                    holder,
+                    me,
+                    std::sync::atomic::Ordering::AcqRel,
+                    std::sync::atomic::Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            taken = Some(i);
+            break;
+        }
+    }
+    let slot = taken.ok_or_else(|| {
+        format!(
+            "the {} queue(s) of nic.children are all held by running children; raise nic.children",
+            cfg.nic.children
+        )
+    })?;
+    let free = || {
+        if let Some(s) = fam.slots.all().get(slot) {
+            let _ = s.compare_exchange(
+                me,
+                0,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            );
+        }
+    };
+    // Only this process's library touches the list; a lock held by a
+    // thread of the parent at fork time would never be released here.
+    let spare = match fam.spares.try_lock() {
+        Ok(mut g) => g.get_mut(slot).and_then(Option::take),
+        Err(_) => None,
+    };
+    let Some(spare) = spare else {
+        free();
+        return Err(format!("the queue of slot {slot} is not in this process"));
+    };
+    let tap = spare.renew();
+    let queue = u32::try_from(tap.first_queue()).unwrap_or(0);
+    let steer = Arc::new(fam.steer.for_queue(queue));
+    // Claims a killed child on this queue left behind.
+    let reaped = steer.reap(queue);
+    let mut rc = runtime_config(cfg);
+    rc.thread_name = format!("linerate-preload-c{queue}q");
+    rc.claims = Some(Arc::clone(&steer) as Arc<dyn Claims>);
+    rc.neighbor_source = Some(Arc::clone(&steer) as Arc<dyn NeighborSource>);
+    let rt = match Runtime::start(tap, rc) {
+        Ok(rt) => rt,
+        Err(e) => {
+            free();
+            return Err(e.to_string());
+        }
+    };
+    tracing::info!(
+        tap = %t.name,
+        queue,
+        reaped,
+        "linerate started in a forked process, on a queue of its own"
+    );
+    Ok(Some(stack_of(cfg, rt, None, Some((slot, steer)))))
+}
+
+/// The engine and runtime settings from the configuration.
+fn runtime_config(cfg: &Config) -> RuntimeConfig {
     let (addr, len) = cfg.address;
     let mut engine = linerate_toe::Config::new(cfg.nic.mac).with_ipv4(addr, len);
     if let Some(gw) = cfg.gateway {
@@ -208,6 +347,32 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     // The queue threads' own system calls (the NIC's, the kernel sockets
     // holding claimed ports) must not be taken for the program's.
     rc.on_thread_start = Some(crate::ffi::sys::library_thread);
+    rc
+}
+
+fn stack_of(
+    cfg: &Config,
+    rt: Runtime,
+    steering: Option<Steer>,
+    child: Option<(usize, Arc<TapSteering>)>,
+) -> Stack {
+    let (addr, len) = cfg.address;
+    Stack {
+        handle: rt.handle().clone(),
+        subnet: Prefix::new(IpAddr::V4(addr), len),
+        routed: cfg.gateway.is_some(),
+        subnet6: cfg.address6.map(|(a, l)| Prefix::new(IpAddr::V6(a), l)),
+        routed6: cfg.gateway6.is_some(),
+        shared: cfg.share_kernel_address,
+        steering,
+        runtime: Mutex::new(Some(rt)),
+        child,
+    }
+}
+
+fn start(cfg: &Config) -> Result<Stack, String> {
+    let (addr, len) = cfg.address;
+    let rc = runtime_config(cfg);
     let (rt, steering) = match &cfg.nic.device {
         Device::Tap(t) => (start_tap(cfg, t, rc)?, None),
         Device::Xdp(x) => start_xdp(cfg, x, rc)?,
@@ -218,40 +383,93 @@ fn start(cfg: &Config) -> Result<Stack, String> {
         address6 = ?cfg.address6,
         shared = cfg.share_kernel_address,
         queues = cfg.nic.queues,
+        children = cfg.nic.children,
         mtu = cfg.nic.mtu,
         "linerate started"
     );
-    Ok(Stack {
-        handle: rt.handle().clone(),
-        subnet: Prefix::new(IpAddr::V4(addr), len),
-        routed: cfg.gateway.is_some(),
-        subnet6: cfg.address6.map(|(a, l)| Prefix::new(IpAddr::V6(a), l)),
-        routed6: cfg.gateway6.is_some(),
-        shared: cfg.share_kernel_address,
-        steering,
-        runtime: Mutex::new(Some(rt)),
-    })
+    Ok(stack_of(cfg, rt, steering, None))
 }
 
-fn start_tap(cfg: &Config, t: &TapNic, rc: RuntimeConfig) -> Result<Runtime, String> {
+fn start_tap(cfg: &Config, t: &TapNic, mut rc: RuntimeConfig) -> Result<Runtime, String> {
     if !t.create
         && !std::path::Path::new("/sys/class/net")
             .join(&t.name)
             .exists()
     {
+        let mq = if cfg.nic.children > 0 {
+            " multi_queue"
+        } else {
+            ""
+        };
         return Err(format!(
-            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap`, or set nic.create = true)",
+            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap{mq}`, or set nic.create = true)",
             t.name, t.name
         ));
     }
     let mut tc = TapConfig::new(t.name.clone());
-    tc.queues = cfg.nic.queues;
+    let children = cfg.nic.children;
+    // With children: the program's queue, then one kept for each child.
+    tc.queues = if children > 0 {
+        1 + children
+    } else {
+        cfg.nic.queues
+    };
     tc.mtu = cfg.nic.mtu;
     if !t.vnet_hdr {
         tc.offloads = TapOffloads::NONE;
     }
-    let tap = Tap::open(&tc).map_err(|e| format!("nic.tap: {e}"))?;
-    Runtime::start(tap, rc).map_err(|e| e.to_string())
+    let tap = Tap::open(&tc).map_err(|e| {
+        if children > 0 && !t.create {
+            format!(
+                "nic.tap: {e} (with nic.children the TAP must be multi-queue: \
+                 `ip tuntap add dev {} mode tap multi_queue`)",
+                t.name
+            )
+        } else {
+            format!("nic.tap: {e}")
+        }
+    })?;
+    if children == 0 {
+        return Runtime::start(tap, rc).map_err(|e| e.to_string());
+    }
+    // Queue indices are the order of attachment: ours must be 0..=children,
+    // so no other process may have queues on the TAP.
+    let attached = std::fs::read_dir(format!("/sys/class/net/{}/queues", tap.name()))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(0);
+    if attached != usize::from(1 + children) {
+        return Err(format!(
+            "nic.tap: {} has {} queue(s) attached, {} of them this program's: another process \
+             has queues on it (another linerate program, or a child that ran a preloaded \
+             program with exec); with nic.children the program must be the TAP's only user",
+            tap.name(),
+            attached,
+            1 + children
+        ));
+    }
+    let steer = Arc::new(TapSteering::attach(&tap).map_err(|e| {
+        format!("nic.children: cannot attach the TAP's steering program: {e} (needs root, or CAP_NET_ADMIN and CAP_BPF)")
+    })?);
+    let slots = crate::ffi::sys::Slots::new(usize::from(children))
+        .map_err(|e| format!("nic.children: cannot map the children's table: {e}"))?;
+    let mut queues = tap.split().into_iter();
+    let first = queues
+        .next()
+        .ok_or_else(|| format!("nic.tap: {} opened with no queue", t.name))?;
+    let spares: Vec<Option<Tap>> = queues.map(Some).collect();
+    // The program's own ports are claimed for queue 0, so that no child
+    // takes them (and a child's listener on one of them is refused).
+    rc.claims = Some(Arc::clone(&steer) as Arc<dyn Claims>);
+    let _ = FAMILY.set(Family {
+        steer,
+        spares: Mutex::new(spares),
+        slots,
+    });
+    Runtime::start(first, rc).map_err(|e| e.to_string())
 }
 
 /// The interface's queues through AF_XDP with linerate's steering program:
@@ -368,11 +586,11 @@ pub(crate) type Steer = std::convert::Infallible;
 /// second), as the kernel would after the process is gone.
 pub(crate) fn at_exit() {
     // A forked child has the runtime's state but not its threads: nothing
-    // to join or flush there.
-    if crate::sock::is_forked() {
+    // to join or flush there, unless it started one of its own.
+    let Some(s) = current() else {
         return;
-    }
-    if crate::stats::enabled() && matches!(STACK.get(), Some(Some(_))) {
+    };
+    if crate::stats::enabled() {
         // On a thread of its own: exit has already run this thread's
         // thread-local destructors, which the calls to the queue threads
         // (tokio's blocking channels) need.
@@ -383,14 +601,26 @@ pub(crate) fn at_exit() {
         });
         let _ = gather.join();
     }
-    if let Some(Some(s)) = STACK.get() {
-        let rt = s
-            .runtime
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(rt) = rt {
-            let _ = rt.shutdown_timeout(Duration::from_secs(1));
+    let rt = s
+        .runtime
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(rt) = rt {
+        let _ = rt.shutdown_timeout(Duration::from_secs(1));
+    }
+    // A child gives its queue back: its claims (those the runtime did not
+    // release), then its slot.
+    if let (Some((slot, steer)), Some(fam)) = (&s.child, FAMILY.get()) {
+        steer.release_all();
+        steer.reap(steer.queue());
+        if let Some(held) = fam.slots.all().get(*slot) {
+            let _ = held.compare_exchange(
+                crate::ffi::sys::pid(),
+                0,
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+            );
         }
     }
 }
