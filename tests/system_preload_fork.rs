@@ -249,6 +249,12 @@ fn children_serve_their_own_sockets_on_queues_of_their_own() {
             text.contains("passive_opens: 1,"),
             "child on {port}: {text}"
         );
+        // Its next hop (the kernel) came from the steering program's
+        // record of ARP: the ARP replies went to the program's queue.
+        assert!(
+            text.contains("kernel_neighbors: ") && !text.contains("kernel_neighbors: 0,"),
+            "child on {port}: {text}"
+        );
         if port == BASE + 1 {
             assert!(text.contains("active_opens: 1,"), "child on {port}: {text}");
         }

@@ -288,7 +288,8 @@ pub struct QueueStats {
     /// the interface's steering was full ([`RuntimeConfig::claims`]).
     pub claims_refused: u64,
     /// Next hops copied from the kernel's neighbour table
-    /// ([`RuntimeConfig::kernel_neighbors`]), first resolutions and refreshes.
+    /// ([`RuntimeConfig::kernel_neighbors`]) or from a
+    /// [`RuntimeConfig::neighbor_source`], first resolutions and refreshes.
     pub kernel_neighbors: u64,
     /// Next hops the kernel was asked to resolve because its table had no
     /// usable entry.
