@@ -13,7 +13,8 @@
 //! `LINERATE_STATS` file (the file name with its pid appended) shows its
 //! own runtime accepted the connection: the children's sockets were not
 //! the kernel's. Each child also finds its inherited copy of the parent's
-//! listener failing with EIO.
+//! listener failing with EIO, and a listen on the parent's port refused
+//! (`EADDRINUSE`: the port is claimed for the parent's queue).
 //!
 //! Needs root: `cargo test --features system-tests --test system_preload_fork`.
 #![cfg(feature = "system-tests")]
@@ -232,6 +233,7 @@ fn children_serve_their_own_sockets_on_queues_of_their_own() {
     let count = |s: &str| lines.iter().filter(|l| l.as_str() == s).count();
     assert_eq!(count("eio ok"), usize::from(CHILDREN), "{lines:?}");
     assert_eq!(count("connect ok"), 1, "{lines:?}");
+    assert_eq!(count("busy ok"), 1, "{lines:?}");
     assert_eq!(count("done 0"), 1, "{lines:?}");
 
     // Each child's own runtime accepted its connection (and the first

@@ -11,7 +11,8 @@
  * victim left). Each server serves one connection: lines "N\n" answered
  * with N bytes of pattern(port), until EOF. The parent serves two
  * connections on BASE (the second after the victim was killed).
- * Lines on stdout: "ready PORT PID", "victim PID", "eio ok",
+ * Child 1 also tries to listen on BASE (the parent's port): EADDRINUSE.
+ * Lines on stdout: "ready PORT PID", "victim PID", "eio ok", "busy ok",
  * "connect ok", "served PORT", "done". Exit status: failures. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -179,6 +180,21 @@ int main(int argc, char **argv) {
             else
                 say("inherited accept: %d %s\n", r, strerror(errno)), bad++;
             close(l);
+            if (i == 1) {
+                /* The parent's port is claimed for its queue: refused here. */
+                int b = socket(AF_INET, SOCK_STREAM, 0);
+                int one = 1;
+                setsockopt(b, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+                struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(base)};
+                int rc = bind(b, (struct sockaddr *)&a, sizeof a);
+                if (rc == 0)
+                    rc = listen(b, 8);
+                if (rc == -1 && errno == EADDRINUSE)
+                    say("busy ok\n");
+                else
+                    say("listen on the parent's port: %d %s\n", rc, strerror(errno)), bad++;
+                close(b);
+            }
             unsigned port = base + 1 + (unsigned)i;
             int mine = listener(port);
             if (i == 0)
