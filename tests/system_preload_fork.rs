@@ -12,7 +12,8 @@
 //! replaces) and fetch again on the same connections. Each child's
 //! `LINERATE_STATS` file (the file name with its pid appended) shows its
 //! own runtime accepted the connection: the children's sockets were not
-//! the kernel's. Each child also finds its inherited copy of the parent's
+//! the kernel's. A child's bound UDP socket echoes a datagram on its queue.
+//! Each child also finds its inherited copy of the parent's
 //! listener failing with EIO, and a listen on the parent's port refused
 //! (`EADDRINUSE`: the port is claimed for the parent's queue).
 //!
@@ -27,7 +28,7 @@ use preload_common::{KERNEL, OURS, Site};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -155,14 +156,37 @@ fn children_serve_their_own_sockets_on_queues_of_their_own() {
                     ready.insert(port.parse().unwrap(), pid.parse().unwrap());
                 }
                 ["victim", pid] => *victim = pid.parse().unwrap(),
+                ["udp", "ready", port] => {
+                    ready.insert(port.parse().unwrap(), 0);
+                }
                 _ => {}
             }
             lines.push(line);
         }
     };
     wait_for(&mut lines, &mut ready, &mut victim, &|r, v| {
-        v != 0 && r.len() == usize::from(CHILDREN) + 2
+        v != 0 && r.len() == usize::from(CHILDREN) + 3
     });
+    // The third child's UDP socket, bound on its queue.
+    let echoed = site
+        .ns
+        .run(|| {
+            let u = UdpSocket::bind(SocketAddr::from((KERNEL, 0))).unwrap();
+            u.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut buf = [0u8; 64];
+            for _ in 0..10 {
+                u.send_to(b"forked udp", (OURS, BASE + 70)).unwrap();
+                if let Ok((n, from)) = u.recv_from(&mut buf) {
+                    return Some((buf[..n].to_vec(), from));
+                }
+            }
+            None
+        })
+        .unwrap();
+    let (bytes, from) = echoed.expect("the child's UDP echo");
+    assert_eq!(bytes, b"forked udp");
+    assert_eq!(from, SocketAddr::from((OURS, BASE + 70)));
     // The victim has its listener (its runtime runs): kill it.
     let out = Command::new("kill")
         .args(["-KILL", &victim.to_string()])

@@ -11,6 +11,7 @@
  * victim left). Each server serves one connection: lines "N\n" answered
  * with N bytes of pattern(port), until EOF. The parent serves two
  * connections on BASE (the second after the victim was killed).
+ * Child 2 also echoes one UDP datagram on BASE+70 ("udp ready PORT").
  * Child 1 also tries to listen on BASE (the parent's port): EADDRINUSE.
  * Lines on stdout: "ready PORT PID", "victim PID", "eio ok", "busy ok",
  * "connect ok", "served PORT", "done". Exit status: failures. */
@@ -159,6 +160,27 @@ static int connect_out(const char *ip, unsigned port) {
     return 0;
 }
 
+/* Echoes one datagram on UDP `port`. */
+static int udp_echo(unsigned port) {
+    int u = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (bind(u, (struct sockaddr *)&a, sizeof a) != 0) {
+        say("udp bind: %s\n", strerror(errno));
+        return 1;
+    }
+    say("udp ready %u\n", port);
+    char buf[2048];
+    struct sockaddr_in from;
+    socklen_t len = sizeof from;
+    ssize_t n = recvfrom(u, buf, sizeof buf, 0, (struct sockaddr *)&from, &len);
+    if (n <= 0 || sendto(u, buf, (size_t)n, 0, (struct sockaddr *)&from, len) != n) {
+        say("udp echo: %s\n", strerror(errno));
+        return 1;
+    }
+    close(u);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: fork KERNEL_IP KERNEL_PORT BASE CHILDREN\n");
@@ -199,6 +221,8 @@ int main(int argc, char **argv) {
             int mine = listener(port);
             if (i == 0)
                 bad += connect_out(kip, kport);
+            if (i == 2)
+                bad += udp_echo(base + 70);
             bad += serve(mine, port);
             exit(bad);
         }
