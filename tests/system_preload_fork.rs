@@ -5,8 +5,9 @@
 //! A C program (tests/preload_c/fork.c, compiled here with `cc`) listens in
 //! the parent and forks three children, each listening on a port of its
 //! own (the first also connecting out to a kernel echo server), plus a
-//! victim child that the test kills with SIGKILL and a late child forked
-//! after it, on the queue it left. Kernel clients in the namespace fetch
+//! victim child that the test kills with SIGKILL (its port is then refused
+//! by the parent's engine, its claims reaped) and a late child forked after
+//! it, on the queue it left. Kernel clients in the namespace fetch
 //! from every server at once, SHA-256 exact, wait more than five seconds
 //! (past the kernel's flow-learning age, which the steering program
 //! replaces) and fetch again on the same connections. Each child's
@@ -193,6 +194,28 @@ fn children_serve_their_own_sockets_on_queues_of_their_own() {
         .output()
         .unwrap();
     assert!(out.status.success());
+    // Its claims are reaped by the parent: a connection to its port reaches
+    // the parent's engine, which refuses it (as the kernel refuses a port
+    // whose process died), instead of the dead queue swallowing the SYN.
+    let refused = site
+        .ns
+        .run(|| {
+            let to = SocketAddr::from((OURS, BASE + 50));
+            (0..20).find_map(|_| {
+                match TcpStream::connect_timeout(&to, Duration::from_millis(500)) {
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(()),
+                    _ => {
+                        std::thread::sleep(Duration::from_millis(250));
+                        None
+                    }
+                }
+            })
+        })
+        .unwrap();
+    assert!(
+        refused.is_some(),
+        "the killed child's port was never refused"
+    );
 
     // Every server at once; each child's connection stays open until the
     // late child is served (so the late child takes the victim's queue).

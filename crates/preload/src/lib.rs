@@ -205,11 +205,13 @@
 //! * the program keeps every kept queue open for its whole life: when a
 //!   queue closes, the kernel renumbers the last queue into its place, which
 //!   would send the frames of one child to another;
-//! * a child killed before it gave its queue back leaves its claims: frames
-//!   to its ports go to its queue, where nobody reads them (its peers time
-//!   out; a connection to one of its listening ports is not refused but
-//!   unanswered) until the next child that takes the queue removes them; no
-//!   other process's traffic is affected;
+//! * a child killed before it gave its queue back leaves its claims; the
+//!   program looks for dead children every second and removes them (and a
+//!   child taking the queue removes what is left). Until then frames to the
+//!   dead child's ports go to its queue, where nobody reads them; after,
+//!   they reach the program's engine, which resets the dead child's
+//!   connections and refuses new ones to its ports, as the kernel does when
+//!   a process dies. No other process's traffic is affected;
 //! * the children depend on the program: ARP requests from the kernel for
 //!   linerate's address are answered on queue 0, and ICMP errors (a path
 //!   MTU to lower) reach only the program; children of a program that exited

@@ -260,7 +260,7 @@ fn start_child(cfg: &Config) -> Result<Option<Stack>, String> {
     let mut taken = None;
     for (i, slot) in fam.slots.all().iter().enumerate() {
         let holder = slot.load(std::sync::atomic::Ordering::Acquire);
-        if (holder == 0 || !crate::ffi::sys::alive(holder))
+        if (holder == 0 || (holder > 0 && !crate::ffi::sys::alive(holder)))
             && slot
                 .compare_exchange(
                     holder,
@@ -469,7 +469,60 @@ fn start_tap(cfg: &Config, t: &TapNic, mut rc: RuntimeConfig) -> Result<Runtime,
         spares: Mutex::new(spares),
         slots,
     });
-    Runtime::start(first, rc).map_err(|e| e.to_string())
+    let rt = Runtime::start(first, rc).map_err(|e| e.to_string())?;
+    let reaper = std::thread::Builder::new()
+        .name("linerate-preload-reap".to_owned())
+        .spawn(|| {
+            crate::ffi::sys::library_thread();
+            loop {
+                std::thread::sleep(REAP_EVERY);
+                reap_dead_children();
+            }
+        });
+    if let Err(e) = reaper {
+        log(format_args!(
+            "nic.children: no thread to reap killed children's claims ({e}); the next child on their queue does"
+        ));
+    }
+    Ok(rt)
+}
+
+/// How often the program looks for children killed on their queues.
+const REAP_EVERY: Duration = Duration::from_secs(1);
+
+/// A slot being reaped: held by nobody, not to be taken yet.
+const REAPING: i32 = -1;
+
+/// In the program: the claims of children that died without giving their
+/// queue back (killed) are removed, so that frames to their ports come to
+/// the program's engine, which resets their connections and refuses new
+/// ones, as the kernel does for a process that died; their slots are free
+/// again.
+fn reap_dead_children() {
+    let Some(fam) = FAMILY.get() else {
+        return;
+    };
+    use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
+    for (i, slot) in fam.slots.all().iter().enumerate() {
+        let holder = slot.load(Acquire);
+        if holder <= 0 || crate::ffi::sys::alive(holder) {
+            continue;
+        }
+        if slot
+            .compare_exchange(holder, REAPING, AcqRel, Acquire)
+            .is_ok()
+        {
+            let queue = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            let n = fam.steer.reap(queue);
+            tracing::info!(
+                pid = holder,
+                queue,
+                claims = n,
+                "a child died holding its queue: its claims are removed"
+            );
+            slot.store(0, Release);
+        }
+    }
 }
 
 /// The interface's queues through AF_XDP with linerate's steering program:
