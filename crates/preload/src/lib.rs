@@ -240,6 +240,7 @@
 #![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 
+mod children;
 pub mod config;
 mod ffi;
 pub mod policy;

@@ -3,8 +3,6 @@
 
 use crate::config::{Config, Device, OnError, TapNic, XdpNic};
 use crate::policy::Prefix;
-use linerate_nic::claims::Claims;
-use linerate_nic::neigh::NeighborSource;
 use linerate_nic::tap::{TapOffloads, TapSteering};
 use linerate_nic::{Tap, TapConfig};
 use linerate_rt::{Handle, Runtime, RuntimeConfig};
@@ -191,7 +189,7 @@ pub(crate) fn stack() -> Option<&'static Stack> {
     if generation > 0 {
         return CHILD
             .get(generation - 1)?
-            .get_or_init(|| match start_child(cfg) {
+            .get_or_init(|| match crate::children::start(cfg) {
                 Ok(s) => s,
                 Err(e) => {
                     log(format_args!(
@@ -225,108 +223,8 @@ fn current() -> Option<&'static Stack> {
     }
 }
 
-/// Whether forked children may run linerate on queues of their own
-/// (`nic.children`).
-pub(crate) fn children_enabled() -> bool {
-    config().is_some_and(|c| c.nic.children > 0)
-}
-
-/// What the program keeps for its forked children (`nic.children`): the
-/// TAP's steering, the queues kept for them (queue `i + 1` at `i`), and
-/// which child holds which, in memory the children share.
-struct Family {
-    steer: Arc<TapSteering>,
-    spares: Mutex<Vec<Option<Tap>>>,
-    slots: crate::ffi::sys::Slots,
-}
-
-static FAMILY: OnceLock<Family> = OnceLock::new();
-
-/// A forked child's runtime: on the first free queue kept for children,
-/// with the program's address and MAC, its ports claimed for that queue in
-/// the steering program, and next hops read from the program's record of
-/// ARP (the replies go to queue 0).
-fn start_child(cfg: &Config) -> Result<Option<Stack>, String> {
-    if cfg.nic.children == 0 {
-        return Ok(None);
-    }
-    let Device::Tap(t) = &cfg.nic.device else {
-        return Ok(None);
-    };
-    let fam = FAMILY.get().ok_or(
-        "the program had not started linerate on a TAP with nic.children before it forked",
-    )?;
-    let me = crate::ffi::sys::pid();
-    let mut taken = None;
-    for (i, slot) in fam.slots.all().iter().enumerate() {
-        let holder = slot.load(std::sync::atomic::Ordering::Acquire);
-        if (holder == 0 || (holder > 0 && !crate::ffi::sys::alive(holder)))
-            && slot
-                .compare_exchange(
-                    holder,
-                    me,
-                    std::sync::atomic::Ordering::AcqRel,
-                    std::sync::atomic::Ordering::Acquire,
-                )
-                .is_ok()
-        {
-            taken = Some(i);
-            break;
-        }
-    }
-    let slot = taken.ok_or_else(|| {
-        format!(
-            "the {} queue(s) of nic.children are all held by running children; raise nic.children",
-            cfg.nic.children
-        )
-    })?;
-    let free = || {
-        if let Some(s) = fam.slots.all().get(slot) {
-            let _ = s.compare_exchange(
-                me,
-                0,
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            );
-        }
-    };
-    // Only this process's library touches the list; a lock held by a
-    // thread of the parent at fork time would never be released here.
-    let spare = match fam.spares.try_lock() {
-        Ok(mut g) => g.get_mut(slot).and_then(Option::take),
-        Err(_) => None,
-    };
-    let Some(spare) = spare else {
-        free();
-        return Err(format!("the queue of slot {slot} is not in this process"));
-    };
-    let tap = spare.renew();
-    let queue = u32::try_from(tap.first_queue()).unwrap_or(0);
-    let steer = Arc::new(fam.steer.for_queue(queue));
-    // Claims a killed child on this queue left behind.
-    let reaped = steer.reap(queue);
-    let mut rc = runtime_config(cfg);
-    rc.thread_name = format!("linerate-preload-c{queue}q");
-    rc.claims = Some(Arc::clone(&steer) as Arc<dyn Claims>);
-    rc.neighbor_source = Some(Arc::clone(&steer) as Arc<dyn NeighborSource>);
-    let rt = match Runtime::start(tap, rc) {
-        Ok(rt) => rt,
-        Err(e) => {
-            free();
-            return Err(e.to_string());
-        }
-    };
-    tracing::info!(
-        tap = %t.name,
-        queue,
-        reaped,
-        "linerate started in a forked process, on a queue of its own"
-    );
-    Ok(Some(stack_of(cfg, rt, None, Some((slot, steer)))))
-}
-
 /// The engine and runtime settings from the configuration.
-fn runtime_config(cfg: &Config) -> RuntimeConfig {
+pub(crate) fn runtime_config(cfg: &Config) -> RuntimeConfig {
     let (addr, len) = cfg.address;
     let mut engine = linerate_toe::Config::new(cfg.nic.mac).with_ipv4(addr, len);
     if let Some(gw) = cfg.gateway {
@@ -350,7 +248,7 @@ fn runtime_config(cfg: &Config) -> RuntimeConfig {
     rc
 }
 
-fn stack_of(
+pub(crate) fn stack_of(
     cfg: &Config,
     rt: Runtime,
     steering: Option<Steer>,
@@ -432,97 +330,10 @@ fn start_tap(cfg: &Config, t: &TapNic, mut rc: RuntimeConfig) -> Result<Runtime,
     if children == 0 {
         return Runtime::start(tap, rc).map_err(|e| e.to_string());
     }
-    // Queue indices are the order of attachment: ours must be 0..=children,
-    // so no other process may have queues on the TAP.
-    let attached = std::fs::read_dir(format!("/sys/class/net/{}/queues", tap.name()))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count()
-        })
-        .unwrap_or(0);
-    if attached != usize::from(1 + children) {
-        return Err(format!(
-            "nic.tap: {} has {} queue(s) attached, {} of them this program's: another process \
-             has queues on it (another linerate program, or a child that ran a preloaded \
-             program with exec); with nic.children the program must be the TAP's only user",
-            tap.name(),
-            attached,
-            1 + children
-        ));
-    }
-    let steer = Arc::new(TapSteering::attach(&tap).map_err(|e| {
-        format!("nic.children: cannot attach the TAP's steering program: {e} (needs root, or CAP_NET_ADMIN and CAP_BPF)")
-    })?);
-    let slots = crate::ffi::sys::Slots::new(usize::from(children))
-        .map_err(|e| format!("nic.children: cannot map the children's table: {e}"))?;
-    let mut queues = tap.split().into_iter();
-    let first = queues
-        .next()
-        .ok_or_else(|| format!("nic.tap: {} opened with no queue", t.name))?;
-    let spares: Vec<Option<Tap>> = queues.map(Some).collect();
-    // The program's own ports are claimed for queue 0, so that no child
-    // takes them (and a child's listener on one of them is refused).
-    rc.claims = Some(Arc::clone(&steer) as Arc<dyn Claims>);
-    let _ = FAMILY.set(Family {
-        steer,
-        spares: Mutex::new(spares),
-        slots,
-    });
+    let first = crate::children::keep_queues(t, tap, &mut rc)?;
     let rt = Runtime::start(first, rc).map_err(|e| e.to_string())?;
-    let reaper = std::thread::Builder::new()
-        .name("linerate-preload-reap".to_owned())
-        .spawn(|| {
-            crate::ffi::sys::library_thread();
-            loop {
-                std::thread::sleep(REAP_EVERY);
-                reap_dead_children();
-            }
-        });
-    if let Err(e) = reaper {
-        log(format_args!(
-            "nic.children: no thread to reap killed children's claims ({e}); the next child on their queue does"
-        ));
-    }
+    crate::children::start_reaper();
     Ok(rt)
-}
-
-/// How often the program looks for children killed on their queues.
-const REAP_EVERY: Duration = Duration::from_secs(1);
-
-/// A slot being reaped: held by nobody, not to be taken yet.
-const REAPING: i32 = -1;
-
-/// In the program: the claims of children that died without giving their
-/// queue back (killed) are removed, so that frames to their ports come to
-/// the program's engine, which resets their connections and refuses new
-/// ones, as the kernel does for a process that died; their slots are free
-/// again.
-fn reap_dead_children() {
-    let Some(fam) = FAMILY.get() else {
-        return;
-    };
-    use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-    for (i, slot) in fam.slots.all().iter().enumerate() {
-        let holder = slot.load(Acquire);
-        if holder <= 0 || crate::ffi::sys::alive(holder) {
-            continue;
-        }
-        if slot
-            .compare_exchange(holder, REAPING, AcqRel, Acquire)
-            .is_ok()
-        {
-            let queue = u32::try_from(i + 1).unwrap_or(u32::MAX);
-            let n = fam.steer.reap(queue);
-            tracing::info!(
-                pid = holder,
-                queue,
-                claims = n,
-                "a child died holding its queue: its claims are removed"
-            );
-            slot.store(0, Release);
-        }
-    }
 }
 
 /// The interface's queues through AF_XDP with linerate's steering program:
@@ -662,19 +473,9 @@ pub(crate) fn at_exit() {
     if let Some(rt) = rt {
         let _ = rt.shutdown_timeout(Duration::from_secs(1));
     }
-    // A child gives its queue back: its claims (those the runtime did not
-    // release), then its slot.
-    if let (Some((slot, steer)), Some(fam)) = (&s.child, FAMILY.get()) {
-        steer.release_all();
-        steer.reap(steer.queue());
-        if let Some(held) = fam.slots.all().get(*slot) {
-            let _ = held.compare_exchange(
-                crate::ffi::sys::pid(),
-                0,
-                std::sync::atomic::Ordering::AcqRel,
-                std::sync::atomic::Ordering::Acquire,
-            );
-        }
+    // A child gives its queue back.
+    if let Some((slot, steer)) = &s.child {
+        crate::children::give_back(*slot, steer);
     }
 }
 

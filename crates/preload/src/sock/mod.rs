@@ -305,7 +305,7 @@ pub(crate) fn on_socket(fd: c_int, domain: c_int, ty: c_int, proto: c_int) {
     };
     // A forked child has no runtime threads: its new sockets are the
     // kernel's, unless the configuration keeps a queue for it.
-    if is_forked() && !stack::children_enabled() {
+    if is_forked() && !crate::children::enabled() {
         return;
     }
     let Some(cfg) = stack::config() else {
