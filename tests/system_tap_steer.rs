@@ -8,6 +8,7 @@
 //!   ICMP come out of queue 0;
 //! * a port another queue holds cannot be claimed; claims count (released
 //!   with the last one); a released or reaped port goes back to queue 0;
+//! * IPv6 datagrams are steered by port as IPv4 ones;
 //! * the kernel's ARP frames are recorded: its Ethernet address is found
 //!   for its IPv4 address (`NeighborSource`).
 //!
@@ -205,6 +206,71 @@ fn claimed_ports_come_out_of_their_queue_and_the_rest_out_of_queue_0() {
         .expect("the kernel's ARP recorded");
     assert_eq!(&got[..], &want[..]);
     assert_eq!(q1.neighbor(IpAddr::V4(Ipv4Addr::new(10, 218, 0, 99))), None);
+}
+
+#[test]
+fn ipv6_frames_are_steered_by_port_too() {
+    let mut site = site();
+    let name = site.queues[0].name().to_owned();
+    let _ = site.ns.exec(
+        "sh",
+        &[
+            "-c",
+            &format!("echo 0 > /proc/sys/net/ipv6/conf/{name}/disable_ipv6"),
+        ],
+    );
+    netns::must(
+        site.ns
+            .ip(&["addr", "add", "fd00:218::1/64", "dev", &name, "nodad"]),
+        "IPv6 address",
+    );
+    netns::must(
+        site.ns.ip(&[
+            "neigh",
+            "replace",
+            "fd00:218::2",
+            "lladdr",
+            OUR_MAC,
+            "dev",
+            &name,
+        ]),
+        "IPv6 neighbour",
+    );
+    let q2 = site.steer.for_queue(2);
+    q2.claim_port(L4::Udp, 7201).unwrap();
+    site.drain();
+    site.ns
+        .run(|| {
+            for _ in 0..8 {
+                let s = UdpSocket::bind("[fd00:218::1]:0").unwrap();
+                s.send_to(b"steer", "[fd00:218::2]:7201").unwrap();
+                s.send_to(b"steer", "[fd00:218::2]:7202").unwrap();
+            }
+        })
+        .unwrap();
+    let seen = site.drain();
+    assert_eq!(
+        seen[2].iter().filter(|s| **s == Seen::Udp(7201)).count(),
+        8,
+        "queue 2: {:?}",
+        seen[2]
+    );
+    assert!(
+        !seen[2].contains(&Seen::Udp(7202)),
+        "queue 2: {:?}",
+        seen[2]
+    );
+    assert!(
+        !seen[1].contains(&Seen::Udp(7201)),
+        "queue 1: {:?}",
+        seen[1]
+    );
+    assert_eq!(
+        seen[0].iter().filter(|s| **s == Seen::Udp(7202)).count(),
+        8,
+        "queue 0: {:?}",
+        seen[0]
+    );
 }
 
 #[test]
