@@ -349,16 +349,19 @@ fn owned(rc: libc::c_long) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `BPF_MAP_CREATE` (close-on-exec, as every bpf descriptor).
+/// `BPF_MAP_CREATE` (close-on-exec, as every bpf descriptor), with
+/// `map_flags` (`BPF_F_NO_PREALLOC`, ...).
 pub(crate) fn bpf_map_create(
     map_type: u32,
     key_size: u32,
     value_size: u32,
     max_entries: u32,
+    map_flags: u32,
 ) -> io::Result<OwnedFd> {
     let mut attr: BpfAttr = [0; 16];
     attr[0] = pair(map_type, key_size);
     attr[1] = pair(value_size, max_entries);
+    attr[2] = pair(map_flags, 0);
     owned(bpf(BPF_MAP_CREATE, &mut attr)?)
 }
 

@@ -55,6 +55,8 @@ const BPF_MAP_TYPE_HASH: u32 = 1;
 const BPF_MAP_TYPE_LRU_HASH: u32 = 9;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 const BPF_NOEXIST: u64 = 1;
+/// Entries allocated as they are added: a full table would take megabytes.
+const BPF_F_NO_PREALLOC: u32 = 1;
 
 /// Entries of the ports map: every TCP and UDP port.
 pub const PORTS_CAPACITY: u32 = 2 * 65_536;
@@ -102,9 +104,9 @@ impl TapSteering {
             queue: 0,
             queues: 0,
         })?;
-        let ports = sys::bpf_map_create(BPF_MAP_TYPE_HASH, 4, 4, PORTS_CAPACITY)
+        let ports = sys::bpf_map_create(BPF_MAP_TYPE_HASH, 4, 4, PORTS_CAPACITY, BPF_F_NO_PREALLOC)
             .map_err(|e| bpf_error("creating the steering ports map", e))?;
-        let neighbors = sys::bpf_map_create(BPF_MAP_TYPE_LRU_HASH, 4, 8, NEIGHBORS_CAPACITY)
+        let neighbors = sys::bpf_map_create(BPF_MAP_TYPE_LRU_HASH, 4, 8, NEIGHBORS_CAPACITY, 0)
             .map_err(|e| bpf_error("creating the steering neighbours map", e))?;
         let insns = program(ports.as_raw_fd(), neighbors.as_raw_fd());
         let mut log = vec![0u8; 16 * 1024];
