@@ -85,13 +85,26 @@ impl Site {
         Site::build("[policy]\ndefault = \"linerate\"\n", true)
     }
 
+    /// Every socket offloaded, on a multi-queue TAP with `children =
+    /// children`: forked children run linerate on queues of their own.
+    pub fn forking(children: u16) -> Site {
+        Site::build_with("[policy]\ndefault = \"linerate\"\n", false, children)
+    }
+
     fn build(policy: &str, ipv6: bool) -> Site {
+        Site::build_with(policy, ipv6, 0)
+    }
+
+    fn build_with(policy: &str, ipv6: bool, children: u16) -> Site {
         assert!(netns::is_root(), "system tests need root");
         let lib = library();
         let ns = Netns::new("lrp").unwrap();
         let tap = netns::unique("lrpt");
-        ns.ip(&["tuntap", "add", "dev", &tap, "mode", "tap"])
-            .unwrap();
+        let mut add = vec!["tuntap", "add", "dev", &tap, "mode", "tap"];
+        if children > 0 {
+            add.push("multi_queue");
+        }
+        ns.ip(&add).unwrap();
         let v6 = if ipv6 { "0" } else { "1" };
         let off = format!("echo {v6} > /proc/sys/net/ipv6/conf/{tap}/disable_ipv6");
         let _ = ns.exec("sh", &["-c", &off]);
@@ -115,8 +128,14 @@ impl Site {
         } else {
             String::new()
         };
-        let text =
-            format!("[nic]\ntap = \"{tap}\"\n[net]\naddress = \"{OURS}/24\"\n{net6}{policy}");
+        let children = if children > 0 {
+            format!("children = {children}\n")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            "[nic]\ntap = \"{tap}\"\n{children}[net]\naddress = \"{OURS}/24\"\n{net6}{policy}"
+        );
         std::fs::write(&config, text).unwrap();
         Site { ns, config, lib }
     }

@@ -60,6 +60,8 @@
 //!   capabilities, an enforced MTU and seeded, reproducible faults per direction.
 //! * `tap` (Linux): `/dev/net/tun` with `IFF_VNET_HDR` and `IFF_MULTI_QUEUE`, the
 //!   kernel's TSO/USO and checksum offloads probed with `TUNSETOFFLOAD`.
+//!   `tap::TapSteering` steers the queues of a TAP shared by several processes
+//!   by claimed port (a raw-BPF `TUNSETSTEERINGEBPF` program).
 //! * `kernel_neigh` (Linux): the kernel's neighbour table over rtnetlink, for
 //!   an address shared with the kernel's stack.
 //! * `xdp` (Linux, cargo feature `af-xdp`): one AF_XDP socket per queue

@@ -459,6 +459,16 @@ impl Key {
     }
 }
 
+/// Next hops some other part of the system learned, for an engine that does
+/// not get the ARP replies to its own requests (a process on one queue of a
+/// TAP whose replies are steered to another: see `tap::TapSteering`). A
+/// runtime asks it for the next hops its engine is resolving, now and then,
+/// never per frame.
+pub trait NeighborSource: Send + Sync + core::fmt::Debug {
+    /// The Ethernet address of `ip`, if known.
+    fn neighbor(&self, ip: std::net::IpAddr) -> Option<[u8; 6]>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -299,3 +299,151 @@ pub(crate) fn epoll_add(ep: &OwnedFd, fd: RawFd) -> io::Result<()> {
     check(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &raw mut ev) })?;
     Ok(())
 }
+
+// bpf(2) commands (linux/bpf.h).
+const BPF_MAP_CREATE: libc::c_int = 0;
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
+const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+const BPF_MAP_DELETE_ELEM: libc::c_int = 3;
+const BPF_MAP_GET_NEXT_KEY: libc::c_int = 4;
+const BPF_PROG_LOAD: libc::c_int = 5;
+
+/// `bpf(2)`'s `union bpf_attr`, as 16 words: every command used here fits
+/// in its first 128 bytes, and the kernel takes trailing zeros.
+pub(crate) type BpfAttr = [u64; 16];
+
+/// `bpf(cmd, attr, sizeof attr)`. The caller lays out `attr` for `cmd`;
+/// every pointer it puts there points at memory it keeps alive and
+/// correctly sized across the call (the functions below).
+fn bpf(cmd: libc::c_int, attr: &mut BpfAttr) -> io::Result<libc::c_long> {
+    #[allow(unsafe_code)]
+    // SAFETY: `attr` is live and writable for its whole size, which is passed;
+    // the pointers inside it are valid per each caller (see below).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr.as_mut_ptr(),
+            core::mem::size_of::<BpfAttr>(),
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Two 32-bit fields in one attr word, in the kernel's (native) layout.
+fn pair(lo: u32, hi: u32) -> u64 {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&lo.to_ne_bytes());
+    b[4..].copy_from_slice(&hi.to_ne_bytes());
+    u64::from_ne_bytes(b)
+}
+
+fn owned(rc: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = RawFd::try_from(rc).map_err(|_| io::Error::other("bpf: descriptor out of range"))?;
+    #[allow(unsafe_code)]
+    // SAFETY: bpf(2) just returned `fd`, a new descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `BPF_MAP_CREATE` (close-on-exec, as every bpf descriptor), with
+/// `map_flags` (`BPF_F_NO_PREALLOC`, ...).
+pub(crate) fn bpf_map_create(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+) -> io::Result<OwnedFd> {
+    let mut attr: BpfAttr = [0; 16];
+    attr[0] = pair(map_type, key_size);
+    attr[1] = pair(value_size, max_entries);
+    attr[2] = pair(map_flags, 0);
+    owned(bpf(BPF_MAP_CREATE, &mut attr)?)
+}
+
+/// `BPF_PROG_LOAD` of `insns` (8 bytes each), the verifier's log in `log`.
+pub(crate) fn bpf_prog_load(
+    prog_type: u32,
+    insns: &[[u8; 8]],
+    license: &std::ffi::CStr,
+    log: &mut [u8],
+) -> io::Result<OwnedFd> {
+    let count =
+        u32::try_from(insns.len()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut attr: BpfAttr = [0; 16];
+    attr[0] = pair(prog_type, count);
+    attr[1] = insns.as_ptr() as u64;
+    attr[2] = license.as_ptr() as u64;
+    let log_len = u32::try_from(log.len()).unwrap_or(u32::MAX);
+    attr[3] = pair(u32::from(!log.is_empty()), log_len);
+    attr[4] = log.as_mut_ptr() as u64;
+    // `insns`, `license` and `log` are borrowed for the call: the pointers
+    // above stay valid until it returns.
+    owned(bpf(BPF_PROG_LOAD, &mut attr)?)
+}
+
+/// `BPF_MAP_UPDATE_ELEM`: `key` to `value` (sized as the map's), `flags`
+/// `BPF_ANY`/`BPF_NOEXIST`/`BPF_EXIST`.
+pub(crate) fn bpf_map_update(
+    map: &OwnedFd,
+    key: &[u8],
+    value: &[u8],
+    flags: u64,
+) -> io::Result<()> {
+    let mut attr: BpfAttr = [0; 16];
+    attr[0] = u64::from(map.as_raw_fd().unsigned_abs());
+    attr[1] = key.as_ptr() as u64;
+    attr[2] = value.as_ptr() as u64;
+    attr[3] = flags;
+    // The kernel reads the map's key and value sizes from `key` and `value`:
+    // callers pass slices of exactly those sizes.
+    bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map(|_| ())
+}
+
+/// `BPF_MAP_LOOKUP_ELEM`: `Ok(true)` with the value in `value` (sized as the
+/// map's values), `Ok(false)` if there is no such key.
+pub(crate) fn bpf_map_lookup(map: &OwnedFd, key: &[u8], value: &mut [u8]) -> io::Result<bool> {
+    let mut attr: BpfAttr = [0; 16];
+    attr[0] = u64::from(map.as_raw_fd().unsigned_abs());
+    attr[1] = key.as_ptr() as u64;
+    attr[2] = value.as_mut_ptr() as u64;
+    match bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `BPF_MAP_DELETE_ELEM`: `Ok(false)` if there was no such key.
+pub(crate) fn bpf_map_delete(map: &OwnedFd, key: &[u8]) -> io::Result<bool> {
+    let mut attr: BpfAttr = [0; 16];
+    attr[0] = u64::from(map.as_raw_fd().unsigned_abs());
+    attr[1] = key.as_ptr() as u64;
+    match bpf(BPF_MAP_DELETE_ELEM, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `BPF_MAP_GET_NEXT_KEY`: the key after `key` (the first with `None`) in
+/// `next`; `Ok(false)` at the end.
+pub(crate) fn bpf_map_next_key(
+    map: &OwnedFd,
+    key: Option<&[u8]>,
+    next: &mut [u8],
+) -> io::Result<bool> {
+    let mut attr: BpfAttr = [0; 16];
+    attr[0] = u64::from(map.as_raw_fd().unsigned_abs());
+    attr[1] = key.map_or(0, |k| k.as_ptr() as u64);
+    attr[2] = next.as_mut_ptr() as u64;
+    match bpf(BPF_MAP_GET_NEXT_KEY, &mut attr) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}

@@ -12,6 +12,8 @@
 //! mtu = 1500
 //! mac = "02:00:00:00:00:02"  # optional; derived from the address otherwise
 //! busy_poll_us = 0           # optional: spin this long before sleeping (SO_BUSY_POLL)
+//! children = 0               # optional: forked children with a queue of their own
+//!                            # (a multi-queue TAP, queues = 1; see the crate's `# fork`)
 //!
 //! [net]
 //! address = "10.0.0.2/24"
@@ -101,6 +103,10 @@ pub struct NicConfig {
     /// frames, and the program's blocking calls before they sleep, look
     /// again for this long instead of sleeping at once (zero: off).
     pub busy_poll: std::time::Duration,
+    /// `[nic] children = N` (a TAP only, with one queue): forked children
+    /// that may each run a linerate runtime of their own, on a queue of the
+    /// TAP kept for them (0: a child's sockets are the kernel's).
+    pub children: u16,
 }
 
 impl NicConfig {
@@ -280,6 +286,7 @@ struct RawNic {
     create: Option<bool>,
     vnet_hdr: Option<bool>,
     queues: Option<i64>,
+    children: Option<i64>,
     mtu: Option<i64>,
     busy_poll_us: Option<i64>,
     mac: Option<String>,
@@ -589,6 +596,46 @@ impl Config {
                 .filter(|q| (1..=16).contains(q))
                 .ok_or_else(|| err("nic.queues", format!("{q} queues"), "give 1 to 16"))?,
         };
+        let children = match nic.children {
+            None | Some(0) => 0,
+            Some(c) => {
+                let c = u16::try_from(c)
+                    .ok()
+                    .filter(|c| (1..=64).contains(c))
+                    .ok_or_else(|| {
+                        err(
+                            "nic.children",
+                            format!("{c} children"),
+                            "give 0 (children's sockets go to the kernel) to 64",
+                        )
+                    })?;
+                match &device {
+                    Device::Xdp(_) => {
+                        return Err(err(
+                            "nic.children",
+                            "only for a TAP",
+                            "remove it (an AF_XDP interface's queues are not handed to children)",
+                        ));
+                    }
+                    Device::Tap(t) if !t.vnet_hdr => {
+                        return Err(err(
+                            "nic.children",
+                            "needs nic.vnet_hdr = true",
+                            "remove vnet_hdr = false, or children = ...",
+                        ));
+                    }
+                    Device::Tap(_) => {}
+                }
+                if queues != 1 {
+                    return Err(err(
+                        "nic.children",
+                        format!("needs nic.queues = 1, not {queues}"),
+                        "set queues = 1 (the program runs on the TAP's queue 0, each child on one more)",
+                    ));
+                }
+                c
+            }
+        };
         let busy_poll = match nic.busy_poll_us {
             None => std::time::Duration::ZERO,
             Some(us) => u64::try_from(us)
@@ -833,6 +880,7 @@ impl Config {
                 mtu,
                 mac,
                 busy_poll,
+                children,
             },
             address,
             gateway,
@@ -888,6 +936,12 @@ mod tests {
         );
         assert!(!c.share_kernel_address);
         assert_eq!((c.nic.queues, c.nic.mtu), (2, 1500));
+        assert_eq!(c.nic.children, 0);
+        let forking = Config::from_toml(
+            "[nic]\ntap = \"lr0\"\nchildren = 4\n[net]\naddress = \"10.0.0.2/24\"\n",
+        )
+        .unwrap();
+        assert_eq!((forking.nic.children, forking.nic.queues), (4, 1));
         assert_eq!(c.nic.mac, [0x02, 0x4c, 10, 0, 0, 2]);
         assert_eq!(c.address, (Ipv4Addr::new(10, 0, 0, 2), 24));
         assert_eq!(c.gateway, Some(Ipv4Addr::new(10, 0, 0, 1)));
@@ -921,6 +975,22 @@ mod tests {
             (
                 "[nic]\ntap = \"lr0\"\nbusy_poll_us = -1\n[net]\naddress = \"10.0.0.2/24\"\n",
                 "nic.busy_poll_us",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nchildren = 65\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.children",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nchildren = -1\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.children",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nchildren = 2\nqueues = 2\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.children",
+            ),
+            (
+                "[nic]\ntap = \"lr0\"\nchildren = 2\nvnet_hdr = false\n[net]\naddress = \"10.0.0.2/24\"\n",
+                "nic.children",
             ),
             (
                 "[nic]\ntap = \"lr0\"\nmac = \"01:00:00:00:00:01\"\n[net]\naddress = \"10.0.0.2/24\"\n",
@@ -1158,13 +1228,13 @@ mod tests {
         /// and what it accepts is within the documented bounds.
         #[test]
         fn random_files_are_checked_without_panics(
-            fields in proptest::collection::vec((0usize..14, 0usize..8), 0..10),
+            fields in proptest::collection::vec((0usize..15, 0usize..8), 0..10),
         ) {
-            const KEYS: [(&str, &str); 14] = [
+            const KEYS: [(&str, &str); 15] = [
                 ("nic", "tap"), ("nic", "xdp"), ("nic", "first_queue"), ("nic", "bind"),
                 ("nic", "attach"), ("nic", "create"), ("nic", "vnet_hdr"), ("nic", "queues"),
                 ("nic", "mtu"), ("nic", "mac"), ("net", "address"), ("net", "address6"),
-                ("net", "share_kernel_address"), ("net", "gateway"),
+                ("net", "share_kernel_address"), ("net", "gateway"), ("nic", "children"),
             ];
             const VALUES: [&str; 8] = [
                 "\"eth0\"", "\"lr0\"", "true", "0", "70000", "1500", "\"192.168.1.7/24\"",
@@ -1186,6 +1256,8 @@ mod tests {
                 Ok(c) => {
                     proptest::prop_assert!((MIN_MTU..=9000).contains(&c.nic.mtu));
                     proptest::prop_assert!((1..=16).contains(&c.nic.queues));
+                    proptest::prop_assert!(c.nic.children <= 64);
+                    proptest::prop_assert!(c.nic.children == 0 || c.nic.queues == 1);
                     if c.share_kernel_address {
                         proptest::prop_assert!(matches!(c.nic.device, Device::Xdp(_)));
                         proptest::prop_assert_eq!(c.address, (Ipv4Addr::new(192, 168, 1, 7), 24));

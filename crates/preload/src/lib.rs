@@ -164,25 +164,83 @@
 //! child must not drive the parent's engines (two processes writing one
 //! engine's frames from diverging copies of its state). So in a child an
 //! inherited linerate socket fails with `EIO` (logged once, saying what to
-//! do), its new sockets are the kernel's, and its exit stops nothing. A
-//! pre-forking server whose children accept on the parent's listeners (nginx
-//! with `master_process on`, the default) therefore does not serve its
-//! offloaded ports: run it as one process (`master_process off`) or leave
-//! those ports to the kernel with a policy rule. Serving them needs a runtime
-//! per process on a queue of its own of a multi-queue TAP, the listeners
-//! opened again there, and the parent's queue taken out of the TAP's flow
-//! spreading (not done yet).
+//! do), and its exit stops nothing of the parent's.
+//!
+//! The sockets a child opens itself are the kernel's, unless the file keeps
+//! queues for children: with `[nic] children = N` (a TAP, `queues = 1`,
+//! `vnet_hdr` on) the program opens the TAP with `1 + N` queues when it
+//! starts linerate (at its first offloaded socket): queue 0 is its own, the
+//! others are kept open for its children. A child's first offloaded socket
+//! starts a runtime of its own in the child, on the first kept queue no
+//! living child holds (a table in memory the family shares), with the
+//! program's address and MAC (the kernel sees one host). Its sockets are
+//! offloaded by the same policy; its exit gives the queue back (after up to
+//! a second of linger, as the parent's). A grandchild does the same, down
+//! to sixteen forks deep. `LINERATE_STATS` in a child writes to the file's
+//! name with `.PID` appended.
+//!
+//! Which queue the kernel puts a frame on is decided by a steering program
+//! linerate attaches to the TAP (`TUNSETSTEERINGEBPF`, see
+//! `linerate_nic::tap::TapSteering`) instead of the kernel's flow hash,
+//! which learns from what user space wrote where and forgets after a few
+//! seconds (an idle connection's next segment, a SYN to a listener, an ARP
+//! reply would land in another process's engine, which resets them). Every
+//! process claims its listening and bound ports and the local ports of its
+//! connections for its queue; a frame to a claimed port goes to that queue,
+//! everything else (ARP, ICMP, IP fragments, IPv6 extension headers,
+//! unclaimed ports) to queue 0, the program's. A port one process holds is
+//! refused to another (a child's `listen` on the program's port fails with
+//! `EADDRINUSE`; an active open picks another source port). ARP replies to a
+//! child's requests reach queue 0, so the program records the sender of
+//! every ARP frame into a map the children read their next hops from.
+//!
+//! Limits, and what happens when things go wrong:
+//!
+//! * the TAP must be multi-queue (`ip tuntap add dev lr0 mode tap
+//!   multi_queue`, or `create = true`) and the program its only user: queue
+//!   numbers are the kernel's order of attachment, so linerate refuses to
+//!   start (the program's sockets stay the kernel's, said on stderr) if other
+//!   queues are attached, such as those of a child that ran a preloaded
+//!   program with exec (its new image is a program of its own);
+//! * the program keeps every kept queue open for its whole life: when a
+//!   queue closes, the kernel renumbers the last queue into its place, which
+//!   would send the frames of one child to another;
+//! * a child killed before it gave its queue back leaves its claims; the
+//!   program looks for dead children every second and removes them (and a
+//!   child taking the queue removes what is left). Until then frames to the
+//!   dead child's ports go to its queue, where nobody reads them; after,
+//!   they reach the program's engine, which resets the dead child's
+//!   connections and refuses new ones to its ports, as the kernel does when
+//!   a process dies. No other process's traffic is affected;
+//! * the children depend on the program: ARP requests from the kernel for
+//!   linerate's address are answered on queue 0, and ICMP errors (a path
+//!   MTU to lower) reach only the program; children of a program that exited
+//!   keep their connections until the kernel's neighbour entry expires;
+//! * IPv6 next hops are not recorded (neighbour advertisements go to queue
+//!   0): a child's sockets reach IPv4 peers only;
+//! * UDP datagrams fragmented by IP go to queue 0;
+//! * a program that forks before it opened its first offloaded socket has
+//!   not started linerate: its children's sockets are the kernel's;
+//! * a child that accepts on a listener the program opened before it forked
+//!   (nginx's workers with `master_process on`) is not served: the listener
+//!   is the program's, its copy in the child fails with `EIO`. Serving it
+//!   would need the listener opened again in each child on the same port
+//!   (`SO_REUSEPORT` shared by the processes' queues) and the program
+//!   spreading new connections by claiming 4-tuples, not ports, in the
+//!   steering program; run such servers as one process (`master_process
+//!   off`) or leave their ports to the kernel with a policy rule.
 //!
 //! # Not yet
 //!
-//! A forked child's sockets
-//! are the kernel's (above); a socket
+//! A forked child does not serve listeners its parent opened (above); a
+//! socket
 //! duplicated before the policy decided it keeps the kernel socket in the
 //! duplicate; EFAULT is detected for null pointers only.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 
+mod children;
 pub mod config;
 mod ffi;
 pub mod policy;

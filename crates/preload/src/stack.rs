@@ -3,7 +3,7 @@
 
 use crate::config::{Config, Device, OnError, TapNic, XdpNic};
 use crate::policy::Prefix;
-use linerate_nic::tap::TapOffloads;
+use linerate_nic::tap::{TapOffloads, TapSteering};
 use linerate_nic::{Tap, TapConfig};
 use linerate_rt::{Handle, Runtime, RuntimeConfig};
 use std::future::Future;
@@ -143,6 +143,9 @@ pub(crate) struct Stack {
     #[cfg_attr(not(feature = "af-xdp"), allow(dead_code))]
     pub(crate) steering: Option<Steer>,
     runtime: Mutex<Option<Runtime>>,
+    /// In a forked child with a queue of its own: its slot and claims,
+    /// given back at exit.
+    child: Option<(usize, Arc<TapSteering>)>,
 }
 
 impl Stack {
@@ -167,27 +170,61 @@ impl Stack {
 
 static STACK: OnceLock<Option<Stack>> = OnceLock::new();
 
+/// Deepest fork line served: a process this many forks below the one the
+/// library loaded in has no runtime of its own (its sockets are the kernel's).
+const MAX_GENERATIONS: usize = 16;
+
+/// The runtime of a forked process, by its generation (1: a child, 2: a
+/// grandchild...). A process only ever looks at its own generation's entry,
+/// which none of its ancestors touched, so what it inherited is unset.
+static CHILD: [OnceLock<Option<Stack>>; MAX_GENERATIONS] =
+    [const { OnceLock::new() }; MAX_GENERATIONS];
+
 /// The stack, started at the first call; `None` if it could not start (said
-/// once on stderr; the sockets then stay the kernel's).
+/// once on stderr; the sockets then stay the kernel's). In a forked child,
+/// the child's own (`nic.children`), or `None`.
 pub(crate) fn stack() -> Option<&'static Stack> {
-    STACK
-        .get_or_init(|| {
-            let cfg = config()?;
-            match start(cfg) {
-                Ok(s) => Some(s),
+    let cfg = config()?;
+    let generation = crate::sock::generation() as usize;
+    if generation > 0 {
+        return CHILD
+            .get(generation - 1)?
+            .get_or_init(|| match crate::children::start(cfg) {
+                Ok(s) => s,
                 Err(e) => {
                     log(format_args!(
-                        "cannot start linerate on {}: {e}; this program's sockets stay the kernel's",
-                        cfg.nic.interface()
+                        "this forked process cannot run linerate on a queue of its own: {e}; \
+                         its new sockets are the kernel's"
                     ));
                     None
                 }
+            })
+            .as_ref();
+    }
+    STACK
+        .get_or_init(|| match start(cfg) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                log(format_args!(
+                    "cannot start linerate on {}: {e}; this program's sockets stay the kernel's",
+                    cfg.nic.interface()
+                ));
+                None
             }
         })
         .as_ref()
 }
 
-fn start(cfg: &Config) -> Result<Stack, String> {
+/// This process's stack if it started one (never starts it).
+fn current() -> Option<&'static Stack> {
+    match crate::sock::generation() as usize {
+        0 => STACK.get()?.as_ref(),
+        g => CHILD.get(g - 1)?.get()?.as_ref(),
+    }
+}
+
+/// The engine and runtime settings from the configuration.
+pub(crate) fn runtime_config(cfg: &Config) -> RuntimeConfig {
     let (addr, len) = cfg.address;
     let mut engine = linerate_toe::Config::new(cfg.nic.mac).with_ipv4(addr, len);
     if let Some(gw) = cfg.gateway {
@@ -208,6 +245,32 @@ fn start(cfg: &Config) -> Result<Stack, String> {
     // The queue threads' own system calls (the NIC's, the kernel sockets
     // holding claimed ports) must not be taken for the program's.
     rc.on_thread_start = Some(crate::ffi::sys::library_thread);
+    rc
+}
+
+pub(crate) fn stack_of(
+    cfg: &Config,
+    rt: Runtime,
+    steering: Option<Steer>,
+    child: Option<(usize, Arc<TapSteering>)>,
+) -> Stack {
+    let (addr, len) = cfg.address;
+    Stack {
+        handle: rt.handle().clone(),
+        subnet: Prefix::new(IpAddr::V4(addr), len),
+        routed: cfg.gateway.is_some(),
+        subnet6: cfg.address6.map(|(a, l)| Prefix::new(IpAddr::V6(a), l)),
+        routed6: cfg.gateway6.is_some(),
+        shared: cfg.share_kernel_address,
+        steering,
+        runtime: Mutex::new(Some(rt)),
+        child,
+    }
+}
+
+fn start(cfg: &Config) -> Result<Stack, String> {
+    let (addr, len) = cfg.address;
+    let rc = runtime_config(cfg);
     let (rt, steering) = match &cfg.nic.device {
         Device::Tap(t) => (start_tap(cfg, t, rc)?, None),
         Device::Xdp(x) => start_xdp(cfg, x, rc)?,
@@ -218,40 +281,59 @@ fn start(cfg: &Config) -> Result<Stack, String> {
         address6 = ?cfg.address6,
         shared = cfg.share_kernel_address,
         queues = cfg.nic.queues,
+        children = cfg.nic.children,
         mtu = cfg.nic.mtu,
         "linerate started"
     );
-    Ok(Stack {
-        handle: rt.handle().clone(),
-        subnet: Prefix::new(IpAddr::V4(addr), len),
-        routed: cfg.gateway.is_some(),
-        subnet6: cfg.address6.map(|(a, l)| Prefix::new(IpAddr::V6(a), l)),
-        routed6: cfg.gateway6.is_some(),
-        shared: cfg.share_kernel_address,
-        steering,
-        runtime: Mutex::new(Some(rt)),
-    })
+    Ok(stack_of(cfg, rt, steering, None))
 }
 
-fn start_tap(cfg: &Config, t: &TapNic, rc: RuntimeConfig) -> Result<Runtime, String> {
+fn start_tap(cfg: &Config, t: &TapNic, mut rc: RuntimeConfig) -> Result<Runtime, String> {
     if !t.create
         && !std::path::Path::new("/sys/class/net")
             .join(&t.name)
             .exists()
     {
+        let mq = if cfg.nic.children > 0 {
+            " multi_queue"
+        } else {
+            ""
+        };
         return Err(format!(
-            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap`, or set nic.create = true)",
+            "nic.tap: no interface {} (create it with `ip tuntap add dev {} mode tap{mq}`, or set nic.create = true)",
             t.name, t.name
         ));
     }
     let mut tc = TapConfig::new(t.name.clone());
-    tc.queues = cfg.nic.queues;
+    let children = cfg.nic.children;
+    // With children: the program's queue, then one kept for each child.
+    tc.queues = if children > 0 {
+        1 + children
+    } else {
+        cfg.nic.queues
+    };
     tc.mtu = cfg.nic.mtu;
     if !t.vnet_hdr {
         tc.offloads = TapOffloads::NONE;
     }
-    let tap = Tap::open(&tc).map_err(|e| format!("nic.tap: {e}"))?;
-    Runtime::start(tap, rc).map_err(|e| e.to_string())
+    let tap = Tap::open(&tc).map_err(|e| {
+        if children > 0 && !t.create {
+            format!(
+                "nic.tap: {e} (with nic.children the TAP must be multi-queue: \
+                 `ip tuntap add dev {} mode tap multi_queue`)",
+                t.name
+            )
+        } else {
+            format!("nic.tap: {e}")
+        }
+    })?;
+    if children == 0 {
+        return Runtime::start(tap, rc).map_err(|e| e.to_string());
+    }
+    let first = crate::children::keep_queues(t, tap, &mut rc)?;
+    let rt = Runtime::start(first, rc).map_err(|e| e.to_string())?;
+    crate::children::start_reaper();
+    Ok(rt)
 }
 
 /// The interface's queues through AF_XDP with linerate's steering program:
@@ -368,11 +450,11 @@ pub(crate) type Steer = std::convert::Infallible;
 /// second), as the kernel would after the process is gone.
 pub(crate) fn at_exit() {
     // A forked child has the runtime's state but not its threads: nothing
-    // to join or flush there.
-    if crate::sock::is_forked() {
+    // to join or flush there, unless it started one of its own.
+    let Some(s) = current() else {
         return;
-    }
-    if crate::stats::enabled() && matches!(STACK.get(), Some(Some(_))) {
+    };
+    if crate::stats::enabled() {
         // On a thread of its own: exit has already run this thread's
         // thread-local destructors, which the calls to the queue threads
         // (tokio's blocking channels) need.
@@ -383,15 +465,17 @@ pub(crate) fn at_exit() {
         });
         let _ = gather.join();
     }
-    if let Some(Some(s)) = STACK.get() {
-        let rt = s
-            .runtime
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(rt) = rt {
-            let _ = rt.shutdown_timeout(Duration::from_secs(1));
-        }
+    let rt = s
+        .runtime
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    if let Some(rt) = rt {
+        let _ = rt.shutdown_timeout(Duration::from_secs(1));
+    }
+    // A child gives its queue back.
+    if let Some((slot, steer)) = &s.child {
+        crate::children::give_back(*slot, steer);
     }
 }
 

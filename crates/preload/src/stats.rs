@@ -114,6 +114,15 @@ pub(crate) fn write(open: &[String]) {
     let Some(p) = path() else {
         return;
     };
+    // A forked child with a runtime of its own writes beside the program's
+    // file, with its process id appended.
+    let child;
+    let p = if crate::sock::generation() > 0 {
+        child = std::path::PathBuf::from(format!("{}.{}", p.display(), crate::ffi::sys::pid()));
+        child.as_path()
+    } else {
+        p
+    };
     let mut out = String::from("# linerate-preload statistics (LINERATE_STATS)\n");
     if let Some(st) = stack::stack() {
         for q in 0..st.handle.queues() {

@@ -16,22 +16,41 @@
 //!   the kernel to confirm (its unicast probe), so a peer that changed its MAC
 //!   is found out.
 //!
+//! The same loop serves a [`NeighborSource`]
+//! ([`crate::RuntimeConfig::neighbor_source`]): a process on one queue of a
+//! shared TAP, whose ARP replies the steering program sends to another
+//! queue, reads the next hops it resolves from what the program recorded;
+//! its own ARP requests still go out, and bring the replies that the program
+//! records.
+//!
 //! The look-ups happen at most once per [`KernelNeighborTable::interval`] (and every
 //! few milliseconds while a resolution waits), never per frame.
 
 use crate::runtime::QueueStats;
 use linerate_nic::kernel_neigh::KernelNeighbors;
+use linerate_nic::neigh::NeighborSource;
 use linerate_toe::{Engine, Instant};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a waiting resolution is looked up again.
 const PENDING: Duration = Duration::from_millis(5);
 
-/// One queue thread's view of the kernel's neighbour table.
+/// Where next hops are read.
+#[derive(Debug)]
+pub(crate) enum Source {
+    /// The kernel's table over rtnetlink.
+    Kernel(KernelNeighbors),
+    /// Some other source (a TAP steering program's record of ARP).
+    Other(Arc<dyn NeighborSource>),
+}
+
+/// One queue thread's view of the kernel's neighbour table (or of another
+/// [`Source`]).
 #[derive(Debug)]
 pub(crate) struct KernelNeighborTable {
-    nl: KernelNeighbors,
+    nl: Source,
     /// Refresh entries expiring within this.
     within: Duration,
     /// Time between refresh scans.
@@ -47,7 +66,7 @@ pub(crate) struct KernelNeighborTable {
 
 impl KernelNeighborTable {
     /// For an engine whose entries live `ttl`.
-    pub(crate) fn new(nl: KernelNeighbors, ttl: Duration) -> KernelNeighborTable {
+    pub(crate) fn new(nl: Source, ttl: Duration) -> KernelNeighborTable {
         KernelNeighborTable {
             nl,
             within: ttl / 2,
@@ -71,29 +90,48 @@ impl KernelNeighborTable {
         let within = if refresh { self.within } else { Duration::ZERO };
         engine.neighbors_due(now, within, &mut self.due);
         let mut waiting = false;
+        let mut failed = None;
         let due = std::mem::take(&mut self.due);
         for &ip in &due {
-            match self.nl.get(ip) {
+            let nl = match &mut self.nl {
+                Source::Kernel(nl) => nl,
+                Source::Other(src) => {
+                    // Nothing to ask for: the engine's own requests bring
+                    // the replies the source records.
+                    match src.neighbor(ip) {
+                        Some(mac) => {
+                            engine.neighbor_add(now, ip, mac);
+                            stats.kernel_neighbors += 1;
+                        }
+                        None => waiting = true,
+                    }
+                    continue;
+                }
+            };
+            match nl.get(ip) {
                 Ok(Some(n)) if n.usable().is_some() => {
                     let mac = n.usable().unwrap_or_default();
                     engine.neighbor_add(now, ip, mac);
                     stats.kernel_neighbors += 1;
                     if n.is_stale() {
                         // The kernel confirms it (unicast probe) on this use.
-                        let _ = self.nl.resolve(ip);
+                        let _ = nl.resolve(ip);
                     }
                 }
                 Ok(_) => {
                     waiting = true;
                     stats.kernel_resolves += 1;
-                    if let Err(e) = self.nl.resolve(ip) {
-                        self.failed(&e, stats);
+                    if let Err(e) = nl.resolve(ip) {
+                        failed = Some(e);
                     }
                 }
                 Err(e) => {
                     waiting = true;
-                    self.failed(&e, stats);
+                    failed = Some(e);
                 }
+            }
+            if let Some(e) = failed.take() {
+                self.failed(&e, stats);
             }
         }
         self.due = due;

@@ -105,6 +105,15 @@ pub struct RuntimeConfig {
     /// [`QueueStats::kernel_neighbors`]. `None` (the default): the engine
     /// resolves its neighbours itself. Linux only.
     pub kernel_neighbors: Option<String>,
+    /// Next hops learned outside the engine, for a runtime whose ARP replies
+    /// go elsewhere (a process on one queue of a TAP shared through
+    /// `linerate_nic::tap::TapSteering`, which sends every ARP frame to queue
+    /// 0 and records its sender): each queue reads the next hops its engine
+    /// is resolving there, and refreshes those in use, as with
+    /// [`RuntimeConfig::kernel_neighbors`] (which wins when both are set);
+    /// counted in [`QueueStats::kernel_neighbors`]. `None` (the default): the
+    /// engine's own replies only.
+    pub neighbor_source: Option<Arc<dyn linerate_nic::neigh::NeighborSource>>,
     /// Commands each queue's channel holds before senders wait.
     pub commands: usize,
     /// Bytes of each stream's staging ring, per direction, between the
@@ -183,6 +192,7 @@ impl RuntimeConfig {
             ephemeral: linerate_rss::sport::EPHEMERAL,
             claims: None,
             kernel_neighbors: None,
+            neighbor_source: None,
             commands: 64,
             stream_buffer: 256 * 1024,
             accept_backlog: 1024,
@@ -278,7 +288,8 @@ pub struct QueueStats {
     /// the interface's steering was full ([`RuntimeConfig::claims`]).
     pub claims_refused: u64,
     /// Next hops copied from the kernel's neighbour table
-    /// ([`RuntimeConfig::kernel_neighbors`]), first resolutions and refreshes.
+    /// ([`RuntimeConfig::kernel_neighbors`]) or from a
+    /// [`RuntimeConfig::neighbor_source`], first resolutions and refreshes.
     pub kernel_neighbors: u64,
     /// Next hops the kernel was asked to resolve because its table had no
     /// usable entry.
@@ -807,7 +818,7 @@ impl Runtime {
                     )
                     .map_err(RtError::KernelNeighbors)?;
                     Some(crate::kneigh::KernelNeighborTable::new(
-                        nl,
+                        crate::kneigh::Source::Kernel(nl),
                         engine_cfg.neighbor_ttl,
                     ))
                 }
@@ -817,6 +828,14 @@ impl Runtime {
                         io::ErrorKind::Unsupported,
                     )));
                 }
+                #[cfg(target_os = "linux")]
+                None => cfg.neighbor_source.as_ref().map(|src| {
+                    crate::kneigh::KernelNeighborTable::new(
+                        crate::kneigh::Source::Other(Arc::clone(src)),
+                        engine_cfg.neighbor_ttl,
+                    )
+                }),
+                #[cfg(not(target_os = "linux"))]
                 None => None,
             };
             loops.push((driver, rx, readiness, ports, kneigh));

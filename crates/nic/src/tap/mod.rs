@@ -86,7 +86,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+mod steer;
 mod uring;
+pub use steer::{NEIGHBORS_CAPACITY, PORTS_CAPACITY, TapSteering};
 pub use uring::RingStats;
 
 const IFF_TAP: libc::c_short = 0x0002;
@@ -557,6 +559,27 @@ impl Tap {
     /// The offloads on now.
     pub fn offloads_enabled(&self) -> TapOffloads {
         self.enabled
+    }
+
+    /// The interface's queue index of this Tap's first queue (0, or its
+    /// place in the Tap it was split from: [`Tap::split`]).
+    pub fn first_queue(&self) -> usize {
+        self.base
+    }
+
+    /// The same queues with a buffer pool and counters of their own, for a
+    /// process forked from the one that opened them: the copies it
+    /// inherited may have been held by threads that did not follow it
+    /// through `fork`. They are left alone (not dropped).
+    pub fn renew(self) -> Tap {
+        let pool = Pool::new(self.pool.config());
+        let counters = Counters::new(self.base + self.fds.len());
+        let mut t = self;
+        std::mem::forget(std::mem::replace(&mut t.pool, pool));
+        std::mem::forget(std::mem::replace(&mut t.counters, counters));
+        std::mem::forget(std::mem::take(&mut t.rings));
+        t.recorder = None;
+        t
     }
 
     /// Splits a TAP of several queues into one `Tap` per queue (its queue 0 is

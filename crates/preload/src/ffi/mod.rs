@@ -337,6 +337,8 @@ extern "C" fn on_exit() {
     });
 }
 
+/// In the child, after `fork`: atomics only (async-signal-safe); the
+/// child's own runtime, if any, starts at its first offloaded socket.
 extern "C" fn on_fork_child() {
     sock::forked();
 }

@@ -347,3 +347,71 @@ pub(crate) fn interface(name: &str) -> std::io::Result<crate::config::Interface>
 pub(crate) fn library_thread() {
     let _ = INSIDE.try_with(|i| i.set(true));
 }
+
+/// Process ids in memory shared with every process forked after it was
+/// made (`MAP_SHARED | MAP_ANONYMOUS`): the queues kept for forked children
+/// (`nic.children`), each held by the child serving it (0: free). Never
+/// unmapped: it lives as long as the program.
+pub(crate) struct Slots {
+    slots: &'static [std::sync::atomic::AtomicI32],
+}
+
+impl Slots {
+    /// `len` free slots.
+    pub(crate) fn new(len: usize) -> std::io::Result<Slots> {
+        let bytes = len.max(1) * std::mem::size_of::<std::sync::atomic::AtomicI32>();
+        // SAFETY: an anonymous mapping: no descriptor, no address asked for.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the mapping is `bytes` long, page-aligned (so aligned for
+        // AtomicI32), zeroed by the kernel (0 is a valid AtomicI32), and
+        // never unmapped, so the slice is valid for 'static; it is only
+        // accessed through atomics, also by the other processes sharing it.
+        let slots = unsafe {
+            std::slice::from_raw_parts(p.cast::<std::sync::atomic::AtomicI32>().cast_const(), len)
+        };
+        Ok(Slots { slots })
+    }
+
+    /// The slots.
+    pub(crate) fn all(&self) -> &'static [std::sync::atomic::AtomicI32] {
+        self.slots
+    }
+}
+
+/// This process's id.
+pub(crate) fn pid() -> i32 {
+    // SAFETY: getpid has no arguments and cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// Whether process `pid` exists and has not exited (a zombie has).
+pub(crate) fn alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; only the existence check is made.
+    let rc = unsafe { libc::kill(pid, 0) };
+    if rc != 0 && errno() != libc::EPERM {
+        return false;
+    }
+    // The state is the field after the command's closing parenthesis.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}

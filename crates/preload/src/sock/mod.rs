@@ -46,6 +46,10 @@ static TABLE: RwLock<Vec<Option<Arc<Core>>>> = RwLock::new(Vec::new());
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Set in a child after `fork`: the runtime's threads did not follow.
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// The process's place in its fork line: bumped in every child. A socket
+/// decided for linerate in another generation is served by a runtime that
+/// is not in this process.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
 
 /// The socket behind `fd`, if the table has one.
 pub(crate) fn lookup(fd: c_int) -> Option<Arc<Core>> {
@@ -87,6 +91,10 @@ pub(crate) fn each_stream(mut f: impl FnMut(c_int, &TcpStream)) {
             continue;
         }
         seen.push(Arc::as_ptr(core));
+        // A forked child's statistics are of its own runtime's streams.
+        if core.inherited() {
+            continue;
+        }
         let g = lock(&core.st);
         if let (State::Stream { s, .. }, Some(&fd)) = (&g.state, g.fds.first()) {
             f(fd, s);
@@ -94,9 +102,15 @@ pub(crate) fn each_stream(mut f: impl FnMut(c_int, &TcpStream)) {
     }
 }
 
-/// Called in the child after `fork`.
+/// Called in the child after `fork` (async-signal-safe: atomics only).
 pub(crate) fn forked() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
     FORKED.store(true, Ordering::Release);
+}
+
+/// How many forks separate this process from the one the library loaded in (0: that one).
+pub(crate) fn generation() -> u32 {
+    GENERATION.load(Ordering::Acquire)
 }
 
 /// Whether this process is a child that inherited the library's state
@@ -216,6 +230,9 @@ pub(crate) struct Core {
     domain: c_int,
     /// Decided for linerate (the data calls are ours).
     linerate: AtomicBool,
+    /// The [`GENERATION`] of the process whose runtime serves it (set when
+    /// it is decided for linerate).
+    born: AtomicU32,
     /// Bumped at every wake; blocked callers wait on it (futex).
     seq: AtomicU32,
     /// A wake found the state locked: its holder syncs again.
@@ -286,8 +303,9 @@ pub(crate) fn on_socket(fd: c_int, domain: c_int, ty: c_int, proto: c_int) {
     let Some(kind) = kind_of(domain, ty, proto) else {
         return;
     };
-    // A forked child has no runtime threads: its new sockets are the kernel's.
-    if is_forked() {
+    // A forked child has no runtime threads: its new sockets are the
+    // kernel's, unless the configuration keeps a queue for it.
+    if is_forked() && !crate::children::enabled() {
         return;
     }
     let Some(cfg) = stack::config() else {
@@ -379,6 +397,7 @@ impl Core {
             kind,
             domain,
             linerate: AtomicBool::new(!matches!(state, State::Undecided { .. })),
+            born: AtomicU32::new(generation()),
             seq: AtomicU32::new(0),
             pending: AtomicBool::new(false),
             waker: Waker::from(Arc::new(Notify(me.clone()))),
@@ -447,7 +466,7 @@ impl Core {
     /// and makes the placeholder show its readiness, leaving the socket's
     /// waker wherever a side is not ready.
     fn sync(&self, st: &mut St, sides: Sides) {
-        if FORKED.load(Ordering::Relaxed) {
+        if self.inherited() {
             return;
         }
         let mut cx = Context::from_waker(&self.waker);
@@ -512,7 +531,7 @@ impl Core {
     ) -> R<T> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
-            if FORKED.load(Ordering::Relaxed) {
+            if self.inherited() {
                 return Err(forked_errno());
             }
             let g0 = self.seq.load(Ordering::Acquire);
@@ -573,8 +592,15 @@ impl Core {
         st.nonblock = nonblock;
         st.cloexec = cloexec;
         st.opts = opts;
+        self.born.store(generation(), Ordering::Release);
         self.linerate.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// A linerate socket inherited through `fork`: its runtime's threads
+    /// are in an ancestor.
+    fn inherited(&self) -> bool {
+        FORKED.load(Ordering::Relaxed) && self.born.load(Ordering::Relaxed) != generation()
     }
 
     /// With the kernel's address shared (`net.share_kernel_address`), a
@@ -1236,7 +1262,8 @@ fn forked_errno() -> Errno {
         log(
             "a linerate socket inherited through fork is not usable in the child (the queue \
              threads serving it stay in the parent): EIO; run the program as one process \
-             (nginx: master_process off) or leave its port to the kernel with a policy rule",
+             (nginx: master_process off), open the socket in the child (with nic.children), \
+             or leave its port to the kernel with a policy rule",
         );
     }
     libc::EIO
