@@ -97,7 +97,7 @@ pub struct VxlanSpec {
     /// ([`TapConfig::io_uring`]); `None` (the default): a system call per frame.
     pub io_uring: Option<u32>,
     /// With `io_uring`: receive through a multishot read
-    /// ([`TapConfig::io_uring_multishot`], the default) or reads kept posted.
+    /// ([`TapConfig::io_uring_multishot`]) or reads kept posted (the default).
     pub io_uring_multishot: bool,
 }
 
@@ -124,7 +124,7 @@ impl VxlanSpec {
             ours_overlay: (OUR_OVERLAY_V4, OUR_OVERLAY_V6),
             group: None,
             io_uring: None,
-            io_uring_multishot: true,
+            io_uring_multishot: false,
         }
     }
 

@@ -44,9 +44,9 @@
 //!
 //! With [`TapConfig::io_uring`] set, each queue gets an io_uring of that depth
 //! (the `uring` module): half its entries are receive buffers, half are
-//! writes. Receive is one multishot read into a ring of provided pool buffers
-//! (Linux 6.7+; reads kept posted, one per buffer, on older kernels or with
-//! [`TapConfig::io_uring_multishot`] off). It reaps completed reads from the
+//! writes. Receive keeps a read posted per buffer, or with
+//! [`TapConfig::io_uring_multishot`] runs one multishot read into a ring of
+//! provided pool buffers (Linux 6.7+). It reaps completed reads from the
 //! completion queue (no system call when there are some), gives the kernel
 //! new buffers (or posts the reads again), and submits with one
 //! `io_uring_enter` when there is something to arm or it found nothing;
@@ -218,9 +218,13 @@ pub struct TapConfig {
     /// most 4096). `None` (the default): one `read(2)`/`write(2)` per frame.
     pub io_uring: Option<u32>,
     /// In batched mode, receive through one multishot read over provided
-    /// buffers (`true`, the default; Linux 6.7+, else reads kept posted), or
-    /// through reads kept posted, one per buffer (`false`), which wake all
-    /// together for every frame.
+    /// buffers (`true`; Linux 6.7+, else reads kept posted), or through
+    /// reads kept posted, one per buffer (`false`, the default). Posted reads
+    /// all wait on the TAP and all wake for each frame (about eight poll arms
+    /// per frame at light load, where the multishot read arms once); at a
+    /// saturating load they are read inline at submit and delivered 5-10 %
+    /// more through the VTEP than the multishot read in the measurements of
+    /// docs/performance.md, which is why they stay the default.
     pub io_uring_multishot: bool,
 }
 
@@ -235,7 +239,7 @@ impl TapConfig {
             pool: None,
             tx: Offloads::ALL,
             io_uring: None,
-            io_uring_multishot: true,
+            io_uring_multishot: false,
         }
     }
 }

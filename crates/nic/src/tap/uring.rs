@@ -1,15 +1,18 @@
 //! The TAP backend's batched mode: one io_uring per queue ([`super::TapConfig::io_uring`]).
 //!
-//! Receive is one multishot read (`IORING_OP_READ_MULTISHOT`, Linux 6.7+)
-//! over a ring of provided buffers (pool buffers, `io_uring_register_buf_ring`):
-//! the kernel waits on the TAP with one poll entry and completes a read into
-//! the next buffer for every frame; completions are reaped from the
-//! completion queue without a system call and the buffers replaced in the
-//! same batch. A kernel without it (the first completion an error, no
-//! buffer) falls back to reads kept posted, one per buffer. Posted reads
-//! each wait on the TAP's wait queue, so every frame wakes all of them and
-//! all but one poll again: at 128 reads that cost about eight poll arms per
-//! frame, which the multishot read does not pay. Transmit queues a write (writev for a
+//! Receive keeps a read posted into a pool buffer per slot, or (multishot
+//! mode) runs one multishot read (`IORING_OP_READ_MULTISHOT`, Linux 6.7+)
+//! over a ring of provided pool buffers (`io_uring_register_buf_ring`): the
+//! kernel waits on the TAP with one poll entry and completes a read into the
+//! next buffer for every frame. A kernel without it (the first completion an
+//! error, no buffer) falls back to posted reads. Posted reads each wait on
+//! the TAP's wait queue, so every frame wakes all of them and all but one
+//! poll again (at 128 reads, about eight poll arms per frame at light load);
+//! under a saturating load they find frames at submit and read them inline.
+//! Either way completions are reaped from the completion queue without a
+//! system call, and a slot or buffer goes back to the kernel only once its
+//! frame was handed up, so what waits is bounded by the buffers.
+//! Transmit queues a write (writev for a
 //! scatter-gather frame) per frame and submits the batch with one
 //! `io_uring_enter`. Every buffer the kernel may still touch is owned by the
 //! ring's slots until its completion is reaped: a received frame's buffer
