@@ -12,7 +12,8 @@
 //! * `rx`: a kernel UDP socket in the namespace sends as fast as it can to our
 //!   address (a static neighbour entry, no ARP), up to 64 datagrams per `send` through
 //!   UDP segmentation offload (`UDP_SEGMENT`), since a system call per datagram
-//!   (about 0.17 Mpps here) is slower than the receive side; the bench receives 64
+//!   (about 0.17 Mpps here) is slower than the receive side (the kernel segments
+//!   them before veth: the peer's `tx-udp-segmentation` is off); the bench receives 64
 //!   frames per iteration: rx ring, copy out of the UMEM, fill ring. On veth the
 //!   XDP program and the copy into the UMEM run on the sender's core (veth's NAPI),
 //!   so the sender's core bounds what is received.
@@ -20,6 +21,13 @@
 //! Both with the XDP program attached generic (SKB) and native (veth has it),
 //! copy mode either way. Throughput is in frames (elements): Gbit/s is that
 //! times the frame's bytes times 8.
+//!
+//! Each case also prints frames per second of the bench thread's own CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`, user and system, over warm-up and measurement):
+//! what one core running linerate's side moves. For `tx` that includes the
+//! kernel's copy-mode transmit in `sendto` (and veth's delivery to the peer,
+//! which runs in it); for `rx` it is the ring, the copy out of the UMEM, the fill
+//! ring and the waits, while the sender's core pays for the XDP program.
 //!
 //! Run with `cargo bench --features af-xdp --bench nic_xdp`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -52,6 +60,14 @@ fn veth_pair() -> (RootVeth, Netns) {
         &veth.peer,
     ])
     .expect("neigh");
+    // Segment the sender's UDP_SEGMENT sends before veth: with the XDP
+    // program attached generically, a datagram still in one super-frame
+    // would reach the socket as one frame (attached natively, veth turns
+    // the peer's segmentation off itself).
+    let off = ns.exec("ethtool", &["-K", &veth.peer, "tx-udp-segmentation", "off"]);
+    if !off.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("ethtool -K {} tx-udp-segmentation off failed: {off:?}", veth.peer);
+    }
     (veth, ns)
 }
 
@@ -82,6 +98,8 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
             .build(&vec![0; payload]);
         assert_eq!(frame.len(), len);
         g.throughput(Throughput::Elements(BATCH as u64));
+        let tx_before = xdp.counters().total(Counter::TxPackets);
+        let cpu = thread_cpu();
         g.bench_function(BenchmarkId::new("tx", label), |bch| {
             bch.iter(|| {
                 batch.clear();
@@ -95,6 +113,8 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
                 }
             })
         });
+        let sent = xdp.counters().total(Counter::TxPackets) - tx_before;
+        per_core(&format!("{group}/tx/{label}"), sent, thread_cpu() - cpu);
     }
     for (label, len, payload) in SIZES {
         let stop = Arc::new(AtomicBool::new(false));
@@ -114,14 +134,19 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
                         Ok(_) => sent += per as u64,
                         // The veth's queue is full: the datagrams are dropped.
                         Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {}
-                        Err(_) => break,
+                        Err(e) => {
+                            eprintln!("{label}: the kernel's sender stopped: {e}");
+                            break;
+                        }
                     }
                 }
+                stop2.store(true, Ordering::Relaxed);
                 sent
             })
             .expect("sender");
         let rx_before = xdp.counters().total(Counter::RxPackets);
         let started = Instant::now();
+        let cpu = thread_cpu();
         let ready = xdp.readiness(0).expect("readiness");
         g.throughput(Throughput::Elements(BATCH as u64));
         g.bench_function(BenchmarkId::new("rx", label), |bch| {
@@ -130,12 +155,17 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
                 while batch.len() < BATCH {
                     let room = BATCH - batch.len();
                     if xdp.receive(0, &mut batch, room).unwrap_or(0) == 0 {
+                        // The sender gave up: nothing more will come.
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
                         let _ = ready.wait(Duration::from_millis(10));
                     }
                 }
                 debug_assert!(batch.iter().all(|f| f.len() == len));
             })
         });
+        let cpu = thread_cpu() - cpu;
         stop.store(true, Ordering::Relaxed);
         let sent = sender.join().ok().and_then(Result::ok).unwrap_or(0);
         // Who was the limit: the kernel's sender, or this side (frames the
@@ -151,10 +181,43 @@ fn bench_mode(c: &mut Criterion, attach: XdpAttach, group: &str) {
             k.rx_ring_full,
             k.rx_dropped
         );
+        per_core(&format!("{group}/rx/{label}"), got, cpu);
     }
     g.finish();
     drop(xdp);
     drop(veth);
+}
+
+/// CPU time the calling thread has used (user and system).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: a valid clock id and a timespec to write.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// Prints `frames` over `cpu`: frames per second of one core's time.
+fn per_core(what: &str, frames: u64, cpu: Duration) {
+    let secs = cpu.as_secs_f64();
+    // A case the bench's filter left out ran nothing.
+    if secs > 0.0 && frames > 0 {
+        eprintln!(
+            "{what}: {frames} frames in {secs:.2} s of this thread's CPU: {:.2} Mpps per core \
+             ({:.0} ns per frame)",
+            frames as f64 / secs / 1e6,
+            secs * 1e9 / frames.max(1) as f64
+        );
+    }
 }
 
 /// Datagrams per send with UDP segmentation offload.
