@@ -66,7 +66,10 @@ fn veth_pair() -> (RootVeth, Netns) {
     // the peer's segmentation off itself).
     let off = ns.exec("ethtool", &["-K", &veth.peer, "tx-udp-segmentation", "off"]);
     if !off.as_ref().is_ok_and(|o| o.status.success()) {
-        eprintln!("ethtool -K {} tx-udp-segmentation off failed: {off:?}", veth.peer);
+        eprintln!(
+            "ethtool -K {} tx-udp-segmentation off failed: {off:?}",
+            veth.peer
+        );
     }
     (veth, ns)
 }
