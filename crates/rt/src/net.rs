@@ -190,8 +190,9 @@ impl Inner {
                 kick = true;
             }
             if !st.rx.is_empty() {
-                copy_out(&mut st.rx, buf);
-                if st.rx_stalled && 4 * st.rx.free() >= st.rx.capacity() {
+                let n = copy_out(&mut st.rx, buf);
+                let grew = st.rx.grow_after(n, self.rt.inner.stream_buffer_max);
+                if st.rx_stalled && (grew || 4 * st.rx.free() >= st.rx.capacity()) {
                     st.rx_stalled = false;
                     kick = true;
                 }
@@ -334,6 +335,7 @@ impl Inner {
                 register(&mut st.write_waker, cx.waker());
                 return Poll::Pending;
             }
+            st.tx.grow_after(n, self.rt.inner.stream_buffer_max);
             n
         };
         if was_empty {

@@ -59,6 +59,31 @@ impl ByteRing {
         (a, b)
     }
 
+    /// Doubles the capacity, up to `max`, after a call that moved `moved`
+    /// bytes in or out, if that was half the capacity or more (see
+    /// `RuntimeConfig::stream_buffer_max`); true if it grew. The contents
+    /// stay, in order.
+    pub(crate) fn grow_after(&mut self, moved: usize, max: usize) -> bool {
+        let cap = self.capacity();
+        if 2 * moved < cap || cap >= max {
+            return false;
+        }
+        let new_cap = cap.saturating_mul(2).min(max);
+        if !self.buf.is_empty() {
+            let mut buf = vec![0u8; new_cap].into_boxed_slice();
+            let (a, b) = self.readable();
+            let (first, rest) = buf.split_at_mut(a.len());
+            first.copy_from_slice(a);
+            if let Some(second) = rest.get_mut(..b.len()) {
+                second.copy_from_slice(b);
+            }
+            self.buf = buf;
+            self.head = 0;
+        }
+        self.cap = new_cap;
+        true
+    }
+
     /// Forgets the `n` oldest bytes (at most all of them).
     pub(crate) fn consume(&mut self, n: usize) {
         let n = n.min(self.len);
@@ -133,6 +158,28 @@ mod tests {
         assert_eq!(r.write(b"x"), 1);
         assert!(r.allocated());
         assert_eq!(contents(&r), b"x");
+    }
+
+    #[test]
+    fn grows_after_a_call_that_moves_half_of_it_keeping_the_order() {
+        let mut r = ByteRing::new(8);
+        // A small call leaves it alone; so does the limit.
+        assert!(!r.grow_after(3, 64));
+        assert!(!r.grow_after(8, 8));
+        assert_eq!(r.capacity(), 8);
+        // Not allocated yet: only the capacity changes.
+        assert!(r.grow_after(4, 12));
+        assert_eq!((r.capacity(), r.allocated()), (12, false));
+        // Wrapped contents come out in order after growing.
+        assert_eq!(r.write(b"abcdefghijkl"), 12);
+        r.consume(7);
+        assert_eq!(r.write(b"mnopq"), 5);
+        assert_eq!(contents(&r), b"hijklmnopq");
+        assert!(r.grow_after(10, 64));
+        assert_eq!((r.capacity(), r.free()), (24, 14));
+        assert_eq!(contents(&r), b"hijklmnopq");
+        assert_eq!(r.write(b"rstuvwxyz0123456"), 14);
+        assert_eq!(contents(&r), b"hijklmnopqrstuvwxyz01234");
     }
 
     #[test]

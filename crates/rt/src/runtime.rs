@@ -117,8 +117,17 @@ pub struct RuntimeConfig {
     /// Commands each queue's channel holds before senders wait.
     pub commands: usize,
     /// Bytes of each stream's staging ring, per direction, between the
-    /// application and the engine's own buffers.
+    /// application and the engine's own buffers, to begin with (see
+    /// [`RuntimeConfig::stream_buffer_max`]).
     pub stream_buffer: usize,
+    /// Bytes a staging ring may grow to. A ring doubles (up to this) when one
+    /// read takes, or one write fills, half of it or more: an application
+    /// that moves as much per call as the ring holds would otherwise take
+    /// turns with the queue thread (fill, drain, fill) instead of overlapping
+    /// with it, as a kernel socket's auto-tuned buffers let it. Rings of
+    /// applications that move less per call stay at
+    /// [`RuntimeConfig::stream_buffer`]. Not below that.
+    pub stream_buffer_max: usize,
     /// Accepted connections a listener holds (over all queues) before the queues
     /// leave further ones in their engines' accept queues; each engine's own
     /// backlog (`tcp.backlog`) is raised to it if lower.
@@ -195,6 +204,7 @@ impl RuntimeConfig {
             neighbor_source: None,
             commands: 64,
             stream_buffer: 256 * 1024,
+            stream_buffer_max: 4 << 20,
             accept_backlog: 1024,
             max_wait: Duration::from_secs(1),
             fd_poll: Duration::from_millis(1),
@@ -431,6 +441,8 @@ pub(crate) struct Inner {
     stop: AtomicBool,
     pub(crate) epoch: std::time::Instant,
     stream_buffer: usize,
+    /// What a stream's staging rings may grow to ([`RuntimeConfig::stream_buffer_max`]).
+    pub(crate) stream_buffer_max: usize,
     /// How long a stopping queue waits for its streams' data (nanoseconds).
     linger: AtomicU64,
     /// Why a queue thread stopped on its own (its NIC failed, it panicked):
@@ -846,6 +858,7 @@ impl Runtime {
             stop: AtomicBool::new(false),
             epoch: std::time::Instant::now(),
             stream_buffer: cfg.stream_buffer.max(1),
+            stream_buffer_max: cfg.stream_buffer_max.max(cfg.stream_buffer.max(1)),
             linger: AtomicU64::new(u64::try_from(cfg.linger.as_nanos()).unwrap_or(u64::MAX)),
             failure: std::sync::OnceLock::new(),
             dns: std::sync::Mutex::new((cfg.dns.clone(), None)),
