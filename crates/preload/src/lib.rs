@@ -84,19 +84,15 @@
 //! call or two, only when readiness changes) and wakes threads blocked in
 //! the socket's calls (a futex).
 //!
-//! So the kernel answers `poll`, `ppoll`, `select`, `pselect` and every
-//! `epoll` call over sets that mix linerate sockets with pipes, eventfds,
-//! timerfds and kernel sockets, level- or edge-triggered, EPOLLONESHOT,
-//! nested epoll sets, epoll fds inside poll sets, with the kernel's own
-//! waits and timeouts. Interposing them all as Onload does (splitting the
-//! set, checking linerate readiness in user space, waiting in the kernel on
-//! the rest plus a wake fd) saves those system calls but must re-implement
-//! every epoll semantic; the placeholder gets them right by construction.
-//! One shortcut: `select` and `poll` over linerate sockets alone that would
-//! return at once (a socket ready, or a zero timeout) are answered from what
-//! the placeholders show, without the system call: a program that selects
-//! before every small read (iperf3) spent most of its time there. Anything
-//! else in the set, or a call that would wait, goes to the kernel. An edge-triggered waiter
+//! So `poll`, `ppoll`, `select`, `pselect` and every `epoll` call are not
+//! interposed at all: the kernel answers them over sets that mix linerate
+//! sockets with pipes, eventfds, timerfds and kernel sockets, level- or
+//! edge-triggered, EPOLLONESHOT, nested epoll sets, epoll fds inside poll
+//! sets, with the kernel's own timeouts. Interposing them as Onload does
+//! (splitting the set, checking linerate readiness in user space, waiting
+//! in the kernel on the rest plus a wake fd) saves those system calls on
+//! readiness changes but must re-implement every epoll semantic; the
+//! placeholder gets them right by construction. An edge-triggered waiter
 //! gets a new edge when a socket becomes readable again after a read
 //! returned `EAGAIN`, as programs written for edge triggering expect.
 //!
@@ -107,8 +103,7 @@
 //! getsockname, getpeername, getsockopt, setsockopt, fcntl (O_NONBLOCK,
 //! FD_CLOEXEC, F_GETFL/F_SETFL, F_GETFD/F_SETFD, F_DUPFD, F_DUPFD_CLOEXEC),
 //! ioctl (FIONBIO, FIONREAD), dup, dup2, dup3, recvmmsg, sendmmsg, sendfile
-//! (a file to a linerate socket, through a per-thread buffer), select and
-//! poll (only to answer at once, see above), and the
+//! (a file to a linerate socket, through a per-thread buffer), and the
 //! fortified `__read_chk`, `__recv_chk`, `__recvfrom_chk`. Blocking calls sleep on a futex until the
 //! socket's waker runs (no spinning), honour SO_RCVTIMEO/SO_SNDTIMEO
 //! (`EAGAIN`), and return `EINTR` when a signal handler runs, as the kernel's do:

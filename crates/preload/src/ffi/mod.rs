@@ -102,8 +102,6 @@ next_fns! {
     sendfile: unsafe extern "C" fn(c_int, c_int, *mut libc::off_t, size_t) -> ssize_t;
     sendfile64: unsafe extern "C" fn(c_int, c_int, *mut libc::off64_t, size_t) -> ssize_t;
     pread: unsafe extern "C" fn(c_int, *mut c_void, size_t, libc::off_t) -> ssize_t;
-    select: unsafe extern "C" fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int;
-    poll: unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int;
 }
 
 fn errno() -> c_int {
@@ -1341,4 +1339,3 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
 }
 
 mod more;
-mod ready;

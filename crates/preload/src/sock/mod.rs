@@ -51,12 +51,6 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 /// is not in this process.
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
-/// True once the library serves or watches a socket (before that, no call
-/// needs to look at the table).
-pub(crate) fn active() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
-}
-
 /// The socket behind `fd`, if the table has one.
 pub(crate) fn lookup(fd: c_int) -> Option<Arc<Core>> {
     if !ACTIVE.load(Ordering::Relaxed) {
@@ -112,33 +106,6 @@ pub(crate) fn each_stream(mut f: impl FnMut(c_int, &TcpStream)) {
 pub(crate) fn forked() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
     FORKED.store(true, Ordering::Release);
-}
-
-/// What the placeholder under `fd` shows (readable, writable), if `fd` is
-/// a socket linerate serves in this process; `None` for every other fd
-/// (a kernel socket, a socket not decided yet, one inherited through fork,
-/// any fd that is not a socket): only the kernel can answer for those.
-/// The kernel's poll of the placeholder sees the same, since the library
-/// makes the placeholder show exactly this (see [`Core::sync`]).
-pub(crate) fn shown(fd: c_int) -> Option<(bool, bool)> {
-    let c = lookup(fd)?;
-    if !c.is_linerate() || c.inherited() {
-        return None;
-    }
-    let mut st = lock(&c.st);
-    // A wake that found the state locked is synced by the holder: first,
-    // so the answer has it, and again after letting go (see `drain_pending`).
-    if c.pending.swap(false, Ordering::SeqCst) {
-        c.sync(&mut st, Sides::BOTH);
-    }
-    let shown = match st.state {
-        State::Undecided { .. } | State::Closed => None,
-        _ if st.b.is_none() || !st.fds.contains(&fd) => None,
-        _ => Some(st.shown),
-    };
-    drop(st);
-    c.drain_pending();
-    shown
 }
 
 /// How many forks separate this process from the one the library loaded in (0: that one).
