@@ -232,6 +232,48 @@ int main(int argc, char **argv) {
     usleep(50000);
     CHECK("recv echo 2", recv(s, buf, sizeof buf, 0));
 
+    /* select and poll over the socket alone: all three sets, zero and long
+       timeouts, a negative fd in a poll set. */
+    fd_set ex;
+    FD_ZERO(&rd);
+    FD_ZERO(&wr);
+    FD_ZERO(&ex);
+    FD_SET(s, &rd);
+    FD_SET(s, &wr);
+    FD_SET(s, &ex);
+    tv.tv_sec = 0;
+    tv.tv_usec = 0;
+    CHECK("select alone, writable, zero timeout", select(s + 1, &rd, &wr, &ex, &tv));
+    printf("select alone rd %d wr %d ex %d\n", FD_ISSET(s, &rd), FD_ISSET(s, &wr), FD_ISSET(s, &ex));
+    FD_ZERO(&rd);
+    FD_SET(s, &rd);
+    CHECK("select alone, nothing, zero timeout", select(s + 1, &rd, NULL, NULL, &tv));
+    printf("select alone rd %d\n", FD_ISSET(s, &rd));
+    send(s, "ef", 2, 0);
+    usleep(50000);
+    FD_ZERO(&rd);
+    FD_ZERO(&wr);
+    FD_ZERO(&ex);
+    FD_SET(s, &rd);
+    FD_SET(s, &wr);
+    FD_SET(s, &ex);
+    tv.tv_sec = 5;
+    CHECK("select alone, both", select(s + 1, &rd, &wr, &ex, &tv));
+    printf("select alone rd %d wr %d ex %d\n", FD_ISSET(s, &rd), FD_ISSET(s, &wr), FD_ISSET(s, &ex));
+    struct pollfd pa[2] = {{-1, POLLIN, 7}, {s, POLLIN | POLLOUT | POLLPRI, 7}};
+    CHECK("poll alone, both", poll(pa, 2, 0));
+    printf("poll alone revents %d %d\n", pa[0].revents, pa[1].revents);
+    pa[1].events = POLLIN;
+    CHECK("poll alone, readable", poll(pa, 2, 5000));
+    printf("poll alone revents %d %d\n", pa[0].revents, pa[1].revents);
+    CHECK("recv echo 3", recv(s, buf, sizeof buf, 0));
+    CHECK("poll alone, nothing, zero timeout", poll(pa, 2, 0));
+    printf("poll alone revents %d %d\n", pa[0].revents, pa[1].revents);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK("poll alone, nothing, 50 ms", poll(pa, 2, 50));
+    el = ms_since(&t0);
+    printf("poll alone timeout in [50, 150) ms: %d\n", el >= 50 && el < 150);
+
     /* epoll: level- and edge-triggered, with a pipe and an eventfd. */
     int ep = epoll_create1(EPOLL_CLOEXEC);
     int ev = eventfd(0, EFD_NONBLOCK);
