@@ -95,6 +95,20 @@ static void *late_send(void *fd) {
     return NULL;
 }
 
+/* `s` alone in each of the three sets of a select. */
+static void all_three(int s, fd_set *rd, fd_set *wr, fd_set *ex) {
+    FD_ZERO(rd);
+    FD_ZERO(wr);
+    FD_ZERO(ex);
+    FD_SET(s, rd);
+    FD_SET(s, wr);
+    FD_SET(s, ex);
+}
+
+static void print_three(int s, fd_set *rd, fd_set *wr, fd_set *ex) {
+    printf("select alone rd %d wr %d ex %d\n", FD_ISSET(s, rd), FD_ISSET(s, wr), FD_ISSET(s, ex));
+}
+
 static int connected(int port) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(s, at(port), sizeof peer) != 0) {
@@ -235,31 +249,21 @@ int main(int argc, char **argv) {
     /* select and poll over the socket alone: all three sets, zero and long
        timeouts, a negative fd in a poll set. */
     fd_set ex;
-    FD_ZERO(&rd);
-    FD_ZERO(&wr);
-    FD_ZERO(&ex);
-    FD_SET(s, &rd);
-    FD_SET(s, &wr);
-    FD_SET(s, &ex);
+    all_three(s, &rd, &wr, &ex);
     tv.tv_sec = 0;
     tv.tv_usec = 0;
     CHECK("select alone, writable, zero timeout", select(s + 1, &rd, &wr, &ex, &tv));
-    printf("select alone rd %d wr %d ex %d\n", FD_ISSET(s, &rd), FD_ISSET(s, &wr), FD_ISSET(s, &ex));
+    print_three(s, &rd, &wr, &ex);
     FD_ZERO(&rd);
     FD_SET(s, &rd);
     CHECK("select alone, nothing, zero timeout", select(s + 1, &rd, NULL, NULL, &tv));
     printf("select alone rd %d\n", FD_ISSET(s, &rd));
     send(s, "ef", 2, 0);
     usleep(50000);
-    FD_ZERO(&rd);
-    FD_ZERO(&wr);
-    FD_ZERO(&ex);
-    FD_SET(s, &rd);
-    FD_SET(s, &wr);
-    FD_SET(s, &ex);
+    all_three(s, &rd, &wr, &ex);
     tv.tv_sec = 5;
     CHECK("select alone, both", select(s + 1, &rd, &wr, &ex, &tv));
-    printf("select alone rd %d wr %d ex %d\n", FD_ISSET(s, &rd), FD_ISSET(s, &wr), FD_ISSET(s, &ex));
+    print_three(s, &rd, &wr, &ex);
     struct pollfd pa[2] = {{-1, POLLIN, 7}, {s, POLLIN | POLLOUT | POLLPRI, 7}};
     CHECK("poll alone, both", poll(pa, 2, 0));
     printf("poll alone revents %d %d\n", pa[0].revents, pa[1].revents);

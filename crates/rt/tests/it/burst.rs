@@ -10,18 +10,25 @@ use linerate_rt::{Runtime, RuntimeConfig, TcpListener, TcpStream};
 use linerate_toe::sim::Sim;
 use std::time::Duration;
 
-#[test]
-fn a_thousand_connects_at_once_are_all_accepted() {
-    const K: usize = 1000;
+/// Runtimes for hosts 1 and 2 of a memory wire, and a tokio runtime to
+/// drive the test's tasks.
+fn two_hosts(cfg: impl Fn(u8) -> RuntimeConfig) -> (Runtime, Runtime, tokio::runtime::Runtime) {
     let (a, b) = mem_pair(1);
-    let c = Runtime::start(a, RuntimeConfig::new(Sim::host_config(1))).unwrap();
-    let s = Runtime::start(b, RuntimeConfig::new(Sim::host_config(2))).unwrap();
-    let (ch, sh) = (c.handle().clone(), s.handle().clone());
+    let c = Runtime::start(a, cfg(1)).unwrap();
+    let s = Runtime::start(b, cfg(2)).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    (c, s, rt)
+}
+
+#[test]
+fn a_thousand_connects_at_once_are_all_accepted() {
+    const K: usize = 1000;
+    let (c, s, rt) = two_hosts(|host| RuntimeConfig::new(Sim::host_config(host)));
+    let (ch, sh) = (c.handle().clone(), s.handle().clone());
     rt.block_on(async {
         let l = TcpListener::bind(&sh, 6000).await.unwrap();
         let to: std::net::SocketAddr = "10.0.0.2:6000".parse().unwrap();
@@ -66,21 +73,13 @@ fn staging_rings_grow_for_calls_that_move_them_whole() {
     const RING: usize = 4096;
     const MAX: usize = 64 * 1024;
     const TOTAL: usize = 4 << 20;
-    let (a, b) = mem_pair(1);
-    let cfg = |host| {
+    let (c, s, rt) = two_hosts(|host| {
         let mut c = RuntimeConfig::new(Sim::host_config(host));
         c.stream_buffer = RING;
         c.stream_buffer_max = MAX;
         c
-    };
-    let c = Runtime::start(a, cfg(1)).unwrap();
-    let s = Runtime::start(b, cfg(2)).unwrap();
+    });
     let (ch, sh) = (c.handle().clone(), s.handle().clone());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     rt.block_on(async {
         let l = TcpListener::bind(&sh, 6001).await.unwrap();
         let to: std::net::SocketAddr = "10.0.0.2:6001".parse().unwrap();
